@@ -1,0 +1,38 @@
+"""Engine speed: one generation analysis in-process, and sweep points per second.
+
+Run: python benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import ridgeline as rl
+
+
+def median_seconds(fn, inner: int, outer: int = 7) -> float:
+    times = []
+    for _ in range(outer):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return statistics.median(times)
+
+
+def main() -> None:
+    model, device = rl.load_model("llama-2-7b"), rl.load_device("a6000")
+    one = median_seconds(lambda: rl.analyze(model, device, batch=1, seq_len=1024, generate=128), 100)
+    print(f"one analysis (prompt 1024, generate 128): {one * 1e3:.3f} ms (goal < 1 ms)")
+    batch = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
+    seq = np.arange(1, 1001) * 32
+    for generate in (0, 128):
+        t = median_seconds(lambda: rl.sweep(model, device, batch, seq, generate=generate), 1, 5)
+        print(f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
+              f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)")
+
+
+if __name__ == "__main__":
+    main()

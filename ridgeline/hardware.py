@@ -1,0 +1,293 @@
+"""Devices: the ``DeviceSpec`` record, YAML loading with validation, and ``host`` detection."""
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from .catalog import HARDWARE_DIR, list_names, looks_like_path
+from .errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
+from .units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
+
+KINDS = ("gpu", "cpu", "accelerator")
+REQUIRED = ("name", "vendor", "kind", "memory_capacity_gib", "memory_bandwidth_gb_s",
+            "matrix_peak_tops", "sources")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device. Peaks are dense (no structured-sparsity doubling), in SI units."""
+
+    name: str
+    full_name: str
+    vendor: str
+    kind: str                                  # gpu | cpu | accelerator
+    memory_capacity: float                     # bytes
+    memory_bandwidth: float                    # bytes/s, datasheet peak
+    matrix_peak: Mapping[str, float]           # ops/s per data type, matrix units
+    vector_peak: Mapping[str, float]           # ops/s per data type, element-wise units
+    compute_units: int = 0                     # SMs / CUs / cores
+    l1_bytes_per_unit: float = 0.0             # shared memory / L1 per unit
+    l2_bytes: float = 0.0                      # L2 (GPU) or last-level cache (CPU)
+    interconnect: str | None = None
+    interconnect_bandwidth: float | None = None  # bytes/s per direction per device
+    interconnect_latency: float | None = None    # seconds
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def on_chip_bytes(self) -> float:
+        """Total fast on-chip memory a tiled kernel can hold (sum of per-unit L1/shared)."""
+        return self.l1_bytes_per_unit * max(self.compute_units, 1)
+
+    def matrix_peak_for(self, dtype: str) -> float:
+        if dtype not in self.matrix_peak:
+            raise UnsupportedDtypeError(dtype, self.name, sorted(self.matrix_peak))
+        return self.matrix_peak[dtype]
+
+    def vector_peak_for(self, dtype: str) -> float:
+        """Element-wise peak; types without their own vector rate run at the fp32 rate."""
+        if dtype in self.vector_peak:
+            return self.vector_peak[dtype]
+        if "fp32" in self.vector_peak:
+            return self.vector_peak["fp32"]
+        return min(self.matrix_peak.values())
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, required: bool = True) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise InvalidSpecError(where, f"missing '{key}'")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise InvalidSpecError(where, f"'{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _peaks(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, float]:
+    table = raw.get(key) or {}
+    if not isinstance(table, Mapping):
+        raise InvalidSpecError(where, f"'{key}' must map data types to tera-ops/s")
+    unknown = sorted(set(table) - set(DTYPE_BITS))
+    if unknown:
+        raise InvalidSpecError(where, f"'{key}' has unknown data types {unknown}; "
+                                      f"known: {', '.join(DTYPE_BITS)}")
+    return MappingProxyType({d: _number(table, d, f"{where} {key}") * TERA for d in table})
+
+
+def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpec:
+    """Validate a parsed YAML mapping and convert it to SI units."""
+    if not isinstance(raw, Mapping):
+        raise InvalidSpecError(where, "expected a mapping of fields at the top level")
+    for key in REQUIRED:
+        if key not in raw:
+            raise InvalidSpecError(where, f"missing '{key}' (required: {', '.join(REQUIRED)})")
+    if raw["kind"] not in KINDS:
+        raise InvalidSpecError(where, f"'kind' must be one of {KINDS}, got {raw['kind']!r}")
+    matrix = _peaks(raw, "matrix_peak_tops", where)
+    if not matrix:
+        raise InvalidSpecError(where, "'matrix_peak_tops' needs at least one data type")
+    sources = raw["sources"]
+    if not isinstance(sources, list) or not sources:
+        raise InvalidSpecError(where, "'sources' must be a non-empty list of URLs")
+    latency = _number(raw, "interconnect_latency_us", where, required=False)
+    link_bw = _number(raw, "interconnect_bandwidth_gb_s", where, required=False)
+    return DeviceSpec(
+        name=str(raw["name"]),
+        full_name=str(raw.get("full_name", raw["name"])),
+        vendor=str(raw["vendor"]),
+        kind=raw["kind"],
+        memory_capacity=_number(raw, "memory_capacity_gib", where) * GIB,
+        memory_bandwidth=_number(raw, "memory_bandwidth_gb_s", where) * GIGA,
+        matrix_peak=matrix,
+        vector_peak=_peaks(raw, "vector_peak_tops", where),
+        compute_units=int(raw.get("compute_units") or 0),
+        l1_bytes_per_unit=float(raw.get("l1_kib_per_unit") or 0) * KIB,
+        l2_bytes=float(raw.get("l2_cache_mib") or 0) * MIB,
+        interconnect=raw.get("interconnect"),
+        interconnect_bandwidth=link_bw * GIGA if link_bw else None,
+        interconnect_latency=latency * 1e-6 if latency else None,
+        sources=tuple(str(s) for s in sources),
+        notes=str(raw.get("notes") or ""),
+    )
+
+
+def read_yaml(path: Path) -> Any:
+    """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InvalidSpecError(str(path), f"cannot read file ({err.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise InvalidSpecError(str(path), f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+
+
+def list_devices() -> list[str]:
+    return list_names(HARDWARE_DIR, ".yaml")
+
+
+def load_device(name: str) -> DeviceSpec:
+    """A catalog name (``h100-sxm``), ``host``, or a path to a device YAML file."""
+    if isinstance(name, DeviceSpec):
+        return name
+    if name == "host":
+        return detect_host()
+    if looks_like_path(name):
+        path = Path(name)
+        if not path.is_file():
+            raise InvalidSpecError(name, "no such device file")
+        return device_from_dict(read_yaml(path), str(path))
+    path = HARDWARE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise UnknownDeviceError(name, list_devices() + ["host"])
+    return device_from_dict(read_yaml(path), f"hardware/{name}.yaml")
+
+
+# --- host detection -------------------------------------------------------------------
+
+def _cpuinfo() -> dict[str, str]:
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return info
+
+
+def _max_clock_hz(info: Mapping[str, str]) -> float:
+    try:
+        khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
+        return float(khz) * 1e3
+    except (OSError, ValueError):
+        return float(info.get("cpu MHz", 2000.0)) * 1e6
+
+
+def cpu_flops_per_cycle(flags: set[str], vendor: str) -> dict[str, float]:
+    """Dense ops per cycle per core for each data type the SIMD units run natively.
+
+    fp32: 2 FMA pipes x lanes x 2 ops. AVX-512 on AMD Zen 4 runs on 256-bit pipes
+    (double-pumped), so it keeps AVX2's width; Intel server cores have two 512-bit pipes.
+    bf16 (VDPBF16PS) and fp16 (AVX512-FP16) double the fp32 rate, int8 VNNI quadruples it;
+    AMX tiles give 1024 bf16 and 2048 int8 ops per cycle (Intel's optimisation manual).
+    """
+    wide = "avx512f" in flags and vendor != "AuthenticAMD"
+    lanes = 16 if wide else (8 if "avx2" in flags or "avx" in flags else 4)
+    fp32 = 2 * lanes * 2 if "fma" in flags or "avx2" in flags else lanes * 2
+    rates = {"fp32": float(fp32)}
+    if "avx512_bf16" in flags:
+        rates["bf16"] = 2.0 * fp32
+    if "avx512_fp16" in flags:
+        rates["fp16"] = 2.0 * fp32
+    if "avx512_vnni" in flags or "avx_vnni" in flags:
+        rates["int8"] = 4.0 * fp32
+    if "amx_bf16" in flags:
+        rates["bf16"] = 1024.0
+    if "amx_int8" in flags:
+        rates["int8"] = 2048.0
+    return rates
+
+
+def measure_copy_bandwidth(mib: int = 256, repeats: int = 5) -> float:
+    """Host memory bandwidth from a large numpy copy (bytes read + written), median of repeats."""
+    import time
+
+    import numpy as np
+
+    src = np.ones(mib * MIB // 8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return 2 * src.nbytes / float(np.median(times))
+
+
+def _physical_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def _nvidia_host() -> DeviceSpec | None:
+    """The first NVIDIA GPU via pynvml, matched to the catalog by name; None when absent."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        gpu = pynvml.nvmlDeviceGetName(handle)
+        gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
+        total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+    except Exception:  # noqa: BLE001 - no driver, no device: the host is a CPU
+        return None
+    from .names import catalog_name_for_gpu
+
+    match = catalog_name_for_gpu(gpu)
+    if match is None:
+        return None
+    spec = load_device(match)
+    from dataclasses import replace
+
+    return replace(spec, name="host", full_name=f"{gpu} (host, as {match})",
+                   memory_capacity=float(total))
+
+
+def detect_host(measure: bool = True) -> DeviceSpec:
+    """The machine ridgeline runs on: an NVIDIA GPU when pynvml sees one, else the CPU."""
+    gpu = _nvidia_host()
+    if gpu is not None:
+        return gpu
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    vendor = info.get("vendor_id", platform.processor() or "unknown")
+    cores = _physical_cores()
+    clock = _max_clock_hz(info)
+    per_cycle = cpu_flops_per_cycle(flags, vendor)
+    peaks = {dtype: rate * cores * clock for dtype, rate in per_cycle.items()}
+    bandwidth = measure_copy_bandwidth() if measure else 10 * GIGA
+    try:
+        total_mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        total_mem = 8 * GIB
+    return DeviceSpec(
+        name="host",
+        full_name=f"{info.get('model name', platform.machine())} ({cores} cores)",
+        vendor=vendor, kind="cpu",
+        memory_capacity=float(total_mem), memory_bandwidth=bandwidth,
+        matrix_peak=MappingProxyType(peaks),
+        vector_peak=MappingProxyType({"fp32": peaks["fp32"]}),
+        compute_units=cores, l2_bytes=_llc_bytes(),
+        sources=("detected: /proc/cpuinfo flags x cores x max clock; "
+                 "bandwidth: numpy copy measured at detection",),
+        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle))},
+    )
+
+
+def _llc_bytes() -> float:
+    for index in (3, 2):
+        path = Path(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size")
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": KIB, "M": MIB}.get(text[-1], 1)
+        return float(text.rstrip("KM")) * scale
+    return 0.0

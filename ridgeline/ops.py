@@ -1,0 +1,160 @@
+"""The ``Op`` record and one small pure function per operator.
+
+Conventions (the seed paper's, LLM-Viewer): a multiply-accumulate is 2 operations;
+softmax costs 5 operations per element (max, subtract, exp, sum, divide); a norm 7 per
+element (square, sum, mean, add eps, rsqrt, scale, weight). Sizes may be numpy arrays.
+Bytes are split by where they go, so a setting changes exactly one term:
+weights read, activations read, activations written, KV cache read, KV cache written.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .workload import Number
+
+SOFTMAX_OPS = 5
+NORM_OPS = 7
+# Operations per element of the MLP activation (the gated multiply is counted separately).
+ACT_OPS = {"silu": 4, "swish": 4, "relu": 1, "gelu": 8, "gelu_new": 8,
+           "gelu_pytorch_tanh": 8, "gelu_fast": 8, "quick_gelu": 4}
+ROPE_OPS = 3  # x*cos + rotate_half(x)*sin per element
+
+BYTE_FIELDS = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator instance: what it computes and which bytes it moves."""
+
+    name: str
+    kind: str                  # linear | attention | softmax | norm | elementwise | embed
+    count: int                 # instances per forward pass (num_layers for layer ops)
+    flops: Number
+    weight_bytes: Number = 0
+    act_read_bytes: Number = 0
+    act_write_bytes: Number = 0
+    kv_read_bytes: Number = 0
+    kv_write_bytes: Number = 0
+    dequant_flops: Number = 0  # vector-unit work beside the matrix work (dequantising weights)
+    comm_bytes: Number = 0     # bytes each device sends over the interconnect
+    comm_latency_s: Number = 0  # fixed link latency of a collective (hops x latency)
+    matrix: bool = False       # runs on matrix units (GEMM/GEMV) rather than vector units
+    dtype: str = "fp16"        # data type the arithmetic runs in
+    inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
+    dims: Mapping[str, Any] = field(default_factory=dict)  # kernel shape, for benchmarks
+
+    @property
+    def bytes(self) -> Number:
+        return (self.weight_bytes + self.act_read_bytes + self.act_write_bytes
+                + self.kv_read_bytes + self.kv_write_bytes)
+
+    @property
+    def intensity(self) -> Number:
+        """Arithmetic intensity: operations per byte moved to and from device memory."""
+        return self.flops / self.bytes
+
+
+def _dims(**kwargs: Any) -> Mapping[str, Any]:
+    return MappingProxyType(kwargs)
+
+
+def linear(name: str, tokens: Number, k: int, n: int, *, wb: float, ab: float, count: int,
+           dtype: str, inputs: tuple[str, ...], out_kv_bytes: float = 0.0) -> Op:
+    """y[tokens, n] = x[tokens, k] @ W[k, n]: 2*tokens*k*n ops; W read once.
+
+    ``out_kv_bytes`` > 0 sends the output to the KV cache (k_proj/v_proj without rotary).
+    """
+    out = tokens * n
+    return Op(name, "linear", count, flops=2 * tokens * k * n,
+              weight_bytes=k * n * wb, act_read_bytes=tokens * k * ab,
+              act_write_bytes=0 if out_kv_bytes else out * ab,
+              kv_write_bytes=out * out_kv_bytes, matrix=True, dtype=dtype, inputs=inputs,
+              dims=_dims(m=tokens, k=k, n=n))
+
+
+def qk_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
+    """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
+
+    K is read once per KV head (grouped heads share it); the score matrix is written out.
+    """
+    return Op("qk_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
+              act_read_bytes=batch * q_len * heads * head_dim * ab,
+              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              act_write_bytes=batch * heads * q_len * kv_len * ab, matrix=True, dtype=dtype,
+              inputs=("q",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
+                                        q_len=q_len, kv_len=kv_len, head_dim=head_dim))
+
+
+def sv_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
+    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops."""
+    return Op("sv_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
+              act_read_bytes=batch * heads * q_len * kv_len * ab,
+              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              act_write_bytes=batch * q_len * heads * head_dim * ab, matrix=True, dtype=dtype,
+              inputs=("softmax",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
+                                              q_len=q_len, kv_len=kv_len, head_dim=head_dim))
+
+
+def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: float,
+            count: int, dtype: str) -> Op:
+    """Row softmax over the score matrix: 5 ops per element, read and written once."""
+    elems = batch * heads * q_len * kv_len
+    return Op("softmax", "softmax", count, flops=SOFTMAX_OPS * elems, act_read_bytes=elems * ab,
+              act_write_bytes=elems * ab, dtype=dtype, inputs=("qk_matmul",),
+              dims=_dims(rows=batch * heads * q_len, cols=kv_len))
+
+
+def norm(name: str, tokens: Number, hidden: int, *, ab: float, wb: float, count: int,
+         dtype: str, inputs: tuple[str, ...]) -> Op:
+    """RMSNorm/LayerNorm: 7 ops per element; the weight vector (hidden) is read too.
+
+    The seed paper leaves the weight vector out; it is kept in ``weight_bytes`` here.
+    """
+    elems = tokens * hidden
+    return Op(name, "norm", count, flops=NORM_OPS * elems, weight_bytes=hidden * wb,
+              act_read_bytes=elems * ab, act_write_bytes=elems * ab, dtype=dtype, inputs=inputs,
+              dims=_dims(tokens=tokens, hidden=hidden))
+
+
+def residual_add(name: str, tokens: Number, hidden: int, *, ab: float, count: int, dtype: str,
+                 inputs: tuple[str, ...]) -> Op:
+    """out = residual + branch: 1 op per element, both operands read, one written.
+
+    The seed paper counts one operand read (0.25 ops/byte in fp16); counting both gives 1/6.
+    """
+    elems = tokens * hidden
+    return Op(name, "elementwise", count, flops=elems, act_read_bytes=2 * elems * ab,
+              act_write_bytes=elems * ab, dtype=dtype, inputs=inputs,
+              dims=_dims(tokens=tokens, hidden=hidden))
+
+
+def mlp_act(tokens: Number, width: int, act: str, gated: bool, *, ab: float, count: int,
+            dtype: str, inputs: tuple[str, ...]) -> Op:
+    """act(gate) * up (gated) or act(up): ACT_OPS per element (+1 for the gate multiply)."""
+    elems = tokens * width
+    per_elem = ACT_OPS.get(act, 8) + (1 if gated else 0)
+    return Op("mlp_act", "elementwise", count, flops=per_elem * elems,
+              act_read_bytes=(2 if gated else 1) * elems * ab, act_write_bytes=elems * ab,
+              dtype=dtype, inputs=inputs, dims=_dims(tokens=tokens, width=width, act=act, gated=gated))
+
+
+def rope(tokens: Number, heads: int, kv_heads: int, head_dim: int, *, ab: float, kvb: float,
+         count: int, dtype: str) -> Op:
+    """Rotary embedding of q and k: 3 ops per element; rotated k goes to the KV cache."""
+    q_elems, k_elems = tokens * heads * head_dim, tokens * kv_heads * head_dim
+    return Op("rope", "elementwise", count, flops=ROPE_OPS * (q_elems + k_elems),
+              act_read_bytes=(q_elems + k_elems) * ab, act_write_bytes=q_elems * ab,
+              kv_write_bytes=k_elems * kvb, dtype=dtype, inputs=("q_proj", "k_proj"),
+              dims=_dims(tokens=tokens, heads=heads, kv_heads=kv_heads, head_dim=head_dim))
+
+
+def embed(tokens: Number, hidden: int, *, wb: float, ab: float, dtype: str) -> Op:
+    """Embedding gather: one row of the table read per token, no arithmetic."""
+    return Op("embed", "embed", 1, flops=0 * tokens, weight_bytes=tokens * hidden * wb,
+              act_write_bytes=tokens * hidden * ab, dtype=dtype,
+              dims=_dims(tokens=tokens, hidden=hidden))

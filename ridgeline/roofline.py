@@ -1,0 +1,136 @@
+"""Roofline: time and bound of each op against a device's ceilings.
+
+time = max(operations / compute roof, bytes / bandwidth roof) + per-kernel overhead
+(Williams, Waterman, Patterson, "Roofline", CACM 2009). ``spec`` ceilings are datasheet
+peaks; ``calibrated`` ones come from a measured device profile (``ridgeline calibrate``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from .hardware import DeviceSpec
+from .ops import BYTE_FIELDS, Op
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The roofs an op is timed against."""
+
+    mode: str                               # spec | calibrated
+    bandwidth: float                        # bytes/s
+    matrix_peak: Mapping[str, float]        # ops/s per data type
+    vector_peak: Mapping[str, float]        # ops/s per data type (element-wise)
+    # per op kind: fraction of the roofs reached ("compute", "memory"), and fixed seconds
+    efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    overhead_s: Mapping[str, float] = field(default_factory=dict)
+    device: str = ""
+    link_bandwidth: float | None = None     # bytes/s per direction between devices
+    link_latency: float = 0.0               # seconds per hop
+
+    def vector_roof(self, dtype: str) -> float:
+        return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
+                or min(self.matrix_peak.values()))
+
+    def compute_roof(self, op: Op) -> float:
+        if op.matrix:
+            table = self.matrix_peak
+            peak = table.get(op.dtype)
+            if peak is None:
+                from .errors import UnsupportedDtypeError
+                raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
+        else:
+            peak = self.vector_roof(op.dtype)
+        return peak * self.efficiency.get(op.kind, {}).get("compute", 1.0)
+
+    def memory_roof(self, op: Op) -> float:
+        return self.bandwidth * self.efficiency.get(op.kind, {}).get("memory", 1.0)
+
+    def overhead(self, op: Op) -> float:
+        return self.overhead_s.get(op.kind, self.overhead_s.get("default", 0.0))
+
+
+def spec_ceilings(device: DeviceSpec) -> Ceilings:
+    """The datasheet roofline: an upper bound on speed."""
+    vector = dict(device.vector_peak) or {"fp32": min(device.matrix_peak.values())}
+    return Ceilings("spec", device.memory_bandwidth, device.matrix_peak,
+                    MappingProxyType(vector), device=device.name,
+                    link_bandwidth=device.interconnect_bandwidth,
+                    link_latency=device.interconnect_latency or 0.0)
+
+
+def roofline_time(compute_s, memory_s, network_s=0.0):
+    """The roofline step: the slowest of doing the arithmetic, moving the bytes through
+    device memory, and sending them over the interconnect."""
+    return np.maximum(np.maximum(compute_s, memory_s), network_s)
+
+
+def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
+    """One field of every op as an array of shape (ops, *workload shape); fields that are
+    scalars for every op get shape (ops, 1, ...) with ``ndim`` axes so they broadcast."""
+    values = [getattr(op, field_name) for op in ops]
+    try:  # fast path: every op has the same shape (all scalars in a single analysis)
+        out = np.array(values, dtype=float)
+    except ValueError:
+        out = np.stack(np.broadcast_arrays(*values)).astype(float)
+    return out.reshape(out.shape + (1,) * (ndim - out.ndim))
+
+
+def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
+    """Every op of a pass at once: bytes by destination, time, attainable perf and bound.
+
+    Arrays have shape (ops, *workload shape); times are per instance (one of ``count``).
+    """
+    table = {f: _stack(ops, f) for f in ("flops", *BYTE_FIELDS)}
+    nbytes = sum(table[f] for f in BYTE_FIELDS)
+    shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
+    compute = np.array([ceilings.compute_roof(op) for op in ops]).reshape(shape)
+    memory = np.array([ceilings.memory_roof(op) for op in ops]).reshape(shape)
+    overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
+    vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
+    flops, dequant = table["flops"], _stack(ops, "dequant_flops", nbytes.ndim)
+    compute_s = flops / compute + dequant / vector
+    memory_s = nbytes / memory
+    network_s = _network_seconds(ops, ceilings, nbytes.ndim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(nbytes > 0, (flops + dequant) / nbytes, 0.0)
+    # an op either moves bytes through memory or over the link, never both: the larger
+    # of the two is its transfer time, which keeps each op's time a max of two terms
+    transfer_s = np.maximum(memory_s, network_s)
+    table.update(
+        bytes=nbytes, intensity=intensity, dequant_flops=dequant,
+        comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
+        compute_s=compute_s, memory_s=transfer_s, overhead_s=overhead + 0 * nbytes,
+        time_s=roofline_time(compute_s, memory_s, network_s) + overhead,
+        perf=np.minimum(compute, intensity * memory),
+        bound=np.where(network_s > np.maximum(compute_s, memory_s), "network",
+                       np.where(compute_s >= memory_s, "compute", "memory")),
+        count=np.array([op.count for op in ops], dtype=float).reshape(shape),
+    )
+    return table
+
+
+def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.ndarray:
+    comm = _stack(ops, "comm_bytes", ndim)
+    if not np.any(comm):
+        return 0 * comm
+    if not ceilings.link_bandwidth:
+        from .errors import InvalidWorkloadError
+        raise InvalidWorkloadError(
+            f"{ceilings.device} has no interconnect bandwidth in its spec; pass --link-bw GB/s")
+    latency = _stack(ops, "comm_latency_s", ndim)
+    return np.where(comm > 0, comm / ceilings.link_bandwidth + latency, 0.0)
+
+
+def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
+    """One op's row of :func:`evaluate` (time, perf, bound, bytes...)."""
+    return {k: v[0] for k, v in evaluate([op], ceilings).items()}
+
+
+def stage_time(ops: Sequence[Op], ceilings: Ceilings):
+    """Seconds for one forward pass: sum over ops of count x time (arrays broadcast)."""
+    table = evaluate(ops, ceilings)
+    return np.sum(table["count"] * table["time_s"], axis=0)

@@ -1,0 +1,92 @@
+"""The shipped catalogs load, carry sources, and hold the figures the seed paper uses."""
+from __future__ import annotations
+
+import pytest
+
+import ridgeline as rl
+from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
+from ridgeline.hardware import cpu_flops_per_cycle, device_from_dict
+
+DEVICES = rl.list_devices()
+MODELS = rl.list_models()
+
+
+def test_catalog_sizes():
+    assert len(DEVICES) >= 20
+    for name in ("a6000", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200",
+                 "l4", "l40s", "rtx-4090", "rtx-3090", "v100", "mi300x", "tpu-v5e",
+                 "jetson-agx-orin", "epyc-9654", "xeon-8480"):
+        assert name in DEVICES
+    assert any(d.startswith("apple-m") for d in DEVICES)
+
+
+@pytest.mark.parametrize("name", DEVICES)
+def test_every_device_loads_with_sources(name):
+    d = rl.load_device(name)
+    assert d.name == name
+    assert d.sources and all(s.startswith("http") for s in d.sources)
+    assert d.memory_bandwidth > 1e9 and d.memory_capacity > 1e9
+    # dense peaks: no device here does more than ~5 PFLOP/s dense fp16
+    assert all(v < 5e15 for k, v in d.matrix_peak.items() if k in ("fp16", "bf16"))
+
+
+def test_seed_paper_a6000(a6000):
+    assert a6000.matrix_peak["fp16"] == 155e12
+    assert a6000.matrix_peak["int8"] == 310e12
+    assert a6000.memory_bandwidth == 768e9
+    assert a6000.memory_capacity == 48 * 2**30
+
+
+def test_h100_has_no_int4_units():
+    assert "int4" not in rl.load_device("h100-sxm").matrix_peak
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_loads(name):
+    m = rl.load_model(name)
+    assert m.num_heads % m.num_kv_heads == 0
+    assert m.head_dim > 0 and m.num_layers > 0
+
+
+def test_attention_kinds():
+    kinds = {n: rl.load_model(n).attention_kind for n in ("llama-2-7b", "llama-3-8b", "falcon-7b")}
+    assert kinds == {"llama-2-7b": "MHA", "llama-3-8b": "GQA", "falcon-7b": "MQA"}
+    opt = rl.load_model("opt-6.7b")
+    assert (opt.norm, opt.hidden_act, opt.gated_mlp, opt.rotary) == ("layernorm", "relu", False, False)
+    gptj = rl.load_model("gpt-j-6b")
+    assert (gptj.hidden_size, gptj.num_layers, gptj.intermediate_size) == (4096, 28, 16384)
+
+
+def test_config_errors():
+    with pytest.raises(UnsupportedArchitectureError, match="supported: .*llama"):
+        rl.ModelConfig.from_hf_config({"model_type": "t5"})
+    with pytest.raises(InvalidConfigError, match="not a multiple"):
+        rl.ModelConfig.from_hf_config({"model_type": "llama", "hidden_size": 64,
+                                       "num_attention_heads": 6, "num_key_value_heads": 4,
+                                       "num_hidden_layers": 1, "vocab_size": 10})
+
+
+def test_device_schema_errors():
+    base = {"name": "x", "vendor": "v", "kind": "gpu", "memory_capacity_gib": 8,
+            "memory_bandwidth_gb_s": 100, "matrix_peak_tops": {"fp16": 10}, "sources": ["http://x"]}
+    assert device_from_dict(base).memory_bandwidth == 100e9
+    with pytest.raises(rl.RidgelineError, match="'kind' must be one of"):
+        device_from_dict({**base, "kind": "fpga"})
+    with pytest.raises(rl.RidgelineError, match="must be a positive number"):
+        device_from_dict({**base, "memory_bandwidth_gb_s": -1})
+    with pytest.raises(rl.RidgelineError, match="unknown data types"):
+        device_from_dict({**base, "matrix_peak_tops": {"fp12": 1}})
+
+
+def test_cpu_peak_estimate():
+    """Zen 4: two 256-bit FMA pipes -> 32 fp32 ops/cycle; VDPBF16PS doubles it."""
+    zen4 = cpu_flops_per_cycle({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}, "AuthenticAMD")
+    assert zen4 == {"fp32": 32.0, "bf16": 64.0, "int8": 128.0}
+    spr = cpu_flops_per_cycle({"avx2", "fma", "avx512f", "amx_bf16", "amx_int8"}, "GenuineIntel")
+    assert spr["fp32"] == 64.0 and spr["bf16"] == 1024.0
+
+
+def test_host_is_detected():
+    host = rl.load_device("host")
+    assert host.name == "host" and host.memory_bandwidth > 0
+    assert "fp32" in host.matrix_peak

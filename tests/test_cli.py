@@ -1,0 +1,130 @@
+"""The CLI through CliRunner: outputs, schema, and one-line errors with exit code 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_analyze_json_matches_python_api():
+    result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--batch", "8",
+                 "--seq-len", "1024", "--generate", "256", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    api = rl.analyze("llama-2-7b", "a6000", batch=8, seq_len=1024, generate=256).to_dict()
+    assert data == json.loads(json.dumps(api))
+    assert set(data) == {"model", "hardware", "mode", "workload", "prefill", "decode",
+                         "generation", "memory"}
+    op = data["decode"]["ops"][0]
+    for key in ("name", "count", "flops", "bytes", "weight_bytes", "act_read_bytes",
+                "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "intensity", "bound",
+                "perf", "time_s"):
+        assert key in op
+    assert set(data["generation"]) >= {"prompt", "generate", "ttft_s", "tpot_s", "total_s",
+                                       "tokens_per_s"}
+    assert set(data["memory"]) >= {"weights_bytes", "kv_cache_bytes", "activations_peak_bytes",
+                                   "peak_bytes", "capacity_bytes", "fits"}
+    assert set(data["prefill"]["total"]) >= {"flops", "bytes", "weight_bytes", "kv_read_bytes",
+                                             "time_s"}
+
+
+def test_analyze_csv_to_file(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text((rl.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    out = tmp_path / "run.csv"
+    result = run("analyze", "--config", str(cfg), "--hardware", "h100-sxm", "--generate",
+                 "128", "--format", "csv", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("stage,name,kind,count,flops,bytes")
+    assert len(lines) == 1 + 2 * 19  # 19 ops per stage, rope included
+    assert lines[3].split(",")[1] == "q_proj"
+
+
+def test_analyze_table():
+    result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--seq-len", "2048",
+                 "--generate", "128")
+    assert result.exit_code == 0
+    assert "qk_matmul" in result.stdout and "TTFT" in result.stdout and "fits" in result.stdout
+
+
+def test_catalog_listings():
+    hw = run("hardware", "list")
+    names = [line.split("\t")[0] for line in hw.stdout.splitlines()]
+    assert len(names) >= 20 and {"a6000", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
+                                 "rtx-4090"} <= set(names)
+    models = run("models", "list")
+    names = [line.split("\t")[0] for line in models.stdout.splitlines()]
+    assert {"llama-2-7b", "llama-3-8b", "falcon-7b", "opt-6.7b", "gpt-j-6b"} <= set(names)
+    show = run("hardware", "show", "h100-sxm")
+    assert "3350 GB/s" in show.stdout and "https://" in show.stdout
+    show = run("models", "show", "llama-3-8b")
+    assert "8.030 B" in show.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["analyze", "llama-2-7x", "--hardware", "a6000"], "unknown model 'llama-2-7x'. Did you mean: llama-2-7b"),
+    (["analyze", "llama-2-7b", "--hardware", "h100"], "unknown hardware 'h100'. Did you mean: h100-pcie, h100-sxm"),
+    (["analyze", "llama-2-7b", "--batch", "0"], "batch must be a positive whole number"),
+    (["analyze", "llama-2-7b", "--seq-len", "-3"], "seq_len must be a positive whole number"),
+    (["analyze", "llama-2-7b", "--batch", "many"], "Invalid value for '--batch'"),
+    (["analyze", "llama-2-7b", "--dtype", "fp7"], "unknown data type 'fp7'"),
+    (["analyze", "llama-2-7b", "--hardware", "tpu-v5e", "--dtype", "fp16"], "tpu-v5e has no matrix units for fp16"),
+    (["analyze", "llama-2-7b", "--format", "xml"], "--format must be one of"),
+    (["analyze"], "name a model"),
+    (["models", "show", "gpt-5"], "unknown model 'gpt-5'"),
+])
+def test_errors_are_one_line_exit_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_bad_files(tmp_path):
+    bad_json = tmp_path / "config.json"
+    bad_json.write_text('{"model_type": "llama", "hidden_size": 4096,')
+    result = run("analyze", "--config", str(bad_json))
+    assert result.exit_code == 2 and "malformed JSON" in result.output
+    bert = tmp_path / "bert.json"
+    bert.write_text('{"model_type": "bert", "hidden_size": 768}')
+    result = run("analyze", "--config", str(bert))
+    assert result.exit_code == 2 and "unsupported model_type 'bert'; supported:" in result.output
+    zero = tmp_path / "zero.json"
+    zero.write_text('{"model_type": "llama", "hidden_size": 0}')
+    result = run("analyze", "--config", str(zero))
+    assert result.exit_code == 2 and "'hidden_size' must be a positive integer" in result.output
+    yaml_file = tmp_path / "dev.yaml"
+    yaml_file.write_text("name: x\n  kind: [\n")
+    result = run("analyze", "llama-2-7b", "--hardware", str(yaml_file))
+    assert result.exit_code == 2 and "malformed YAML at line 2" in result.output
+    yaml_file.write_text("name: x\nvendor: y\nkind: gpu\nmemory_capacity_gib: 8\n")
+    result = run("analyze", "llama-2-7b", "--hardware", str(yaml_file))
+    assert result.exit_code == 2 and "missing 'memory_bandwidth_gb_s'" in result.output
+
+
+def test_failed_run_leaves_no_output_file(tmp_path):
+    out = tmp_path / "run.json"
+    result = run("analyze", "llama-2-7x", "--format", "json", "--output", str(out))
+    assert result.exit_code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_import_is_light():
+    code = ("import sys, ridgeline.cli; heavy = {'torch', 'dash', 'plotly', 'pandas'} & "
+            "set(sys.modules); print(sorted(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

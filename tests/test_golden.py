@@ -1,0 +1,75 @@
+"""Hand-worked values for a grouped-query (Llama-3-8B) and a multi-query model (Falcon-7B).
+
+Llama-3-8B: h=4096, 32 heads, 8 KV heads, d=128, i=14336, vocab 128256, 32 layers, untied
+(meta-llama/Meta-Llama-3-8B config.json). Falcon-7B: h=4544, 71 heads, 1 KV head, d=64,
+i=4h=18176, vocab 65024, 32 layers, parallel attention, tied (tiiuae/falcon-7b).
+"""
+from __future__ import annotations
+
+import pytest
+
+import ridgeline as rl
+from ridgeline.layers import Precision
+from ridgeline.memory import kv_cache_bytes, weight_bytes
+
+FP16 = Precision(2, 2, 2, "fp16", "fp16")
+
+
+def rows(analysis, stage):
+    return {r["name"]: r for r in getattr(analysis, stage).records()}
+
+
+def test_llama3_parameters_and_kv_per_token():
+    m = rl.load_model("llama-3-8b")
+    per_layer = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336 + 2 * 4096
+    params = 32 * per_layer + 2 * 128256 * 4096 + 4096
+    assert params == 8_030_261_248  # the published "8.03B"
+    assert weight_bytes(m, FP16) == 2 * params
+    # 2 (K and V) x 32 layers x 8 heads x 128 x 2 bytes = 128 KiB per token
+    assert kv_cache_bytes(m, 1, 1, FP16) == 131_072
+
+
+def test_llama3_gqa_ops():
+    a = rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024)
+    pre, dec = rows(a, "prefill"), rows(a, "decode")
+    assert pre["k_proj"]["flops"] == 2 * 1024 * 4096 * 1024
+    assert pre["k_proj"]["weight_bytes"] == 4096 * 1024 * 2
+    assert pre["qk_matmul"]["flops"] == 2 * 32 * 1024 * 1024 * 128
+    assert pre["qk_matmul"]["kv_read_bytes"] == 1024 * 8 * 128 * 2  # K once per KV head
+    assert pre["qk_matmul"]["act_read_bytes"] == 1024 * 32 * 128 * 2
+    assert pre["rope"]["kv_write_bytes"] == 1024 * 8 * 128 * 2
+    assert dec["sv_matmul"]["kv_read_bytes"] == 1025 * 8 * 128 * 2
+    assert dec["lm_head"]["weight_bytes"] == 128256 * 4096 * 2
+    assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 8 * 128 * 2
+
+
+def test_falcon_mqa():
+    m = rl.load_model("falcon-7b")
+    assert (m.num_heads, m.num_kv_heads, m.head_dim, m.parallel_attn) == (71, 1, 64, True)
+    per_layer = 2 * 4544 * 4544 + 2 * 4544 * 64 + 2 * 4544 * 18176 + 4544
+    assert weight_bytes(m, FP16) == 2 * (32 * per_layer + 65024 * 4544 + 4544)
+    assert kv_cache_bytes(m, 1, 1, FP16) == 2 * 32 * 64 * 2  # 8 KiB per token
+    a = rl.analyze(m, "a100-80gb", batch=1, seq_len=2047)
+    dec = rows(a, "decode")
+    assert dec["qk_matmul"]["flops"] == 2 * 71 * 2048 * 64
+    assert dec["qk_matmul"]["kv_read_bytes"] == 2048 * 64 * 2
+    assert dec["qk_matmul"]["act_write_bytes"] == 71 * 2048 * 2
+    assert "mlp_norm" not in dec and "gate_proj" not in dec  # one shared norm, plain MLP
+
+
+def test_memory_fit_and_shortfall():
+    a = rl.analyze("llama-2-70b", "a6000", batch=1, seq_len=512)
+    assert not a.memory["fits"]
+    assert a.memory["shortfall_bytes"] == pytest.approx(a.memory["peak_bytes"] - 48 * 2**30)
+    b = rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=512)
+    assert b.memory["fits"] and b.memory["shortfall_bytes"] == 0
+
+
+def test_generation_totals():
+    a = rl.analyze("llama-2-7b", "a6000", batch=4, seq_len=1024, generate=128)
+    g = a.generation
+    assert g["ttft_s"] == a.prefill.total["time_s"]
+    assert g["total_s"] == pytest.approx(g["ttft_s"] + 127 * g["tpot_s"])
+    assert g["tokens_per_s"] == pytest.approx(4 * 128 / g["total_s"])
+    # decode is memory-bound at batch 4: TPOT ~ weights / bandwidth, within attention's share
+    assert 13.2e9 / 768e9 < g["tpot_s"] < 1.2 * 13.5e9 / 768e9
