@@ -2,36 +2,39 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 import numpy as np
 
 from . import memory as M
+from .errors import InvalidWorkloadError
 from .hardware import DeviceSpec, load_device
-from .layers import Precision, head_ops, layer_ops, stage_ops
+from .layers import Precision, pipeline_factors, stage_ops
 from .model import ModelConfig, load_model
 from .ops import BYTE_FIELDS, Op
 from .precision import resolve
-from .roofline import Ceilings, evaluate, spec_ceilings, stage_time
+from .roofline import Ceilings, evaluate, spec_ceilings
 from .workload import Settings, Workload
 
-OP_COLUMNS = ["name", "kind", "count", "flops", "bytes", *BYTE_FIELDS, "intensity", "bound",
-              "perf", "time_s", "dtype"]
-TOTAL_FIELDS = ("flops", "bytes", "weight_bytes", "act_read_bytes", "act_write_bytes",
-                "kv_read_bytes", "kv_write_bytes")
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+OP_COLUMNS = ["name", "kind", "count", "flops", "bytes", *BYTE_FIELDS, "vector_flops",
+              "comm_bytes", "intensity", "bound", "perf", "time_s", "dtype"]
+TOTAL_FIELDS = ("flops", "vector_flops", "bytes", "weight_bytes", "act_read_bytes",
+                "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "comm_bytes")
 
 
-def stage_totals(ops: Sequence[Op], ceilings: Ceilings) -> tuple[dict[str, Any], dict]:
-    """Whole-pass sums (count applied), and the per-op table they came from.
-
-    Values are arrays shaped like the workload when it is an array (sweeps)."""
+def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Precision | None = None
+                 ) -> tuple[dict[str, Any], dict]:
+    """Whole-pass sums on one device (count applied; pipeline micro-batches and bubble
+    applied), and the per-op table they came from. Arrays when the workload is."""
     table = evaluate(ops, ceilings)
-    totals = {f: np.sum(table["count"] * table[f], axis=0) for f in (*TOTAL_FIELDS, "time_s")}
+    time_factor, amount = pipeline_factors(p) if p else (1.0, 1.0)
+    totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
+    totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
     return totals, table
 
 
@@ -69,8 +72,8 @@ class Stage:
         return {"ops": self.records(), "total": dict(self.total)}
 
 
-def build_stage(ops: Sequence[Op], ceilings: Ceilings) -> Stage:
-    totals, table = stage_totals(ops, ceilings)
+def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Precision) -> Stage:
+    totals, table = stage_totals(ops, ceilings, p)
     return Stage(tuple(op.name for op in ops), tuple(op.kind for op in ops),
                  tuple(op.dtype for op in ops), table, {k: float(v) for k, v in totals.items()})
 
@@ -87,7 +90,7 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     slope = (w_hi - w_lo) / span
     with np.errstate(divide="ignore", invalid="ignore"):
         root = lo - w_lo / np.where(slope == 0, np.inf, slope)  # where w crosses 0
-    # rising through zero: positive on [ceil(root'), hi]; falling: on [lo, floor(root')]
+    # rising through zero: positive on [floor(root)+1, hi]; falling: on [lo, ceil(root)-1]
     start = np.where(w_lo > 0, lo, np.clip(np.floor(root) + 1, lo, hi + 1))
     stop = np.where(w_lo > 0, np.clip(np.ceil(root) - 1, lo - 1, hi), hi)
     count = np.maximum(stop - start + 1, 0)
@@ -97,7 +100,8 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
 
 
-def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceilings):
+def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceilings,
+                    at_lo: dict | None = None):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
 
     Each op's operations and bytes are affine in s on the range, so its time per step is
@@ -105,14 +109,16 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: C
     arithmetic series. One evaluation at each end replaces a loop over the steps.
     """
     hi_safe = np.maximum(hi, lo)
-    at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
+    if at_lo is None:
+        at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
     at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p), ceilings)
     n = hi_safe - lo + 1
     memory = _affine_sum(at_lo["memory_s"], at_hi["memory_s"], n)
     excess = _positive_part_sum(at_lo["compute_s"] - at_lo["memory_s"],
                                 at_hi["compute_s"] - at_hi["memory_s"], lo, hi_safe)
     per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
-    return np.where(hi >= lo, np.sum(per_op, axis=0), 0.0)
+    time_factor, _ = pipeline_factors(p)
+    return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
 
 
 def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
@@ -124,8 +130,17 @@ def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
     return [(lo, np.minimum(hi, window - 1)), (np.maximum(lo, window), hi)]
 
 
+def decode_total(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceilings,
+                 at_lo: dict | None = None):
+    """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
+    the first step when the caller already has it."""
+    ranges = decode_ranges(model, lo, hi)
+    return sum(decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None)
+               for i, (a, b) in enumerate(ranges))
+
+
 def generation_totals(model: ModelConfig, workload: Workload, p: Precision,
-                      ceilings: Ceilings, ttft) -> dict[str, Any]:
+                      ceilings: Ceilings, ttft, first_step: dict | None = None) -> dict[str, Any]:
     """TTFT, TPOT, total and tokens/s over ``generate`` output tokens per sequence.
 
     The prefill yields the first token; output token j = 2..N costs one decode step with
@@ -133,24 +148,27 @@ def generation_totals(model: ModelConfig, workload: Workload, p: Precision,
     """
     n = np.asarray(workload.generate)
     lo = np.asarray(workload.seq_len)
-    hi = lo + n - 2
-    decode_total = sum(decode_time_sum(model, workload.batch, a, b, p, ceilings)
-                       for a, b in decode_ranges(model, lo, hi))
+    decode = decode_total(model, workload.batch, lo, lo + n - 2, p, ceilings, first_step)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(n > 1, decode_total / np.maximum(n - 1, 1), np.nan)
-    total = ttft + decode_total
+        tpot = np.where(n > 1, decode / np.maximum(n - 1, 1), np.nan)
+    total = ttft + decode
     return {"prompt": workload.seq_len, "generate": n, "ttft_s": ttft, "tpot_s": tpot,
             "total_s": total, "tokens_per_s": np.asarray(workload.batch) * n / total}
 
 
 def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
-                  p: Precision) -> dict[str, Any]:
-    """Weights + KV cache at its largest + activation liveness peak (prefill is the larger)."""
+                  p: Precision, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
+    """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
+    one micro-batch, is the larger stage)."""
     batch, prompt = workload.batch, workload.seq_len
+    micro = batch / p.micro_batches
     kv_len = prompt + np.maximum(np.asarray(workload.generate) - 1, 0)
-    x_bytes = batch * prompt * model.hidden_size * p.ab
-    layer = layer_ops(model, batch, prompt, prompt, p)
-    head = head_ops(model, batch, prompt, p)[1:]
+    x_bytes = micro * prompt * model.hidden_size * p.ab
+    if prefill_ops is None:
+        prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
+    head_names = ("embed", "final_norm", "lm_head", "pp_send")
+    layer = [op for op in prefill_ops if op.name not in head_names]
+    head = [op for op in prefill_ops if op.name in head_names[1:3]]
     activations = np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
     weights = M.weight_bytes(model, p)
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
@@ -158,15 +176,16 @@ def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
     return {"weights_bytes": weights, "kv_cache_bytes": kv, "activations_peak_bytes": activations,
             "peak_bytes": peak, "capacity_bytes": device.memory_capacity,
             "fits": peak <= device.memory_capacity,
-            "shortfall_bytes": np.maximum(peak - device.memory_capacity, 0)}
+            "shortfall_bytes": np.maximum(peak - device.memory_capacity, 0),
+            "devices": p.tp * p.pp * p.ep}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """numpy scalars -> Python numbers for JSON; NaN -> None."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        return _plain(value.item()) if value.ndim == 0 else [_plain(v) for v in value.tolist()]
+        return plain(value.item()) if value.ndim == 0 else [plain(v) for v in value.tolist()]
     if isinstance(value, (np.bool_, bool)):
         return bool(value)
     if isinstance(value, (np.integer,)):
@@ -198,9 +217,7 @@ class Analysis:
             "hardware": self.device.name,
             "mode": self.mode,
             "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq_len,
-                         "generate": self.workload.generate,
-                         "w_dtype": self.settings.w_dtype, "a_dtype": self.settings.a_dtype,
-                         "kv_dtype": self.settings.kv_dtype,
+                         "generate": self.workload.generate, **asdict(self.settings),
                          "matrix_dtype": self.precision.matrix_dtype},
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
@@ -208,55 +225,82 @@ class Analysis:
         if self.generation is not None:
             out["generation"] = self.generation
         out["memory"] = self.memory
-        return _plain(out)
+        out.update(self.extra)
+        return plain(out)
 
 
-def resolve_inputs(model: str | ModelConfig, hardware: str | DeviceSpec
-                   ) -> tuple[ModelConfig, DeviceSpec]:
-    return load_model(model), load_device(hardware)
+def make_settings(dtype: str | None, settings: Settings | None, options: dict) -> Settings:
+    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
+    if settings is None:
+        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
+        try:
+            return Settings(**{**base, **options})
+        except TypeError as err:
+            raise InvalidWorkloadError(f"unknown setting: {err}") from None
+    return replace(settings, **options) if options else settings
+
+
+def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
+    """Load inputs and resolve the context every computation below needs."""
+    config, device = load_model(model), load_device(hardware)
+    p = resolve(settings, device, config.head_dim)
+    roofs = ceilings or spec_ceilings(device)
+    if settings.link_bw_gb_s:
+        roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9)
+    if settings.link_latency_us >= 0:
+        roofs = replace(roofs, link_latency=settings.link_latency_us * 1e-6)
+    return config, device, p, roofs
+
+
+def check_micro_batches(batch, p: Precision) -> None:
+    if np.any(np.asarray(batch) % p.micro_batches):
+        raise InvalidWorkloadError(f"batch {batch} does not split into {p.micro_batches} "
+                                   "micro-batches; make batch a multiple of --micro-batches")
 
 
 def analyze(model: str | ModelConfig, hardware: str | DeviceSpec, batch: int = 1,
             seq_len: int = 512, generate: int = 0, *, dtype: str | None = None,
-            settings: Settings | None = None, ceilings: Ceilings | None = None) -> Analysis:
+            settings: Settings | None = None, ceilings: Ceilings | None = None,
+            **options: Any) -> Analysis:
     """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
 
-    ``dtype`` sets weights, activations and KV cache at once; ``settings`` sets them apart.
-    ``ceilings`` defaults to the device's datasheet roofline (``spec``).
+    Deployment options are :class:`Settings` fields as keywords (``w_dtype="int4"``,
+    ``attention="flash"``, ``tp=2`` ...). ``ceilings`` defaults to the device's datasheet
+    roofline (``spec``); pass calibrated ones from :mod:`ridgeline.profile`.
     """
-    config, device = resolve_inputs(model, hardware)
-    if settings is None:
-        settings = Settings(*(3 * [dtype])) if dtype else Settings()
+    chosen = make_settings(dtype, settings, options)
+    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
     workload = Workload(int(batch), int(seq_len), int(generate))
-    p = resolve(settings, device)
-    roofs = ceilings or spec_ceilings(device)
-    stages = {}
-    for stage in ("prefill", "decode"):
-        ops = stage_ops(config, stage, workload.batch, workload.seq_len, p)
-        stages[stage] = build_stage(ops, roofs)
+    check_micro_batches(workload.batch, p)
+    ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p)
+           for stage in ("prefill", "decode")}
+    stages = {stage: build_stage(ops[stage], roofs, p) for stage in ops}
     generation = None
     if workload.generate > 0:
-        gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"])
-        generation = _plain(gen)
-    mem = _plain(memory_totals(config, device, workload, p))
-    return Analysis(config, device, workload, settings, roofs.mode, p,
-                    stages["prefill"], stages["decode"], mem, generation)
+        gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"],
+                                stages["decode"].table)
+        generation = plain(gen)
+    mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
+    extra = {}
+    if p.pp > 1:
+        extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
+                             "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}
+    return Analysis(config, device, workload, chosen, roofs.mode, p,
+                    stages["prefill"], stages["decode"], mem, generation, extra)
 
 
 def sweep(model: str | ModelConfig, hardware: str | DeviceSpec, batch, seq_len, generate=0,
           *, dtype: str | None = None, settings: Settings | None = None,
-          ceilings: Ceilings | None = None) -> pd.DataFrame:
+          ceilings: Ceilings | None = None, **options: Any) -> pd.DataFrame:
     """Every (batch, seq_len) point of a grid in one array evaluation; a row per point."""
-    config, device = resolve_inputs(model, hardware)
-    if settings is None:
-        settings = Settings(*(3 * [dtype])) if dtype else Settings()
+    chosen = make_settings(dtype, settings, options)
+    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
     grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(),
                                  indexing="ij")
     workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
-    p = resolve(settings, device)
-    roofs = ceilings or spec_ceilings(device)
-    prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs)
-    decode, _ = stage_totals(stage_ops(config, "decode", workload.batch, workload.seq_len, p), roofs)
+    check_micro_batches(workload.batch, p)
+    prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs, p)
+    decode, _ = stage_totals(stage_ops(config, "decode", workload.batch, workload.seq_len, p), roofs, p)
     mem = memory_totals(config, device, workload, p)
     import pandas as pd
 

@@ -48,6 +48,115 @@ GenerateOpt = Annotated[int, typer.Option(help="Output tokens per sequence (0: n
 DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile (reports/profiles/*.yaml): calibrated roofline.")]
+
+# Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
+# frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and
+# compare can take lists ("16,8,4").
+SETTING_FIELDS = {
+    "w_bits": ("w_dtype", "bits", "Weight bits: 16, 8, 4, 2, 1 (integers below 16)."),
+    "a_bits": ("a_dtype", "bits", "Activation bits: 16 or 8."),
+    "kv_bits": ("kv_dtype", "bits", "KV-cache bits: 16, 8, 4, 2, 1."),
+    "w_dtype": ("w_dtype", str, "Weight type, e.g. fp8_e4m3, bf16, int4."),
+    "a_dtype": ("a_dtype", str, "Activation type."),
+    "kv_dtype": ("kv_dtype", str, "KV-cache type."),
+    "group_size": ("group_size", int, "Quantisation group size (0: per channel)."),
+    "attention": ("attention", str, "eager, flash, flash-decoding or paged."),
+    "kv_block": ("kv_block", int, "Tokens per KV block (paged)."),
+    "tp": ("tp", int, "Tensor-parallel devices."),
+    "pp": ("pp", int, "Pipeline-parallel stages."),
+    "ep": ("ep", int, "Expert-parallel devices (MoE)."),
+    "micro_batches": ("micro_batches", int, "Pipeline micro-batches."),
+    "link_bw": ("link_bw_gb_s", float, "Interconnect GB/s per direction (overrides the catalog)."),
+    "link_latency": ("link_latency_us", float, "Interconnect latency per hop, µs."),
+}
+
+
+def with_deployment(fn):
+    """Add the deployment options (SETTING_FIELDS) to a command's signature and hand them
+    to it as one ``deploy`` dict, so each command declares them once."""
+    import functools
+    import inspect
+    import typing
+
+    hints = {name: Annotated[Optional[str], typer.Option(f"--{name.replace('_', '-')}", help=text)]
+             for name, (_field, _kind, text) in SETTING_FIELDS.items()}
+    signature = inspect.signature(fn)
+    own = [p for p in signature.parameters.values() if p.name != "deploy"]
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=h)
+             for n, h in hints.items()]
+
+    @functools.wraps(fn)
+    def command(**kwargs):
+        deploy = {name: kwargs.pop(name) for name in SETTING_FIELDS}
+        return fn(deploy=deploy, **kwargs)
+
+    evaluated = typing.get_type_hints(fn, include_extras=True)  # annotations are strings here
+    own_kw = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=evaluated[p.name])
+              for p in own]
+    command.__signature__ = signature.replace(parameters=own_kw + extra, return_annotation=None)
+    command.__annotations__ = {**{p.name: p.annotation for p in own_kw}, **hints}
+    return command
+
+
+def parse_values(text: str, cast=int) -> list:
+    """'1,2,4..256' -> 1 2 4 8 ... 256 (geometric when the last two values given double or
+    multiply evenly, else arithmetic); '16,8,4' -> the values as given."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        if parts and ".." in parts[-1]:
+            last, stop = parts[-1].split("..")
+            given = [cast(p) for p in parts[:-1]] + [cast(last)]
+            stop = cast(stop)
+            if len(given) < 2:
+                raise ValueError
+            a, b = given[-2], given[-1]
+            geometric = a > 0 and b % a == 0 and b // a >= 2 if cast is int else False
+            values = list(given)
+            while True:
+                nxt = values[-1] * (b // a) if geometric else values[-1] + (b - a)
+                if (b > a and nxt > stop) or (b <= a) or len(values) > 100000:
+                    break
+                values.append(nxt)
+            return values
+        return [cast(p) for p in parts]
+    except (ValueError, ZeroDivisionError):
+        raise typer.BadParameter(f"cannot read the list '{text}': write values like 1,2,4..256") from None
+
+
+def setting_values(raw: dict[str, Any], allow_lists: bool) -> dict[str, list]:
+    """CLI deployment options -> {Settings field: [values]} (one value unless lists are allowed)."""
+    from .workload import dtype_for_bits
+
+    out: dict[str, list] = {}
+    for name, text in raw.items():
+        if text is None:
+            continue
+        field, kind, _help = SETTING_FIELDS[name]
+        if field in out:
+            raise typer.BadParameter(f"give --{name.replace('_', '-')} or its *-dtype/*-bits twin, not both")
+        cast = int if kind == "bits" else kind
+        values = parse_values(text, cast) if cast is not str else [v.strip() for v in str(text).split(",")]
+        if kind == "bits":
+            values = [dtype_for_bits(v, name.split("_")[0]) for v in values]
+        if len(values) > 1 and not allow_lists:
+            raise typer.BadParameter(f"--{name.replace('_', '-')} takes one value here; use 'ridgeline sweep' for lists")
+        out[field] = values
+    return out
+
+
+def single_settings(raw: dict[str, Any]) -> dict[str, Any]:
+    return {field: values[0] for field, values in setting_values(raw, allow_lists=False).items()}
+
+
+def ceilings_for(profile: Path | None, hardware: str):
+    """Calibrated ceilings from a measured profile, or None (the spec roofline)."""
+    if profile is None:
+        return None
+    from .hardware import load_device
+    from .profile import calibrated_ceilings, load_profile
+
+    return calibrated_ceilings(load_profile(profile), load_device(hardware))
 
 
 def console():
@@ -88,18 +197,158 @@ def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
 
 
 @app.command()
+@with_deployment
 def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOpt = "a6000",
             batch: BatchOpt = 1, seq_len: SeqLenOpt = 512, generate: GenerateOpt = 0,
-            dtype: DtypeOpt = "fp16", fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+            dtype: DtypeOpt = "fp16", deploy: dict = None,
+            draft: Annotated[Optional[str], typer.Option(help="Draft model for speculative decoding.")] = None,
+            draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="Tokens the draft proposes per step (k).")] = 4,
+            acceptance: Annotated[float, typer.Option(help="Probability each draft token is accepted (a).")] = 0.7,
+            profile: ProfileOpt = None,
+            html: Annotated[Optional[Path], typer.Option(help="Also write the charts to one self-contained HTML file.")] = None,
+            fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
+    from dataclasses import replace
+
     from .analyze import analyze as run
     from .report import render, rich_tables
 
     check_format(fmt)
-    result = run(model_name(model, config), hardware, batch=batch, seq_len=seq_len,
-                 generate=generate, dtype=dtype)
+    options = single_settings(deploy)
+    name = model_name(model, config)
+    result = run(name, hardware, batch=batch, seq_len=seq_len, generate=generate, dtype=dtype,
+                 ceilings=ceilings_for(profile, hardware), **options)
+    if draft is not None:
+        from .serving import speculative
+
+        spec = speculative(name, hardware, draft, batch=batch, seq_len=seq_len,
+                           draft_tokens=draft_tokens, acceptance=acceptance,
+                           settings=result.settings)
+        result = replace(result, extra={**result.extra, "speculative": spec})
+    if html is not None:
+        write_html(result, html)
     text = render(result, fmt)
     emit(text, rich_tables(result) if text is None else [], output)
+
+
+def write_html(result, path: Path) -> None:
+    """The dashboard's charts for one analysis, in one file (needs the viewer extra)."""
+    try:
+        from viewer.export import write_html as export
+    except ImportError as err:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError("dash and plotly", "viewer") from err
+    export(result, path)
+    typer.echo(f"wrote {path}", err=True)
+
+
+def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[str] = ()) -> None:
+    """Print or write a DataFrame as a rich table, CSV or JSON records."""
+    import json
+
+    if fmt == "csv":
+        emit(frame.to_csv(index=False), [], output)
+    elif fmt == "json":
+        emit(json.dumps({"rows": frame.to_dict(orient="records"), "notes": list(notes)}, indent=2,
+                        default=float), [], output)
+    else:
+        from .report import frame_table
+
+        emit(None, [frame_table(frame, title), *notes], output)
+
+
+@app.command()
+@with_deployment
+def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOpt = "a6000",
+          batch: Annotated[str, typer.Option(help="Batch sizes, e.g. 1,2,4..256.")] = "1",
+          seq_len: Annotated[str, typer.Option("--seq-len", help="Prompt lengths, e.g. 512,1024..32768.")] = "512",
+          generate: GenerateOpt = 0, dtype: DtypeOpt = "fp16", deploy: dict = None,
+          profile: ProfileOpt = None,
+          fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+    """Every combination of the listed values, batch x length in one vectorised pass each."""
+    import itertools
+    import time
+
+    import pandas as pd
+
+    from .analyze import sweep as run
+
+    check_format(fmt)
+    lists = setting_values(deploy,
+        allow_lists=True)
+    batches, lengths = parse_values(batch), parse_values(seq_len)
+    combos = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
+    name, roofs = model_name(model, config), ceilings_for(profile, hardware)
+    frames, start = [], time.perf_counter()
+    progress = None
+    for i, options in enumerate(combos):
+        frame = run(name, hardware, batches, lengths, generate, dtype=dtype, ceilings=roofs, **options)
+        for key, value in options.items():
+            frame.insert(0, key, value)
+        frames.append(frame)
+        elapsed = time.perf_counter() - start
+        if progress is None and elapsed / (i + 1) * len(combos) > 1.0 and i + 1 < len(combos):
+            from rich.progress import Progress
+
+            progress = Progress(transient=True)
+            progress.start()
+            task = progress.add_task("sweep", total=len(combos), completed=i + 1)
+        elif progress is not None:
+            progress.update(task, completed=i + 1)
+    if progress is not None:
+        progress.stop()
+    table_or_text(pd.concat(frames, ignore_index=True), fmt, output,
+                  f"{name} on {hardware}: {len(batches) * len(lengths) * len(combos)} points")
+
+
+@app.command()
+@with_deployment
+def compare(model: ModelArg = None, config: ConfigOpt = None,
+            hardware: Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")] = "a6000,h100-sxm",
+            batch: BatchOpt = 1, seq_len: SeqLenOpt = 512, generate: GenerateOpt = 128,
+            dtype: DtypeOpt = "fp16", deploy: dict = None,
+            fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+    """The same model and workload across devices and settings: one row each."""
+    import itertools
+
+    from .serving import compare as run
+
+    check_format(fmt)
+    lists = setting_values(deploy,
+        allow_lists=True)
+    base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype}
+    variants = [{**{k: v for k, v in base.items() if k not in lists}, **dict(zip(lists, values))}
+                for values in itertools.product(*lists.values())]
+    devices = [d.strip() for d in hardware.split(",") if d.strip()]
+    name = model_name(model, config)
+    frame = run(name, devices, variants, batch=batch, seq_len=seq_len, generate=generate)
+    table_or_text(frame, fmt, output, f"{name}: batch {batch}, prompt {seq_len}, generate {generate}")
+
+
+@app.command()
+@with_deployment
+def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOpt = "a6000",
+             seq_len: SeqLenOpt = 1024, generate: GenerateOpt = 256,
+             tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="Largest acceptable TPOT, seconds.")] = None,
+             ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="Largest acceptable TTFT, seconds.")] = None,
+             dtype: DtypeOpt = "fp16", deploy: dict = None,
+             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+    """Latency against throughput across batch sizes up to the largest that fits, and the
+    best throughput meeting --tpot-slo / --ttft-slo."""
+    from .serving import frontier as run
+
+    check_format(fmt)
+    options = single_settings(deploy)
+    name = model_name(model, config)
+    frame, best = run(name, hardware, seq_len, generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo,
+                      dtype=dtype, **options)
+    pick = best["best"]
+    notes = [f"largest batch that fits: {best['max_batch']}",
+             (f"best throughput meeting the targets: batch {pick['batch']}, "
+              f"{pick['tokens_per_s']:.4g} tokens/s, TPOT {pick['tpot_s'] * 1e3:.3g} ms, "
+              f"TTFT {pick['ttft_s'] * 1e3:.3g} ms") if pick else "no batch meets the targets"]
+    table_or_text(frame, fmt, output, f"{name} on {hardware}: prompt {seq_len}, generate {generate}", notes)
 
 
 @hardware_app.command("list")
@@ -163,6 +412,69 @@ def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a conf
         typer.echo(f"{key:32s} {value}")
     params = weight_bytes(m, Precision(1, 1, 1, "fp16", "fp16"))
     typer.echo(f"{'parameters':32s} {params / 1e9:.3f} B")
+
+
+@app.command()
+def e2e(model: ModelArg = None, config: ConfigOpt = None,
+        device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when torch sees one).")] = None,
+        batch: Annotated[list[int], typer.Option(help="Sequences per batch; repeat the option for several.")] = [1],  # noqa: B006
+        prompt: Annotated[list[int], typer.Option(help="Prompt tokens; repeat the option for several.")] = [128],  # noqa: B006
+        generate: Annotated[int, typer.Option(help="Output tokens: the prefill's token + N-1 decode steps.")] = 16,
+        layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers (prediction too).")] = None,
+        dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16 for weights, activations and KV cache.")] = "bf16",
+        compile: Annotated[bool, typer.Option("--compile", help="Also measure under torch.compile (eager is always measured).")] = False,
+        repeats: Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")] = 5,
+        threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
+        hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
+        profile: Annotated[Optional[Path], typer.Option(help="Calibrated profile YAML (default: reports/profiles/<device>.yaml).")] = None,
+        output: OutputOpt = None,
+        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file.")] = None) -> None:
+    """Run a real decoder (random weights) and compare measured TTFT/TPOT with the predictions."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise typer.BadParameter("'ridgeline e2e' needs PyTorch: pip install torch") from None
+    from kernels.e2e import Case, report_lines, run_e2e
+
+    from .model import load_model
+
+    if repredict is not None:
+        from kernels.e2e import repredict as rerun
+
+        spec = None if hardware == "host" else hardware
+        for line in report_lines(rerun(repredict, hardware=spec, profile=profile)):
+            typer.echo(line)
+        return
+    if any(b < 1 for b in batch) or any(p < 1 for p in prompt):
+        raise typer.BadParameter("--batch and --prompt must be positive")
+    cases = [Case(b, p, generate) for b in batch for p in prompt]
+    result = run_e2e(load_model(model_name(model, config)), cases, dtype=dtype, device=device,
+                     layers=layers, compile_modes=(False, True) if compile else (False,),
+                     repeats=repeats, hardware=hardware, profile=profile, threads=threads,
+                     output=output, log=lambda msg: typer.echo(msg, err=True))
+    for line in report_lines(result):
+        typer.echo(line)
+
+
+@app.command()
+def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,
+          debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False) -> None:
+    """Start the dashboard (Dash) and print its URL."""
+    try:
+        from viewer.app import create_app
+    except ImportError as err:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError("dash, plotly and dash-cytoscape", "viewer") from err
+    dashboard = create_app()
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"ridgeline dashboard on http://{shown}:{port}/ (Ctrl+C stops it)")
+    try:
+        dashboard.run(host=host, port=port, debug=debug)
+    except OSError as err:
+        raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
+                             "pick another --port") from None
 
 
 def main() -> None:

@@ -1,110 +1,333 @@
-"""Config + stage + workload + precision -> the list of ``Op`` of one forward pass.
+"""Config + stage + workload + deployment -> the list of ``Op`` of one forward pass.
 
-Layer ops carry ``count = num_layers``; ``embed``, ``final_norm`` and ``lm_head`` run once.
-Each op names the producers of the activations it reads (``inputs``), in data-flow order,
-which is what the memory tracker's liveness walk needs.
+Ops are per device: with tensor parallelism heads and MLP columns are split, with pipeline
+parallelism each device runs ``num_layers / pp`` layers, with expert parallelism each holds
+``num_experts / ep`` experts. Layer ops carry ``count`` = layers on the device; ``embed``,
+``final_norm`` and ``lm_head`` run once. Each op names the producers of the activations it
+reads (``inputs``), in data-flow order, which is what the memory tracker's liveness walk needs.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from . import ops as O
+from .errors import InvalidWorkloadError
 from .model import ModelConfig
-from .ops import Op
+from .ops import Op, Quant
 from .workload import Number
 
 
 @dataclass(frozen=True)
 class Precision:
-    """Bytes per element of each stored tensor and the data types the arithmetic runs in."""
+    """Everything device- and setting-dependent the layer builder needs."""
 
-    wb: float            # layer weights (linear projections)
-    ab: float            # activations, norms, embeddings, lm_head
-    kvb: float           # KV cache
-    matrix_dtype: str    # matrix ops
-    vector_dtype: str    # element-wise ops
+    wb: float                    # bytes per layer weight (linear projections)
+    ab: float                    # bytes per activation, norm weight, embedding, lm_head weight
+    kvb: float                   # bytes per KV-cache element
+    matrix_dtype: str            # compute type of matrix ops
+    vector_dtype: str            # compute type of element-wise ops
+    scale_bytes: float = 0.0     # scale + zero point per quantisation group (0: unquantised)
+    group_size: int = 0
+    dequant: bool = False        # weights converted up inside the matrix kernels
+    attention: str = "eager"
+    kv_block: int = 16
+    tile_rows: int = 128         # query rows per on-chip tile (flash attention)
+    compute_units: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    micro_batches: int = 1
+
+    @property
+    def quant(self) -> Quant:
+        return Quant(self.wb, self.scale_bytes, self.group_size, self.dequant)
+
+    @property
+    def unquantised(self) -> Quant:
+        return Quant(self.ab)
 
 
-def attention_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number,
-                  p: Precision, q_from: str) -> list[Op]:
-    """qk_matmul -> softmax -> sv_matmul (eager: the score matrix goes through memory)."""
-    args = (batch, c.num_heads, c.num_kv_heads, q_len, kv_len, c.head_dim)
-    kw = dict(ab=p.ab, kvb=p.kvb, count=c.num_layers, dtype=p.matrix_dtype)
+@dataclass(frozen=True)
+class Shard:
+    """Per-device sizes under tensor/expert parallelism."""
+
+    heads: int
+    kv_heads: int
+    intermediate: int
+    moe_intermediate: int
+    shared_intermediate: int
+    experts: int
+    layers: int
+    moe_layers: int
+    dense_layers: int
+
+
+def shard(c: ModelConfig, p: Precision) -> Shard:
+    """Split heads, MLP columns and experts over devices; replicate KV heads when fewer than tp."""
+    if c.num_heads % p.tp:
+        raise InvalidWorkloadError(f"--tp {p.tp} does not divide {c.num_heads} attention heads")
+    if c.num_kv_heads > p.tp and c.num_kv_heads % p.tp:
+        raise InvalidWorkloadError(f"--tp {p.tp} does not divide {c.num_kv_heads} KV heads")
+    if c.is_moe and c.num_experts % p.ep:
+        raise InvalidWorkloadError(f"--ep {p.ep} does not divide {c.num_experts} experts")
+    if not c.is_moe and p.ep > 1:
+        raise InvalidWorkloadError(f"--ep needs a mixture-of-experts model; {c.name} is dense")
+    if p.pp > c.num_layers:
+        raise InvalidWorkloadError(f"--pp {p.pp} is more than the {c.num_layers} layers")
+    shared = c.shared_expert_intermediate_size or c.num_shared_experts * c.moe_intermediate_size
+    return Shard(
+        heads=c.num_heads // p.tp, kv_heads=max(1, c.num_kv_heads // p.tp),
+        intermediate=math.ceil(c.intermediate_size / p.tp),
+        moe_intermediate=math.ceil(c.moe_intermediate_size / p.tp),
+        shared_intermediate=math.ceil(shared / p.tp),
+        experts=c.num_experts // p.ep if c.is_moe else 0,
+        layers=math.ceil(c.num_layers / p.pp),
+        moe_layers=math.ceil(c.num_moe_layers / p.pp),
+        dense_layers=math.ceil((c.num_layers - c.num_moe_layers) / p.pp),
+    )
+
+
+def kv_length(c: ModelConfig, kv_len: Number) -> Number:
+    """Positions a query attends to: a sliding window caps it."""
+    return np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
+
+
+def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool) -> Number:
+    """(query, key) pairs per head after masking. Causal prefill over S tokens attends
+    S(S+1)/2 pairs; a window W caps each query at W keys: W(W+1)/2 + (S-W)W when S > W."""
+    if not causal:
+        return q_len * kv_length(c, kv_len)
+    full = q_len * (q_len + 1) / 2
+    if not c.sliding_window:
+        return full
+    w = c.sliding_window
+    return np.where(q_len > w, w * (w + 1) / 2 + (q_len - w) * w, full)
+
+
+def eager_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+                    qk_dim: int, v_dim: int, kv_heads: int, count: int) -> list[Op]:
+    """qk_matmul -> softmax -> sv_matmul: the score matrix goes through memory."""
+    kw = dict(ab=p.ab, kvb=p.kvb, count=count, dtype=p.matrix_dtype)
+    qk = O.qk_matmul(batch, s.heads, kv_heads, q_len, kv_len, qk_dim, **kw)
     return [
-        replace(O.qk_matmul(*args, **kw), inputs=(q_from,)),
-        O.softmax(batch, c.num_heads, q_len, kv_len, ab=p.ab, count=c.num_layers,
-                  dtype=p.vector_dtype),
-        O.sv_matmul(*args, **kw),
+        replace(qk, inputs=(q_from,)),
+        O.softmax(batch, s.heads, q_len, kv_len, ab=p.ab, count=count, dtype=p.vector_dtype),
+        O.sv_matmul(batch, s.heads, kv_heads, q_len, kv_len, v_dim, **kw),
     ]
 
 
-def mlp_ops(c: ModelConfig, tokens: Number, p: Precision, source: str) -> list[Op]:
-    """gate_proj/up_proj -> mlp_act -> down_proj (gate only for gated MLPs)."""
-    h, i, L = c.hidden_size, c.intermediate_size, c.num_layers
-    lin = dict(wb=p.wb, ab=p.ab, count=L, dtype=p.matrix_dtype)
-    ops = [O.linear("gate_proj", tokens, h, i, inputs=(source,), **lin)] if c.gated_mlp else []
-    ops.append(O.linear("up_proj", tokens, h, i, inputs=(source,), **lin))
-    act_in = ("gate_proj", "up_proj") if c.gated_mlp else ("up_proj",)
-    ops.append(O.mlp_act(tokens, i, c.hidden_act, c.gated_mlp, ab=p.ab, count=L,
-                         dtype=p.vector_dtype, inputs=act_in))
-    ops.append(O.linear("down_proj", tokens, i, h, inputs=("mlp_act",), **lin))
+def fused_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+                    qk_dim: int, v_dim: int, kv_heads: int, count: int, prefill: bool) -> list[Op]:
+    """Flash attention (and its decode variants): tiles on chip, K/V read once per query tile."""
+    pairs = attended_pairs(c, q_len, kv_len, causal=prefill)
+    keys = kv_length(c, kv_len)
+    positions = np.maximum(pairs / p.tile_rows, keys) if prefill else keys
+    ops = [O.flash_attention(batch, s.heads, kv_heads, q_len, pairs, positions, qk_dim, v_dim,
+                             ab=p.ab, kvb=p.kvb, count=count, dtype=p.matrix_dtype,
+                             inputs=(q_from,))]
+    if p.attention == "paged" and not prefill:  # the block table: 4 bytes per block
+        ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + batch * keys / p.kv_block * 4)
+    if p.attention == "flash-decoding" and not prefill:
+        splits = np.maximum(1, np.ceil(p.compute_units / (batch * s.heads)))
+        ops.append(O.split_combine(batch, s.heads, splits, v_dim, count=count, dtype=p.vector_dtype))
     return ops
 
 
-def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number,
-              p: Precision) -> list[Op]:
-    """One decoder layer, ``count = num_layers``."""
-    tokens = batch * q_len
-    h, L = c.hidden_size, c.num_layers
-    q_out, kv_out = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    lin = dict(wb=p.wb, ab=p.ab, count=L, dtype=p.matrix_dtype)
-    vec = dict(ab=p.ab, count=L, dtype=p.vector_dtype)
-    # k goes straight to the cache unless rotary rewrites it first
-    k_to_kv = 0.0 if c.rotary else p.kvb
-    ops = [
-        O.norm("attn_norm", tokens, h, wb=p.ab, inputs=("x",), **vec),
-        O.linear("q_proj", tokens, h, q_out, inputs=("attn_norm",), **lin),
-        O.linear("k_proj", tokens, h, kv_out, inputs=("attn_norm",), out_kv_bytes=k_to_kv, **lin),
-        O.linear("v_proj", tokens, h, kv_out, inputs=("attn_norm",), out_kv_bytes=p.kvb, **lin),
-    ]
+def attention_core(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+                   prefill: bool, qk_dim: int | None = None, v_dim: int | None = None,
+                   kv_heads: int | None = None) -> list[Op]:
+    qk_dim, v_dim = qk_dim or c.head_dim, v_dim or c.head_dim
+    kv_heads = kv_heads or s.kv_heads
+    if p.attention == "eager":
+        return eager_attention(c, s, batch, q_len, kv_length(c, kv_len), p, q_from, qk_dim,
+                               v_dim, kv_heads, s.layers)
+    return fused_attention(c, s, batch, q_len, kv_len, p, q_from, qk_dim, v_dim, kv_heads,
+                           s.layers, prefill)
+
+
+def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision,
+                       prefill: bool) -> list[Op]:
+    """q/k/v projections, rotary, attention, o_proj (MHA, GQA, MQA)."""
+    tokens, h, L = batch * q_len, c.hidden_size, s.layers
+    q_out, kv_out = s.heads * c.head_dim, s.kv_heads * c.head_dim
+    lin = dict(q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype, inputs=("attn_norm",))
+    k_to_kv = 0.0 if c.rotary else p.kvb  # rotary rewrites k before it is cached
+    ops = [O.linear("q_proj", tokens, h, q_out, **lin),
+           O.linear("k_proj", tokens, h, kv_out, out_kv_bytes=k_to_kv, **lin),
+           O.linear("v_proj", tokens, h, kv_out, out_kv_bytes=p.kvb, **lin)]
     if c.rotary:
-        ops.append(O.rope(tokens, c.num_heads, c.num_kv_heads, c.head_dim, kvb=p.kvb, **vec))
-    ops += attention_ops(c, batch, q_len, kv_len, p, "rope" if c.rotary else "q_proj")
-    ops.append(O.linear("o_proj", tokens, q_out, h, inputs=("sv_matmul",), **lin))
+        ops.append(O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L,
+                          dtype=p.vector_dtype))
+    ops += attention_core(c, s, batch, q_len, kv_len, p, "rope" if c.rotary else "q_proj", prefill)
+    ops.append(O.linear("o_proj", tokens, q_out, h, q=p.quant, ab=p.ab, count=L,
+                        dtype=p.matrix_dtype, inputs=(ops[-1].name,)))
+    return ops
+
+
+def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision,
+                     prefill: bool) -> list[Op]:
+    """Multi-head latent attention (DeepSeek-V2/V3). The cache holds one compressed latent
+    (kv_lora_rank) plus the shared rotary key (qk_rope_head_dim) per token. Prefill
+    decompresses K and V with kv_b_proj and runs ordinary attention; decode absorbs the
+    up-projections into the query and output (attention over the latent, MQA-like)."""
+    tokens, h, L = batch * q_len, c.hidden_size, s.layers
+    r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
+    lin = dict(q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype)
+    ops = []
+    if c.q_lora_rank:
+        ops += [O.linear("q_a_proj", tokens, h, c.q_lora_rank, inputs=("attn_norm",), **lin),
+                O.linear("q_proj", tokens, c.q_lora_rank, s.heads * (nope + rope_d),
+                         inputs=("q_a_proj",), **lin)]
+    else:
+        ops.append(O.linear("q_proj", tokens, h, s.heads * (nope + rope_d), inputs=("attn_norm",), **lin))
+    ops.append(O.linear("kv_a_proj", tokens, h, r + rope_d, inputs=("attn_norm",),
+                        out_kv_bytes=p.kvb, **lin))
+    ops.append(O.rope(tokens, s.heads, 1, rope_d, ab=p.ab, kvb=0, count=L, dtype=p.vector_dtype))
+    if prefill:
+        ops.append(O.linear("kv_b_proj", tokens, r, s.heads * (nope + v_d), inputs=("kv_a_proj",), **lin))
+        core = attention_core(c, s, batch, q_len, kv_len, p, "rope", prefill, nope + rope_d, v_d, s.heads)
+        ops += core
+        last = core[-1].name
+    else:
+        ops.append(O.linear("q_absorb", tokens * s.heads, nope, r, inputs=("rope",), **lin))
+        ops += attention_core(c, s, batch, q_len, kv_len, p, "q_absorb", prefill, r + rope_d, r, 1)
+        ops.append(O.linear("v_absorb", tokens * s.heads, r, v_d, inputs=(ops[-1].name,), **lin))
+        last = "v_absorb"
+    ops.append(O.linear("o_proj", tokens, s.heads * v_d, h, inputs=(last,), **lin))
+    return ops
+
+
+def dense_mlp(c: ModelConfig, tokens, width: int, p: Precision, source: str, count: int,
+              prefix: str = "") -> list[Op]:
+    """gate_proj/up_proj -> mlp_act -> down_proj (gate only for gated MLPs)."""
+    h = c.hidden_size
+    lin = dict(q=p.quant, ab=p.ab, count=count, dtype=p.matrix_dtype)
+    names = {n: f"{prefix}{n}" for n in ("gate_proj", "up_proj", "mlp_act", "down_proj")}
+    ops = ([O.linear(names["gate_proj"], tokens, h, width, inputs=(source,), **lin)]
+           if c.gated_mlp else [])
+    ops.append(O.linear(names["up_proj"], tokens, h, width, inputs=(source,), **lin))
+    act_in = tuple(op.name for op in ops)
+    act = O.mlp_act(tokens, width, c.hidden_act, c.gated_mlp, ab=p.ab, count=count,
+                    dtype=p.vector_dtype, inputs=act_in)
+    ops.append(replace(act, name=names["mlp_act"]))
+    ops.append(O.linear(names["down_proj"], tokens, width, h, inputs=(names["mlp_act"],), **lin))
+    return ops
+
+
+def expected_experts(experts: int, top_k: int, tokens: Number) -> Number:
+    """Distinct experts hit by ``tokens`` tokens each routed to ``top_k`` of ``experts``,
+    assuming uniform, independent routing: E * (1 - (1 - k/E)^T)."""
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
+def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> list[Op]:
+    """Router, routed experts (weights of the experts hit are read), shared experts, and
+    the all-to-all dispatch/combine under expert parallelism."""
+    h, k, count = c.hidden_size, c.num_experts_per_tok, s.moe_layers
+    ops = [O.linear("router", tokens, h, c.num_experts, q=p.unquantised, ab=p.ab, count=count,
+                    dtype=p.matrix_dtype, inputs=(source,))]
+    routed = tokens * k / p.ep  # token slots this device's experts serve
+    hit = expected_experts(c.num_experts, k, tokens) / p.ep
+    if p.ep > 1:
+        ops.append(O.collective("ep_dispatch", tokens * k * h, p.ep, ab=p.ab, count=count,
+                                kind="all_to_all", inputs=(source,)))
+    experts = dense_mlp(c, routed, s.moe_intermediate, p, source, count)
+    for i, op in enumerate(experts):
+        if op.kind == "linear":
+            n_in, n_out = op.dims["k"], op.dims["n"]
+            experts[i] = replace(O.linear(op.name, routed, n_in, n_out, q=p.quant, ab=p.ab,
+                                          count=count, dtype=p.matrix_dtype, inputs=op.inputs,
+                                          experts=hit))
+    ops += experts
+    if p.ep > 1:
+        ops.append(O.collective("ep_combine", tokens * k * h, p.ep, ab=p.ab, count=count,
+                                kind="all_to_all", inputs=("down_proj",)))
+    if s.shared_intermediate:
+        ops += dense_mlp(c, tokens, s.shared_intermediate, p, source, count, prefix="shared_")
+    return ops
+
+
+def mlp_block(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> list[Op]:
+    if not c.is_moe:
+        return dense_mlp(c, tokens, s.intermediate, p, source, s.layers)
+    ops = moe_mlp(c, s, tokens, p, source)
+    if s.dense_layers:  # DeepSeek's first layers keep a dense MLP
+        ops += dense_mlp(c, tokens, s.intermediate, p, source, s.dense_layers, prefix="dense_")
+    return ops
+
+
+def tp_all_reduce(name: str, tokens, c: ModelConfig, p: Precision, count: int, source: str) -> list[Op]:
+    """Tensor parallelism sums partial outputs after o_proj and after down_proj."""
+    if p.tp == 1:
+        return []
+    return [O.collective(name, tokens * c.hidden_size, p.tp, ab=p.ab, count=count, inputs=(source,))]
+
+
+def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Precision,
+              prefill: bool = True) -> list[Op]:
+    """One decoder layer on one device, ``count`` = its layers there."""
+    s = shard(c, p)
+    tokens, h, L = batch * q_len, c.hidden_size, s.layers
+    vec = dict(ab=p.ab, count=L, dtype=p.vector_dtype)
+    ops = [O.norm("attn_norm", tokens, h, wb=p.ab, inputs=("x",), **vec)]
+    build = latent_attention if c.is_mla else standard_attention
+    ops += build(c, s, batch, q_len, kv_len, p, prefill)
+    ops += tp_all_reduce("attn_allreduce", tokens, c, p, L, "o_proj")
     ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", "o_proj"), **vec))
     mlp_source = "attn_norm"
     if not c.parallel_attn:
         ops.append(O.norm("mlp_norm", tokens, h, wb=p.ab, inputs=("attn_add",), **vec))
         mlp_source = "mlp_norm"
-    ops += mlp_ops(c, tokens, p, mlp_source)
-    ops.append(O.residual_add("mlp_add", tokens, h, inputs=("attn_add", "down_proj"), **vec))
+    mlp = mlp_block(c, s, tokens, p, mlp_source)
+    ops += mlp
+    ops += tp_all_reduce("mlp_allreduce", tokens, c, p, L, "down_proj")
+    branch = tuple(op.name for op in mlp if op.name.endswith("down_proj"))
+    ops.append(O.residual_add("mlp_add", tokens, h, inputs=("attn_add", *branch), **vec))
     return ops
 
 
 def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Precision) -> list[Op]:
-    """embed before the layers; final_norm and lm_head after (lm_head on the last position only)."""
+    """embed before the layers; final_norm and lm_head after (lm_head on the last position
+    only, its vocabulary split over tensor-parallel devices)."""
     tokens = batch * q_len
     h = c.hidden_size
-    return [
+    vocab = math.ceil(c.vocab_size / p.tp)
+    ops = [
         O.embed(tokens, h, wb=p.ab, ab=p.ab, dtype=p.vector_dtype),
         O.norm("final_norm", tokens, h, ab=p.ab, wb=p.ab, count=1, dtype=p.vector_dtype,
                inputs=("x",)),
-        O.linear("lm_head", batch + 0 * q_len, h, c.vocab_size, wb=p.ab, ab=p.ab, count=1,
+        O.linear("lm_head", batch + 0 * q_len, h, vocab, q=p.unquantised, ab=p.ab, count=1,
                  dtype=p.matrix_dtype, inputs=("final_norm",)),
     ]
+    if p.pp > 1:  # activations cross each pipeline boundary once per micro-batch
+        ops.append(O.collective("pp_send", tokens * h, p.pp, ab=p.ab, count=p.pp - 1, kind="send"))
+    return ops
 
 
-def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Precision) -> list[Op]:
-    """All ops of one forward pass.
+def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Precision,
+              q_len: Number = 1) -> list[Op]:
+    """All ops of one forward pass on one device, for one micro-batch.
 
-    prefill: ``length`` prompt tokens per sequence, attending to themselves.
-    decode: one new token per sequence with ``length`` tokens already cached (KV length + 1).
+    prefill: ``length`` prompt tokens per sequence, attending causally to themselves.
+    decode: ``q_len`` new tokens per sequence (1, or k+1 when verifying k draft tokens)
+    with ``length`` tokens already cached.
     """
+    micro = batch / p.micro_batches if p.micro_batches > 1 else batch
     if stage == "prefill":
-        q_len, kv_len = length, length
+        q, kv, prefill = length, length, True
     elif stage == "decode":
-        q_len, kv_len = 1 + 0 * length, length + 1
+        q, kv, prefill = q_len + 0 * length, length + q_len, False
     else:
         raise ValueError(f"stage must be 'prefill' or 'decode', got {stage!r}")
-    heads = head_ops(c, batch, q_len, p)
-    return [heads[0], *layer_ops(c, batch, q_len, kv_len, p), *heads[1:]]
+    heads = head_ops(c, micro, q, p)
+    return [heads[0], *layer_ops(c, micro, q, kv, p, prefill), *heads[1:]]
+
+
+def pipeline_factors(p: Precision) -> tuple[float, float]:
+    """(time, amount) multipliers from one micro-batch on one stage to the whole batch:
+    with m micro-batches over pp stages the pass takes (m + pp - 1) stage-steps
+    (the pipeline bubble), and every quantity is incurred m times."""
+    return float(p.micro_batches + p.pp - 1), float(p.micro_batches)

@@ -1,39 +1,94 @@
-"""Memory: weights, KV cache at its largest, activations at their liveness peak."""
+"""Memory per device: weights, KV cache at its largest, activations at their liveness peak."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from .layers import Precision
+from .layers import Precision, shard
 from .model import ModelConfig
 from .ops import Op
 from .workload import Number
 
 
-def layer_parameters(c: ModelConfig) -> dict[str, int]:
-    """Parameters of one decoder layer by group (biases are left out: < 0.1%)."""
+def attention_parameters(c: ModelConfig, heads: int, kv_heads: int) -> int:
+    """Projection weights of one layer's attention for ``heads`` query / ``kv_heads`` KV heads."""
     h, d = c.hidden_size, c.head_dim
-    attn = h * c.num_heads * d * 2 + h * c.num_kv_heads * d * 2
-    mlp = (3 if c.gated_mlp else 2) * h * c.intermediate_size
-    norms = h * (1 if c.parallel_attn else 2)
-    return {"attention": attn, "mlp": mlp, "norms": norms}
+    if not c.is_mla:
+        return 2 * h * heads * d + 2 * h * kv_heads * d
+    r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
+    q = (h * c.q_lora_rank + c.q_lora_rank * heads * (nope + rope_d) if c.q_lora_rank
+         else h * heads * (nope + rope_d))
+    return q + h * (r + rope_d) + r * heads * (nope + v_d) + heads * v_d * h
 
 
-def weight_bytes(c: ModelConfig, p: Precision) -> float:
-    """All weights once: layers (linear at the weight type, norms at 16 bits), embeddings,
-    final norm, and lm_head unless tied to the embeddings."""
-    per_layer = layer_parameters(c)
-    layers = c.num_layers * ((per_layer["attention"] + per_layer["mlp"]) * p.wb
-                             + per_layer["norms"] * p.ab)
-    table = c.vocab_size * c.hidden_size * p.ab
-    head = 0 if c.tie_word_embeddings else table
-    return layers + table + head + c.hidden_size * p.ab
+def mlp_parameters(c: ModelConfig, width: int) -> int:
+    return (3 if c.gated_mlp else 2) * c.hidden_size * width
+
+
+def layer_parameters(c: ModelConfig, p: Precision | None = None) -> dict[str, float]:
+    """Parameters of the layers one device holds, by group (biases are left out: < 0.1%).
+
+    ``experts`` counts every routed expert on the device; ``active_experts`` the top-k a
+    token uses (for active parameters per token)."""
+    p = p or Precision(2, 2, 2, "fp16", "fp16")
+    s = shard(c, p)
+    out = {"attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
+           "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2)}
+    if not c.is_moe:
+        out["mlp"] = s.layers * mlp_parameters(c, s.intermediate)
+        return out
+    out["mlp"] = s.dense_layers * mlp_parameters(c, s.intermediate)
+    out["router"] = s.moe_layers * c.hidden_size * c.num_experts
+    out["shared_experts"] = s.moe_layers * mlp_parameters(c, s.shared_intermediate)
+    out["experts"] = s.moe_layers * s.experts * mlp_parameters(c, s.moe_intermediate)
+    out["active_experts"] = s.moe_layers * c.num_experts_per_tok * mlp_parameters(c, s.moe_intermediate)
+    return out
+
+
+def weight_bytes(c: ModelConfig, p: Precision, active: bool = False) -> float:
+    """Weights on the most loaded device: its layers (linear weights at the weight type with
+    their quantisation scales, norms and router at 16 bits), plus embeddings and lm_head
+    (vocabulary split over tensor-parallel devices; with pipeline stages the first holds
+    the embeddings and the last lm_head, so the larger of the two counts)."""
+    parts = layer_parameters(c, p)
+    experts = parts.pop("active_experts", 0) if active else parts.get("experts", 0)
+    parts.pop("active_experts", None)
+    parts["experts"] = experts
+    linear = sum(v for k, v in parts.items() if k not in ("norms", "router"))
+    scales = 0.0
+    if p.scale_bytes:
+        groups = linear / p.group_size if p.group_size else linear / c.hidden_size
+        scales = groups * p.scale_bytes
+    layers = linear * p.wb + scales + (parts["norms"] + parts.get("router", 0)) * p.ab
+    table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * p.ab
+    head = 0 if c.tie_word_embeddings and p.pp == 1 else table
+    ends = max(table, head) if p.pp > 1 else table + head
+    return layers + ends + c.hidden_size * p.ab
+
+
+def active_parameters(c: ModelConfig) -> float:
+    """Parameters a token touches in one forward pass (MoE: only its top-k experts)."""
+    return weight_bytes(c, Precision(1, 1, 1, "fp16", "fp16"), active=True)
+
+
+def kv_bytes_per_token(c: ModelConfig, p: Precision) -> float:
+    """KV cache one token adds on one device: K and V per layer and KV head
+    (2 * L * g * d), or MLA's latent + rotary key (L * (r + d_rope)), replicated over TP."""
+    s = shard(c, p)
+    if c.is_mla:
+        return s.layers * (c.kv_lora_rank + c.qk_rope_head_dim) * p.kvb
+    return 2 * s.layers * s.kv_heads * c.head_dim * p.kvb
 
 
 def kv_cache_bytes(c: ModelConfig, batch: Number, kv_len: Number, p: Precision) -> Number:
-    """K and V for every layer, sequence and cached position: 2 * L * b * s * g * d bytes."""
-    return 2 * c.num_layers * batch * kv_len * c.num_kv_heads * c.head_dim * p.kvb
+    """The cache for ``batch`` sequences of ``kv_len`` tokens (a sliding window caps the
+    length kept; paged attention allocates whole blocks)."""
+    kept = np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
+    if p.attention == "paged":
+        kept = np.ceil(kept / p.kv_block) * p.kv_block
+    return batch * kept * kv_bytes_per_token(c, p)
 
 
 def activation_peak(ops: Sequence[Op], input_bytes: Number) -> Number:

@@ -38,9 +38,9 @@ class Op:
     act_write_bytes: Number = 0
     kv_read_bytes: Number = 0
     kv_write_bytes: Number = 0
-    dequant_flops: Number = 0  # vector-unit work beside the matrix work (dequantising weights)
+    vector_flops: Number = 0   # vector-unit work beside the matrix work (dequantising, fused softmax)
     comm_bytes: Number = 0     # bytes each device sends over the interconnect
-    comm_latency_s: Number = 0  # fixed link latency of a collective (hops x latency)
+    comm_hops: Number = 0      # sequential link hops of a collective (each costs the link latency)
     matrix: bool = False       # runs on matrix units (GEMM/GEMV) rather than vector units
     dtype: str = "fp16"        # data type the arithmetic runs in
     inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
@@ -61,18 +61,37 @@ def _dims(**kwargs: Any) -> Mapping[str, Any]:
     return MappingProxyType(kwargs)
 
 
-def linear(name: str, tokens: Number, k: int, n: int, *, wb: float, ab: float, count: int,
-           dtype: str, inputs: tuple[str, ...], out_kv_bytes: float = 0.0) -> Op:
-    """y[tokens, n] = x[tokens, k] @ W[k, n]: 2*tokens*k*n ops; W read once.
+@dataclass(frozen=True)
+class Quant:
+    """How linear-layer weights are stored: bytes per weight, group scales, dequantisation."""
 
+    wb: float                  # bytes per weight element
+    scale_bytes: float = 0.0   # bytes of scale + zero point per group (0: not quantised)
+    group_size: int = 0        # weights per group along k; 0 = one group per output channel
+    dequant: bool = False      # converted up to the compute type inside the kernel
+
+
+DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the scale
+
+
+def linear(name: str, tokens: Number, k: int, n: int, *, q: Quant, ab: float, count: int,
+           dtype: str, inputs: tuple[str, ...], out_kv_bytes: float = 0.0,
+           experts: Number = 1) -> Op:
+    """y[tokens, n] = x[tokens, k] @ W[k, n]: 2*tokens*k*n ops; each W read once.
+
+    ``experts`` > 1: the weights of that many experts are read and ``tokens`` counts routed
+    token slots. Quantised weights add their group scales to the bytes read and, when the
+    kernel converts them up, DEQUANT_OPS vector operations per weight element.
     ``out_kv_bytes`` > 0 sends the output to the KV cache (k_proj/v_proj without rotary).
     """
     out = tokens * n
+    weights = experts * k * n
+    groups = weights / q.group_size if q.group_size else experts * n
     return Op(name, "linear", count, flops=2 * tokens * k * n,
-              weight_bytes=k * n * wb, act_read_bytes=tokens * k * ab,
-              act_write_bytes=0 if out_kv_bytes else out * ab,
-              kv_write_bytes=out * out_kv_bytes, matrix=True, dtype=dtype, inputs=inputs,
-              dims=_dims(m=tokens, k=k, n=n))
+              weight_bytes=weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0),
+              act_read_bytes=tokens * k * ab, act_write_bytes=0 if out_kv_bytes else out * ab,
+              kv_write_bytes=out * out_kv_bytes, vector_flops=DEQUANT_OPS * weights if q.dequant else 0,
+              matrix=True, dtype=dtype, inputs=inputs, dims=_dims(m=tokens, k=k, n=n, experts=experts))
 
 
 def qk_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
@@ -151,6 +170,49 @@ def rope(tokens: Number, heads: int, kv_heads: int, head_dim: int, *, ab: float,
               act_read_bytes=(q_elems + k_elems) * ab, act_write_bytes=q_elems * ab,
               kv_write_bytes=k_elems * kvb, dtype=dtype, inputs=("q_proj", "k_proj"),
               dims=_dims(tokens=tokens, heads=heads, kv_heads=kv_heads, head_dim=head_dim))
+
+
+def flash_attention(batch: Number, heads: int, kv_heads: int, q_len: Number, pairs: Number,
+                    kv_read_positions: Number, qk_dim: int, v_dim: int, *, ab: float,
+                    kvb: float, count: int, dtype: str, inputs: tuple[str, ...]) -> Op:
+    """Fused attention with tiles held on chip: no score matrix in memory.
+
+    ``pairs``: (query, key) pairs attended per (sequence, head) after causal/window masking.
+    Matrix work 2*pairs*(qk_dim + v_dim) per head, softmax 5 per pair on vector units;
+    K/V read ``kv_read_positions`` times per KV head (once per query tile that needs them).
+    """
+    return Op("attention", "attention", count, flops=2 * batch * heads * pairs * (qk_dim + v_dim),
+              vector_flops=SOFTMAX_OPS * batch * heads * pairs,
+              act_read_bytes=batch * q_len * heads * qk_dim * ab,
+              kv_read_bytes=batch * kv_heads * kv_read_positions * (qk_dim + v_dim) * kvb,
+              act_write_bytes=batch * q_len * heads * v_dim * ab, matrix=True, dtype=dtype,
+              inputs=inputs, dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len,
+                                        pairs=pairs, head_dim=qk_dim, v_dim=v_dim))
+
+
+def split_combine(batch: Number, heads: int, splits: Number, v_dim: int, *, count: int,
+                  dtype: str) -> Op:
+    """Flash-decoding's reduction: each KV split writes an fp32 partial output and its
+    max/sum, which one more kernel reads and rescales (3 ops per partial element)."""
+    partial = batch * heads * splits * (v_dim + 2) * 4
+    return Op("attn_combine", "elementwise", count, flops=3 * batch * heads * splits * v_dim,
+              act_read_bytes=partial, act_write_bytes=batch * heads * v_dim * 2 + 0 * partial,
+              dtype=dtype, inputs=("attention",), dims=_dims(batch=batch, heads=heads, splits=splits))
+
+
+def collective(name: str, elems: Number, devices: int, *, ab: float, count: int,
+               kind: str = "all_reduce", inputs: tuple[str, ...] = ()) -> Op:
+    """Bytes one device sends over the links.
+
+    all_reduce (ring): 2(n-1)/n x message, 2(n-1) latency hops; all_to_all: (n-1)/n x message,
+    n-1 hops; send (pipeline point-to-point): the message, one hop.
+    """
+    message = elems * ab
+    sent, hops = {"all_reduce": (2 * (devices - 1) / devices, 2 * (devices - 1)),
+                  "all_to_all": ((devices - 1) / devices, devices - 1),
+                  "send": (1.0, 1)}[kind]
+    return Op(name, "comm", count, flops=0 * elems, comm_bytes=sent * message, comm_hops=hops,
+              inputs=inputs, dims=_dims(elems=elems, devices=devices, collective=kind))
 
 
 def embed(tokens: Number, hidden: int, *, wb: float, ab: float, dtype: str) -> Op:

@@ -7,6 +7,8 @@ cannot run at all (fp16 on a TPU, bf16 on a V100) is an error, not a silent chan
 """
 from __future__ import annotations
 
+import math
+
 from .errors import UnsupportedDtypeError
 from .hardware import DeviceSpec
 from .layers import Precision
@@ -62,11 +64,43 @@ def vector_dtype(a: str) -> str:
     return a if _is_float(a) and not a.startswith("fp8") else "fp16"
 
 
-def resolve(settings: Settings, device: DeviceSpec) -> Precision:
+SCALE_BYTES_INT = 4.0   # an fp16 scale and an fp16 zero point per group
+SCALE_BYTES_FP8 = 2.0   # an fp16 scale per group
+
+
+def _scale_bytes(w: str) -> float:
+    if w in _INT_LADDER:
+        return SCALE_BYTES_INT
+    if w.startswith(("fp8", "fp6", "fp4")):
+        return SCALE_BYTES_FP8
+    return 0.0
+
+
+def flash_tile_rows(on_chip_bytes: float, head_dim: int, ab: float) -> int:
+    """Query rows per flash-attention tile: with M elements on chip, B_c = ceil(M / 4d) and
+    B_r = min(B_c, d) (Dao et al., FlashAttention, Algorithm 1)."""
+    elements = (on_chip_bytes or 64 * 1024) / ab
+    return int(max(16, min(math.ceil(elements / (4 * head_dim)), head_dim)))
+
+
+def resolve(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Precision:
+    """The per-analysis context of the layer builder: byte widths, compute types,
+    quantisation terms, the attention kernel and the parallel layout."""
+    w, a = settings.w_dtype, settings.a_dtype
+    compute = matrix_dtype(w, a, device)
+    ab = dtype_bytes(a)
     return Precision(
-        wb=dtype_bytes(settings.w_dtype),
-        ab=dtype_bytes(settings.a_dtype),
+        wb=dtype_bytes(w),
+        ab=ab,
         kvb=dtype_bytes(settings.kv_dtype),
-        matrix_dtype=matrix_dtype(settings.w_dtype, settings.a_dtype, device),
-        vector_dtype=vector_dtype(settings.a_dtype),
+        matrix_dtype=compute,
+        vector_dtype=vector_dtype(a),
+        scale_bytes=_scale_bytes(w),
+        group_size=settings.group_size,
+        dequant=DTYPE_BITS[w] < DTYPE_BITS[compute] or (not _is_float(w) and _is_float(compute)),
+        attention=settings.attention,
+        kv_block=settings.kv_block,
+        tile_rows=flash_tile_rows(device.l1_bytes_per_unit, head_dim, max(ab, 2.0)),
+        compute_units=max(device.compute_units, 1),
+        tp=settings.tp, pp=settings.pp, ep=settings.ep, micro_batches=settings.micro_batches,
     )

@@ -84,9 +84,19 @@ def summary_lines(analysis: Analysis) -> list[str]:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
         lines.append(f"TTFT {format_time(gen['ttft_s'])}   TPOT {tpot}   "
                      f"total {format_time(gen['total_s'])}   {gen['tokens_per_s']:.4g} tokens/s")
+    spec = analysis.extra.get("speculative")
+    if spec:
+        lines.append(f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
+                     f"{spec['expected_tokens_per_step']:.3g} tokens/step, speed-up "
+                     f"{spec['speedup']:.3g}x, break-even acceptance {spec['break_even_acceptance']:.3g}")
+    pipe = analysis.extra.get("pipeline")
+    if pipe:
+        lines.append(f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
+                     f"bubble {pipe['bubble_fraction']:.1%}")
     mem = analysis.memory
     verdict = "fits" if mem["fits"] else f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} short"
-    lines.append(f"memory: weights {format_bytes(mem['weights_bytes'])} + KV cache "
+    per = f" per device (x{mem['devices']})" if mem.get("devices", 1) > 1 else ""
+    lines.append(f"memory{per}: weights {format_bytes(mem['weights_bytes'])} + KV cache "
                  f"{format_bytes(mem['kv_cache_bytes'])} + activations "
                  f"{format_bytes(mem['activations_peak_bytes'])} = {format_bytes(mem['peak_bytes'])}"
                  f" of {format_bytes(mem['capacity_bytes'])}: {verdict}")
@@ -94,8 +104,39 @@ def summary_lines(analysis: Analysis) -> list[str]:
 
 
 def rich_tables(analysis: Analysis) -> list[Any]:
+    s = analysis.settings
     header = (f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
-              f"weights {analysis.settings.w_dtype}, activations {analysis.settings.a_dtype}, "
-              f"KV {analysis.settings.kv_dtype}")
+              f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
+              f"matrix ops in {analysis.precision.matrix_dtype}, {s.attention} attention"
+              + (f", tp {s.tp}" if s.tp > 1 else "") + (f", pp {s.pp}" if s.pp > 1 else "")
+              + (f", ep {s.ep}" if s.ep > 1 else ""))
     return [header, _stage_table(analysis, "prefill"), _stage_table(analysis, "decode"),
             *summary_lines(analysis)]
+
+
+def _cell(value: Any, column: str) -> str:
+    if isinstance(value, (bool,)) or column in ("fits", "meets_slo"):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "-"
+    if column == "tokens_per_s":
+        return f"{value:.4g}"
+    if column.endswith("_s"):
+        return format_time(value)
+    if column.endswith("_bytes"):
+        return format_bytes(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def frame_table(frame, title: str):
+    """A DataFrame as a rich table, times and bytes formatted for reading."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in frame.columns:
+        table.add_column(column, justify="left" if frame[column].dtype == object else "right")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(_cell(v, c) for v, c in zip(row, frame.columns)))
+    return table

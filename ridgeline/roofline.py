@@ -44,13 +44,31 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
-        return peak * self.efficiency.get(op.kind, {}).get("compute", 1.0)
+        return peak * self.terms(op).get("compute", 1.0)
 
     def memory_roof(self, op: Op) -> float:
-        return self.bandwidth * self.efficiency.get(op.kind, {}).get("memory", 1.0)
+        return self.bandwidth * self.terms(op).get("memory", 1.0)
 
     def overhead(self, op: Op) -> float:
-        return self.overhead_s.get(op.kind, self.overhead_s.get("default", 0.0))
+        for key in keys_for(op):
+            if key in self.overhead_s:
+                return self.overhead_s[key]
+        return self.overhead_s.get("default", 0.0)
+
+    def terms(self, op: Op) -> Mapping[str, float]:
+        """The efficiency terms of the most specific key the table holds (see ``keys_for``)."""
+        for key in keys_for(op):
+            if key in self.efficiency:
+                return self.efficiency[key]
+        return {}
+
+
+def keys_for(op: Op) -> tuple[str, ...]:
+    """Efficiency/overhead keys of an op, most specific first: 'kind:name@dtype',
+    'kind:name', 'kind@dtype', 'kind'. A profile may refine a kind by kernel ('linear:
+    int8_weight_only') or by data type ('linear@bf16'); plain kind keys keep working."""
+    return (f"{op.kind}:{op.name}@{op.dtype}", f"{op.kind}:{op.name}",
+            f"{op.kind}@{op.dtype}", op.kind)
 
 
 def spec_ceilings(device: DeviceSpec) -> Ceilings:
@@ -91,17 +109,17 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     memory = np.array([ceilings.memory_roof(op) for op in ops]).reshape(shape)
     overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
     vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
-    flops, dequant = table["flops"], _stack(ops, "dequant_flops", nbytes.ndim)
-    compute_s = flops / compute + dequant / vector
+    flops, vector_flops = table["flops"], _stack(ops, "vector_flops", nbytes.ndim)
+    compute_s = flops / compute + vector_flops / vector
     memory_s = nbytes / memory
     network_s = _network_seconds(ops, ceilings, nbytes.ndim)
     with np.errstate(divide="ignore", invalid="ignore"):
-        intensity = np.where(nbytes > 0, (flops + dequant) / nbytes, 0.0)
+        intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
     # an op either moves bytes through memory or over the link, never both: the larger
     # of the two is its transfer time, which keeps each op's time a max of two terms
     transfer_s = np.maximum(memory_s, network_s)
     table.update(
-        bytes=nbytes, intensity=intensity, dequant_flops=dequant,
+        bytes=nbytes, intensity=intensity, vector_flops=vector_flops,
         comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
         compute_s=compute_s, memory_s=transfer_s, overhead_s=overhead + 0 * nbytes,
         time_s=roofline_time(compute_s, memory_s, network_s) + overhead,
@@ -121,8 +139,8 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
         from .errors import InvalidWorkloadError
         raise InvalidWorkloadError(
             f"{ceilings.device} has no interconnect bandwidth in its spec; pass --link-bw GB/s")
-    latency = _stack(ops, "comm_latency_s", ndim)
-    return np.where(comm > 0, comm / ceilings.link_bandwidth + latency, 0.0)
+    hops = _stack(ops, "comm_hops", ndim)
+    return np.where(comm > 0, comm / ceilings.link_bandwidth + hops * ceilings.link_latency, 0.0)
 
 
 def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:

@@ -36,17 +36,49 @@ def _check_positive(field: str, value: Number) -> None:
                                    f"use e.g. --{field.replace('_', '-')} 1")
 
 
+ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
+
+
 @dataclass(frozen=True)
 class Settings:
     """How the model is deployed. Each field changes named terms of named ops."""
 
-    w_dtype: str = "fp16"      # stored weight type
-    a_dtype: str = "fp16"      # activation type
-    kv_dtype: str = "fp16"     # KV-cache type
+    w_dtype: str = "fp16"      # stored weight type of the linear layers (weights read)
+    a_dtype: str = "fp16"      # activation type (activations read/written)
+    kv_dtype: str = "fp16"     # KV-cache type (KV read/written)
+    group_size: int = 0        # quantisation group along k; 0 = one scale per output channel
+    attention: str = "eager"   # eager | flash | flash-decoding | paged
+    kv_block: int = 16         # tokens per KV block (paged attention)
+    tp: int = 1                # tensor-parallel devices
+    pp: int = 1                # pipeline-parallel stages
+    ep: int = 1                # expert-parallel devices (MoE)
+    micro_batches: int = 1     # pipeline micro-batches (batch must divide evenly)
+    link_bw_gb_s: float = 0.0  # override of the device's interconnect bandwidth (GB/s per direction)
+    link_latency_us: float = -1.0  # override of the per-hop link latency (µs); < 0 keeps the spec
 
     def __post_init__(self) -> None:
+        known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
         for field in ("w_dtype", "a_dtype", "kv_dtype"):
             value = getattr(self, field)
             if value not in DTYPE_BITS or value == "tf32":
-                known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
                 raise InvalidWorkloadError(f"unknown data type {value!r} for {field}; use one of: {known}")
+        if self.attention not in ATTENTION_KERNELS:
+            raise InvalidWorkloadError(f"unknown attention kernel {self.attention!r}; use one of: "
+                                       f"{', '.join(ATTENTION_KERNELS)}")
+        for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidWorkloadError(f"{field} must be a whole number >= 1, got {value!r}")
+        if self.group_size < 0:
+            raise InvalidWorkloadError(f"group_size must be >= 0 (0: per channel), got {self.group_size}")
+        if self.link_bw_gb_s < 0:
+            raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+
+
+def dtype_for_bits(bits: int, what: str) -> str:
+    """--w-bits/--a-bits/--kv-bits: 16 means fp16, lower widths are integers."""
+    if bits == 16:
+        return "fp16"
+    if bits in (8, 4, 2, 1):
+        return f"int{bits}"
+    raise InvalidWorkloadError(f"--{what}-bits must be 16, 8, 4, 2 or 1, got {bits}")

@@ -1,0 +1,144 @@
+"""Serving decisions built on the engine: speculative decoding, the largest batch that fits,
+the latency/throughput frontier, and side-by-side comparisons."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .analyze import analyze, deployment, make_settings, memory_totals, plain, stage_totals
+from .errors import InvalidWorkloadError
+from .layers import stage_ops
+from .workload import Settings, Workload
+
+Number = Any
+
+
+def expected_tokens(k: Number, acceptance: Number) -> Number:
+    """Tokens a verification step yields when each of k draft tokens is accepted with
+    probability a, independently, stopping at the first rejection (plus the target's own
+    token): (1 - a^(k+1)) / (1 - a); k + 1 when a = 1 (Leviathan et al., 2023, Eq. 1)."""
+    k, a = np.asarray(k, dtype=float), np.asarray(acceptance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(a >= 1.0, k + 1, (1 - a ** (k + 1)) / (1 - a))
+
+
+def _step_time(model, hardware, settings: Settings, batch, cached, q_len) -> Number:
+    config, _, p, roofs = deployment(model, hardware, settings, None)
+    totals, _ = stage_totals(stage_ops(config, "decode", batch, cached, p, q_len), roofs, p)
+    return totals["time_s"]
+
+
+def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s: float) -> Number:
+    """Acceptance rate below which speculation is slower than plain decoding, by bisection
+    on the monotone speed-up (60 halvings; NaN where even a = 1 does not pay)."""
+    k = np.asarray(k, dtype=float)
+    cost = k * draft_s + np.asarray(verify_s)
+    lo, hi = np.zeros_like(k), np.ones_like(k)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        fast = expected_tokens(k, mid) * target_s >= cost
+        hi, lo = np.where(fast, mid, hi), np.where(fast, lo, mid)
+    return np.where(expected_tokens(k, 1.0) * target_s >= cost, hi, np.nan)
+
+
+def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
+                draft_tokens: int = 4, acceptance: float = 0.7, dtype: str | None = None,
+                settings: Settings | None = None, max_k: int = 8, **options: Any) -> dict:
+    """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
+    tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
+    yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
+    for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1)."""
+    if not 0.0 <= acceptance <= 1.0:
+        raise InvalidWorkloadError(f"acceptance must be between 0 and 1, got {acceptance}")
+    if draft_tokens < 0:
+        raise InvalidWorkloadError(f"draft tokens must be >= 0, got {draft_tokens}")
+    chosen = make_settings(dtype, settings, options)
+    Workload(batch, seq_len)
+    ks = np.arange(max(max_k, draft_tokens) + 1)
+    target_s = float(_step_time(model, hardware, chosen, batch, seq_len, 1))
+    draft_s = float(_step_time(draft, hardware, chosen, batch, seq_len, 1))
+    verify_s = _step_time(model, hardware, chosen, batch, seq_len, ks + 1)
+    tokens = expected_tokens(ks, acceptance)
+    speedup = tokens * target_s / (ks * draft_s + verify_s)
+    even = break_even_acceptance(ks, draft_s, verify_s, target_s)
+    even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
+    k = draft_tokens
+    return plain({
+        "draft": str(draft if isinstance(draft, str) else draft.name),
+        "draft_tokens": k, "acceptance": acceptance,
+        "expected_tokens_per_step": tokens[k], "target_step_s": target_s,
+        "draft_step_s": draft_s, "verify_s": verify_s[k],
+        "tpot_s": (k * draft_s + verify_s[k]) / tokens[k],
+        "speedup": speedup[k], "break_even_acceptance": even[k],
+        "by_draft_tokens": [{"draft_tokens": int(i), "speedup": speedup[i],
+                             "break_even_acceptance": even[i]} for i in ks],
+    })
+
+
+def max_batch(model, hardware, seq_len: int, generate: int = 0, *, dtype: str | None = None,
+              settings: Settings | None = None, **options: Any) -> int:
+    """Largest batch whose peak memory fits one device. Peak memory is weights plus a
+    per-sequence amount (KV cache and activations both scale with the batch), so the
+    answer is floor((capacity - weights) / per-sequence bytes); 0 when nothing fits."""
+    chosen = make_settings(dtype, settings, options)
+    config, device, p, _ = deployment(model, hardware, chosen, None)
+    m = p.micro_batches
+    one = memory_totals(config, device, Workload(m, seq_len, generate), p)
+    two = memory_totals(config, device, Workload(2 * m, seq_len, generate), p)
+    per_seq = float(two["peak_bytes"] - one["peak_bytes"]) / m
+    fixed = float(one["peak_bytes"]) - per_seq * m
+    room = device.memory_capacity - fixed
+    return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
+
+
+def frontier(model, hardware, seq_len: int, generate: int, *, batches=None,
+             tpot_slo: float | None = None, ttft_slo: float | None = None,
+             dtype: str | None = None, settings: Settings | None = None, **options: Any):
+    """TPOT against throughput across batch sizes up to the largest that fits (powers of
+    two and the maximum itself), and the best throughput meeting the latency targets."""
+    from .analyze import sweep
+
+    if generate < 2:
+        raise InvalidWorkloadError("the frontier needs --generate 2 or more (TPOT needs decode steps)")
+    chosen = make_settings(dtype, settings, options)
+    top = max_batch(model, hardware, seq_len, generate, settings=chosen)
+    if batches is None:
+        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
+    if not batches:
+        raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
+    frame = sweep(model, hardware, batches, [seq_len], generate, settings=chosen)
+    ok = np.ones(len(frame), dtype=bool)
+    if tpot_slo is not None:
+        ok &= frame["tpot_s"].to_numpy() <= tpot_slo
+    if ttft_slo is not None:
+        ok &= frame["ttft_s"].to_numpy() <= ttft_slo
+    frame["meets_slo"] = ok
+    best = None
+    if ok.any():
+        row = frame[ok].sort_values("tokens_per_s").iloc[-1]
+        best = {"batch": int(row["batch"]), "tokens_per_s": float(row["tokens_per_s"]),
+                "tpot_s": float(row["tpot_s"]), "ttft_s": float(row["ttft_s"])}
+    return frame, {"max_batch": top, "best": best}
+
+
+def compare(model, devices: list[str], variants: list[dict[str, Any]], *, batch: int = 1,
+            seq_len: int = 512, generate: int = 128):
+    """One row per (device, settings variant): the key totals side by side."""
+    import pandas as pd
+
+    rows = []
+    for device in devices:
+        for options in variants:
+            a = analyze(model, device, batch=batch, seq_len=seq_len, generate=generate, **options)
+            gen = a.generation or {}
+            label = ", ".join(f"{k}={v}" for k, v in options.items()
+                              if v != getattr(Settings(), k)) or "default"
+            rows.append({"hardware": a.device.name, "settings": label,
+                         "matrix_dtype": a.precision.matrix_dtype,
+                         "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
+                         "tokens_per_s": gen.get("tokens_per_s"),
+                         "prefill_s": a.prefill.total["time_s"],
+                         "decode_step_s": a.decode.total["time_s"],
+                         "peak_bytes": a.memory["peak_bytes"], "fits": a.memory["fits"]})
+    return pd.DataFrame(rows)
