@@ -185,7 +185,8 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precisio
         ops.append(O.linear("q_proj", tokens, h, s.heads * (nope + rope_d), inputs=("attn_norm",), **lin))
     ops.append(O.linear("kv_a_proj", tokens, h, r + rope_d, inputs=("attn_norm",),
                         out_kv_bytes=p.kvb, **lin))
-    ops.append(O.rope(tokens, s.heads, 1, rope_d, ab=p.ab, kvb=0, count=L, dtype=p.vector_dtype))
+    rope = O.rope(tokens, s.heads, 1, rope_d, ab=p.ab, kvb=0, count=L, dtype=p.vector_dtype)
+    ops.append(replace(rope, inputs=("q_proj", "kv_a_proj")))
     if prefill:
         ops.append(O.linear("kv_b_proj", tokens, r, s.heads * (nope + v_d), inputs=("kv_a_proj",), **lin))
         core = attention_core(c, s, batch, q_len, kv_len, p, "rope", prefill, nope + rope_d, v_d, s.heads)

@@ -1,0 +1,152 @@
+"""The real dashboard in headless Chromium: change model, batch and quantisation in the page
+and check the cards show the engine's numbers, with no browser console errors.
+
+Needs Debian's ``chromium`` + ``chromium-driver`` and ``selenium``; skipped without them.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:dash")]
+
+selenium = pytest.importorskip("selenium")
+pytest.importorskip("dash")
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+import ridgeline as rl  # noqa: E402
+from ridgeline.workload import Settings  # noqa: E402
+from viewer import figures, ids  # noqa: E402
+from viewer.screenshots import chrome, chromium_paths, serve_in_thread, wait_for  # noqa: E402
+
+if chromium_paths() is None:
+    pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
+
+CARDS = ("ttft", "tpot", "throughput", "peak", "fits")
+
+
+@pytest.fixture(scope="module")
+def page():
+    with serve_in_thread() as base, chrome(1400, 1000) as driver:
+        driver.base = base
+        yield driver
+
+
+def state_element(driver, key: str):
+    dom_id = json.dumps(ids.state(key), sort_keys=True, separators=(",", ":"))
+    return driver.execute_script("return document.getElementById(arguments[0])", dom_id)
+
+
+def choose(driver, key: str, value: str) -> None:
+    """Open a dropdown and click the option showing ``value``."""
+    state_element(driver, key).click()
+    wait = WebDriverWait(driver, 10)
+    option = wait.until(lambda d: next(
+        (o for o in d.find_elements(By.CSS_SELECTOR, "[role=option]")
+         if o.text == value and "radioitems" not in (o.get_attribute("class") or "")), None))
+    option.click()
+
+
+def type_number(driver, key: str, value: int) -> None:
+    box = state_element(driver, key)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(str(value), Keys.ENTER)
+
+
+def cards_shown(driver) -> dict[str, str]:
+    return {k: driver.find_element(By.ID, ids.card(k)).text for k in CARDS}
+
+
+def wait_for_cards(driver, expected: dict[str, str], timeout: float = 20) -> None:
+    try:
+        WebDriverWait(driver, timeout).until(lambda d: cards_shown(d) == expected)
+    except Exception:
+        assert cards_shown(driver) == expected  # shows the difference
+
+
+def engine_cards(model, batch, w_dtype="fp16", seq_len=512, generate=128):
+    a = rl.analyze(model, "a6000", batch=batch, seq_len=seq_len, generate=generate,
+                   settings=Settings(w_dtype=w_dtype))
+    return figures.format_cards(a)
+
+
+def severe_logs(driver) -> list:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_changing_model_batch_and_quantisation_updates_the_numbers(page):
+    start = time.monotonic()
+    page.get(page.base + "/analyze?model=llama-2-7b&device=a6000&batch=1&seq_len=512&generate=128")
+    wait_for(page, "#roofline .main-svg")
+    wait_for_cards(page, engine_cards("llama-2-7b", 1))
+
+    choose(page, "model", "qwen2-7b")
+    wait_for_cards(page, engine_cards("qwen2-7b", 1))
+    assert "model=qwen2-7b" in page.current_url
+
+    type_number(page, "batch", 16)
+    wait_for_cards(page, engine_cards("qwen2-7b", 16))
+
+    choose(page, "w_dtype", "int4")
+    expected = engine_cards("qwen2-7b", 16, "int4")
+    wait_for_cards(page, expected)
+    assert expected != engine_cards("qwen2-7b", 16)  # quantisation really changed the numbers
+    assert "w_dtype=int4" in page.current_url and "batch=16" in page.current_url
+
+    # the URL is the whole view: reloading it shows the same numbers
+    page.get(page.current_url)
+    wait_for(page, "#roofline .main-svg")
+    wait_for_cards(page, expected)
+    assert state_element(page, "batch").get_attribute("value") == "16"
+
+    # a setting the device cannot run shows one error line and keeps the numbers
+    page.get(page.base + "/analyze?model=qwen2-7b&device=tpu-v5e&batch=16&w_dtype=fp16")
+    WebDriverWait(page, 20).until(
+        lambda d: d.find_element(By.ID, ids.ANALYZE_ERROR).text.startswith("error: "))
+    assert severe_logs(page) == []
+    assert time.monotonic() - start < 60
+
+
+def test_every_page_draws_without_console_errors(page):
+    page.get_log("browser")  # drop what came before
+    for name, ready in (("layer", "#layer-roofline .main-svg"), ("sweep", "#sweep-graph .main-svg"),
+                        ("compare", "#compare-graph .main-svg"), ("validation", "#validation-message")):
+        page.get(f"{page.base}/{name}?model=llama-3.2-1b&batch=4")
+        wait_for(page, ready)
+        assert page.find_element(By.ID, ids.page(name)).is_displayed()
+        assert not page.find_element(By.ID, ids.page("analyze")).is_displayed()
+    # clicking a tab changes the page and keeps the settings
+    page.find_element(By.XPATH, "//*[@id='page-tabs']//*[text()='Analyze']").click()
+    WebDriverWait(page, 10).until(lambda d: d.find_element(By.ID, ids.page("analyze")).is_displayed())
+    assert "/analyze" in page.current_url and "model=llama-3.2-1b" in page.current_url
+    assert severe_logs(page) == []
+
+
+def test_uploads_in_the_page(page, tmp_path):
+    page.get(page.base + "/analyze?model=llama-2-7b&device=a6000&batch=2&seq_len=512&generate=128")
+    wait_for(page, "#roofline .main-svg")
+    before = engine_cards("llama-2-7b", 2)
+    wait_for_cards(page, before)
+    file_input = page.find_element(By.CSS_SELECTOR, f"#{ids.MODEL_UPLOAD} input[type=file]")
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"model_type": "llama", "hidden_size": ')
+    file_input.send_keys(str(bad))
+    WebDriverWait(page, 20).until(
+        lambda d: "malformed JSON" in d.find_element(By.ID, ids.UPLOAD_ERROR).text)
+    assert cards_shown(page) == before and "model=llama-2-7b" in page.current_url
+
+    from ridgeline.catalog import MODELS_DIR
+
+    good = tmp_path / "my-model.json"
+    good.write_text((MODELS_DIR / "llama-3.2-1b.json").read_text())
+    page.find_element(By.CSS_SELECTOR, f"#{ids.MODEL_UPLOAD} input[type=file]").send_keys(str(good))
+    wait_for_cards(page, engine_cards("llama-3.2-1b", 2))
+    assert "model=upload%3Amy-model" in page.current_url
+    assert page.find_element(By.ID, ids.UPLOAD_ERROR).text == ""
+    assert severe_logs(page) == []

@@ -1,0 +1,23 @@
+"""``create_app()``: the Dash dashboard that ``ridgeline serve`` runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dash import Dash
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def create_app() -> Dash:
+    from . import callbacks
+    from .layout import build_layout
+
+    app = Dash(__name__, title="ridgeline", assets_folder=str(ASSETS),
+               suppress_callback_exceptions=False, update_title=None)
+    app.layout = build_layout
+    callbacks.register(app)
+    return app
+
+
+def run(host: str = "127.0.0.1", port: int = 8050, debug: bool = False) -> None:
+    create_app().run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)

@@ -1,0 +1,250 @@
+"""Thin callbacks: read the URL state, call ``viewer.data``, draw with ``viewer.figures``.
+
+Each handler is a module-level function taking plain values, so tests (and the timing
+benchmark) call it directly; ``register`` wires them to the app.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dash import ALL, Input, Output, State, ctx, no_update
+from dash.exceptions import PreventUpdate
+
+from ridgeline.errors import RidgelineError
+
+from . import data, figures, ids
+from .state import (PAGES, coerce, component_value, control, page_from_path, parse_query,
+                    to_query)
+
+ERROR_PREFIX = "error: "
+
+
+def page_styles(pathname: str | None) -> list[dict[str, str]]:
+    page = page_from_path(pathname)
+    return [{"display": "block" if p == page else "none"} for p in PAGES]
+
+
+def sync_state(trigger: Any, pathname: str | None, search: str | None, tab: str | None,
+               keys: Sequence[str], values: Sequence[Any], uploads: Mapping | None) -> tuple:
+    """Keep the URL and the controls in step, both ways.
+
+    URL changed (page load, back/forward, an upload): controls take the URL's values.
+    Tab changed: the pathname follows. A control changed: the URL's query follows.
+    Returns (control values, search, pathname, tab, model options, device options).
+    """
+    keep = [no_update] * len(keys)
+    if trigger == ids.TABS:
+        path = f"/{tab}"
+        return keep, no_update, path if page_from_path(pathname) != tab else no_update, \
+            no_update, no_update, no_update
+    if isinstance(trigger, Mapping) and trigger.get("type") == ids.STATE:
+        state = parse_query(search)
+        state.update({k: coerce(control(k), v) for k, v in zip(keys, values)})
+        query = to_query(state)
+        return keep, query if query != search else no_update, no_update, no_update, \
+            no_update, no_update
+    state = parse_query(search)
+    query = to_query(state)
+    return ([component_value(control(k), state[k]) for k in keys],
+            query if query != search else no_update, no_update, page_from_path(pathname),
+            data.model_options(uploads), data.device_options(uploads))
+
+
+def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
+    """(error, title, card texts x5, roofline, time breakdown, memory, table rows).
+
+    An error (unknown name, a setting the device cannot run) shows its one line and leaves
+    everything else as it was."""
+    if page_from_path(pathname) != "analyze":
+        raise PreventUpdate
+    state = parse_query(search)
+    try:
+        a = data.analysis_for(state, uploads)
+        roofs = data.ceilings_for(state["profile"], a.device)
+        cards = figures.format_cards(a)
+        return ("", figures.analysis_title(a), *cards.values(), figures.roofline_figure(a, roofs),
+                figures.time_breakdown_figure(a), figures.memory_figure(a), figures.op_rows(a))
+    except RidgelineError as err:
+        return (ERROR_PREFIX + str(err), *[no_update] * 10)
+
+
+def node_details(node: Mapping[str, Any]) -> list:
+    from dash import html
+
+    from ridgeline.units import format_si, format_time
+
+    rows = [("op", f"{node['id']} ({node['kind']}, {node['stage']})"),
+            ("operations", format_si(node["flops"])), ("bytes", format_si(node["bytes"], "B")),
+            ("intensity", f"{node['intensity']:.3g} ops/byte"),
+            ("attainable", format_si(node["perf"], "op/s")),
+            ("time", f"{format_time(node['time_s'])} x {node['count']} = "
+                     f"{format_time(node['time_s'] * node['count'])}"),
+            ("bound", node["bound"]), ("dtype", node["dtype"])]
+    return [html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows])]
+
+
+def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
+                 uploads: Mapping | None) -> tuple:
+    """(error, cytoscape elements, details, roofline with the clicked op ringed)."""
+    if page_from_path(pathname) != "layer":
+        raise PreventUpdate
+    state = parse_query(search)
+    stage = state["stage"]
+    try:
+        a = data.analysis_for(state, uploads)
+        roofs = data.ceilings_for(state["profile"], a.device)
+        elements = figures.layer_elements(a, stage)
+    except RidgelineError as err:
+        return ERROR_PREFIX + str(err), no_update, no_update, no_update
+    names = {e["data"]["id"] for e in elements}
+    picked = node if node and node.get("stage") == stage and node.get("id") in names else None
+    if picked:  # the clicked node's numbers come fresh from this analysis
+        picked = next(e["data"] for e in elements if e["data"]["id"] == picked["id"])
+    details = node_details(picked) if picked else "Click an op in the graph."
+    roof = figures.roofline_figure(a, roofs, highlight=(stage, picked["id"]) if picked else None,
+                                   height=620, legend_below=True)
+    return "", elements, details, roof
+
+
+def update_sweep(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
+    if page_from_path(pathname) != "sweep":
+        raise PreventUpdate
+    try:
+        return "", figures.sweep_figure(data.sweep_frame(parse_query(search), uploads))
+    except RidgelineError as err:
+        return ERROR_PREFIX + str(err), no_update
+
+
+def compare_rows(frame) -> list[dict[str, Any]]:
+    from ridgeline.units import format_bytes, format_time
+
+    rows = []
+    for r in frame.itertuples():
+        if r.error:
+            rows.append({"device": r.device, "TTFT": "-", "TPOT": "-", "tokens/s": "-",
+                         "peak memory": "-", "fits": r.error})
+            continue
+        rows.append({"device": r.device, "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
+                     "tokens/s": f"{r.tokens_per_s:.4g}", "peak memory": format_bytes(r.peak_bytes),
+                     "fits": f"{'yes' if r.fits else 'no'} (of {format_bytes(r.capacity_bytes)})"})
+    return rows
+
+
+def update_compare(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
+    if page_from_path(pathname) != "compare":
+        raise PreventUpdate
+    try:
+        frame = data.compare_frame(parse_query(search), uploads)
+    except RidgelineError as err:
+        return ERROR_PREFIX + str(err), no_update, no_update
+    failed = frame[frame["error"] != ""]
+    message = "; ".join(f"{r.device}: {r.error}" for r in failed.itertuples())
+    return (ERROR_PREFIX + message if message else ""), figures.compare_figure(frame), compare_rows(frame)
+
+
+def profile_figure():
+    """The first measured profile's roofline over its device's datasheet one, if any."""
+    profiles = data.list_profiles()
+    if not profiles:
+        return None
+    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
+    from ridgeline.roofline import spec_ceilings
+
+    raw = load_profile(profile_path(profiles[0]))
+    meta = raw.get("meta") or {}
+    name = next((meta[k] for k in ("catalog", "hardware", "spec_hardware") if meta.get(k)), None)
+    device = data.catalog_device(name) if name else data.host_device()
+    return figures.ceilings_figure(spec_ceilings(device), calibrated_ceilings(raw, device))
+
+
+NO_VALIDATION = ("No validation runs yet: reports/validation/ holds no results. Run the "
+                 "measurement layer's validation (e.g. 'ridgeline validate') to fill this page.")
+
+
+def update_validation(pathname: str | None) -> tuple:
+    """(message, scatter, errors, roofs, and the three boxes' styles)."""
+    if page_from_path(pathname) != "validation":
+        raise PreventUpdate
+    frame, problems = data.load_validation()
+    hidden, shown = {"display": "none"}, {"display": "block"}
+    try:
+        roofs = profile_figure()
+    except RidgelineError as err:
+        roofs, problems = None, [*problems, str(err)]
+    note = (" Unreadable: " + "; ".join(problems)) if problems else ""
+    if frame.empty:
+        return (NO_VALIDATION + note, no_update, no_update, roofs or no_update,
+                hidden, hidden, shown if roofs else hidden)
+    message = f"{len(frame)} measured cases from {frame['file'].nunique()} file(s).{note}"
+    return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
+            roofs or no_update, shown, shown, shown if roofs else hidden)
+
+
+def handle_upload(trigger: str, model_contents: str | None, model_name: str | None,
+                  device_contents: str | None, device_name: str | None, search: str | None,
+                  uploads: Mapping | None) -> tuple:
+    """(uploads store, URL search, error line). A bad file changes nothing but the error."""
+    kind = "model" if trigger == ids.MODEL_UPLOAD else "device"
+    contents, filename = ((model_contents, model_name) if kind == "model"
+                          else (device_contents, device_name))
+    if not contents:
+        raise PreventUpdate
+    parse = data.parse_model_upload if kind == "model" else data.parse_device_upload
+    try:
+        name, raw = parse(contents, filename or f"uploaded {kind}")
+    except RidgelineError as err:
+        return no_update, no_update, ERROR_PREFIX + str(err)
+    store = copy.deepcopy(dict(uploads or {}))
+    store.setdefault(f"{kind}s", {})[name] = raw
+    state = parse_query(search)
+    state[kind] = data.UPLOAD_PREFIX + name
+    return store, to_query(state), ""
+
+
+def register(app) -> None:
+    state_values = Input({"type": ids.STATE, "key": ALL}, "value")
+    store = State(ids.UPLOADS, "data")
+
+    @app.callback(Output({"type": ids.STATE, "key": ALL}, "value"),
+                  Output(ids.URL, "search"), Output(ids.URL, "pathname"), Output(ids.TABS, "value"),
+                  Output(ids.state("model"), "options"), Output(ids.state("device"), "options"),
+                  Input(ids.URL, "pathname"), Input(ids.URL, "search"), Input(ids.TABS, "value"),
+                  state_values, store)
+    def _sync(pathname, search, tab, values, uploads):
+        keys = [item["id"]["key"] for item in ctx.inputs_list[3]]
+        trigger = ctx.triggered_id if ctx.triggered else None
+        return sync_state(trigger, pathname, search, tab, keys, values, uploads)
+
+    app.callback([Output(ids.page(p), "style") for p in PAGES], Input(ids.URL, "pathname"))(
+        page_styles)
+
+    url = [Input(ids.URL, "pathname"), Input(ids.URL, "search")]
+    app.callback(Output(ids.ANALYZE_ERROR, "children"), Output(ids.ANALYZE_TITLE, "children"),
+                 *[Output(ids.card(k), "children") for k in ("ttft", "tpot", "throughput", "peak", "fits")],
+                 Output(ids.ROOFLINE, "figure"), Output(ids.TIME_BREAKDOWN, "figure"),
+                 Output(ids.MEMORY, "figure"), Output(ids.OP_TABLE, "data"),
+                 *url, store)(update_analyze)
+    app.callback(Output(ids.LAYER_ERROR, "children"), Output(ids.LAYER_GRAPH, "elements"),
+                 Output(ids.LAYER_DETAILS, "children"), Output(ids.LAYER_ROOFLINE, "figure"),
+                 *url, Input(ids.LAYER_GRAPH, "tapNodeData"), store)(update_layer)
+    app.callback(Output(ids.SWEEP_ERROR, "children"), Output(ids.SWEEP_GRAPH, "figure"),
+                 *url, store)(update_sweep)
+    app.callback(Output(ids.COMPARE_ERROR, "children"), Output(ids.COMPARE_GRAPH, "figure"),
+                 Output(ids.COMPARE_TABLE, "data"), *url, store)(update_compare)
+    app.callback(Output(ids.VALIDATION_MESSAGE, "children"), Output(ids.VALIDATION_SCATTER, "figure"),
+                 Output(ids.VALIDATION_ERRORS, "figure"), Output(ids.VALIDATION_ROOFS, "figure"),
+                 Output(f"{ids.VALIDATION_SCATTER}-box", "style"),
+                 Output(f"{ids.VALIDATION_ERRORS}-box", "style"),
+                 Output(f"{ids.VALIDATION_ROOFS}-box", "style"),
+                 Input(ids.URL, "pathname"))(update_validation)
+
+    @app.callback(Output(ids.UPLOADS, "data"), Output(ids.URL, "search", allow_duplicate=True),
+                  Output(ids.UPLOAD_ERROR, "children"),
+                  Input(ids.MODEL_UPLOAD, "contents"), State(ids.MODEL_UPLOAD, "filename"),
+                  Input(ids.DEVICE_UPLOAD, "contents"), State(ids.DEVICE_UPLOAD, "filename"),
+                  State(ids.URL, "search"), store, prevent_initial_call=True)
+    def _upload(model_contents, model_name, device_contents, device_name, search, uploads):
+        return handle_upload(ctx.triggered_id, model_contents, model_name, device_contents,
+                             device_name, search, uploads)

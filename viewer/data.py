@@ -1,0 +1,277 @@
+"""The viewer's computation layer: state dict -> engine calls -> Analysis / DataFrames.
+
+No Dash here: callbacks call these, figures draw what they return.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+import ridgeline as rl
+from ridgeline.catalog import REPORTS_DIR
+from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
+                              UnknownDeviceError, UnknownModelError)
+from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
+from ridgeline.model import ModelConfig, list_models
+
+from .state import settings_of
+
+MAX_UPLOAD_BYTES = 1_000_000  # 1 MB: a config.json or device YAML is a few KB
+UPLOAD_PREFIX = "upload:"
+VALIDATION_DIR = REPORTS_DIR / "validation"
+SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+# --- uploads --------------------------------------------------------------------------
+
+def decode_upload(contents: str, filename: str) -> str:
+    """A dcc.Upload data URL -> text; files over 1 MB or not text are refused."""
+    try:
+        payload = contents.split(",", 1)[1]
+        size = len(payload) * 3 // 4 - payload.count("=", -2)
+        if size > MAX_UPLOAD_BYTES:
+            raise RidgelineError(f"{filename}: file is {size / 1e6:.1f} MB; the limit is 1 MB")
+        return base64.b64decode(payload, validate=True).decode("utf-8")
+    except (IndexError, binascii.Error, UnicodeDecodeError):
+        raise RidgelineError(f"{filename}: not a readable text file") from None
+
+
+def parse_model_upload(contents: str, filename: str) -> tuple[str, dict]:
+    """An uploaded config.json -> (name, raw mapping), checked by the engine's parser."""
+    text = decode_upload(contents, filename)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidConfigError(filename, f"malformed JSON at line {err.lineno}: {err.msg}") from None
+    name = Path(filename).stem if filename != "config.json" else ""
+    name = name or (str(raw.get("_name_or_path", "")).split("/")[-1] if isinstance(raw, dict) else "")
+    config = ModelConfig.from_hf_config(raw, name=name or None, where=filename)
+    return config.name, raw
+
+
+def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
+    """An uploaded device YAML -> (name, raw mapping), checked by the engine's loader."""
+    text = decode_upload(contents, filename)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise InvalidSpecError(filename, f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+    device = device_from_dict(raw, filename)
+    return device.name, raw
+
+
+# --- resolving names ------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def host_device() -> DeviceSpec:
+    """The machine serving the dashboard (detected once: it measures copy bandwidth)."""
+    return rl.hardware.detect_host()
+
+
+@lru_cache(maxsize=64)
+def catalog_model(name: str) -> ModelConfig:
+    if name not in list_models():  # catalog names only: a URL must not name server files
+        raise UnknownModelError(name, list_models())
+    return rl.load_model(name)
+
+
+@lru_cache(maxsize=64)
+def catalog_device(name: str) -> DeviceSpec:
+    if name == "host":
+        return host_device()
+    if name not in list_devices():
+        raise UnknownDeviceError(name, list_devices() + ["host"])
+    return rl.load_device(name)
+
+
+def resolve_model(name: str, uploads: Mapping[str, Any] | None) -> ModelConfig:
+    if name.startswith(UPLOAD_PREFIX):
+        key = name[len(UPLOAD_PREFIX):]
+        raw = ((uploads or {}).get("models") or {}).get(key)
+        if raw is None:
+            raise RidgelineError(f"uploaded model '{key}' is not in this browser session; upload its config.json again")
+        return ModelConfig.from_hf_config(raw, name=key, where=f"uploaded {key}")
+    return catalog_model(name)
+
+
+def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
+    if name.startswith(UPLOAD_PREFIX):
+        key = name[len(UPLOAD_PREFIX):]
+        raw = ((uploads or {}).get("devices") or {}).get(key)
+        if raw is None:
+            raise RidgelineError(f"uploaded device '{key}' is not in this browser session; upload its YAML again")
+        return device_from_dict(raw, f"uploaded {key}")
+    return catalog_device(name)
+
+
+def list_profiles() -> list[str]:
+    """Measured device profiles (``reports/profiles/<key>.yaml``) the roofline can use."""
+    from ridgeline.profile import PROFILES_DIR
+
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")) if PROFILES_DIR.is_dir() else []
+
+
+def ceilings_for(profile: str, device: DeviceSpec):
+    """``spec`` -> None (the engine's datasheet default); a profile key -> calibrated ceilings."""
+    if not profile or profile == "spec":
+        return None
+    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
+
+    if profile not in list_profiles():
+        raise RidgelineError(f"no device profile '{profile}' in reports/profiles; run 'ridgeline calibrate'")
+    return calibrated_ceilings(load_profile(profile_path(profile)), device)
+
+
+def model_options(uploads: Mapping[str, Any] | None) -> list[str]:
+    return list_models() + [UPLOAD_PREFIX + k for k in ((uploads or {}).get("models") or {})]
+
+
+def device_options(uploads: Mapping[str, Any] | None) -> list[str]:
+    return list_devices() + ["host"] + [UPLOAD_PREFIX + k for k in ((uploads or {}).get("devices") or {})]
+
+
+# --- computations ---------------------------------------------------------------------
+
+def analysis_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> rl.Analysis:
+    """The Analyze page's one engine call."""
+    model = resolve_model(state["model"], uploads)
+    device = resolve_device(state["device"], uploads)
+    return rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
+                      generate=state["generate"], settings=settings_of(state),
+                      ceilings=ceilings_for(state["profile"], device))
+
+
+def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
+                axis: str | None = None, w_dtypes: Sequence[str] | None = None) -> pd.DataFrame:
+    """TTFT, TPOT, tokens/s and peak memory over batch or prompt length, per weight type.
+
+    The other size stays at the state's value; one ``ridgeline.sweep`` call per weight type.
+    With no generation (generate = 0) TTFT is the prefill and TPOT one decode step.
+    """
+    axis = axis or state["sweep_x"]
+    model = resolve_model(state["model"], uploads)
+    device = resolve_device(state["device"], uploads)
+    ceilings = ceilings_for(state["profile"], device)
+    xs = np.array(SWEEP_BATCHES if axis == "batch" else SWEEP_SEQ_LENS)
+    batch = xs if axis == "batch" else np.array([state["batch"]])
+    seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
+    frames = []
+    for w in (w_dtypes or state["sweep_dtypes"]):
+        settings = dataclasses.replace(settings_of(state), w_dtype=w)
+        frame = rl.sweep(model, device, batch, seq_len, generate=state["generate"],
+                         settings=settings, ceilings=ceilings)
+        if state["generate"] <= 0:
+            frame["ttft_s"] = frame["prefill_s"]
+            frame["tpot_s"] = frame["decode_step_s"]
+            frame["tokens_per_s"] = frame["batch"] / frame["decode_step_s"]
+        frame.insert(0, "w_dtype", w)
+        frame.insert(1, "x", frame[axis])
+        frame["capacity_bytes"] = device.memory_capacity
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs.update(axis=axis, device=device.name, model=model.name)
+    return out
+
+
+def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
+                  devices: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per device for the same model, workload and settings; a failing device
+    (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    model = resolve_model(state["model"], uploads)
+    rows = []
+    for name in (devices or state["devices"]):
+        row: dict[str, Any] = {"device": name, "error": ""}
+        try:
+            device = resolve_device(name, uploads)
+            a = rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
+                           generate=max(state["generate"], 2), settings=settings_of(state))
+            row.update({k: a.generation[k] for k in ("ttft_s", "tpot_s", "tokens_per_s")})
+            row.update({k: a.memory[k] for k in ("peak_bytes", "capacity_bytes", "fits")})
+        except RidgelineError as err:
+            row["error"] = str(err)
+        rows.append(row)
+    columns = ["device", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes", "capacity_bytes",
+               "fits", "error"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+VALIDATION_COLUMNS = ("case", "kind", "measured_s", "predicted_spec_s", "predicted_calibrated_s")
+
+
+CASE_FIELDS = ("model", "op", "shape", "batch", "prompt", "seq_len", "generate", "dtype", "compile")
+WIDE_METRIC = re.compile(r"^measured_(\w+?)_s$")
+
+
+def _rows_of(raw: Any) -> list[dict]:
+    """Rows from a validation JSON: a list of rows, or a mapping holding one."""
+    if isinstance(raw, list):
+        return [r for r in raw if isinstance(r, dict)]
+    if isinstance(raw, dict):
+        for key in ("rows", "results", "cases", "ops", "records"):
+            if isinstance(raw.get(key), list):
+                return _rows_of(raw[key])
+    return []
+
+
+def long_rows(row: Mapping[str, Any]) -> list[dict]:
+    """One row per measured quantity. Rows already in the long shape (``measured_s``) pass
+    through; wide rows (``measured_ttft_s`` + ``predicted_spec_ttft_s`` ...) split by metric."""
+    if row.get("status", "ok") != "ok":  # skipped or failed cases carry no measurement
+        return []
+    if "measured_s" in row:  # kernel cases: 'name' and 'op_class' are accepted too
+        return [{**row, "case": row.get("case") or row.get("name"),
+                 "kind": row.get("kind") or row.get("op_class") or row.get("op_kind")}]
+    out = []
+    label = row.get("case") or " ".join(f"{k}={row[k]}" for k in CASE_FIELDS if k in row)
+    for key in row:
+        match = WIDE_METRIC.match(key)
+        metric = match and match.group(1)
+        if metric and f"predicted_spec_{metric}_s" in row:
+            out.append({**{k: v for k, v in row.items() if not k.startswith(("measured_", "predicted_", "error_"))},
+                        "case": f"{label} {metric}", "kind": row.get("kind") or f"e2e {metric}",
+                        "measured_s": row[key],
+                        "predicted_spec_s": row.get(f"predicted_spec_{metric}_s"),
+                        "predicted_calibrated_s": row.get(f"predicted_calibrated_{metric}_s")})
+    return out
+
+
+def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Every row of every ``reports/validation/*.json`` with a measured time, and the files
+    that could not be read (with why). Missing columns become NaN; rows keep their file."""
+    folder = VALIDATION_DIR if folder is None else folder
+    frames, problems = [], []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            rows = [r for row in _rows_of(json.loads(path.read_text())) for r in long_rows(row)]
+        except (OSError, json.JSONDecodeError) as err:
+            problems.append(f"{path.name}: {err}")
+            continue
+        if rows:
+            frame = pd.DataFrame(rows)
+            frame["file"] = path.stem
+            frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=[*VALIDATION_COLUMNS, "file"]), problems
+    out = pd.concat(frames, ignore_index=True)
+    for col in VALIDATION_COLUMNS:
+        if col not in out:
+            out[col] = np.nan
+    for col in VALIDATION_COLUMNS[2:]:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
+    out["kind"] = out["kind"].fillna("other").astype(str)
+    out = out[out["measured_s"] > 0].reset_index(drop=True)
+    return out, problems

@@ -1,0 +1,63 @@
+"""Component ids, in one place. Callbacks and layout import these; nothing builds ids by hand."""
+from __future__ import annotations
+
+URL = "url"                 # dcc.Location: pathname = page, search = every setting
+TABS = "page-tabs"          # the page navigation
+UPLOADS = "uploads"         # dcc.Store (session): uploaded configs and device specs
+
+# Every control whose value lives in the URL has the id {"type": STATE, "key": <state key>}.
+STATE = "state"
+
+
+def state(key: str) -> dict[str, str]:
+    """The id of the control that holds the URL state ``key``."""
+    return {"type": STATE, "key": key}
+
+
+# uploads
+MODEL_UPLOAD = "model-upload"
+DEVICE_UPLOAD = "device-upload"
+UPLOAD_ERROR = "upload-error"
+
+# pages: one container each, shown or hidden by the pathname
+PAGES = ("analyze", "layer", "sweep", "compare", "validation")
+
+
+def page(name: str) -> str:
+    return f"page-{name}"
+
+
+# analyze
+ANALYZE_ERROR = "analyze-error"
+CARDS = "cards"
+ROOFLINE = "roofline"
+TIME_BREAKDOWN = "time-breakdown"
+MEMORY = "memory"
+OP_TABLE = "op-table"
+ANALYZE_TITLE = "analyze-title"
+
+# layer view
+LAYER_ERROR = "layer-error"
+LAYER_GRAPH = "layer-graph"
+LAYER_DETAILS = "layer-details"
+LAYER_ROOFLINE = "layer-roofline"
+
+# sweep
+SWEEP_ERROR = "sweep-error"
+SWEEP_GRAPH = "sweep-graph"
+
+# compare
+COMPARE_ERROR = "compare-error"
+COMPARE_GRAPH = "compare-graph"
+COMPARE_TABLE = "compare-table"
+
+# validation
+VALIDATION_MESSAGE = "validation-message"
+VALIDATION_SCATTER = "validation-scatter"
+VALIDATION_ERRORS = "validation-errors"
+VALIDATION_ROOFS = "validation-roofs"
+
+
+def card(key: str) -> str:
+    """The value text of one summary card (ttft, tpot, throughput, peak, fits)."""
+    return f"card-{key}"

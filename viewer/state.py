@@ -1,0 +1,192 @@
+"""The view state: one table of controls, and the URL query string <-> state dict.
+
+Every setting of every page lives in the URL (``?model=llama-2-7b&batch=8...``), so a view
+can be shared and reloaded. Deployment settings are generated from the fields of
+``ridgeline.workload.Settings``: a new field there becomes a new control here, with choices
+from ``SETTING_CHOICES`` when it has a fixed set of values.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from ridgeline import workload
+from ridgeline.units import DTYPE_BITS
+from ridgeline.workload import Settings
+
+DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
+PAGES = ("analyze", "layer", "sweep", "compare", "validation")
+PAGE_TITLES = {"analyze": "Analyze", "layer": "Layer view", "sweep": "Sweep",
+               "compare": "Compare", "validation": "Validation"}
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control whose value lives in the URL."""
+
+    key: str
+    label: str
+    kind: str                       # choice | multi | int | float | bool | text
+    default: Any
+    options: tuple = ()             # choice/multi; empty: filled at run time (model, device)
+    section: str = "workload"       # workload | settings | layer | sweep | compare
+    minimum: float | None = None
+    help: str = ""
+
+
+# Settings fields with a fixed set of values: field -> (label, choices). Fields not named
+# here get a control from their default's type (``*_dtype`` fields: a data-type menu).
+SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
+    "w_dtype": ("weights", DTYPES),
+    "a_dtype": ("activations", DTYPES),
+    "kv_dtype": ("KV cache", DTYPES),
+    "attention": ("attention kernel", getattr(workload, "ATTENTION_KERNELS", ("eager",))),
+}
+# Labels for fields whose name reads badly as a label; others: the name with spaces.
+SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens",
+                  "tp": "tensor parallel", "pp": "pipeline parallel", "ep": "expert parallel",
+                  "micro_batches": "micro-batches", "link_bw_gb_s": "link GB/s (0: spec)",
+                  "link_latency_us": "link latency µs (<0: spec)"}
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """The trailing ``# comment`` of each field in a dataclass's source: the control's help."""
+    import inspect
+
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    return dict(re.findall(r"^\s+(\w+)\s*:[^#\n]*#\s*(.+)$", source, flags=re.M))
+
+
+def setting_control(f: dataclasses.Field) -> Control:
+    """The control for one field of ``Settings``."""
+    default = f.default if f.default is not dataclasses.MISSING else None
+    hint = field_comments(Settings).get(f.name, "")
+    if f.name in SETTING_CHOICES:
+        label, choices = SETTING_CHOICES[f.name]
+        return Control(f.name, label, "choice", default, tuple(choices), "settings", help=hint)
+    label = SETTING_LABELS.get(f.name, f.name.replace("_", " "))
+    if f.name.endswith("dtype"):
+        return Control(f.name, label, "choice", default, DTYPES, "settings", help=hint)
+    if isinstance(default, bool):
+        return Control(f.name, label, "bool", default, section="settings", help=hint)
+    if isinstance(default, int):
+        return Control(f.name, label, "int", default, section="settings",
+                       minimum=min(default, 1), help=hint)
+    if isinstance(default, float):
+        return Control(f.name, label, "float", default, section="settings", help=hint)
+    return Control(f.name, label, "text", default, section="settings", help=hint)
+
+
+def setting_controls() -> list[Control]:
+    return [setting_control(f) for f in dataclasses.fields(Settings) if f.init]
+
+
+BASE_CONTROLS = (
+    Control("model", "model", "choice", "llama-2-7b"),
+    Control("device", "device", "choice", "a6000"),
+    Control("profile", "roofline", "choice", "spec",
+            help="spec: datasheet peaks; a profile: ceilings measured by 'ridgeline calibrate'"),
+    Control("batch", "batch", "int", 1, minimum=1),
+    Control("seq_len", "prompt tokens", "int", 512, minimum=1),
+    Control("generate", "generated tokens", "int", 128, minimum=0),
+)
+PAGE_CONTROLS = (
+    Control("stage", "stage", "choice", "decode", ("prefill", "decode"), "layer"),
+    Control("sweep_x", "sweep over", "choice", "batch", ("batch", "seq_len"), "sweep"),
+    Control("sweep_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), DTYPES, "sweep"),
+    Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"),
+            section="compare"),
+)
+
+
+@lru_cache(maxsize=1)
+def controls() -> tuple[Control, ...]:
+    """Every URL-state control, in display order (Settings' fields are read once)."""
+    return (*BASE_CONTROLS, *setting_controls(), *PAGE_CONTROLS)
+
+
+def control(key: str) -> Control:
+    return _by_key()[key]
+
+
+@lru_cache(maxsize=1)
+def _by_key() -> dict[str, Control]:
+    return {c.key: c for c in controls()}
+
+
+def defaults() -> dict[str, Any]:
+    return {c.key: c.default for c in controls()}
+
+
+def coerce(c: Control, raw: Any) -> Any:
+    """A raw value (URL text or a component's value) -> the state value, or the default."""
+    if raw is None or raw == "":
+        return c.default
+    try:
+        if c.kind == "multi":
+            items = raw.split(",") if isinstance(raw, str) else list(raw)
+            items = tuple(i for i in items if i and (not c.options or i in c.options))
+            return items or c.default
+        if c.kind == "bool":
+            if isinstance(raw, (list, tuple)):
+                return c.key in raw or True in raw
+            return str(raw).lower() in ("1", "true", "yes", "on")
+        if c.kind in ("int", "float"):
+            value = float(raw)
+            if c.kind == "int":
+                if value != int(value):
+                    return c.default
+                value = int(value)
+            return value if c.minimum is None or value >= c.minimum else c.default
+        value = str(raw)
+        return value if c.kind != "choice" or not c.options or value in c.options else c.default
+    except (TypeError, ValueError):
+        return c.default
+
+
+def parse_query(search: str | None) -> dict[str, Any]:
+    """``?batch=8&w_dtype=int4`` -> a full state dict (defaults for what is missing or bad)."""
+    query = parse_qs((search or "").lstrip("?"))
+    return {c.key: coerce(c, query[c.key][-1]) if c.key in query else c.default
+            for c in controls()}
+
+
+def to_query(state: Mapping[str, Any]) -> str:
+    """A state dict -> ``?key=value&...`` (lists comma-joined), every control in order."""
+    pairs = []
+    for c in controls():
+        value = state.get(c.key, c.default)
+        if c.kind == "multi":
+            value = ",".join(value)
+        elif c.kind == "bool":
+            value = "true" if value else "false"
+        pairs.append((c.key, value))
+    return "?" + urlencode(pairs)
+
+
+def page_from_path(pathname: str | None) -> str:
+    name = (pathname or "/").strip("/").split("/")[-1]
+    return name if name in PAGES else "analyze"
+
+
+def settings_of(state: Mapping[str, Any]) -> Settings:
+    """The engine's ``Settings`` from a state dict (raises InvalidWorkloadError if bad)."""
+    names = [f.name for f in dataclasses.fields(Settings) if f.init]
+    return Settings(**{n: state[n] for n in names if n in state})
+
+
+def component_value(c: Control, value: Any) -> Any:
+    """A state value -> what the Dash component holds (checklists hold lists)."""
+    if c.kind == "bool":
+        return [c.key] if value else []
+    if c.kind == "multi":
+        return list(value)
+    return value
