@@ -427,8 +427,9 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
         hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
         profile: Annotated[Optional[Path], typer.Option(help="Calibrated profile YAML (default: reports/profiles/<device>.yaml).")] = None,
-        output: OutputOpt = None,
-        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file.")] = None) -> None:
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Result JSON (default: reports/validation/e2e-<device>-<model>-<date>.json; rows of a configuration measured again are replaced).")] = None,
+        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file.")] = None,
+        quiet_wait: Annotated[float, typer.Option(help="CPU: before each timed run, wait up to this many seconds for other processes to go idle.")] = 0.0) -> None:
     """Run a real decoder (random weights) and compare measured TTFT/TPOT with the predictions."""
     try:
         import torch  # noqa: F401
@@ -451,7 +452,8 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
     result = run_e2e(load_model(model_name(model, config)), cases, dtype=dtype, device=device,
                      layers=layers, compile_modes=(False, True) if compile else (False,),
                      repeats=repeats, hardware=hardware, profile=profile, threads=threads,
-                     output=output, log=lambda msg: typer.echo(msg, err=True))
+                     output=output, quiet_wait_s=quiet_wait,
+                     log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)
 
@@ -471,10 +473,80 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"ridgeline dashboard on http://{shown}:{port}/ (Ctrl+C stops it)")
     try:
-        dashboard.run(host=host, port=port, debug=debug)
+        # no version check: it calls plotly.com, and the dashboard works offline
+        dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
     except OSError as err:
         raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
                              "pick another --port") from None
+
+
+MeasureDeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Fewer shapes and repetitions (CI: a few minutes on 2 cores).")]
+ThreadsOpt = Annotated[Optional[int], typer.Option(help="torch CPU threads, fixed for the run (default: all cores this process may use).")]
+ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Device profile YAML (default: reports/profiles/<device>.yaml).")]
+
+
+def _needs_torch(command: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise RidgelineError(f"'ridgeline {command}' measures kernels with PyTorch: "
+                             "pip install -e '.[bench]' -c constraints.txt") from None
+
+
+def _check_device(device: str) -> None:
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"--device must be cpu or cuda, got '{device}'")
+
+
+@app.command()
+def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
+              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: reports/profiles/<device>.yaml).")] = None,
+              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows.")] = None) -> None:
+    """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
+    _check_device(device)
+    if refit is not None:
+        from kernels.calibrate import refit as run_refit
+
+        run_refit(refit, log=lambda msg: typer.echo(msg, err=True))
+        return
+    _needs_torch("calibrate")
+    from kernels.calibrate import calibrate as run
+
+    run(device, quick=quick, threads=threads, output=output,
+        log=lambda msg: typer.echo(msg, err=True))
+
+
+@app.command()
+def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
+             profile: ProfileOpt = None,
+             output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: reports/validation).")] = None,
+             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used).")] = None) -> None:
+    """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
+    _check_device(device)
+    from kernels.validate import failures, rich_summary
+
+    if repredict is not None:
+        from kernels.validate import repredict as rerun
+
+        result, paths = rerun(repredict, profile, log=lambda msg: typer.echo(msg, err=True))
+    else:
+        _needs_torch("validate")
+        from kernels.validate import validate as run
+
+        result, paths = run(device, quick=quick, threads=threads, profile=profile,
+                            output_dir=output_dir, log=lambda msg: typer.echo(msg, err=True))
+    import pandas as pd
+
+    console().print(rich_summary(pd.DataFrame(result["summary"]),
+                                 f"{result['meta']['device_key']}: |predicted / measured - 1|"))
+    for path in paths.values():
+        typer.echo(f"wrote {path}", err=True)
+    problems = failures(result)
+    for line in problems:
+        typer.echo(f"error: {line}", err=True)
+    if problems:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -176,15 +176,16 @@ def _max_clock_hz(info: Mapping[str, str]) -> float:
         return float(info.get("cpu MHz", 2000.0)) * 1e6
 
 
-def cpu_flops_per_cycle(flags: set[str], vendor: str) -> dict[str, float]:
+def cpu_flops_per_cycle(flags: set[str], vendor: str, family: int = 0) -> dict[str, float]:
     """Dense ops per cycle per core for each data type the SIMD units run natively.
 
-    fp32: 2 FMA pipes x lanes x 2 ops. AVX-512 on AMD Zen 4 runs on 256-bit pipes
-    (double-pumped), so it keeps AVX2's width; Intel server cores have two 512-bit pipes.
+    fp32: 2 FMA pipes x lanes x 2 ops. AVX-512 on AMD Zen 4 (family 25) runs on 256-bit
+    pipes (double-pumped), so it keeps AVX2's width; Zen 5 (family 26) and Intel server
+    cores have two full 512-bit pipes.
     bf16 (VDPBF16PS) and fp16 (AVX512-FP16) double the fp32 rate, int8 VNNI quadruples it;
     AMX tiles give 1024 bf16 and 2048 int8 ops per cycle (Intel's optimisation manual).
     """
-    wide = "avx512f" in flags and vendor != "AuthenticAMD"
+    wide = "avx512f" in flags and (vendor != "AuthenticAMD" or family >= 26)
     lanes = 16 if wide else (8 if "avx2" in flags or "avx" in flags else 4)
     fp32 = 2 * lanes * 2 if "fma" in flags or "avx2" in flags else lanes * 2
     rates = {"fp32": float(fp32)}
@@ -260,7 +261,7 @@ def detect_host(measure: bool = True) -> DeviceSpec:
     vendor = info.get("vendor_id", platform.processor() or "unknown")
     cores = _physical_cores()
     clock = _max_clock_hz(info)
-    per_cycle = cpu_flops_per_cycle(flags, vendor)
+    per_cycle = cpu_flops_per_cycle(flags, vendor, int(info.get("cpu family", 0) or 0))
     peaks = {dtype: rate * cores * clock for dtype, rate in per_cycle.items()}
     bandwidth = measure_copy_bandwidth() if measure else 10 * GIGA
     try:

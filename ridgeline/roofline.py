@@ -44,7 +44,9 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
-        return peak * self.terms(op).get("compute", 1.0)
+        terms = self.terms(op)
+        return peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
+                                                              bool(terms.get("gemv")))
 
     def memory_roof(self, op: Op) -> float:
         return self.bandwidth * self.terms(op).get("memory", 1.0)
@@ -61,6 +63,28 @@ class Ceilings:
             if key in self.efficiency:
                 return self.efficiency[key]
         return {}
+
+
+def tile_rows(op: Op):
+    """Rows a matrix kernel's tiles are filled with: ``m`` of a GEMM, ``q_len`` of attention
+    (one query per sequence in decode); None for ops with neither."""
+    dims = op.dims
+    return dims.get("m", dims.get("q_len"))
+
+
+def _tile_fill(op: Op, rows_half: float | None, gemv: bool = False):
+    """Fraction of a matrix kernel's rate reached with ``rows`` rows per tile: rows / (rows +
+    rows_half). A calibrated profile may give ``rows_half`` for a class (CPU GEMMs with a few
+    rows leave the register tiles part-empty and repack the weights for little work; decode
+    attention has one query row); spec ceilings never do, and ops without rows are not affected.
+    A class whose one-row products dispatch to a matrix-vector kernel (BLAS GEMV: no tiles)
+    says so with ``gemv``: its one-row ops get fill 1."""
+    rows = tile_rows(op) if rows_half else None
+    if rows is None:
+        return 1.0
+    fill = rows / (rows + rows_half)
+    # with ``gemv`` set, a one-row product runs a matrix-vector kernel with no tiles to fill
+    return np.where(rows == 1, 1.0, fill) if gemv else fill
 
 
 def keys_for(op: Op) -> tuple[str, ...]:
@@ -97,6 +121,14 @@ def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
     return out.reshape(out.shape + (1,) * (ndim - out.ndim))
 
 
+def _per_op(values: list, shape: tuple) -> np.ndarray:
+    """One value per op, shape (ops, 1, ...) when all are scalars, else (ops, *workload)."""
+    try:
+        return np.array(values, dtype=float).reshape((len(values),) + (1,) * (len(shape) - 1))
+    except (ValueError, TypeError):
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape[1:]) for v in values])
+
+
 def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     """Every op of a pass at once: bytes by destination, time, attainable perf and bound.
 
@@ -105,7 +137,7 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     table = {f: _stack(ops, f) for f in ("flops", *BYTE_FIELDS)}
     nbytes = sum(table[f] for f in BYTE_FIELDS)
     shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
-    compute = np.array([ceilings.compute_roof(op) for op in ops]).reshape(shape)
+    compute = _per_op([ceilings.compute_roof(op) for op in ops], nbytes.shape)
     memory = np.array([ceilings.memory_roof(op) for op in ops]).reshape(shape)
     overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
     vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)

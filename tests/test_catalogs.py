@@ -79,9 +79,11 @@ def test_device_schema_errors():
 
 
 def test_cpu_peak_estimate():
-    """Zen 4: two 256-bit FMA pipes -> 32 fp32 ops/cycle; VDPBF16PS doubles it."""
+    """Zen 4: two 256-bit FMA pipes -> 32 fp32 ops/cycle; VDPBF16PS doubles it. Zen 5: 512-bit."""
     zen4 = cpu_flops_per_cycle({"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"}, "AuthenticAMD")
     assert zen4 == {"fp32": 32.0, "bf16": 64.0, "int8": 128.0}
+    zen5 = cpu_flops_per_cycle({"avx2", "fma", "avx512f", "avx512_bf16"}, "AuthenticAMD", 26)
+    assert zen5 == {"fp32": 64.0, "bf16": 128.0}  # two full 512-bit FMA pipes
     spr = cpu_flops_per_cycle({"avx2", "fma", "avx512f", "amx_bf16", "amx_int8"}, "GenuineIntel")
     assert spr["fp32"] == 64.0 and spr["bf16"] == 1024.0
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""CI gate: measured vs predicted on this machine's CPU, and replay of committed snapshots.
+
+1. Replay (no torch): every committed reports/validation/*.json is re-predicted with the
+   current engine from its recorded shapes; a case whose |error| grew beyond the margin
+   fails the gate, by name.
+2. Measure (torch, CPU, a few minutes on 2 cores): a quick calibration into a temporary
+   profile, then a quick validation on the held-out shapes with it; fails if a case errors
+   or the calibrated median / p90 |error| exceeds the bounds in kernels/gate.py
+   (reasoning and the runs behind them: reports/validation/BOUNDS.md).
+
+Usage: python .ci/validate_gate.py [--replay-only] [--threads N] [--keep DIR]
+Exit 0 on pass, 1 on failure (the reasons printed, one per line).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def replay() -> list[str]:
+    import json
+
+    from kernels.replay import replay_snapshot, snapshots
+
+    problems = []
+    for path in snapshots():
+        result = replay_snapshot(json.loads(path.read_text()))
+        print(f"replay {path.name}: {result['cases']} cases, {result['changed']} predictions changed, "
+              f"{len(result['worse'])} worse")
+        problems += [f"replay {path.name}: {w['case']} ({w['mode']}) error {w['recorded']:+.1%} -> "
+                     f"{w['now']:+.1%}" for w in result["worse"]]
+    return problems
+
+
+def measure(threads: int | None, keep: Path | None) -> list[str]:
+    from kernels.calibrate import calibrate
+    from kernels.gate import headline, verdict
+    from kernels.validate import validate
+
+    with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:
+        out = keep or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        profile, _ = calibrate("cpu", quick=True, threads=threads, output=out / "profile.yaml",
+                               progress=False)
+        result, paths = validate("cpu", quick=True, threads=threads, profile=profile,
+                                 output_dir=out, progress=False)
+        print(f"measured in {time.perf_counter() - start:.0f} s: {headline(result)}")
+        for row in result["summary"]:
+            print(f"  {row['op_class']:12s} n={row['count']:3d}  calibrated median "
+                  f"{row['calibrated_median_abs']:.1%} p90 {row['calibrated_p90_abs']:.1%}  "
+                  f"spec median {row['spec_median_abs']:.1%}")
+        return verdict(result)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replay-only", action="store_true", help="skip the measurements")
+    # one thread by default: on a shared or busy CI machine a multi-threaded kernel stalls a
+    # whole scheduler tick whenever a sibling thread is preempted (BOUNDS.md shows the effect)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the quick run's files here")
+    args = parser.parse_args()
+    problems = replay()
+    if not args.replay_only:
+        problems += measure(args.threads, args.keep)
+    for line in problems:
+        print(f"FAIL {line}")
+    print("validate gate:", "FAILED" if problems else "passed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""``ridgeline calibrate``: measure a device's roofs and fit per-class efficiencies.
+
+1. Roofs: achievable bandwidth (a large copy, bytes read + written), the matrix peak of each
+   data type (a large GEMM; int8 through ``torch._int_mm``, fp8 through ``torch._scaled_mm``
+   where the GPU has it), and the dispatch/launch overhead (a one-element add).
+2. The calibration cases (``cases.suite_cases("calibration")``: other models and sizes than
+   validation) are checked and timed, and ``fit.fit_profile_terms`` fits each class's
+   efficiencies and overhead on them.
+3. The profile is written atomically to ``reports/profiles/<device_key>.yaml`` (with a CSV of
+   the calibration rows beside it), with a ``meta`` provenance block.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ridgeline.profile import device_key, profile_path
+from ridgeline.report import write_atomic
+from ridgeline.units import GIGA, TERA
+
+from .cases import case_from_dict, suite_cases
+from .suite import RunConfig, device_options, ok_rows, run_cases, setup
+
+GEMM_SIZE = {"cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
+             "cuda": {"fp32": 8192, "bf16": 8192, "fp16": 8192, "int8": 8192, "fp8": 8192}}
+COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
+
+
+def _timed(fn: Callable, args: tuple, cfg: RunConfig, budget: float | None = None):
+    from .timing import measure
+
+    return measure(fn, [args], device=cfg.device, budget_s=budget or cfg.budget_s * 2,
+                   min_reps=cfg.min_reps, cache_bytes=cfg.cache_bytes, graph=False)
+
+
+def measure_bandwidth(cfg: RunConfig) -> dict[str, Any]:
+    """A copy much larger than the cache: bytes read + bytes written per second."""
+    import torch
+
+    n = COPY_BYTES[cfg.device] // 4
+    src = torch.randn(n, device=cfg.device)
+    dst = torch.empty_like(src)
+    m = _timed(lambda s, d: d.copy_(s), (src, dst), cfg)
+    return {"bytes": 2 * n * 4, **m.to_dict(), "gb_s": 2 * n * 4 / m.median_s / GIGA}
+
+
+def measure_gemm(cfg: RunConfig, dtype: str) -> dict[str, Any] | None:
+    """Large square GEMM rate in tera-ops/s (2 n^3 per product); None if unsupported."""
+    import torch
+
+    from .bench import TORCH_DTYPES, _nonzero_int8
+
+    n = GEMM_SIZE[cfg.device].get(dtype)
+    if n is None:
+        return None
+    dev = cfg.device
+    try:
+        if dtype == "int8":
+            a, b = _nonzero_int8(n, n, device=dev), _nonzero_int8(n, n, device=dev).t()
+            fn, args = torch._int_mm, (a, b)
+        elif dtype == "fp8":
+            if dev != "cuda" or torch.cuda.get_device_capability() < (8, 9):
+                return None
+            f8 = torch.float8_e4m3fn
+            a = torch.randn(n, n, device=dev).to(f8)
+            b = torch.randn(n, n, device=dev).to(f8).t()
+            one = torch.tensor(1.0, device=dev)
+
+            def fn(x, y):
+                return torch._scaled_mm(x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            args = (a, b)
+        else:
+            dt = TORCH_DTYPES[dtype]
+            a, b = torch.randn(n, n, device=dev).to(dt), torch.randn(n, n, device=dev).to(dt)
+            fn, args = torch.matmul, (a, b)
+        fn(*args)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return None
+    m = _timed(fn, args, cfg)
+    return {"n": n, **m.to_dict(), "tops": 2 * n**3 / m.median_s / TERA}
+
+
+def measure_dispatch(cfg: RunConfig) -> dict[str, Any]:
+    """Fixed cost of one tiny kernel call: dispatch on a CPU, launch on a GPU."""
+    import torch
+
+    a = torch.ones(1, device=cfg.device)
+    b = torch.ones(1, device=cfg.device)
+    m = _timed(torch.add, (a, b), cfg, budget=0.1)
+    return {**m.to_dict(), "us": m.median_s * 1e6}
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+
+
+def rows_csv(rows: list[dict[str, Any]]) -> str:
+    import json
+
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    if "recipe" in frame:  # kept as JSON so that 'refit' can rebuild each case's Op
+        frame["recipe_json"] = [json.dumps(dict(r)) for r in frame["recipe"]]
+    drop = [c for c in ("recipe", "timing_extra") if c in frame]
+    buffer = io.StringIO()
+    frame.drop(columns=drop).to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
+              output: Path | None = None, progress: bool = True,
+              log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+    """Measure, fit, write the profile; returns its path and contents."""
+    from .provenance import collect, device_name
+
+    cfg = setup(device, threads, quick)
+    name = device_name(device)
+    key = device_key(device, name, cfg.threads)
+    log(f"calibrating {name} ({device}, {cfg.threads} threads) -> {key}")
+    bandwidth = measure_bandwidth(cfg)
+    log(f"  copy bandwidth {bandwidth['gb_s']:.1f} GB/s (read + write)")
+    opts, skipped = device_options(device)
+    gemms = {}
+    for dtype in (*opts.dtypes, "int8", "fp8"):
+        result = measure_gemm(cfg, dtype)
+        if result is None:
+            skipped.setdefault(dtype, f"no large {dtype} GEMM on this device")
+            continue
+        gemms[dtype] = result
+        log(f"  {dtype} GEMM {result['n']}^3: {result['tops']:.3g} TOPS")
+    dispatch = measure_dispatch(cfg)
+    log(f"  dispatch overhead {dispatch['us']:.2f} us")
+
+    cases = suite_cases("calibration", opts, quick)
+    rows = run_cases(cases, cfg, label="calibration", progress=progress)
+    good = ok_rows(rows)
+    spec_device = spec_device_for(device, cfg.threads)
+    profile: dict[str, Any] = {
+        "meta": {**collect(device, cfg.threads), "device_key": key,
+                 "mode": "quick" if quick else "full", "run": cfg.to_dict(),
+                 "spec_device": spec_device.name, "calibration_cases": len(cases),
+                 "calibration_ok": len(good), "skipped": skipped},
+        "bandwidth_gb_s": round(bandwidth["gb_s"], 3),
+        "matrix_peak_tops": {d: round(g["tops"], 5) for d, g in gemms.items()},
+        "efficiency": {},
+        "overhead_us": {"default": round(dispatch["us"], 3)},
+    }
+    fit_profile(profile, good, spec_device)
+    profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch}
+    profile["problems"] = [{"case": r["name"], "status": r["status"], "reason": r["reason"]}
+                           for r in rows if r["status"] != "ok"]
+    path = Path(output) if output else profile_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, _yaml(profile))
+    write_atomic(path.with_suffix(".calibration.csv"), rows_csv(rows))
+    log(f"wrote {path} ({len(good)}/{len(rows)} calibration cases ok, "
+        f"{len(profile['efficiency'])} classes)")
+    return path, profile
+
+
+def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device) -> dict[str, Any]:
+    """Fill the profile's efficiency / overhead tables from ok calibration rows (in place):
+    the measured roofs with no efficiencies are the base each class is fitted against."""
+    from ridgeline.profile import calibrated_ceilings
+
+    from .fit import fit_profile_terms
+
+    default = profile["overhead_us"]["default"]
+    base = calibrated_ceilings({**profile, "efficiency": {}, "overhead_us": {"default": default}},
+                               spec_device)
+    ops = [case_from_dict(r).op for r in rows]
+    efficiency, overhead, report = fit_profile_terms(rows, ops, base)
+    profile["efficiency"] = efficiency
+    profile["overhead_us"] = {"default": default, **{k: round(v * 1e6, 3) for k, v in overhead.items()}}
+    profile["fit"] = report
+    return profile
+
+
+def refit(path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fit a profile again from the calibration rows stored beside it (after a change to the
+    model or the fit; the measurements are reused as they are). Rewrites the profile."""
+    import json
+
+    import pandas as pd
+
+    from ridgeline.profile import load_profile
+
+    from ridgeline.errors import RidgelineError
+
+    path = Path(path)
+    profile = load_profile(path)
+    rows_path = path.with_suffix(".calibration.csv")
+    if not rows_path.is_file():
+        raise RidgelineError(f"no calibration rows at {rows_path}; --refit needs the CSV that "
+                             "'ridgeline calibrate' writes beside the profile")
+    frame = pd.read_csv(rows_path, keep_default_na=False)
+    known = None
+    rows = []
+    for r in frame.to_dict("records"):
+        if r["status"] != "ok":
+            continue
+        if r.get("recipe_json"):
+            r["recipe"] = json.loads(r["recipe_json"])
+        else:  # a CSV from before recipes were stored: find the case by its name
+            known = known or _calibration_recipes()
+            r["recipe"] = known[r["name"]]
+        r["noisy"] = str(r["noisy"]) == "True"
+        rows.append(r)
+    meta = profile["meta"]
+    fit_profile(profile, rows, spec_device_for(meta["device_kind"], meta.get("threads")))
+    meta["refit"] = {"date": collect_date(), "commit": _commit()}
+    write_atomic(path, _yaml(profile))
+    log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} classes)")
+    return profile
+
+
+def _calibration_recipes() -> dict[str, Any]:
+    from .cases import Options
+
+    opts = Options(("fp32", "bf16", "fp16"), ("math", "flash", "efficient", "cudnn"), "cuda")
+    return {c.name: dict(c.recipe) for q in (False, True)
+            for c in suite_cases("calibration", opts, q)}
+
+
+def collect_date() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _commit() -> str:
+    from .provenance import git_commit
+
+    return git_commit()
+
+
+def spec_device_for(device: str, threads: int | None = None):
+    """The datasheet device the spec roofline uses: the detected CPU host (its compute peaks
+    scaled to the ``threads`` the run may use, when fewer than its cores), or the catalog GPU
+    matched by the name the driver reports."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.hardware import detect_host, load_device
+    from ridgeline.names import catalog_name_for_gpu
+
+    if device == "cpu":
+        host = detect_host()
+        # on a GPU machine detect_host describes the GPU: measure the CPU's own roofs instead
+        host = host if host.kind == "cpu" else _cpu_host()
+        return _threads_share(host, threads)
+    import torch
+
+    gpu = torch.cuda.get_device_name(0)
+    match = catalog_name_for_gpu(gpu)
+    if match is None:
+        raise RidgelineError(f"GPU {gpu!r} is not in the hardware catalog; add hardware/<name>.yaml "
+                             f"and a pattern in ridgeline/names.py")
+    return load_device(match)
+
+
+def _threads_share(host, threads: int | None):
+    """The host's compute peaks for ``threads`` of its cores (bandwidth unchanged: one core
+    can keep most of a small machine's memory bus busy, and calibration measures it)."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    cores = host.compute_units or 1
+    if not threads or threads >= cores:
+        return host
+    share = threads / cores
+    return replace(host, matrix_peak=MappingProxyType({k: v * share for k, v in host.matrix_peak.items()}),
+                   vector_peak=MappingProxyType({k: v * share for k, v in host.vector_peak.items()}),
+                   full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores")
+
+
+def _cpu_host():
+    """detect_host() with the GPU probe switched off."""
+    import ridgeline.hardware as hw
+
+    probe = hw._nvidia_host
+    hw._nvidia_host = lambda: None
+    try:
+        return hw.detect_host()
+    finally:
+        hw._nvidia_host = probe

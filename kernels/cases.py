@@ -1,0 +1,300 @@
+"""Benchmark cases: which kernel runs at which shape, and the engine ``Op`` that predicts it.
+
+Pure (no torch): a case carries a *recipe* from which :func:`build_op` rebuilds its ``Op``
+with the current engine - from ``ridgeline.layers.stage_ops`` on a catalog model (prefill
+M = batch x tokens, decode M = batch), or with the ``ridgeline.ops`` constructors where the
+kernel moves other bytes than the engine's op (documented per builder). The benchmark reads
+the kernel's shape from that op's ``dims``, so predicted and measured sit in one row, and
+replaying a recorded snapshot needs only the recipes.
+
+Calibration and validation shapes come from different models and sizes and are disjoint
+(:func:`check_disjoint`): a calibrated prediction is only credited on shapes it was not
+fitted to.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from ridgeline import ops as O
+from ridgeline.layers import Precision, stage_ops
+from ridgeline.model import load_model
+from ridgeline.ops import Op, Quant
+from ridgeline.units import dtype_bytes
+
+# --- which shapes ----------------------------------------------------------------------
+
+CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b")
+VALIDATION_MODELS = ("llama-3-8b", "phi-3-mini")
+QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
+QUICK_VALIDATION_MODELS = ("llama-3-8b",)
+
+# (batch, tokens) per stage; prefill lengths per dtype (fp32 GEMMs are slow on a CPU)
+WORKLOADS = {
+    "calibration": {"prefill": {"fp32": [(1, 128), (1, 384)], "bf16": [(1, 128), (1, 384)],
+                                "fp16": [(1, 128), (1, 384)]},
+                    "decode": [(1, 512), (4, 2048), (32, 256)]},
+    "validation": {"prefill": {"fp32": [(1, 256)], "bf16": [(1, 256), (2, 256)],
+                               "fp16": [(1, 256), (2, 256)]},
+                   "decode": [(1, 1024), (8, 512), (64, 256)]},
+}
+QUICK_WORKLOADS = {
+    "calibration": {"prefill": {"fp32": [(1, 128)], "bf16": [(1, 384)], "fp16": [(1, 384)]},
+                    "decode": [(1, 512), (4, 2048), (32, 256)]},
+    "validation": {"prefill": {"fp32": [(1, 256)], "bf16": [(1, 256)], "fp16": [(1, 256)]},
+                   "decode": [(1, 1024), (8, 512)]},
+}
+LINEAR_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+QUANT_OPS = ("o_proj", "gate_proj", "down_proj")      # weight-only kernels, decode
+INT4_GROUP = 128
+SWEEP_M = (2, 4, 24, 96, 192, 384, 768)                # empirical roofline: bf16 m x 4096 x 4096
+SWEEP_KN = 4096
+
+OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel at one shape, and how to rebuild the Op that predicts it."""
+
+    name: str                      # model/stage/workload/op/dtype[/backend]
+    op_class: str                  # summary class (OP_CLASSES)
+    kernel: str                    # torch implementation (kernels/bench.py)
+    dtype: str                     # activation / compute type: fp32 | bf16 | fp16
+    recipe: Mapping[str, Any]      # builder + arguments for build_op (JSON-able)
+    backend: str = ""              # sdpa backend; group size of int4
+    split: str = "validation"      # calibration | validation
+    stage: str = ""                # prefill | decode | sweep
+
+    @property
+    def op(self) -> Op:
+        return build_op(self.recipe)
+
+    def shape_key(self) -> tuple:
+        """What makes two cases the same measurement: kernel, backend, type and dims."""
+        dims = tuple(sorted((k, _plain(v)) for k, v in self.op.dims.items()))
+        return (self.kernel, self.backend, self.dtype, dims)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "op_class": self.op_class, "kernel": self.kernel,
+                "dtype": self.dtype, "backend": self.backend, "split": self.split,
+                "stage": self.stage, "recipe": dict(self.recipe)}
+
+
+def case_from_dict(raw: Mapping[str, Any]) -> Case:
+    return Case(raw["name"], raw["op_class"], raw["kernel"], raw["dtype"],
+                MappingProxyType(dict(raw["recipe"])), raw.get("backend", ""),
+                raw.get("split", "validation"), raw.get("stage", ""))
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python numbers, so dims compare, hash and serialise."""
+    return value.item() if hasattr(value, "item") else value
+
+
+# --- recipes -> Op (pure, replayable) ----------------------------------------------------
+
+def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
+              group_size: int = 0) -> Precision:
+    """Precision of a case: everything in ``dtype``; weight-only quantised weights in
+    ``w_dtype`` with a bf16 scale per channel (int8) or scale + zero per group (int4),
+    converted up inside the kernel - what torch's int8/int4 weight-only kernels store."""
+    ab = dtype_bytes(dtype)
+    if w_dtype is None:
+        return Precision(ab, ab, ab, dtype, dtype, attention=attention)
+    scale_bytes = 2.0 if not group_size else 4.0
+    return Precision(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
+                     group_size=group_size, dequant=True, attention=attention)
+
+
+@lru_cache(maxsize=512)
+def _stage(model: str, stage: str, batch: int, length: int, p: Precision) -> dict[str, Op]:
+    return {op.name: op for op in stage_ops(load_model(model), stage, batch, length, p)}
+
+
+def _engine_op(r: Mapping[str, Any]) -> Op:
+    p = precision(r["dtype"], r.get("attention", "eager"), r.get("w_dtype"), r.get("group_size", 0))
+    op = _stage(r["model"], r["stage"], int(r["batch"]), int(r["length"]), p)[r["op"]]
+    return replace(op, name=r["rename"]) if r.get("rename") else op
+
+
+def _sdpa_math(r: Mapping[str, Any]) -> Op:
+    """PyTorch's math backend = the eager path in one call: qk_matmul, softmax, sv_matmul
+    summed (the score matrix goes through memory). With GQA it expands K/V to every head
+    first, so K/V are read per query head (kv_heads = heads)."""
+    base = {**r, "attention": "eager"}
+    parts = [_engine_op({**base, "op": name}) for name in ("qk_matmul", "softmax", "sv_matmul")]
+    qk = parts[0]
+    expand = (qk.dims["heads"] / qk.dims["kv_heads"]) if qk.dims["kv_heads"] else 1.0
+    total = {f: sum(getattr(p, f) for p in parts) for f in
+             ("flops", "act_read_bytes", "act_write_bytes", "kv_read_bytes")}
+    total["kv_read_bytes"] = total["kv_read_bytes"] * expand
+    return Op("sdpa_math", "attention", qk.count, matrix=True, dtype=qk.dtype,
+              dims=qk.dims, **total)
+
+
+def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
+    """silu(gate) * up in eager PyTorch is two kernels: silu writes a temporary that the
+    multiply reads back, so 3 reads and 2 writes per element instead of 2 and 1."""
+    op = _engine_op({**r, "op": "mlp_act"})
+    elems = op.dims["tokens"] * op.dims["width"]
+    ab = dtype_bytes(r["dtype"])
+    return replace(op, name="mlp_act_eager", act_read_bytes=3 * elems * ab,
+                   act_write_bytes=2 * elems * ab)
+
+
+def _int_matmul(r: Mapping[str, Any]) -> Op:
+    """torch._int_mm / torch._scaled_mm: int8 (fp8) operands, int32 (bf16) output."""
+    m, k, n, dtype = int(r["m"]), int(r["k"]), int(r["n"]), r["dtype"]
+    out_bytes = 4 if dtype == "int8" else 2
+    op = O.linear(r.get("rename", "int8_matmul"), m, k, n, q=Quant(1.0), ab=1.0, count=1,
+                  dtype=dtype, inputs=())
+    return replace(op, act_write_bytes=m * n * out_bytes)
+
+
+def _linear(r: Mapping[str, Any]) -> Op:
+    ab = dtype_bytes(r["dtype"])
+    return O.linear(r.get("rename", "linear"), int(r["m"]), int(r["k"]), int(r["n"]),
+                    q=Quant(ab), ab=ab, count=1, dtype=r["dtype"], inputs=())
+
+
+BUILDERS = {"engine": _engine_op, "sdpa_math": _sdpa_math, "mlp_act_eager": _mlp_act_eager,
+            "int_matmul": _int_matmul, "linear": _linear}
+
+
+def build_op(recipe: Mapping[str, Any]) -> Op:
+    """The current engine's Op for a recorded recipe."""
+    builder = recipe.get("builder")
+    if builder not in BUILDERS:
+        raise ValueError(f"unknown op recipe builder {builder!r}; known: {', '.join(BUILDERS)}")
+    return BUILDERS[builder](recipe)
+
+
+# --- case lists ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Options:
+    """What the device offers: data types and sdpa backends to cover."""
+
+    dtypes: tuple[str, ...] = ("fp32", "bf16")
+    sdpa_backends: tuple[str, ...] = ("math", "flash")
+    device: str = "cpu"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str,
+                 opts: Options) -> list[Case]:
+    where = f"{model}/{stage}/b{batch}x{length}"
+    base = {"model": model, "stage": stage, "batch": batch, "length": length, "dtype": dtype}
+    gemm = "gemm" if stage == "prefill" else "gemv"
+    cases = []
+
+    def add(op_name, op_class, kernel, recipe, backend=""):
+        suffix = f"/{backend}" if backend else ""
+        cases.append(Case(f"{where}/{op_name}/{dtype}{suffix}", op_class, kernel, dtype,
+                          MappingProxyType(recipe), backend, split, stage))
+
+    for name in LINEAR_OPS:
+        add(name, gemm, "linear", {"builder": "engine", **base, "op": name})
+    add("qk_matmul", "attention", "qk_matmul", {"builder": "engine", **base, "op": "qk_matmul"})
+    add("softmax", "softmax", "softmax", {"builder": "engine", **base, "op": "softmax"})
+    add("sv_matmul", "attention", "sv_matmul", {"builder": "engine", **base, "op": "sv_matmul"})
+    for backend in opts.sdpa_backends:
+        if backend == "math":
+            add("sdpa", "attention", "sdpa", {"builder": "sdpa_math", **base}, backend)
+        else:
+            rename = {"flash": None}.get(backend, f"sdpa_{backend}")
+            recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention"}
+            if rename:
+                recipe["rename"] = rename
+            add("sdpa", "attention", "sdpa", recipe, backend)
+    add("attn_norm", "norm", "rmsnorm", {"builder": "engine", **base, "op": "attn_norm"})
+    add("attn_add", "elementwise", "residual_add", {"builder": "engine", **base, "op": "attn_add"})
+    add("mlp_act", "elementwise", "silu_mul", {"builder": "mlp_act_eager", **base})
+    if dtype == "fp32":  # the rotary kernel is a complex multiply: fp32 only
+        add("rope", "elementwise", "rope", {"builder": "engine", **base, "op": "rope"})
+    if dtype == "bf16" and stage == "decode":
+        for name in QUANT_OPS:
+            add(f"{name}.int8wo", "quant", "int8_weight_only",
+                {"builder": "engine", **base, "op": name, "w_dtype": "int8",
+                 "rename": "int8_weight_only"})
+            add(f"{name}.int4wo", "quant", "int4_weight_only",
+                {"builder": "engine", **base, "op": name, "w_dtype": "int4",
+                 "group_size": INT4_GROUP, "rename": "int4_weight_only"}, f"g{INT4_GROUP}")
+    if dtype == "bf16" and stage == "prefill":
+        for name in QUANT_OPS:
+            op = _engine_op({**base, "op": name})
+            dims = {"m": int(op.dims["m"]), "k": int(op.dims["k"]), "n": int(op.dims["n"])}
+            add(f"{name}.int8mm", "quant", "int8_matmul",
+                {"builder": "int_matmul", **dims, "dtype": "int8", "rename": "int8_matmul"})
+            if opts.device == "cuda":
+                add(f"{name}.fp8mm", "quant", "fp8_matmul",
+                    {"builder": "int_matmul", **dims, "dtype": "fp8", "rename": "fp8_matmul"})
+    return cases
+
+
+def sweep_cases(dtype: str = "bf16", split: str = "validation") -> list[Case]:
+    """The empirical roofline: one GEMM kernel whose operations per byte grow with m
+    (about m/2 per byte in bf16 while the weights dominate), from memory- to compute-bound."""
+    return [Case(f"sweep/m{m}x{SWEEP_KN}x{SWEEP_KN}/{dtype}", "sweep", "linear", dtype,
+                 MappingProxyType({"builder": "linear", "m": m, "k": SWEEP_KN, "n": SWEEP_KN,
+                                   "dtype": dtype}), split=split, stage="sweep")
+            for m in SWEEP_M]
+
+
+def dedupe(cases: Iterable[Case]) -> list[Case]:
+    """First case of each shape key (gate_proj and up_proj are one measurement)."""
+    seen, out = set(), []
+    for case in cases:
+        key = case.shape_key()
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    return out
+
+
+def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> list[Case]:
+    """All cases of a split, deduplicated by shape."""
+    models = {("calibration", False): CALIBRATION_MODELS, ("validation", False): VALIDATION_MODELS,
+              ("calibration", True): QUICK_CALIBRATION_MODELS,
+              ("validation", True): QUICK_VALIDATION_MODELS}[(split, quick)]
+    loads = (QUICK_WORKLOADS if quick else WORKLOADS)[split]
+    if quick:  # the math backend is the eager path in one call: covered by qk/softmax/sv
+        opts = replace(opts, sdpa_backends=tuple(b for b in opts.sdpa_backends if b != "math")
+                       or opts.sdpa_backends)
+    cases: list[Case] = []
+    for model in models:
+        for dtype in opts.dtypes:
+            for batch, length in loads["prefill"].get(dtype, []):
+                cases += _stage_cases(model, "prefill", batch, length, dtype, split, opts)
+            for batch, length in loads["decode"]:
+                cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
+    if split == "validation":
+        dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
+        sweep = sweep_cases(dtype)
+        cases += sweep[::2] if quick else sweep
+        # held out: drop shapes any calibration run (full or quick) measures, e.g. the
+        # decode MLP activation, whose shape does not depend on the context length
+        fitted = {c.shape_key() for q in (False, True)
+                  for c in suite_cases("calibration", opts, q)}
+        cases = [c for c in cases if c.shape_key() not in fitted]
+    return dedupe(cases)
+
+
+def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:
+    """Raise if a validation shape was also a calibration shape."""
+    fitted = {c.shape_key(): c.name for c in calibration}
+    shared = [(c.name, fitted[c.shape_key()]) for c in validation if c.shape_key() in fitted]
+    if shared:
+        raise ValueError(f"{len(shared)} validation cases share their shape with calibration "
+                         f"cases, e.g. {shared[0][0]} = {shared[0][1]}")
+
+
+def attention_dims(case: Case) -> Mapping[str, Any]:
+    """batch, heads, kv_heads, q_len, kv_len, head_dim of an attention case (the fused op's
+    dims count attended pairs instead of the KV length; the eager op of the same recipe has it)."""
+    recipe = {k: v for k, v in case.recipe.items() if k not in ("rename", "builder")}
+    return _engine_op({**recipe, "attention": "eager", "op": "qk_matmul"}).dims

@@ -1,0 +1,117 @@
+"""Provenance of a measurement: which device, software and code produced a number.
+
+Every result written by ``kernels`` carries the dict ``collect`` returns as its ``meta``
+block. GPU clocks, power and temperature come from pynvml (read only; clocks are never set).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ridgeline.catalog import ROOT
+
+
+def git_commit(root: Path = ROOT) -> str:
+    """HEAD's hash, '+dirty' when the tree has uncommitted changes; 'none' outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return "none"
+    try:
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        dirty = False
+    return head + ("+dirty" if dirty else "")
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (platform.processor() elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvml_state(index: int = 0) -> dict[str, Any]:
+    """SM/memory clocks (MHz), power (W), temperature (C) and driver of GPU ``index``;
+    {} when pynvml or the driver is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        state = {
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        }
+    except Exception:  # noqa: BLE001 - any NVML failure means "no readings", never a crash
+        return {}
+    return state
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        import os
+
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def device_name(device: str) -> str:
+    """'cpu' -> the CPU model; 'cuda' -> the GPU's name as torch reports it."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return cpu_model()
+
+
+def collect(device: str, threads: int | None = None) -> dict[str, Any]:
+    """The ``meta`` block: device, software versions, threads, clocks, date, commit."""
+    import ridgeline
+
+    meta: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "ridgeline": ridgeline.__version__,
+        "python": platform.python_version(),
+        "device_kind": device,
+        "device": device_name(device),
+        "cpu": cpu_model(),
+        "threads": threads,
+        "loadavg": _loadavg(),   # other processes competing for the cores while measuring
+    }
+    try:
+        import torch
+
+        meta["torch"] = str(torch.__version__)
+        if device == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            meta.update(cuda=str(torch.version.cuda), cudnn=torch.backends.cudnn.version(),
+                        capability=f"{props.major}.{props.minor}",
+                        multiprocessors=props.multi_processor_count,
+                        l2_bytes=getattr(props, "L2_cache_size", None),
+                        memory_bytes=props.total_memory)
+    except ImportError:
+        meta["torch"] = None
+    if device == "cuda":
+        meta["nvml"] = nvml_state()
+    return meta

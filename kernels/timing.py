@@ -1,0 +1,215 @@
+"""The one timing primitive: ``measure(fn, arg_sets)`` -> median, p20, p80, spread, repetitions.
+
+Modelled on ``triton.testing.do_bench``: warm-up and repetitions as time budgets, quantiles
+returned, never a bare mean.
+
+- CPU: ``time.perf_counter_ns`` around each sample of ``inner`` calls (``inner`` chosen so a
+  sample lasts at least ``MIN_SAMPLE_S``, far above the clock's resolution); the thread count
+  is whatever the caller fixed with ``torch.set_num_threads`` and is recorded.
+- CUDA: CUDA events around each repetition, the L2 cache flushed (a buffer twice its size
+  zeroed) before each one, outside the timed region; kernels shorter than ``GRAPH_BELOW_S``
+  are captured ``inner`` times in a CUDA graph and timed by replay, which removes the launch
+  gaps. Clocks, power and temperature are read (never set) before and after.
+- Both: ``arg_sets`` are rotated call after call, so that when the caller builds enough sets
+  (``rotation_sets``) the working set exceeds the last-level cache several times over and
+  each call reads from memory, as in a real forward pass.
+
+A result whose spread p80/p20 - 1 exceeds ``noise_threshold`` is measured once more; if it
+is still noisy it is returned with ``noisy=True`` - flagged, not silently averaged.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+MIN_SAMPLE_S = 200e-6      # CPU: a timed sample lasts at least this long
+GRAPH_BELOW_S = 10e-6      # CUDA: kernels shorter than this are timed by graph replay
+NOISE_CPU = 0.10           # default noise thresholds on p80/p20 - 1
+NOISE_CUDA = 0.05
+LLC_FACTOR = 3             # rotate inputs until the working set is this many caches
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds per call of a kernel, as quantiles over repetitions."""
+
+    median_s: float
+    p20_s: float
+    p80_s: float
+    reps: int                  # timed samples
+    inner: int                 # calls per sample (CPU) or per graph replay (CUDA)
+    sets: int                  # input sets rotated through
+    method: str                # perf_counter | cuda_events | cuda_graph
+    noisy: bool
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def spread(self) -> float:
+        """p80 / p20 - 1: the relative width of the middle 60% of samples."""
+        return self.p80_s / self.p20_s - 1.0 if self.p20_s > 0 else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["spread"] = self.spread
+        return out
+
+
+def summarize(samples_s: Sequence[float], *, inner: int, sets: int, method: str,
+              noise_threshold: float, extra: Mapping[str, Any] | None = None) -> Measurement:
+    """Quantiles of per-call times (samples already divided by ``inner``)."""
+    arr = np.asarray(samples_s, dtype=float)
+    if arr.size == 0:
+        raise ValueError("no samples to summarize")
+    p20, med, p80 = (float(v) for v in np.quantile(arr, [0.2, 0.5, 0.8]))
+    spread = p80 / p20 - 1.0 if p20 > 0 else math.inf
+    return Measurement(med, p20, p80, int(arr.size), inner, sets, method,
+                       noisy=bool(spread > noise_threshold), extra=dict(extra or {}))
+
+
+def rotation_sets(set_bytes: float, cache_bytes: float, *, factor: int = LLC_FACTOR,
+                  max_sets: int = 512, max_total_bytes: float = 1.5 * 2**30) -> int:
+    """How many copies of an input set make the working set ``factor`` x the cache.
+
+    Capped by ``max_sets`` and by ``max_total_bytes`` of memory: tiny kernels (a norm over
+    one token) then stay cache-resident, which is fine - their time is launch overhead.
+    """
+    if set_bytes <= 0 or cache_bytes <= 0:
+        return 1
+    wanted = math.ceil(factor * cache_bytes / set_bytes)
+    affordable = max(1, int(max_total_bytes // set_bytes))
+    return int(max(1, min(wanted, max_sets, affordable)))
+
+
+def _budgeted_reps(per_call_s: float, inner: int, budget_s: float, min_reps: int,
+                   max_reps: int) -> int:
+    per_sample = max(per_call_s * inner, 1e-9)
+    return int(min(max(budget_s / per_sample, min_reps), max_reps))
+
+
+def _measure_cpu(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, min_reps: int,
+                 max_reps: int, warmup_s: float, noise_threshold: float) -> Measurement:
+    n = len(arg_sets)
+    clock = time.perf_counter
+    start = clock()
+    for args in arg_sets:  # first touch of every set: page faults and kernel set-up stay out
+        fn(*args)
+    times, k = [], 0
+    while k < 2 or clock() - start < warmup_s:  # warm-up, timing each call for the estimate
+        t0 = clock()
+        fn(*arg_sets[k % n])
+        times.append(clock() - t0)
+        k += 1
+    per_call = float(np.median(times[-5:]))
+    inner = max(1, math.ceil(MIN_SAMPLE_S / max(per_call, 1e-9)))
+    reps = _budgeted_reps(per_call, inner, budget_s, min_reps, max_reps)
+    samples, idx = [], 0
+    ns = time.perf_counter_ns
+    for _ in range(reps):
+        begin = ns()
+        for _ in range(inner):
+            fn(*arg_sets[idx])
+            idx = (idx + 1) % n
+        samples.append((ns() - begin) * 1e-9 / inner)
+    return summarize(samples, inner=inner, sets=n, method="perf_counter",
+                     noise_threshold=noise_threshold)
+
+
+def _measure_cuda(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, min_reps: int,
+                  max_reps: int, warmup_s: float, noise_threshold: float,
+                  cache_bytes: float, graph: bool) -> Measurement:
+    import torch
+
+    from .provenance import nvml_state
+
+    n = len(arg_sets)
+    flush = torch.empty(int(2 * max(cache_bytes, 2**20)) // 4, dtype=torch.int32, device="cuda")
+    before = nvml_state()
+    for args in arg_sets:
+        fn(*args)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - start < warmup_s or calls < 3:
+        fn(*arg_sets[calls % n])
+        calls += 1
+        if calls % 16 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for k in range(5):
+        fn(*arg_sets[k % n])
+    e1.record()
+    torch.cuda.synchronize()
+    per_call = e0.elapsed_time(e1) * 1e-3 / 5
+    method, inner, runner = "cuda_events", 1, None
+    if graph and per_call < GRAPH_BELOW_S:
+        inner = max(1, min(256, math.ceil(50e-6 / max(per_call, 1e-7))))
+        runner = _capture_graph(fn, arg_sets, inner)
+        method = "cuda_graph" if runner is not None else method
+        inner = inner if runner is not None else 1
+    if runner is None:
+        idx = [0]
+
+        def runner():
+            fn(*arg_sets[idx[0]])
+            idx[0] = (idx[0] + 1) % n
+    reps = _budgeted_reps(per_call, inner, budget_s, min_reps, max_reps)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(reps)]
+    for begin, end in events:
+        flush.zero_()          # evict L2: the next kernel reads its inputs from HBM
+        begin.record()
+        runner()
+        end.record()
+    torch.cuda.synchronize()
+    samples = [b.elapsed_time(e) * 1e-3 / inner for b, e in events]
+    return summarize(samples, inner=inner, sets=n, method=method, noise_threshold=noise_threshold,
+                     extra={"nvml_before": before, "nvml_after": nvml_state()})
+
+
+def _capture_graph(fn: Callable, arg_sets: Sequence[tuple], inner: int):
+    """A CUDA graph of ``inner`` calls over rotating sets, or None if capture fails."""
+    import torch
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for k in range(3):
+                fn(*arg_sets[k % len(arg_sets)])
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for k in range(inner):
+                fn(*arg_sets[k % len(arg_sets)])
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - an uncapturable kernel is timed with plain events
+        return None
+    return g.replay
+
+
+def measure(fn: Callable, arg_sets: Sequence[tuple], *, device: str = "cpu",
+            budget_s: float = 0.3, min_reps: int = 7, max_reps: int = 300,
+            warmup_s: float = 0.05, noise_threshold: float | None = None,
+            cache_bytes: float = 50 * 2**20, graph: bool = True, retry: bool = True) -> Measurement:
+    """Time ``fn(*args)`` rotating over ``arg_sets``; seconds per call as quantiles."""
+    if not arg_sets:
+        raise ValueError("measure needs at least one argument set")
+    threshold = noise_threshold if noise_threshold is not None else (
+        NOISE_CUDA if device == "cuda" else NOISE_CPU)
+    kw = dict(budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, warmup_s=warmup_s,
+              noise_threshold=threshold)
+    run = ((lambda: _measure_cuda(fn, arg_sets, cache_bytes=cache_bytes, graph=graph, **kw))
+           if device == "cuda" else (lambda: _measure_cpu(fn, arg_sets, **kw)))
+    result = run()
+    if result.noisy and retry:
+        again = run()
+        best = again if again.spread < result.spread else result
+        result = Measurement(**{**asdict(best), "extra": {**best.extra, "retried": True}})
+    return result

@@ -1,0 +1,205 @@
+"""``ridgeline validate``: held-out shapes, measured, predicted in both modes, compared.
+
+Writes ``reports/validation/<device_key>-<date>.{json,csv,html}``: one row per case (case,
+op class, dims, flops, bytes, measured median/p20/p80, noisy flag, spec and calibrated
+predictions, signed errors = predicted / measured - 1), the ceilings each mode used (so CI
+can replay the snapshot without the device), and a summary per op class: count, median and
+p90 of |error|, and the signed bias (median error).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ridgeline.catalog import REPORTS_DIR
+from ridgeline.errors import RidgelineError
+from ridgeline.profile import calibrated_ceilings, device_key, load_profile, profile_path
+from ridgeline.report import write_atomic
+from ridgeline.roofline import spec_ceilings
+
+from .cases import case_from_dict, check_disjoint, suite_cases
+from .replay import MODES, ceilings_to_dict, predict, relative_error
+
+VALIDATION_DIR = REPORTS_DIR / "validation"
+CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
+               "dims", "flops", "bytes", "weight_bytes", "act_read_bytes", "act_write_bytes",
+               "kv_read_bytes", "kv_write_bytes", "intensity", "measured_s", "p20_s", "p80_s",
+               "spread", "noisy", "predicted_spec_s", "predicted_calibrated_s", "error_spec",
+               "error_calibrated", "bound_spec", "bound_calibrated", "rel_error", "status", "reason")
+
+
+def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Spec and calibrated predictions and errors on every ok row (in place, and returned)."""
+    good = [r for r in rows if r["status"] == "ok"]
+    if not good:
+        return rows
+    ops = [case_from_dict(r).op for r in good]
+    measured = np.array([r["measured_s"] for r in good])
+    for mode in MODES:
+        pred = predict(ops, ceilings[mode])
+        err = relative_error(pred["time_s"], measured)
+        for r, t, e, b, i in zip(good, pred["time_s"], err, pred["bound"], pred["intensity"]):
+            r.update({f"predicted_{mode}_s": float(t), f"error_{mode}": float(e),
+                      f"bound_{mode}": str(b), "intensity": float(i)})
+    return rows
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]):
+    """Per op class and overall: count, median / p90 |error| and bias, for both modes."""
+    import pandas as pd
+
+    frame = pd.DataFrame([r for r in rows if r["status"] == "ok"])
+    out = []
+    if frame.empty:
+        return pd.DataFrame(out)
+    groups = [(c, frame[frame.op_class == c]) for c in sorted(frame.op_class.unique())]
+    for name, part in groups + [("all", frame)]:
+        entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
+        for mode in MODES:
+            err = part[f"error_{mode}"].to_numpy(dtype=float)
+            entry[f"{mode}_median_abs"] = float(np.median(np.abs(err)))
+            entry[f"{mode}_p90_abs"] = float(np.quantile(np.abs(err), 0.9))
+            entry[f"{mode}_bias"] = float(np.median(err))
+        out.append(entry)
+    return pd.DataFrame(out)
+
+
+def rich_summary(summary, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("op class", "cases", "noisy", "spec median |err|", "spec p90", "spec bias",
+                "calibrated median |err|", "calibrated p90", "calibrated bias"):
+        table.add_column(col, justify="left" if col == "op class" else "right")
+    for r in summary.to_dict("records"):
+        table.add_row(r["op_class"], str(r["count"]), str(r["noisy"]),
+                      *(f"{r[f'{m}_{s}']:+.1%}" if s == "bias" else f"{r[f'{m}_{s}']:.1%}"
+                        for m in MODES for s in ("median_abs", "p90_abs", "bias")),
+                      style="bold" if r["op_class"] == "all" else None)
+    return table
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    import pandas as pd
+
+    frame = pd.DataFrame([{c: (json.dumps(r[c]) if c == "dims" else r.get(c)) for c in CSV_COLUMNS}
+                          for r in rows])
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _json_default(value: Any):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def snapshot_stem(key: str, date: str | None = None) -> str:
+    return f"{key}-{date or _dt.date.today().isoformat()}"
+
+
+def write_snapshot(result: dict[str, Any], folder: Path, stem: str) -> dict[str, Path]:
+    """JSON, CSV and the self-contained HTML report; atomic writes. Without plotly (a bare
+    GPU machine) the HTML is left out: ``python -m kernels.html SNAPSHOT.json`` renders it."""
+    from .html import have_plotly, report_html
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {ext: folder / f"{stem}.{ext}" for ext in ("json", "csv", "html")}
+    text = json.dumps(result, indent=1, default=_json_default) + "\n"
+    write_atomic(paths["json"], text)
+    write_atomic(paths["csv"], to_csv(result["rows"]))
+    if have_plotly():
+        write_atomic(paths["html"], report_html(json.loads(text)))
+    else:
+        del paths["html"]
+    return paths
+
+
+def resolve_profile(device: str, key: str, path: Path | None) -> tuple[Path, dict[str, Any]]:
+    target = Path(path) if path else profile_path(key)
+    if not target.is_file():
+        raise RidgelineError(f"no device profile at {target}; run 'ridgeline calibrate --device "
+                             f"{device}' first (or pass --profile PATH)")
+    return target, load_profile(target)
+
+
+def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
+             profile: Path | None = None, output_dir: Path | None = None, progress: bool = True,
+             log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run the validation suite; returns the result and the files written."""
+    from .calibrate import spec_device_for
+    from .provenance import collect, device_name
+    from .suite import device_options, run_cases, setup
+
+    cfg = setup(device, threads, quick)
+    key = device_key(device, device_name(device), cfg.threads)
+    prof_path, prof = resolve_profile(device, key, profile)
+    spec_device = spec_device_for(device, cfg.threads)
+    ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated_ceilings(prof, spec_device)}
+    opts, skipped = device_options(device)
+    cases = suite_cases("validation", opts, quick)
+    check_disjoint(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True),
+                   cases)
+    log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
+    rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
+    summary = summarize(rows)
+    result = {
+        "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
+                 "run": cfg.to_dict(), "profile": str(prof_path.relative_to(REPORTS_DIR.parent))
+                 if prof_path.is_relative_to(REPORTS_DIR.parent) else str(prof_path),
+                 "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
+                 "spec_device_full_name": spec_device.full_name, "skipped": skipped},
+        "ceilings": {m: ceilings_to_dict(c) for m, c in ceilings.items()},
+        "summary": summary.to_dict("records"),
+        "rows": rows,
+    }
+    stem = snapshot_stem(key) + ("-quick" if quick else "")
+    paths = write_snapshot(result, Path(output_dir) if output_dir else VALIDATION_DIR, stem)
+    return result, paths
+
+
+def repredict(snapshot: Path, profile: Path | None = None,
+              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Predict a recorded snapshot again (after a refit or a model change): measurements and
+    spec ceilings as recorded, calibrated ceilings from ``profile`` (default: the one it
+    used). Rewrites the snapshot's JSON/CSV/HTML."""
+    from .calibrate import spec_device_for
+    from .provenance import git_commit
+
+    snapshot = Path(snapshot)
+    if not snapshot.is_file():
+        raise RidgelineError(f"no validation snapshot at {snapshot}")
+    result = json.loads(snapshot.read_text())
+    meta = result["meta"]
+    prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
+    prof = load_profile(prof_path)
+    spec_device = spec_device_for(meta["device_kind"], meta.get("threads"))
+    from .replay import ceilings_from_dict
+
+    ceilings = {"spec": ceilings_from_dict(result["ceilings"]["spec"]),
+                "calibrated": calibrated_ceilings(prof, spec_device)}
+    rows = add_predictions(result["rows"], ceilings)
+    result.update(ceilings={m: ceilings_to_dict(c) for m, c in ceilings.items()},
+                  summary=summarize(rows).to_dict("records"), rows=rows)
+    meta["profile_meta"] = prof.get("meta", {})
+    meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                           "commit": git_commit(), "profile": str(prof_path)}
+    paths = write_snapshot(result, snapshot.parent, snapshot.stem)
+    log(f"re-predicted {len(rows)} rows of {snapshot.name} with {prof_path.name}")
+    return result, paths
+
+
+def failures(result: Mapping[str, Any]) -> list[str]:
+    """Cases that errored (wrong result or exception)."""
+    return [f"{r['name']}: {r['reason']}" for r in result["rows"] if r["status"] == "error"]

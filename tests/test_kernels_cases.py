@@ -1,0 +1,104 @@
+"""Benchmark cases (no torch): ops built from the engine, held-out shapes, recipes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernels import cases as K
+from kernels.cases import Options, case_from_dict, check_disjoint, suite_cases
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_calibration_and_validation_shapes_are_disjoint(quick):
+    opts = Options(("fp32", "bf16"), ("math", "flash"))
+    cal = suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True)
+    val = suite_cases("validation", opts, quick)
+    check_disjoint(cal, val)  # raises on overlap
+    assert not {c.shape_key() for c in cal} & {c.shape_key() for c in val}
+    assert {c.split for c in val} == {"validation"}
+    assert {m for c in val for m in [c.recipe.get("model")] if m} <= set(K.VALIDATION_MODELS)
+
+
+def test_check_disjoint_names_the_overlap():
+    case = suite_cases("calibration", quick=True)[0]
+    with pytest.raises(ValueError, match=case.name.split("/")[0]):
+        check_disjoint([case], [case])
+
+
+def test_every_op_class_is_covered_and_cases_are_unique():
+    val = suite_cases("validation", Options(("fp32", "bf16"), ("math", "flash")))
+    assert {c.op_class for c in val} == set(K.OP_CLASSES)
+    assert len({c.name for c in val}) == len(val)
+    assert len({c.shape_key() for c in val}) == len(val)
+
+
+def test_linear_case_is_the_engine_op():
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x256/q_proj/bf16")
+    op = case.op
+    assert dict(op.dims) == {"m": 256, "k": 4096, "n": 4096, "experts": 1}
+    assert op.flops == 2 * 256 * 4096 * 4096
+    assert op.weight_bytes == 4096 * 4096 * 2
+    assert op.act_read_bytes == 256 * 4096 * 2 and op.act_write_bytes == 256 * 4096 * 2
+    assert case.op_class == "gemm" and case.kernel == "linear" and op.dtype == "bf16"
+
+
+def test_decode_linear_is_gemv_with_m_equal_batch():
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/decode/b8x512/down_proj/fp32")
+    assert case.op_class == "gemv"
+    assert dict(case.op.dims) == {"m": 8, "k": 14336, "n": 4096, "experts": 1}
+
+
+def test_sdpa_math_reads_kv_per_query_head():
+    base = {"model": "llama-3-8b", "stage": "decode", "batch": 2, "length": 511, "dtype": "fp32"}
+    math_op = K.build_op({"builder": "sdpa_math", **base})
+    qk = K.build_op({"builder": "engine", **base, "op": "qk_matmul"})
+    sv = K.build_op({"builder": "engine", **base, "op": "sv_matmul"})
+    sm = K.build_op({"builder": "engine", **base, "op": "softmax"})
+    assert math_op.flops == qk.flops + sm.flops + sv.flops
+    # 32 query heads share 8 KV heads: the math backend expands K/V 4x
+    assert math_op.kv_read_bytes == 4 * (qk.kv_read_bytes + sv.kv_read_bytes)
+    assert math_op.kv_read_bytes == 2 * 2 * 512 * 32 * 128 * 4
+
+
+def test_flash_case_uses_the_engine_fused_op_and_knows_kv_len():
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x256/sdpa/fp32/flash")
+    op = case.op
+    assert (op.name, op.kind) == ("attention", "attention")
+    assert op.dims["pairs"] == 256 * 257 / 2  # causal
+    dims = K.attention_dims(case)
+    assert (dims["q_len"], dims["kv_len"], dims["kv_heads"]) == (256, 256, 8)
+
+
+def test_eager_silu_mul_moves_five_passes():
+    op = K.build_op({"builder": "mlp_act_eager", "model": "llama-3-8b", "stage": "decode",
+                     "batch": 4, "length": 100, "dtype": "bf16"})
+    elems = 4 * 14336
+    assert (op.act_read_bytes, op.act_write_bytes) == (3 * elems * 2, 2 * elems * 2)
+
+
+def test_int_matmul_writes_int32():
+    op = K.build_op({"builder": "int_matmul", "m": 64, "k": 256, "n": 128, "dtype": "int8"})
+    assert op.weight_bytes == 256 * 128 and op.act_read_bytes == 64 * 256
+    assert op.act_write_bytes == 64 * 128 * 4 and op.dtype == "int8"
+
+
+def test_weight_only_int4_counts_group_scales_and_dequant():
+    op = K.build_op({"builder": "engine", "model": "llama-3-8b", "stage": "decode", "batch": 1,
+                     "length": 10, "dtype": "bf16", "op": "o_proj", "w_dtype": "int4",
+                     "group_size": 128, "rename": "int4_weight_only"})
+    weights = 4096 * 4096
+    assert op.name == "int4_weight_only"
+    assert op.weight_bytes == weights * 0.5 + weights / 128 * 4
+    assert op.vector_flops == 2 * weights
+
+
+def test_case_round_trips_through_json():
+    for case in suite_cases("validation", quick=True)[:30]:
+        again = case_from_dict(json.loads(json.dumps(case.to_dict())))
+        assert again == case and again.op == case.op
+
+
+def test_unknown_builder_is_an_error():
+    with pytest.raises(ValueError, match="unknown op recipe builder"):
+        K.build_op({"builder": "nope"})
