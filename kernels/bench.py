@@ -255,7 +255,14 @@ def _sdpa(case: Case, dev: str, cache: float) -> Bench:
         return (_randn(b, h, q, hd, dtype=dt, device=dev), _randn(b, g, kv, hd, dtype=dt, device=dev),
                 _randn(b, g, kv, hd, dtype=dt, device=dev))
 
+    fold = q == 1 and g != h  # decode with grouped KV heads
+
     def fn(qt, kt, vt):
+        if fold:  # the query heads sharing a KV head ride on the query axis: K/V read once per
+            # KV head, no repeat_interleave copy (how decode kernels run grouped-query attention)
+            batch = qt.shape[0]
+            out = F.scaled_dot_product_attention(qt.view(batch, g, h // g, hd), kt, vt)
+            return out.view(batch, h, 1, hd)
         return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=g != h)
 
     def check():
