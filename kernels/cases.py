@@ -27,7 +27,7 @@ from ridgeline.units import dtype_bytes
 
 # --- which shapes ----------------------------------------------------------------------
 
-CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b")
+CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "gemma-7b")  # GQA and MHA
 VALIDATION_MODELS = ("llama-3-8b", "phi-3-mini")
 QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
 QUICK_VALIDATION_MODELS = ("llama-3-8b",)

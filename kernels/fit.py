@@ -5,6 +5,9 @@ Model of one kernel class (same op kind, kernel and data type), the engine's own
     t = max(C / (e_compute * fill) + V, M / e_memory) + overhead
     fill = rows / (rows + rows_half)   (1 for one-row products of a 'gemv' class)
 
+A 'gemv' class (plain projections: BLAS runs a one-row product as a matrix-vector kernel)
+fits its one-row cases' memory efficiency apart, ``gemv_memory``, the other terms held.
+
 with C = flops / measured matrix peak, V = vector work (dequantising) / vector peak (not
 scaled: the engine runs it at the device's vector roof) and M = bytes / measured copy
 bandwidth, all from ``ridgeline.roofline.evaluate`` on the measured roofs with no
@@ -32,6 +35,7 @@ ROWS_HALF_GRID = np.array([0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128,
 PULL = 2e-3          # weight of (log efficiency)^2 in the loss
 NOISY_WEIGHT = 0.3   # noisy measurements count less
 PLAIN_LINEAR = "linear"
+MIN_TILED_CASES = 3   # a GEMV class fits its one-row products apart when this many others remain
 
 
 def fit_key(op) -> str:
@@ -120,13 +124,42 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
         rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
         # plain GEMMs (BLAS) run one-row products as GEMV; the quantised kernels do not
         gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
-        terms = fit_class(compute_s[idx], memory_s[idx], measured[idx], weights[idx], rows,
-                          vector_s[idx], gemv=gemv)
+        one = rows == 1 if gemv and rows is not None else np.zeros(idx.size, dtype=bool)
+        split = one.any() and (~one).sum() >= MIN_TILED_CASES
+        tiled = idx[~one] if split else idx
+        terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
+                          None if rows is None else rows[~one] if split else rows,
+                          vector_s[tiled], gemv=gemv)
         efficiency[key] = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
         if terms["rows_half"]:
             efficiency[key]["rows_half"] = terms["rows_half"]
-            if gemv:
-                efficiency[key]["gemv"] = 1.0
+        if gemv and (terms["rows_half"] or split):
+            efficiency[key]["gemv"] = 1.0
+        if split:
+            g = idx[one]
+            efficiency[key]["gemv_memory"] = round(fit_gemv_memory(
+                compute_s[g], vector_s[g], memory_s[g], measured[g], weights[g], terms), 4)
         overhead[key] = terms["overhead_s"]
-        report[key] = {k: terms[k] for k in ("cases", "median_abs_error", "max_abs_error")}
+        report[key] = _report(efficiency[key], terms["overhead_s"], compute_s[idx], vector_s[idx],
+                              memory_s[idx], measured[idx], rows)
     return efficiency, overhead, report
+
+
+def fit_gemv_memory(compute_s, vector_s, memory_s, measured_s, weights, terms) -> float:
+    """Memory efficiency of a class's one-row products, its other terms held: BLAS runs them
+    as a matrix-vector kernel, which streams the weights at its own rate."""
+    roof = np.maximum(compute_s / terms["compute"] + vector_s,
+                      memory_s / EFF_GRID[:, None]) + terms["overhead_s"]
+    loss = (np.log(roof / measured_s) ** 2 * weights).sum(-1) / weights.sum()
+    return float(EFF_GRID[np.argmin(loss + PULL * np.log(EFF_GRID) ** 2)])
+
+
+def _report(terms, overhead_s, compute_s, vector_s, memory_s, measured_s, rows) -> dict[str, Any]:
+    """Cases and |predicted / measured - 1| of a class under its fitted terms."""
+    one = np.zeros(measured_s.size, dtype=bool) if rows is None else rows == 1
+    fill = _fill(rows, terms.get("rows_half", 0.0), bool(terms.get("gemv")))
+    memory = np.where(one, terms.get("gemv_memory", terms["memory"]), terms["memory"])
+    pred = np.maximum(compute_s / fill / terms["compute"] + vector_s, memory_s / memory) + overhead_s
+    rel = np.abs(pred / measured_s - 1)
+    return {"cases": int(measured_s.size), "median_abs_error": float(np.median(rel)),
+            "max_abs_error": float(rel.max())}

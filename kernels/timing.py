@@ -3,9 +3,9 @@
 Modelled on ``triton.testing.do_bench``: warm-up and repetitions as time budgets, quantiles
 returned, never a bare mean.
 
-- CPU: ``time.perf_counter_ns`` around each sample of ``inner`` calls (``inner`` chosen so a
-  sample lasts at least ``MIN_SAMPLE_S``, far above the clock's resolution); the thread count
-  is whatever the caller fixed with ``torch.set_num_threads`` and is recorded.
+- CPU: ``torch.utils.benchmark.Timer.blocked_autorange`` at the thread count the caller fixed
+  with ``torch.set_num_threads`` (recorded): each sample is a block of ``inner`` calls, sized
+  by its estimate so the timer's own overhead is under 1e-4 of the block.
 - CUDA: CUDA events around each repetition, the L2 cache flushed (a buffer twice its size
   zeroed) before each one, outside the timed region; kernels shorter than ``GRAPH_BELOW_S``
   are captured ``inner`` times in a CUDA graph and timed by replay, which removes the launch
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-MIN_SAMPLE_S = 200e-6      # CPU: a timed sample lasts at least this long
+MIN_SAMPLE_S = 200e-6      # CPU: time budget per required sample, at the least
 GRAPH_BELOW_S = 10e-6      # CUDA: kernels shorter than this are timed by graph replay
 NOISE_CPU = 0.10           # default noise thresholds on p80/p20 - 1
 NOISE_CUDA = 0.05
@@ -44,7 +44,7 @@ class Measurement:
     reps: int                  # timed samples
     inner: int                 # calls per sample (CPU) or per graph replay (CUDA)
     sets: int                  # input sets rotated through
-    method: str                # perf_counter | cuda_events | cuda_graph
+    method: str                # torch.utils.benchmark | cuda_events | cuda_graph
     noisy: bool
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -93,29 +93,31 @@ def _budgeted_reps(per_call_s: float, inner: int, budget_s: float, min_reps: int
 
 def _measure_cpu(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, min_reps: int,
                  max_reps: int, warmup_s: float, noise_threshold: float) -> Measurement:
-    n = len(arg_sets)
-    clock = time.perf_counter
-    start = clock()
+    """``torch.utils.benchmark.Timer`` at the thread count the caller fixed: blocks of calls
+    (its estimate sizes a block so the timer's overhead is under 1e-4 of it) for ``budget_s``,
+    topped up to ``min_reps`` blocks; each call takes the next input set."""
+    import torch
+    from torch.utils import benchmark
+
+    n, where = len(arg_sets), [0]
     for args in arg_sets:  # first touch of every set: page faults and kernel set-up stay out
         fn(*args)
-    times, k = [], 0
-    while k < 2 or clock() - start < warmup_s:  # warm-up, timing each call for the estimate
-        t0 = clock()
-        fn(*arg_sets[k % n])
-        times.append(clock() - t0)
-        k += 1
-    per_call = float(np.median(times[-5:]))
-    inner = max(1, math.ceil(MIN_SAMPLE_S / max(per_call, 1e-9)))
-    reps = _budgeted_reps(per_call, inner, budget_s, min_reps, max_reps)
-    samples, idx = [], 0
-    ns = time.perf_counter_ns
-    for _ in range(reps):
-        begin = ns()
-        for _ in range(inner):
-            fn(*arg_sets[idx])
-            idx = (idx + 1) % n
-        samples.append((ns() - begin) * 1e-9 / inner)
-    return summarize(samples, inner=inner, sets=n, method="perf_counter",
+
+    def step():
+        fn(*arg_sets[where[0]])
+        where[0] = (where[0] + 1) % n
+
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup_s:
+        step()
+    timer = benchmark.Timer(stmt="step()", globals={"step": step},
+                            num_threads=torch.get_num_threads())
+    found = timer.blocked_autorange(min_run_time=max(budget_s, MIN_SAMPLE_S * min_reps))
+    inner = found.number_per_run
+    samples = list(found.times)[:max_reps]
+    while len(samples) < min_reps:
+        samples.append(timer.timeit(inner).median)
+    return summarize(samples, inner=inner, sets=n, method="torch.utils.benchmark",
                      noise_threshold=noise_threshold)
 
 

@@ -7,6 +7,7 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
     matrix_peak_tops: {fp32: 0.9, bf16: 2.8}              # large-GEMM rate per data type
     vector_peak_tops: {fp32: 0.05}                        # element-wise rate
     efficiency: {linear: {compute: 0.93, memory: 0.88}}   # per op kind, on calibration shapes
+                                  # (+ rows_half: tile fill; gemv / gemv_memory: one-row products)
     overhead_us: {default: 6.0, attention: 20.0}          # fixed cost per kernel
 
 Types the profile did not measure keep their datasheet peak.

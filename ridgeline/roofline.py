@@ -48,8 +48,15 @@ class Ceilings:
         return peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
                                                               bool(terms.get("gemv")))
 
-    def memory_roof(self, op: Op) -> float:
-        return self.bandwidth * self.terms(op).get("memory", 1.0)
+    def memory_roof(self, op: Op):
+        """Bandwidth times the class's memory efficiency; a class whose one-row products run
+        a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
+        terms = self.terms(op)
+        rate = self.bandwidth * terms.get("memory", 1.0)
+        rows = tile_rows(op) if "gemv_memory" in terms else None
+        if rows is None:
+            return rate
+        return np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
 
     def overhead(self, op: Op) -> float:
         for key in keys_for(op):
@@ -66,10 +73,18 @@ class Ceilings:
 
 
 def tile_rows(op: Op):
-    """Rows a matrix kernel's tiles are filled with: ``m`` of a GEMM, ``q_len`` of attention
-    (one query per sequence in decode); None for ops with neither."""
+    """Rows a matrix kernel's tiles are filled with: ``m`` of a GEMM; for attention the query
+    rows that share one K/V head, ``q_len * heads / kv_heads`` (decode: 1 with MHA, the group
+    size with GQA, every head with MQA, as grouped kernels fold the group into the query
+    axis); None for ops with neither."""
     dims = op.dims
-    return dims.get("m", dims.get("q_len"))
+    if "m" in dims:
+        return dims["m"]
+    q_len = dims.get("q_len")
+    heads, kv_heads = dims.get("heads"), dims.get("kv_heads")
+    if q_len is None or not heads or not kv_heads:
+        return q_len
+    return q_len * (heads / kv_heads)
 
 
 def _tile_fill(op: Op, rows_half: float | None, gemv: bool = False):
@@ -138,7 +153,7 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     nbytes = sum(table[f] for f in BYTE_FIELDS)
     shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
     compute = _per_op([ceilings.compute_roof(op) for op in ops], nbytes.shape)
-    memory = np.array([ceilings.memory_roof(op) for op in ops]).reshape(shape)
+    memory = _per_op([ceilings.memory_roof(op) for op in ops], nbytes.shape)
     overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
     vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
     flops, vector_flops = table["flops"], _stack(ops, "vector_flops", nbytes.ndim)

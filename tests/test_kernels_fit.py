@@ -1,6 +1,7 @@
 """Calibrated model: the per-class fit and the engine's efficiency key lookup (no torch)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 import numpy as np
@@ -84,11 +85,32 @@ def test_tile_fill_scales_compute_for_few_rows_and_spares_gemv():
     assert no_gemv.compute_roof(build_op({**base, "m": 1})) == pytest.approx(1e12 / 9)
 
 
+@pytest.mark.parametrize("heads, kv_heads, q_len, rows", [
+    (32, 32, 1, 1),       # MHA decode: one query row per K/V head
+    (32, 8, 1, 4),        # GQA decode (Llama-3-8B): the group of 4 shares K/V
+    (71, 1, 1, 71),       # MQA decode (Falcon-7B): every head shares one K/V head
+    (32, 8, 256, 1024),   # prefill: query length times the group
+])
+def test_attention_tile_rows_are_query_rows_per_kv_head(heads, kv_heads, q_len, rows):
+    from ridgeline import ops as O
+    from ridgeline.roofline import tile_rows
+
+    kw = dict(ab=2, kvb=2, count=1, dtype="bf16")
+    assert tile_rows(O.qk_matmul(2, heads, kv_heads, q_len, 512, 128, **kw)) == rows
+    flash = O.flash_attention(2, heads, kv_heads, q_len, q_len * 512, 512, 128, 128,
+                              inputs=("q",), **kw)
+    assert tile_rows(flash) == rows
+    c = Ceilings("calibrated", 1e10, {"bf16": 1e12}, {"bf16": 1e12},
+                 {"attention@bf16": {"compute": 1.0, "rows_half": 4.0}}, {})
+    assert c.compute_roof(flash) == pytest.approx(1e12 * rows / (rows + 4))
+
+
 def test_tile_fill_broadcasts_over_workload_arrays():
     import ridgeline as rl
     from ridgeline.hardware import load_device
 
-    eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0}}
+    eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0,
+                           "gemv_memory": 0.45}}
     dev = load_device("a6000")
     c = Ceilings("calibrated", dev.memory_bandwidth, dev.matrix_peak, dev.vector_peak, eff, {})
     batches = np.array([1, 4, 64])
@@ -110,6 +132,24 @@ def test_fit_keeps_one_row_products_out_of_the_tile_fit():
     assert terms["gemv"] == 1.0 and terms["rows_half"] == 16.0
     assert terms["memory"] == pytest.approx(0.5, rel=0.03)
     assert report["linear@bf16"]["max_abs_error"] < 0.03
+
+
+def test_one_row_products_get_their_own_memory_efficiency():
+    shapes = [(m, kn) for m in (1, 2, 4, 8, 32, 128, 512) for kn in (1024, 2048, 4096)]
+    ops = [build_op({"builder": "linear", "m": m, "k": kn, "n": kn, "dtype": "bf16"}) for m, kn in shapes]
+    compute, vector, memory = roof_seconds(ops, CEIL)
+    rows = np.array([m for m, _ in shapes], dtype=float)
+    fill = np.where(rows == 1, 1.0, rows / (rows + 16))
+    truth = np.maximum(compute / fill, memory / np.where(rows == 1, 0.4, 0.6)) + 2e-6
+    efficiency, _, report = fit_profile_terms([{"measured_s": t} for t in truth], ops, CEIL)
+    terms = efficiency["linear@bf16"]
+    assert terms["memory"] == pytest.approx(0.6, rel=0.03)
+    assert terms["gemv_memory"] == pytest.approx(0.4, rel=0.03)
+    assert report["linear@bf16"]["max_abs_error"] < 0.03
+    # the engine streams one-row products at gemv_memory and the rest at memory
+    c = replace(CEIL, efficiency=MappingProxyType(efficiency))
+    assert c.memory_roof(ops[0]) == pytest.approx(40e9 * terms["gemv_memory"])
+    assert c.memory_roof(ops[3]) == pytest.approx(40e9 * terms["memory"])
 
 
 def test_quantised_kernels_are_not_pooled_into_the_plain_gemm_class():
