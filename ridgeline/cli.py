@@ -458,6 +458,33 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         typer.echo(line)
 
 
+@app.command("decode-profile")
+def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
+                   device: Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when torch sees one).")] = None,
+                   batch: Annotated[int, typer.Option(help="Sequences per batch.")] = 1,
+                   prompt: Annotated[int, typer.Option(help="Cached tokens before the first decode step.")] = 512,
+                   steps: Annotated[int, typer.Option(help="Decode steps per pass.")] = 16,
+                   layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")] = None,
+                   dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16.")] = "bf16") -> None:
+    """Split an eager decode step into host dispatch and device work (is it host-bound?)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise typer.BadParameter("'ridgeline decode-profile' needs PyTorch: pip install torch") from None
+    from kernels.decode_profile import profile_decode, report_lines
+    from kernels.decoder import truncate
+    from kernels.e2e import resolve_device
+
+    from .model import load_model
+
+    cfg = truncate(load_model(model_name(model, config)), layers)
+    device = resolve_device(device)
+    rows = profile_decode(cfg, batch=batch, prompt=prompt, steps=steps, dtype=dtype, device=device)
+    for line in report_lines(cfg, rows, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
+                             device=device):
+        typer.echo(line)
+
+
 @app.command()
 def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,
