@@ -261,8 +261,9 @@ def _sdpa(case: Case, dev: str, cache: float) -> Bench:
         if fold:  # the query heads sharing a KV head ride on the query axis: K/V read once per
             # KV head, no repeat_interleave copy (how decode kernels run grouped-query attention)
             batch = qt.shape[0]
-            out = F.scaled_dot_product_attention(qt.view(batch, g, h // g, hd), kt, vt)
-            return out.view(batch, h, 1, hd)
+            out = F.scaled_dot_product_attention(qt.reshape(batch, g, h // g, hd), kt, vt)
+            # reshape, not view: the memory-efficient kernel returns a [b, q, h, d] layout
+            return out.reshape(batch, h, 1, hd)
         return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=g != h)
 
     def check():

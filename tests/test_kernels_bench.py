@@ -108,3 +108,20 @@ def test_cuda_cases_run():
     for case in small_cases("bf16")[:6]:
         row = run_case(case, cfg)
         assert row["status"] in ("ok", "skipped"), (case.name, row["reason"])
+
+
+def test_folded_gqa_decode_takes_any_output_layout(monkeypatch):
+    """The memory-efficient CUDA kernel returns its output as a transposed view; the folded
+    grouped-query decode path must not need a contiguous one (it once used .view and every
+    such case was skipped as 'unavailable')."""
+    case = next(c for c in small_cases("fp32") if c.kernel == "sdpa")
+    assert case.op.dims["kv_heads"] < case.op.dims["heads"] and case.stage == "decode"
+    real = B.F.scaled_dot_product_attention
+
+    def strided(*args, **kwargs):  # same values, [b, q, h, d] memory order
+        return real(*args, **kwargs).transpose(1, 2).contiguous().transpose(1, 2)
+
+    monkeypatch.setattr(B.F, "scaled_dot_product_attention", strided)
+    bench = B.make_bench(case, "cpu", 2**20)
+    with bench.context():
+        assert bench.check() <= B.tolerance(case)
