@@ -142,7 +142,7 @@ def test_sweep_and_compare_callbacks():
 
 def test_validation_page_without_and_with_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "VALIDATION_DIR", tmp_path)
-    monkeypatch.setattr(callbacks, "profile_figure", lambda: None)
+    monkeypatch.setattr(callbacks, "profile_figure", lambda key=None: None)
     out = callbacks.update_validation("/validation")
     assert out[0].startswith("No validation runs yet")
     assert out[4] == {"display": "none"}
@@ -156,6 +156,24 @@ def test_validation_page_without_and_with_runs(tmp_path, monkeypatch):
     assert out[4] == {"display": "block"}
     spec = next(t for t in out[1].data if t.meta == "pred:spec")
     assert list(spec.x) == [2e-3, 1e-4]
+
+
+def test_validation_page_shows_one_device_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "VALIDATION_DIR", tmp_path)
+    monkeypatch.setattr(callbacks, "profile_figure", lambda key=None: None)
+    row = {"kind": "linear", "measured_s": 2e-3, "predicted_spec_s": 1e-3}
+    for key, cases in (("cpu-x-1t", 2), ("cuda-y", 3)):
+        rows = [{**row, "case": f"{key}-{i}"} for i in range(cases)]
+        (tmp_path / f"{key}-2026.json").write_text(json.dumps({"meta": {"device_key": key}, "rows": rows}))
+    (tmp_path / "no-meta.json").write_text(json.dumps([{**row, "case": "bare"}]))
+    assert data.validation_devices(tmp_path) == ["all", "cpu-x-1t", "cuda-y", "no-meta"]
+    assert callbacks.update_validation("/validation", "?runs=all")[0].startswith("6 measured cases from 3 file")
+    out = callbacks.update_validation("/validation", "?runs=cuda-y")
+    assert out[0].startswith("3 measured cases from 1 file(s) measured on cuda-y")
+    assert [len(t.x) for t in out[1].data if t.meta == "pred:spec"] == [3]
+    out = callbacks.update_validation("/validation", "?runs=gone")
+    assert out[0].startswith("No results measured on 'gone'; choose one of: cpu-x-1t, cuda-y, no-meta")
+    assert out[4] == {"display": "none"}
 
 
 def test_kernel_rows_use_name_and_op_class_and_skip_failures():
@@ -341,3 +359,14 @@ def test_calibrated_profile_changes_roofs_and_numbers(tmp_path, monkeypatch):
     assert out[3] != spec[3]  # TPOT: slower measured roofs and 5 µs per kernel
     missing = callbacks.update_analyze("/", QUERY + "&profile=nope", None)
     assert "no device profile 'nope'" in missing[0]
+
+
+def test_profile_roofs_show_only_what_the_profile_measured():
+    """The committed H100 profile measured fp32/bf16/fp16/int8/fp8 but not tf32: the figure
+    labels the datasheet's tf32 as spec only, and the device is the profile's catalog entry."""
+    fig = callbacks.profile_figure("cuda-nvidia-h100-80gb-hbm3")
+    measured = [t.name for t in fig.data if t.name.startswith("measured")]
+    assert "measured: roof bf16 676Top/s" in measured
+    assert not any("tf32" in name for name in measured)
+    assert any(t.name == "spec: roof tf32 495Top/s" for t in fig.data)
+    assert fig.layout.title.text.endswith("(h100-sxm)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
@@ -144,40 +145,53 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
     return (ERROR_PREFIX + message if message else ""), figures.compare_figure(frame), compare_rows(frame)
 
 
-def profile_figure():
-    """The first measured profile's roofline over its device's datasheet one, if any."""
+def profile_figure(key: str | None = None):
+    """A measured profile's roofline (``key``'s, else the first) over its device's
+    datasheet one, if there is a profile."""
     profiles = data.list_profiles()
     if not profiles:
         return None
     from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
     from ridgeline.roofline import spec_ceilings
 
-    raw = load_profile(profile_path(profiles[0]))
+    raw = load_profile(profile_path(key if key in profiles else profiles[0]))
     meta = raw.get("meta") or {}
-    name = next((meta[k] for k in ("catalog", "hardware", "spec_hardware") if meta.get(k)), None)
+    name = next((meta[k] for k in ("catalog", "hardware", "spec_hardware", "spec_device")
+                 if meta.get(k) and meta[k] != "host"), None)
     device = data.catalog_device(name) if name else data.host_device()
-    return figures.ceilings_figure(spec_ceilings(device), calibrated_ceilings(raw, device))
+    measured = calibrated_ceilings(raw, device)
+    # only the peaks the profile measured (the engine fills the others from the datasheet)
+    peaks = {k: v for k, v in measured.matrix_peak.items()
+             if k in (raw.get("matrix_peak_tops") or {})} or measured.matrix_peak
+    return figures.ceilings_figure(spec_ceilings(device), replace(measured, matrix_peak=peaks))
 
 
 NO_VALIDATION = ("No validation runs yet: reports/validation/ holds no results. Run the "
                  "measurement layer's validation (e.g. 'ridgeline validate') to fill this page.")
 
 
-def update_validation(pathname: str | None) -> tuple:
-    """(message, scatter, errors, roofs, and the three boxes' styles)."""
+def update_validation(pathname: str | None, search: str | None = None) -> tuple:
+    """(message, scatter, errors, roofs, and the three boxes' styles) for the results of the
+    device the URL's ``runs`` names, or of all devices."""
     if page_from_path(pathname) != "validation":
         raise PreventUpdate
-    frame, problems = data.load_validation()
+    everything, problems = data.load_validation()
+    runs = parse_query(search)["runs"]
+    frame = everything if runs == "all" else everything[everything["device"] == runs]
     hidden, shown = {"display": "none"}, {"display": "block"}
     try:
-        roofs = profile_figure()
+        roofs = profile_figure(None if runs == "all" else runs)
     except RidgelineError as err:
         roofs, problems = None, [*problems, str(err)]
     note = (" Unreadable: " + "; ".join(problems)) if problems else ""
     if frame.empty:
-        return (NO_VALIDATION + note, no_update, no_update, roofs or no_update,
+        empty = NO_VALIDATION if everything.empty else (
+            f"No results measured on '{runs}'; choose one of: "
+            + ", ".join(sorted(everything["device"].unique())) + ".")
+        return (empty + note, no_update, no_update, roofs or no_update,
                 hidden, hidden, shown if roofs else hidden)
-    message = f"{len(frame)} measured cases from {frame['file'].nunique()} file(s).{note}"
+    where = "" if runs == "all" else f" measured on {runs}"
+    message = f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}.{note}"
     return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
             roofs or no_update, shown, shown, shown if roofs else hidden)
 
@@ -237,8 +251,7 @@ def register(app) -> None:
                  Output(ids.VALIDATION_ERRORS, "figure"), Output(ids.VALIDATION_ROOFS, "figure"),
                  Output(f"{ids.VALIDATION_SCATTER}-box", "style"),
                  Output(f"{ids.VALIDATION_ERRORS}-box", "style"),
-                 Output(f"{ids.VALIDATION_ROOFS}-box", "style"),
-                 Input(ids.URL, "pathname"))(update_validation)
+                 Output(f"{ids.VALIDATION_ROOFS}-box", "style"), *url)(update_validation)
 
     @app.callback(Output(ids.UPLOADS, "data"), Output(ids.URL, "search", allow_duplicate=True),
                   Output(ids.UPLOAD_ERROR, "children"),

@@ -249,6 +249,19 @@ def long_rows(row: Mapping[str, Any]) -> list[dict]:
     return out
 
 
+def measured_on(raw: Any, path: Path) -> str:
+    """The device key a result file names in its provenance (else the file's name)."""
+    meta = raw.get("meta") if isinstance(raw, dict) else None
+    key = meta.get("device_key") if isinstance(meta, dict) else None
+    return str(key) if key else path.stem
+
+
+def validation_devices(folder: Path | None = None) -> list[str]:
+    """'all' and every device key with results in ``reports/validation``."""
+    frame, _ = load_validation(folder)
+    return ["all", *sorted(frame["device"].unique())] if len(frame) else ["all"]
+
+
 def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Every row of every ``reports/validation/*.json`` with a measured time, and the files
     that could not be read (with why). Missing columns become NaN; rows keep their file."""
@@ -256,16 +269,18 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     frames, problems = [], []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            rows = [r for row in _rows_of(json.loads(path.read_text())) for r in long_rows(row)]
+            raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             problems.append(f"{path.name}: {err}")
             continue
+        rows = [r for row in _rows_of(raw) for r in long_rows(row)]
         if rows:
             frame = pd.DataFrame(rows)
             frame["file"] = path.stem
+            frame["device"] = measured_on(raw, path)
             frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=[*VALIDATION_COLUMNS, "file"]), problems
+        return pd.DataFrame(columns=[*VALIDATION_COLUMNS, "file", "device"]), problems
     out = pd.concat(frames, ignore_index=True)
     for col in VALIDATION_COLUMNS:
         if col not in out:

@@ -149,8 +149,12 @@ def compare_page() -> html.Div:
 
 
 def validation_page() -> html.Div:
+    from .data import validation_devices
+
     return html.Div([
         html.Div(id=ids.VALIDATION_MESSAGE, className="page-title"),
+        html.Div(section_controls("validation", {"runs": validation_devices()}),
+                 className="page-controls"),
         html.Div(graph(ids.VALIDATION_SCATTER), id=f"{ids.VALIDATION_SCATTER}-box"),
         html.Div(graph(ids.VALIDATION_ERRORS), id=f"{ids.VALIDATION_ERRORS}-box"),
         html.Div(graph(ids.VALIDATION_ROOFS), id=f"{ids.VALIDATION_ROOFS}-box"),

@@ -30,7 +30,7 @@ PAGES = {
               "&sweep_dtypes=fp16,int8,int4", "#sweep-graph .main-svg"),
     "compare": ("?model=llama-3-8b&batch=16&seq_len=1024&generate=256"
                 "&devices=a6000,a100-80gb,h100-sxm,l40s,rtx-4090", "#compare-graph .main-svg"),
-    "validation": ("", "#validation-message"),
+    "validation": ("?runs=cuda-nvidia-h100-80gb-hbm3", "#validation-message"),
 }
 
 

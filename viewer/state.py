@@ -104,6 +104,8 @@ PAGE_CONTROLS = (
     Control("sweep_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), DTYPES, "sweep"),
     Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"),
             section="compare"),
+    Control("runs", "measured on", "choice", "all", section="validation",
+            help="one device's validation and e2e results, or all of them"),
 )
 
 
