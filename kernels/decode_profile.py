@@ -18,8 +18,10 @@ is not what limits it.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from collections import defaultdict
 from typing import Any
 
 import torch
@@ -27,6 +29,10 @@ import torch
 from ridgeline.errors import RidgelineError
 
 from .decoder import Decoder, check_fits
+
+OP_LABELS = ("embed", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj",
+             "attn_add", "mlp_norm", "gate_proj", "up_proj", "mlp_act", "down_proj", "mlp_add",
+             "final_norm", "lm_head", "argmax")
 from .e2e import resolve_device
 
 
@@ -63,8 +69,9 @@ def device_time(model: Decoder, token, first: int, steps: int) -> dict[str, floa
 
 
 def profile_decode(config, *, batch: int, prompt: int, steps: int = 16, dtype: str = "bf16",
-                   device: str = "cpu", seed: int = 0) -> list[dict[str, Any]]:
-    """Two passes (new lengths, then the same lengths again) of ``steps`` decode steps."""
+                   device: str = "cpu", seed: int = 0, ops: bool = False) -> dict[str, Any]:
+    """Two passes (new lengths, then the same lengths again) of ``steps`` decode steps:
+    ``{"passes": [row, row], "ops": op_breakdown(...) or None}`` (the latter with ``ops``)."""
     if batch < 1 or prompt < 1 or steps < 1:
         raise RidgelineError("--batch, --prompt and --steps must be at least 1")
     device = resolve_device(device)
@@ -81,7 +88,99 @@ def profile_decode(config, *, batch: int, prompt: int, steps: int = 16, dtype: s
             if device.startswith("cuda"):
                 row.update(device_time(model, token, prompt, steps))
             rows.append(row)
+        breakdown = op_breakdown(model, token, prompt, steps, device) if ops else None
+    return {"passes": rows, "ops": breakdown}
+
+
+def predicted_ops(config, *, batch: int, seq_len: int, dtype: str, device: str
+                  ) -> tuple[list[dict[str, Any]], str]:
+    """The engine's decode ops for this run, with the device's calibrated profile when there
+    is one (else the spec roofline), and which of the two it used."""
+    from ridgeline.analyze import analyze
+    from ridgeline.roofline import spec_ceilings
+
+    from .e2e import calibrated_for, engine_settings, measured_key, spec_device
+
+    spec = spec_device(device, None)
+    calibrated, path, _ = calibrated_for(measured_key(device), spec, None)
+    ceilings = calibrated or spec_ceilings(spec)
+    result = analyze(config, spec, batch=batch, seq_len=seq_len, generate=0,
+                     settings=engine_settings(dtype), ceilings=ceilings)
+    return result.decode.records(), (f"calibrated ({path.name})" if calibrated else "spec")
+
+
+class HostTimer:
+    """Host seconds and calls per op name (a CPU runs each op before its call returns)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - start
+            self.calls[name] += 1
+
+
+def op_breakdown(model: Decoder, token, first: int, steps: int, device: str) -> dict[str, dict]:
+    """Per engine op: calls and milliseconds per step over ``steps`` decode steps from
+    ``first``: host time around the op on a CPU (a timer, about a microsecond per op), kernel
+    time inside the op's ``torch.profiler`` range on CUDA."""
+    from . import decoder
+
+    cuda = device.startswith("cuda")
+    timer = HostTimer()
+    decoder.LABELLER = torch.profiler.record_function if cuda else timer
+    try:
+        if cuda:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                _steps(model, token, first, steps, device)
+            return {e.key: {"calls": e.count / steps, "ms": e.device_time_total / 1e3 / steps}
+                    for e in prof.key_averages() if e.key in OP_LABELS}
+        _steps(model, token, first, steps, device)
+    finally:
+        decoder.LABELLER = None
+    return {k: {"calls": timer.calls[k] / steps, "ms": v * 1e3 / steps}
+            for k, v in timer.seconds.items()}
+
+
+def _steps(model: Decoder, token, first: int, steps: int, device: str) -> None:
+    for pos in range(first, first + steps):
+        token = model.decode(token, pos)
+    _sync(device)
+
+
+def breakdown_rows(measured: dict[str, dict], predicted: list[dict[str, Any]]) -> list[dict]:
+    """Measured ms per step beside the engine's, op by op (engine order; unmodelled last)."""
+    rows = []
+    for r in predicted:
+        m = measured.get(r["name"], {})
+        pred_ms = r["time_s"] * r["count"] * 1e3
+        rows.append({"op": r["name"], "calls": m.get("calls", 0.0), "count": r["count"],
+                     "measured_ms": m.get("ms"), "predicted_ms": pred_ms,
+                     "error": m["ms"] and pred_ms / m["ms"] - 1 if m else None})
+    names = {r["name"] for r in predicted}
+    rows += [{"op": k, "calls": v["calls"], "count": 0, "measured_ms": v["ms"],
+              "predicted_ms": None, "error": None} for k, v in measured.items() if k not in names]
     return rows
+
+
+def breakdown_lines(rows: list[dict[str, Any]], mode: str, device: str) -> list[str]:
+    what = "kernel time in its profiler range" if device.startswith("cuda") else "host time"
+    lines = [f"per op, ms per step ({what}; predicted: {mode})",
+             f"{'op':<12} {'calls':>6} {'measured':>10} {'predicted':>10} {'error':>7}"]
+    for r in rows:
+        measured = "-" if r["measured_ms"] is None else f"{r['measured_ms']:.3f}"
+        predicted = "-" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}"
+        error = "-" if r["error"] is None else f"{r['error']:+.0%}"
+        lines.append(f"{r['op']:<12} {r['calls']:>6.0f} {measured:>10} {predicted:>10} {error:>7}")
+    return lines
 
 
 def report_lines(config, rows: list[dict[str, Any]], *, batch: int, prompt: int, steps: int,

@@ -14,6 +14,7 @@ torch is imported here: import this module only from code that needs a real forw
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import replace
 
@@ -28,6 +29,15 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp64": torch.float64}
 ROPE_THETA = 10000.0   # the timing does not depend on it; the test reference uses the same
 NORM_EPS = 1e-5
+# kernels.decode_profile sets this to a callable: engine op name -> context manager around
+# that op's work (a torch.profiler range, or a host timer); None costs one check per op
+LABELLER = None
+_UNLABELLED = contextlib.nullcontext()
+
+
+def op(name: str):
+    """The context of one engine op: ``LABELLER(name)``, or nothing."""
+    return LABELLER(name) if LABELLER is not None else _UNLABELLED
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -180,11 +190,25 @@ class Layer(nn.Module):
         """x: [B, S, h] at positions pos..pos+S-1; caches: [B, Hkv, max_len, D]."""
         c = self.c
         B, S, _ = x.shape
-        q = self.q_proj(x).view(B, S, c.num_heads, c.head_dim).transpose(1, 2)     # [B, H, S, D]
-        k = self.k_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)  # [B, Hkv, S, D]
-        v = self.v_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)
+        with op("q_proj"):
+            q = self.q_proj(x).view(B, S, c.num_heads, c.head_dim).transpose(1, 2)  # [B, H, S, D]
+        with op("k_proj"):
+            k = self.k_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)  # [B, Hkv, S, D]
+        with op("v_proj"):
+            v = self.v_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)
         if c.rotary:
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            with op("rope"):
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        with op("attention"):  # the engine's attention op writes the new K/V too
+            out = self.sdpa(q, k, v, k_cache, v_cache, pos)
+        with op("o_proj"):
+            return self.o_proj(out.reshape(B, S, c.num_heads * c.head_dim))
+
+    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
+             pos: int) -> Tensor:
+        """Store the new K/V, attend over the cache: [B, H, S, D] -> [B, S, H, D]."""
+        c = self.c
+        B, _, S, _ = q.shape
         k_cache[:, :, pos:pos + S] = k
         v_cache[:, :, pos:pos + S] = v
         end = pos + S
@@ -198,23 +222,37 @@ class Layer(nn.Module):
             out = F.scaled_dot_product_attention(q.reshape(B, c.num_kv_heads, group, c.head_dim),
                                                  keys, values)
         else:
-            mask = attention_mask(pos, S, start, end, c.sliding_window, x.device)
+            mask = attention_mask(pos, S, start, end, c.sliding_window, q.device)
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, is_causal=mask is None and S > 1,
                 enable_gqa=group > 1)
-        out = out.reshape(B, c.num_heads, S, c.head_dim).transpose(1, 2)           # [B, S, H, D]
-        return self.o_proj(out.reshape(B, S, c.num_heads * c.head_dim))
+        return out.reshape(B, c.num_heads, S, c.head_dim).transpose(1, 2)         # [B, S, H, D]
 
     def mlp(self, x: Tensor) -> Tensor:
-        up = self.up_proj(x)
-        hidden = self.act(self.gate_proj(x)) * up if self.gate_proj is not None else self.act(up)
-        return self.down_proj(hidden)
+        gate = None
+        if self.gate_proj is not None:
+            with op("gate_proj"):
+                gate = self.gate_proj(x)
+        with op("up_proj"):
+            up = self.up_proj(x)
+        with op("mlp_act"):
+            hidden = self.act(gate) * up if gate is not None else self.act(up)
+        with op("down_proj"):
+            return self.down_proj(hidden)
 
     def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int,
                 cos: Tensor, sin: Tensor) -> Tensor:
-        normed = self.attn_norm(x)
-        x = x + self.attention(normed, k_cache, v_cache, pos, cos, sin)
-        return x + self.mlp(normed if self.mlp_norm is None else self.mlp_norm(x))
+        with op("attn_norm"):
+            normed = self.attn_norm(x)
+        attended = self.attention(normed, k_cache, v_cache, pos, cos, sin)
+        with op("attn_add"):
+            x = x + attended
+        if self.mlp_norm is not None:
+            with op("mlp_norm"):
+                normed = self.mlp_norm(x)
+        out = self.mlp(normed)
+        with op("mlp_add"):
+            return x + out
 
 
 def attention_mask(pos: int, S: int, start: int, end: int, window: int | None,
@@ -268,11 +306,15 @@ class Decoder(nn.Module):
             raise RidgelineError(f"batch {B} x {pos + S} tokens exceeds the cache "
                                  f"({self.max_batch} x {self.max_len})")
         cos, sin = self.cos[pos:pos + S], self.sin[pos:pos + S]
-        x = self.embed(tokens)
+        with op("embed"):
+            x = self.embed(tokens)
         for i, layer in enumerate(self.layers):
             x = layer(x, self.k_cache[i, :B], self.v_cache[i, :B], pos, cos, sin)
         x = x if all_logits else x[:, -1]
-        return self.lm_head(self.final_norm(x))
+        with op("final_norm"):
+            x = self.final_norm(x)
+        with op("lm_head"):
+            return self.lm_head(x)
 
     def prefill(self, tokens: Tensor) -> Tensor:
         """The whole prompt [B, P] from position 0; the greedy next token [B]."""
@@ -280,7 +322,9 @@ class Decoder(nn.Module):
 
     def decode(self, token: Tensor, pos: int) -> Tensor:
         """One token per sequence [B] at position ``pos``; the greedy next token [B]."""
-        return self(token[:, None], pos).argmax(-1)
+        logits = self(token[:, None], pos)
+        with op("argmax"):  # greedy sampling: not an engine op
+            return logits.argmax(-1)
 
 
 @torch.no_grad()

@@ -465,13 +465,15 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
                    prompt: Annotated[int, typer.Option(help="Cached tokens before the first decode step.")] = 512,
                    steps: Annotated[int, typer.Option(help="Decode steps per pass.")] = 16,
                    layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")] = None,
-                   dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16.")] = "bf16") -> None:
+                   dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16.")] = "bf16",
+                   ops: Annotated[bool, typer.Option("--ops", help="Also time each engine op (profiler ranges) beside its prediction.")] = False,
+                   threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's); the calibrated profile is the one of this count.")] = None) -> None:
     """Split an eager decode step into host dispatch and device work (is it host-bound?)."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise typer.BadParameter("'ridgeline decode-profile' needs PyTorch: pip install torch") from None
-    from kernels.decode_profile import profile_decode, report_lines
+    from kernels import decode_profile as dp
     from kernels.decoder import truncate
     from kernels.e2e import resolve_device
 
@@ -479,9 +481,17 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
 
     cfg = truncate(load_model(model_name(model, config)), layers)
     device = resolve_device(device)
-    rows = profile_decode(cfg, batch=batch, prompt=prompt, steps=steps, dtype=dtype, device=device)
-    for line in report_lines(cfg, rows, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
-                             device=device):
+    if threads:
+        torch.set_num_threads(threads)
+    result = dp.profile_decode(cfg, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
+                               device=device, ops=ops)
+    lines = dp.report_lines(cfg, result["passes"], batch=batch, prompt=prompt, steps=steps,
+                            dtype=dtype, device=device)
+    if ops:
+        predicted, mode = dp.predicted_ops(cfg, batch=batch, seq_len=prompt + steps // 2,
+                                           dtype=dtype, device=device)
+        lines += dp.breakdown_lines(dp.breakdown_rows(result["ops"], predicted), mode, device)
+    for line in lines:
         typer.echo(line)
 
 

@@ -7,7 +7,11 @@ pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from kernels.decode_profile import profile_decode, report_lines  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from kernels.decode_profile import breakdown_rows, profile_decode, report_lines  # noqa: E402
+from kernels.e2e import engine_settings  # noqa: E402
+from ridgeline.analyze import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
 from ridgeline.model import ModelConfig  # noqa: E402
 
@@ -17,7 +21,7 @@ TINY = ModelConfig(name="tiny", model_type="llama", hidden_size=32, num_layers=2
 
 
 def test_two_passes_over_the_same_positions_on_cpu():
-    rows = profile_decode(TINY, batch=2, prompt=5, steps=3, dtype="fp32", device="cpu")
+    rows = profile_decode(TINY, batch=2, prompt=5, steps=3, dtype="fp32", device="cpu")["passes"]
     assert [r["pass"] for r in rows] == ["new lengths", "same lengths again"]
     for r in rows:
         # on a CPU the step is done when its last call returns: enqueue is the whole wall
@@ -39,3 +43,27 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"num_kv_heads": 1, "gated_mlp": False, "hidden_act": "gelu_new", "norm": "layernorm",
+     "parallel_attn": True},
+], ids=["llama-like", "falcon-like"])
+def test_every_engine_op_is_timed_once_per_count(overrides):
+    """The decoder mirrors the engine's decode ops one to one: the timed ops are exactly the
+    engine's (plus the greedy argmax, which it does not model), each called as many times
+    per step as the engine counts it."""
+    config = replace(TINY, **overrides)
+    ops = profile_decode(config, batch=2, prompt=5, steps=3, dtype="fp32", device="cpu",
+                         ops=True)["ops"]
+    engine = analyze(config, "a6000", batch=2, seq_len=6, generate=0,
+                     settings=engine_settings("fp32")).decode.records()
+    assert set(ops) == {r["name"] for r in engine} | {"argmax"}
+    assert all(ops[r["name"]]["calls"] == r["count"] for r in engine)
+    assert all(m["ms"] > 0 for m in ops.values())
+    rows = breakdown_rows(ops, engine)
+    assert [r["op"] for r in rows] == [r["name"] for r in engine] + ["argmax"]
+    assert rows[-1]["predicted_ms"] is None and rows[-1]["error"] is None
+    first = rows[0]
+    assert first["error"] == pytest.approx(first["predicted_ms"] / first["measured_ms"] - 1)
