@@ -141,13 +141,25 @@ def op_breakdown(model: Decoder, token, first: int, steps: int, device: str) -> 
 
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 _steps(model, token, first, steps, device)
-            return {e.key: {"calls": e.count / steps, "ms": e.device_time_total / 1e3 / steps}
-                    for e in prof.key_averages() if e.key in OP_LABELS}
+            return range_kernel_time(prof.events(), steps)
         _steps(model, token, first, steps, device)
     finally:
         decoder.LABELLER = None
     return {k: {"calls": timer.calls[k] / steps, "ms": v * 1e3 / steps}
             for k, v in timer.seconds.items()}
+
+
+def range_kernel_time(events, steps: int) -> dict[str, dict]:
+    """Calls and kernel milliseconds per step of each op's profiler range. Only the host-side
+    range counts (its kernels and its children's): the profiler also reports a device-side
+    copy of every range under the same name, whose span includes the gaps between kernels."""
+    out: dict[str, dict] = {}
+    for e in events:
+        if e.name in OP_LABELS and e.device_type == torch.autograd.DeviceType.CPU:
+            entry = out.setdefault(e.name, {"calls": 0.0, "ms": 0.0})
+            entry["calls"] += 1 / steps
+            entry["ms"] += e.device_time_total / 1e3 / steps
+    return out
 
 
 def _steps(model: Decoder, token, first: int, steps: int, device: str) -> None:

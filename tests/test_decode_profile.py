@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
 from dataclasses import replace  # noqa: E402
 
-from kernels.decode_profile import breakdown_rows, profile_decode, report_lines  # noqa: E402
+from kernels.decode_profile import (breakdown_rows, profile_decode, range_kernel_time,  # noqa: E402
+                                    report_lines)
 from kernels.e2e import engine_settings  # noqa: E402
 from ridgeline.analyze import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
@@ -67,3 +68,16 @@ def test_every_engine_op_is_timed_once_per_count(overrides):
     assert rows[-1]["predicted_ms"] is None and rows[-1]["error"] is None
     first = rows[0]
     assert first["error"] == pytest.approx(first["predicted_ms"] / first["measured_ms"] - 1)
+
+
+def test_cuda_ranges_count_the_host_side_range_only():
+    """On CUDA the profiler lists each record_function range twice (host side, and a device
+    side span): only the host side, whose device time is its kernels', is counted."""
+    from types import SimpleNamespace
+
+    cpu, gpu = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = [SimpleNamespace(name="q_proj", device_type=cpu, device_time_total=30.0),
+              SimpleNamespace(name="q_proj", device_type=gpu, device_time_total=95.0),
+              SimpleNamespace(name="q_proj", device_type=cpu, device_time_total=50.0),
+              SimpleNamespace(name="aten::mm", device_type=cpu, device_time_total=80.0)]
+    assert range_kernel_time(events, steps=2) == {"q_proj": {"calls": 1.0, "ms": pytest.approx(0.04)}}
