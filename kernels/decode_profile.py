@@ -29,11 +29,11 @@ import torch
 from ridgeline.errors import RidgelineError
 
 from .decoder import Decoder, check_fits
+from .e2e import resolve_device
 
 OP_LABELS = ("embed", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj",
              "attn_add", "mlp_norm", "gate_proj", "up_proj", "mlp_act", "down_proj", "mlp_add",
              "final_norm", "lm_head", "argmax")
-from .e2e import resolve_device
 
 
 def _sync(device: str) -> None:
@@ -60,9 +60,7 @@ def device_time(model: Decoder, token, first: int, steps: int) -> dict[str, floa
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for pos in range(first, first + steps):
-            token = model.decode(token, pos)
-        torch.cuda.synchronize()
+        _steps(model, token, first, steps, "cuda")
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     busy = sum(e.time_range.elapsed_us() for e in kernels) * 1e-6
     return {"device_s": busy / steps, "kernels": len(kernels) / steps}

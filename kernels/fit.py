@@ -65,6 +65,11 @@ def _fill(rows: np.ndarray | None, half: float, gemv: bool):
     return np.where(rows == 1, 1.0, fill) if gemv else fill
 
 
+def model_time(compute_s, vector_s, memory_s, fill, e_compute, e_memory, overhead_s=0.0):
+    """The class model above, for arrays of cases (and, broadcast, grids of terms)."""
+    return np.maximum(compute_s / fill / e_compute + vector_s, memory_s / e_memory) + overhead_s
+
+
 def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarray,
               weights: np.ndarray | None = None, rows: np.ndarray | None = None,
               vector_s: np.ndarray | None = None, gemv: bool = False) -> dict[str, float]:
@@ -82,7 +87,7 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     best_loss, best = np.inf, (0, 0, 0, 0)
     for h, half in enumerate(halves):
         fill = _fill(rows, half, gemv)
-        roof = np.maximum(c / fill / ec + v, m / em)               # [ec, em, case]
+        roof = model_time(c, v, m, fill, ec, em)                    # [ec, em, case]
         for n, oh in enumerate(OVERHEAD_GRID):   # one overhead at a time keeps memory small
             loss = (np.log((roof + oh) / t) ** 2 * w).sum(-1) / w.sum() + pull
             a, b = np.unravel_index(np.argmin(loss), loss.shape)
@@ -90,12 +95,10 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
                 best_loss, best = loss[a, b], (a, b, n, h)
     i, j, k, h = best
     fill = _fill(rows, halves[h], gemv)
-    pred = np.maximum(c / fill / EFF_GRID[i] + v, m / EFF_GRID[j]) + OVERHEAD_GRID[k]
-    rel = np.abs(pred / t - 1)
+    pred = model_time(c, v, m, fill, EFF_GRID[i], EFF_GRID[j], OVERHEAD_GRID[k])
     return {"compute": float(EFF_GRID[i]), "memory": float(EFF_GRID[j]),
             "overhead_s": float(OVERHEAD_GRID[k]), "rows_half": float(halves[h]),
-            "cases": int(t.size), "median_abs_error": float(np.median(rel)),
-            "max_abs_error": float(rel.max())}
+            **_errors(pred, t)}
 
 
 def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings: Ceilings,
@@ -148,8 +151,8 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
 def fit_gemv_memory(compute_s, vector_s, memory_s, measured_s, weights, terms) -> float:
     """Memory efficiency of a class's one-row products, its other terms held: BLAS runs them
     as a matrix-vector kernel, which streams the weights at its own rate."""
-    roof = np.maximum(compute_s / terms["compute"] + vector_s,
-                      memory_s / EFF_GRID[:, None]) + terms["overhead_s"]
+    roof = model_time(compute_s, vector_s, memory_s, 1.0, terms["compute"], EFF_GRID[:, None],
+                      terms["overhead_s"])
     loss = (np.log(roof / measured_s) ** 2 * weights).sum(-1) / weights.sum()
     return float(EFF_GRID[np.argmin(loss + PULL * np.log(EFF_GRID) ** 2)])
 
@@ -159,7 +162,11 @@ def _report(terms, overhead_s, compute_s, vector_s, memory_s, measured_s, rows) 
     one = np.zeros(measured_s.size, dtype=bool) if rows is None else rows == 1
     fill = _fill(rows, terms.get("rows_half", 0.0), bool(terms.get("gemv")))
     memory = np.where(one, terms.get("gemv_memory", terms["memory"]), terms["memory"])
-    pred = np.maximum(compute_s / fill / terms["compute"] + vector_s, memory_s / memory) + overhead_s
-    rel = np.abs(pred / measured_s - 1)
+    return _errors(model_time(compute_s, vector_s, memory_s, fill, terms["compute"], memory,
+                              overhead_s), measured_s)
+
+
+def _errors(predicted_s, measured_s) -> dict[str, Any]:
+    rel = np.abs(predicted_s / measured_s - 1)
     return {"cases": int(measured_s.size), "median_abs_error": float(np.median(rel)),
             "max_abs_error": float(rel.max())}
