@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ridgeline import ops as O
-from ridgeline.layers import Precision, stage_ops
+from ridgeline.layers import Plan, stage_ops
 from ridgeline.model import load_model
 from ridgeline.ops import Op, Quant
 from ridgeline.units import dtype_bytes
@@ -98,20 +98,20 @@ def _plain(value: Any) -> Any:
 # --- recipes -> Op (pure, replayable) ----------------------------------------------------
 
 def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
-              group_size: int = 0) -> Precision:
-    """Precision of a case: everything in ``dtype``; weight-only quantised weights in
+              group_size: int = 0) -> Plan:
+    """Plan of a case: everything in ``dtype``; weight-only quantised weights in
     ``w_dtype`` with a bf16 scale per channel (int8) or scale + zero per group (int4),
     converted up inside the kernel - what torch's int8/int4 weight-only kernels store."""
     ab = dtype_bytes(dtype)
     if w_dtype is None:
-        return Precision(ab, ab, ab, dtype, dtype, attention=attention)
+        return Plan(ab, ab, ab, dtype, dtype, attention=attention)
     scale_bytes = 2.0 if not group_size else 4.0
-    return Precision(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
+    return Plan(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
                      group_size=group_size, dequant=True, attention=attention)
 
 
 @lru_cache(maxsize=512)
-def _stage(model: str, stage: str, batch: int, length: int, p: Precision) -> dict[str, Op]:
+def _stage(model: str, stage: str, batch: int, length: int, p: Plan) -> dict[str, Op]:
     return {op.name: op for op in stage_ops(load_model(model), stage, batch, length, p)}
 
 

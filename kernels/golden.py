@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ridgeline.catalog import REPORTS_DIR
-from ridgeline.layers import Precision, stage_ops
+from ridgeline.layers import Plan, stage_ops
 from ridgeline.model import load_model
 from ridgeline.ops import BYTE_FIELDS
 
@@ -33,7 +33,7 @@ def _number(value: Any) -> int | float:
 
 def config_ops(model: str, stage: str, batch: int, length: int, attention: str) -> list[dict[str, Any]]:
     """fp16 weights, activations and KV cache; one device."""
-    p = Precision(2.0, 2.0, 2.0, "fp16", "fp16", attention=attention)
+    p = Plan(2.0, 2.0, 2.0, "fp16", "fp16", attention=attention)
     return [{"name": op.name, "kind": op.kind, **{f: _number(getattr(op, f)) for f in FIELDS}}
             for op in stage_ops(load_model(model), stage, batch, length, p)]
 

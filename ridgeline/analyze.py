@@ -11,10 +11,10 @@ import numpy as np
 from . import memory as M
 from .errors import InvalidWorkloadError
 from .hardware import DeviceSpec, load_device
-from .layers import Precision, pipeline_factors, stage_ops
+from .layers import Plan, pipeline_factors, stage_ops
 from .model import ModelConfig, load_model
 from .ops import BYTE_FIELDS, Op
-from .precision import resolve
+from .precision import make_plan
 from .roofline import Ceilings, evaluate, spec_ceilings
 from .workload import Settings, Workload
 
@@ -27,7 +27,7 @@ TOTAL_FIELDS = ("flops", "vector_flops", "bytes", "weight_bytes", "act_read_byte
                 "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "comm_bytes")
 
 
-def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Precision | None = None
+def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None
                  ) -> tuple[dict[str, Any], dict]:
     """Whole-pass sums on one device (count applied; pipeline micro-batches and bubble
     applied), and the per-op table they came from. Arrays when the workload is."""
@@ -72,7 +72,7 @@ class Stage:
         return {"ops": self.records(), "total": dict(self.total)}
 
 
-def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Precision) -> Stage:
+def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan) -> Stage:
     totals, table = stage_totals(ops, ceilings, p)
     return Stage(tuple(op.name for op in ops), tuple(op.kind for op in ops),
                  tuple(op.dtype for op in ops), table, {k: float(v) for k, v in totals.items()})
@@ -100,7 +100,7 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
 
 
-def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceilings,
+def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
                     at_lo: dict | None = None):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
 
@@ -130,7 +130,7 @@ def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
     return [(lo, np.minimum(hi, window - 1)), (np.maximum(lo, window), hi)]
 
 
-def decode_total(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceilings,
+def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
                  at_lo: dict | None = None):
     """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
     the first step when the caller already has it."""
@@ -139,7 +139,7 @@ def decode_total(model: ModelConfig, batch, lo, hi, p: Precision, ceilings: Ceil
                for i, (a, b) in enumerate(ranges))
 
 
-def generation_totals(model: ModelConfig, workload: Workload, p: Precision,
+def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
                       ceilings: Ceilings, ttft, first_step: dict | None = None) -> dict[str, Any]:
     """TTFT, TPOT, total and tokens/s over ``generate`` output tokens per sequence.
 
@@ -157,7 +157,7 @@ def generation_totals(model: ModelConfig, workload: Workload, p: Precision,
 
 
 def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
-                  p: Precision, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
+                  p: Plan, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
     """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
     one micro-batch, is the larger stage)."""
     batch, prompt = workload.batch, workload.seq_len
@@ -204,7 +204,7 @@ class Analysis:
     workload: Workload
     settings: Settings
     mode: str
-    precision: Precision
+    plan: Plan
     prefill: Stage
     decode: Stage
     memory: dict[str, Any]
@@ -218,7 +218,7 @@ class Analysis:
             "mode": self.mode,
             "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq_len,
                          "generate": self.workload.generate, **asdict(self.settings),
-                         "matrix_dtype": self.precision.matrix_dtype},
+                         "matrix_dtype": self.plan.matrix_dtype},
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
         }
@@ -243,7 +243,7 @@ def make_settings(dtype: str | None, settings: Settings | None, options: dict) -
 def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
     """Load inputs and resolve the context every computation below needs."""
     config, device = load_model(model), load_device(hardware)
-    p = resolve(settings, device, config.head_dim)
+    p = make_plan(settings, device, config.head_dim)
     roofs = ceilings or spec_ceilings(device)
     if settings.link_bw_gb_s:
         roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9)
@@ -252,7 +252,7 @@ def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
     return config, device, p, roofs
 
 
-def check_micro_batches(batch, p: Precision) -> None:
+def check_micro_batches(batch, p: Plan) -> None:
     if np.any(np.asarray(batch) % p.micro_batches):
         raise InvalidWorkloadError(f"batch {batch} does not split into {p.micro_batches} "
                                    "micro-batches; make batch a multiple of --micro-batches")

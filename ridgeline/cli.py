@@ -403,14 +403,14 @@ def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a conf
     """The parsed ModelConfig and its parameter count."""
     from dataclasses import asdict
 
-    from .layers import Precision
+    from .layers import Plan
     from .memory import weight_bytes
     from .model import load_model
 
     m = load_model(name)
     for key, value in asdict(m).items():
         typer.echo(f"{key:32s} {value}")
-    params = weight_bytes(m, Precision(1, 1, 1, "fp16", "fp16"))
+    params = weight_bytes(m, Plan(1, 1, 1, "fp16", "fp16"))
     typer.echo(f"{'parameters':32s} {params / 1e9:.3f} B")
 
 

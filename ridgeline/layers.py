@@ -21,7 +21,7 @@ from .workload import Number
 
 
 @dataclass(frozen=True)
-class Precision:
+class Plan:
     """Everything device- and setting-dependent the layer builder needs."""
 
     wb: float                    # bytes per layer weight (linear projections)
@@ -65,7 +65,7 @@ class Shard:
     dense_layers: int
 
 
-def shard(c: ModelConfig, p: Precision) -> Shard:
+def shard(c: ModelConfig, p: Plan) -> Shard:
     """Split heads, MLP columns and experts over devices; replicate KV heads when fewer than tp."""
     if c.num_heads % p.tp:
         raise InvalidWorkloadError(f"--tp {p.tp} does not divide {c.num_heads} attention heads")
@@ -107,7 +107,7 @@ def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool) 
     return np.where(q_len > w, w * (w + 1) / 2 + (q_len - w) * w, full)
 
 
-def eager_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+def eager_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
                     qk_dim: int, v_dim: int, kv_heads: int, count: int) -> list[Op]:
     """qk_matmul -> softmax -> sv_matmul: the score matrix goes through memory."""
     kw = dict(ab=p.ab, kvb=p.kvb, count=count, dtype=p.matrix_dtype)
@@ -119,7 +119,7 @@ def eager_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision
     ]
 
 
-def fused_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+def fused_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
                     qk_dim: int, v_dim: int, kv_heads: int, count: int, prefill: bool) -> list[Op]:
     """Flash attention (and its decode variants): tiles on chip, K/V read once per query tile."""
     pairs = attended_pairs(c, q_len, kv_len, causal=prefill)
@@ -136,7 +136,7 @@ def fused_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision
     return ops
 
 
-def attention_core(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision, q_from: str,
+def attention_core(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
                    prefill: bool, qk_dim: int | None = None, v_dim: int | None = None,
                    kv_heads: int | None = None) -> list[Op]:
     qk_dim, v_dim = qk_dim or c.head_dim, v_dim or c.head_dim
@@ -148,7 +148,7 @@ def attention_core(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision,
                            s.layers, prefill)
 
 
-def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision,
+def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
                        prefill: bool) -> list[Op]:
     """q/k/v projections, rotary, attention, o_proj (MHA, GQA, MQA)."""
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
@@ -167,7 +167,7 @@ def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precis
     return ops
 
 
-def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precision,
+def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
                      prefill: bool) -> list[Op]:
     """Multi-head latent attention (DeepSeek-V2/V3). The cache holds one compressed latent
     (kv_lora_rank) plus the shared rotary key (qk_rope_head_dim) per token. Prefill
@@ -201,7 +201,7 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Precisio
     return ops
 
 
-def dense_mlp(c: ModelConfig, tokens, width: int, p: Precision, source: str, count: int,
+def dense_mlp(c: ModelConfig, tokens, width: int, p: Plan, source: str, count: int,
               prefix: str = "") -> list[Op]:
     """gate_proj/up_proj -> mlp_act -> down_proj (gate only for gated MLPs)."""
     h = c.hidden_size
@@ -224,7 +224,7 @@ def expected_experts(experts: int, top_k: int, tokens: Number) -> Number:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> list[Op]:
+def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
     """Router, routed experts (weights of the experts hit are read), shared experts, and
     the all-to-all dispatch/combine under expert parallelism."""
     h, k, count = c.hidden_size, c.num_experts_per_tok, s.moe_layers
@@ -251,7 +251,7 @@ def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> list
     return ops
 
 
-def mlp_block(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> list[Op]:
+def mlp_block(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
     if not c.is_moe:
         return dense_mlp(c, tokens, s.intermediate, p, source, s.layers)
     ops = moe_mlp(c, s, tokens, p, source)
@@ -260,14 +260,14 @@ def mlp_block(c: ModelConfig, s: Shard, tokens, p: Precision, source: str) -> li
     return ops
 
 
-def tp_all_reduce(name: str, tokens, c: ModelConfig, p: Precision, count: int, source: str) -> list[Op]:
+def tp_all_reduce(name: str, tokens, c: ModelConfig, p: Plan, count: int, source: str) -> list[Op]:
     """Tensor parallelism sums partial outputs after o_proj and after down_proj."""
     if p.tp == 1:
         return []
     return [O.collective(name, tokens * c.hidden_size, p.tp, ab=p.ab, count=count, inputs=(source,))]
 
 
-def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Precision,
+def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Plan,
               prefill: bool = True) -> list[Op]:
     """One decoder layer on one device, ``count`` = its layers there."""
     s = shard(c, p)
@@ -290,7 +290,7 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     return ops
 
 
-def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Precision) -> list[Op]:
+def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan) -> list[Op]:
     """embed before the layers; final_norm and lm_head after (lm_head on the last position
     only, its vocabulary split over tensor-parallel devices)."""
     tokens = batch * q_len
@@ -308,7 +308,7 @@ def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Precision) -> list
     return ops
 
 
-def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Precision,
+def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan,
               q_len: Number = 1) -> list[Op]:
     """All ops of one forward pass on one device, for one micro-batch.
 
@@ -327,7 +327,7 @@ def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Prec
     return [heads[0], *layer_ops(c, micro, q, kv, p, prefill), *heads[1:]]
 
 
-def pipeline_factors(p: Precision) -> tuple[float, float]:
+def pipeline_factors(p: Plan) -> tuple[float, float]:
     """(time, amount) multipliers from one micro-batch on one stage to the whole batch:
     with m micro-batches over pp stages the pass takes (m + pp - 1) stage-steps
     (the pipeline bubble), and every quantity is incurred m times."""

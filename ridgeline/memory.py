@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .layers import Precision, shard
+from .layers import Plan, shard
 from .model import ModelConfig
 from .ops import Op
 from .workload import Number
@@ -27,12 +27,12 @@ def mlp_parameters(c: ModelConfig, width: int) -> int:
     return (3 if c.gated_mlp else 2) * c.hidden_size * width
 
 
-def layer_parameters(c: ModelConfig, p: Precision | None = None) -> dict[str, float]:
+def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
     """Parameters of the layers one device holds, by group (biases are left out: < 0.1%).
 
     ``experts`` counts every routed expert on the device; ``active_experts`` the top-k a
     token uses (for active parameters per token)."""
-    p = p or Precision(2, 2, 2, "fp16", "fp16")
+    p = p or Plan(2, 2, 2, "fp16", "fp16")
     s = shard(c, p)
     out = {"attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
            "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2)}
@@ -47,7 +47,7 @@ def layer_parameters(c: ModelConfig, p: Precision | None = None) -> dict[str, fl
     return out
 
 
-def weight_bytes(c: ModelConfig, p: Precision, active: bool = False) -> float:
+def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
     """Weights on the most loaded device: its layers (linear weights at the weight type with
     their quantisation scales, norms and router at 16 bits), plus embeddings and lm_head
     (vocabulary split over tensor-parallel devices; with pipeline stages the first holds
@@ -70,10 +70,10 @@ def weight_bytes(c: ModelConfig, p: Precision, active: bool = False) -> float:
 
 def active_parameters(c: ModelConfig) -> float:
     """Parameters a token touches in one forward pass (MoE: only its top-k experts)."""
-    return weight_bytes(c, Precision(1, 1, 1, "fp16", "fp16"), active=True)
+    return weight_bytes(c, Plan(1, 1, 1, "fp16", "fp16"), active=True)
 
 
-def kv_bytes_per_token(c: ModelConfig, p: Precision) -> float:
+def kv_bytes_per_token(c: ModelConfig, p: Plan) -> float:
     """KV cache one token adds on one device: K and V per layer and KV head
     (2 * L * g * d), or MLA's latent + rotary key (L * (r + d_rope)), replicated over TP."""
     s = shard(c, p)
@@ -82,7 +82,7 @@ def kv_bytes_per_token(c: ModelConfig, p: Precision) -> float:
     return 2 * s.layers * s.kv_heads * c.head_dim * p.kvb
 
 
-def kv_cache_bytes(c: ModelConfig, batch: Number, kv_len: Number, p: Precision) -> Number:
+def kv_cache_bytes(c: ModelConfig, batch: Number, kv_len: Number, p: Plan) -> Number:
     """The cache for ``batch`` sequences of ``kv_len`` tokens (a sliding window caps the
     length kept; paged attention allocates whole blocks)."""
     kept = np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len

@@ -11,7 +11,7 @@ import math
 
 from .errors import UnsupportedDtypeError
 from .hardware import DeviceSpec
-from .layers import Precision
+from .layers import Plan
 from .units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
 from .workload import Settings
 
@@ -83,13 +83,13 @@ def flash_tile_rows(on_chip_bytes: float, head_dim: int, ab: float) -> int:
     return int(max(16, min(math.ceil(elements / (4 * head_dim)), head_dim)))
 
 
-def resolve(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Precision:
+def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Plan:
     """The per-analysis context of the layer builder: byte widths, compute types,
     quantisation terms, the attention kernel and the parallel layout."""
     w, a = settings.w_dtype, settings.a_dtype
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
-    return Precision(
+    return Plan(
         wb=dtype_bytes(w),
         ab=ab,
         kvb=dtype_bytes(settings.kv_dtype),

@@ -110,7 +110,7 @@ def rich_tables(analysis: Analysis) -> list[Any]:
     s = analysis.settings
     header = (f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
               f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
-              f"matrix ops in {analysis.precision.matrix_dtype}, {s.attention} attention"
+              f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
               + (f", tp {s.tp}" if s.tp > 1 else "") + (f", pp {s.pp}" if s.pp > 1 else "")
               + (f", ep {s.ep}" if s.ep > 1 else ""))
     return [header, _stage_table(analysis, "prefill"), _stage_table(analysis, "decode"),

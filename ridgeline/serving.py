@@ -135,7 +135,7 @@ def compare(model, devices: list[str], variants: list[dict[str, Any]], *, batch:
             label = ", ".join(f"{k}={v}" for k, v in options.items()
                               if v != getattr(Settings(), k)) or "default"
             rows.append({"hardware": a.device.name, "settings": label,
-                         "matrix_dtype": a.precision.matrix_dtype,
+                         "matrix_dtype": a.plan.matrix_dtype,
                          "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
                          "tokens_per_s": gen.get("tokens_per_s"),
                          "prefill_s": a.prefill.total["time_s"],

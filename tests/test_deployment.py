@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 import ridgeline as rl
 from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
-from ridgeline.layers import Precision, attended_pairs, expected_experts
+from ridgeline.layers import Plan, attended_pairs, expected_experts
 from ridgeline.memory import active_parameters, kv_bytes_per_token, weight_bytes
 from ridgeline.serving import expected_tokens, max_batch, speculative
 
-ONE_BYTE = Precision(1, 1, 1, "fp16", "fp16")
-FP16 = Precision(2, 2, 2, "fp16", "fp16")
+ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")
+FP16 = Plan(2, 2, 2, "fp16", "fp16")
 
 
 def rows(analysis, stage="decode"):
@@ -49,7 +49,7 @@ def test_w4a16_group_scales_and_dequant():
     ("v100", "int8", "int8", "fp16"),    # no int8 tensor cores on Volta
 ])
 def test_compute_type_follows_the_hardware(device, w, a, expected):
-    assert rl.analyze("llama-2-7b", device, w_dtype=w, a_dtype=a).precision.matrix_dtype == expected
+    assert rl.analyze("llama-2-7b", device, w_dtype=w, a_dtype=a).plan.matrix_dtype == expected
 
 
 def test_float_type_without_units_is_an_error():
@@ -266,13 +266,13 @@ def test_speculation_with_no_draft_tokens_changes_nothing(batch, length, accepta
 def test_decode_sum_with_window_and_flash_equals_the_loop():
     from ridgeline.analyze import stage_totals
     from ridgeline.layers import stage_ops
-    from ridgeline.precision import resolve
+    from ridgeline.precision import make_plan
     from ridgeline.roofline import spec_ceilings
 
     m, d = rl.load_model("mistral-7b-v0.1"), rl.load_device("a6000")
     s = rl.Settings(attention="flash")
     a = rl.analyze(m, d, batch=8, seq_len=4000, generate=300, settings=s)
-    p = resolve(s, d, m.head_dim)
+    p = make_plan(s, d, m.head_dim)
     loop = sum(stage_totals(stage_ops(m, "decode", 8, c, p), spec_ceilings(d), p)[0]["time_s"]
                for c in range(4000, 4299))
     assert a.generation["tpot_s"] * 299 == pytest.approx(loop, rel=1e-9)

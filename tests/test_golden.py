@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 import ridgeline as rl
-from ridgeline.layers import Precision
+from ridgeline.layers import Plan
 from ridgeline.memory import kv_cache_bytes, weight_bytes
 
-FP16 = Precision(2, 2, 2, "fp16", "fp16")
+FP16 = Plan(2, 2, 2, "fp16", "fp16")
 
 
 def rows(analysis, stage):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import ridgeline as rl
 from ridgeline.analyze import decode_time_sum, stage_totals
 from ridgeline.layers import stage_ops
-from ridgeline.precision import resolve
+from ridgeline.precision import make_plan
 from ridgeline.roofline import spec_ceilings
 
 MODELS = ["llama-2-7b", "llama-3-8b", "falcon-7b", "opt-6.7b", "gpt-j-6b", "gemma-7b"]
@@ -55,7 +55,7 @@ def test_decode_kv_bytes_linear_in_length(model, batch, length, step):
 @given(models, devices, st.integers(1, 512), st.integers(1, 4096), st.integers(1, 300))
 def test_closed_form_decode_sum_equals_the_loop(model, device, batch, prompt, generate):
     cfg, dev = rl.load_model(model), rl.load_device(device)
-    p, roofs = resolve(rl.Settings(), dev), spec_ceilings(dev)
+    p, roofs = make_plan(rl.Settings(), dev), spec_ceilings(dev)
     loop = sum(stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
                for s in range(prompt, prompt + generate - 1))
     closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),

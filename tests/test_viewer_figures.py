@@ -51,7 +51,7 @@ def test_roofline_points_are_the_engines_intensity_and_perf(analysis):
     nbytes = 4096 * 4096 * 2 + 4096 * 2 + 4096 * 2
     assert points.x[i] == pytest.approx(flops / nbytes)
     assert points.y[i] == pytest.approx(flops / nbytes * 768e9)
-    op = next(o for o in stage_ops(analysis.model, "decode", 1, 512, analysis.precision)
+    op = next(o for o in stage_ops(analysis.model, "decode", 1, 512, analysis.plan)
               if o.name == "q_proj")
     row = time_op(op, spec_ceilings(analysis.device))
     assert points.x[i] == pytest.approx(float(row["intensity"]))

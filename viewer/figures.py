@@ -98,7 +98,7 @@ def roofline_figure(analysis: Analysis, ceilings: Ceilings | None = None,
     (stage, op name) rings one point."""
     ceilings = ceilings or spec_ceilings(analysis.device)
     points = pd.concat([stage_points(analysis, s) for s in STAGES], ignore_index=True)
-    ridge = ridge_point(ceilings, analysis.precision.matrix_dtype)
+    ridge = ridge_point(ceilings, analysis.plan.matrix_dtype)
     x_min = 10 ** np.floor(np.log10(max(min(points["intensity"].min(), ridge) / 2, 1e-3)))
     x_max = 10 ** np.ceil(np.log10(max(points["intensity"].max(), ridge) * 2))
     fig = go.Figure(roof_traces(ceilings, x_min, x_max))
@@ -118,10 +118,10 @@ def roofline_figure(analysis: Analysis, ceilings: Ceilings | None = None,
                                      name=f"selected: {name}", meta="selected", hoverinfo="skip",
                                      marker={"symbol": "circle-open", "size": 26,
                                              "line": {"width": 3, "color": "#ffbf00"}}))
-    fig.add_annotation(x=np.log10(ridge), y=np.log10(ceilings.matrix_peak[analysis.precision.matrix_dtype]),
+    fig.add_annotation(x=np.log10(ridge), y=np.log10(ceilings.matrix_peak[analysis.plan.matrix_dtype]),
                        text=f"ridge {ridge:.0f} ops/B", showarrow=True, arrowhead=2, ay=35)
     base_layout(fig, f"Roofline: {analysis.model.name} on {analysis.device.name} "
-                     f"({analysis.mode}, {analysis.precision.matrix_dtype} matrix ops)", height)
+                     f"({analysis.mode}, {analysis.plan.matrix_dtype} matrix ops)", height)
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)", range=[np.log10(x_min), np.log10(x_max)])
     if legend_below:
         fig.update_layout(legend={"orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}})
@@ -272,8 +272,8 @@ KV_CACHE = "kv cache"
 def layer_ops_of(analysis: Analysis, stage: str) -> list:
     """The ops of one decoder layer (the stage's ops less embedding, final norm, lm_head)."""
     w = analysis.workload
-    heads = {op.name for op in head_ops(analysis.model, 1, 1, analysis.precision)}
-    ops = stage_ops(analysis.model, stage, w.batch, w.seq_len, analysis.precision)
+    heads = {op.name for op in head_ops(analysis.model, 1, 1, analysis.plan)}
+    ops = stage_ops(analysis.model, stage, w.batch, w.seq_len, analysis.plan)
     return [op for op in ops if op.name not in heads]
 
 
@@ -426,7 +426,7 @@ def analysis_title(a: Analysis) -> str:
     w, s = a.workload, a.settings
     return (f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "
             f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
-            f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.precision.matrix_dtype}")
+            f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}")
 
 
 def format_cards(analysis: Analysis) -> dict[str, str]:
