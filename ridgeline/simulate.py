@@ -1,0 +1,534 @@
+"""Discrete-event simulation of an LLM inference server with continuous batching.
+
+Requests arrive (Poisson or a trace, :mod:`ridgeline.traces`), wait in a FIFO queue and are
+served in steps, in the manner of vLLM: each step first gives every running request its
+next tokens (one for a decode; the next chunk of a prompt), in admission order, then admits
+waiting requests while the step has sequences, tokens and KV blocks to spare. A prompt is
+split into chunks to fit the step's token budget (chunked prefill); when the paged KV cache
+runs out, the request admitted last is preempted and later recomputed from scratch.
+
+Each step costs what the engine says for its mix of sequences: ops that run over all the
+step's tokens at once (projections, MLP, norms: one kernel on T rows) cost the engine's
+time at T tokens; attention costs each sequence's own (query, key) work, summed per op
+into one kernel: ``max(sum compute_s, sum memory_s) + overhead``. A fresh prompt chunk is
+the engine's prefill over it; a chunk over cached context (a later chunk, a prefix-cache
+hit, a decode) is the engine's multi-token decode pass with that many tokens cached. All
+of it is read from tables built with a few vectorised engine calls before the first step,
+so one step is a handful of numpy operations.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .analyze import check_micro_batches, deployment, make_settings, memory_totals, plain
+from .errors import InvalidWorkloadError
+from .layers import Plan, pipeline_factors, stage_ops
+from .memory import kv_bytes_per_token
+from .model import ModelConfig
+from .roofline import Ceilings, evaluate
+from .traces import Arrivals
+from .workload import Settings, Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+# ops whose work depends on each sequence's own query and cached lengths
+ATTENTION_OPS = ("qk_matmul", "softmax", "sv_matmul", "attention", "attn_combine")
+HEAD_OPS = ("lm_head",)
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The server's batching policy (vLLM's names in brackets)."""
+
+    max_batch: int = 256            # sequences per step [max_num_seqs]
+    token_budget: int = 2048        # tokens per step, prefill chunks + decodes [max_num_batched_tokens]
+    chunked_prefill: bool = True    # split prompts to fit the budget; off: a prompt runs whole
+    prefix_hit: float = 0.0         # fraction of each prompt already in the prefix cache (whole blocks)
+    kv_blocks: int | None = None    # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
+    memory_headroom: float = 0.1    # fraction of device memory kept free when sizing the KV cache
+    admit_margin: float = 0.0       # new prompts wait while fewer than this fraction of blocks are
+                                    # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "token_budget"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InvalidWorkloadError(f"{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+        if self.token_budget > 1 << 20:
+            raise InvalidWorkloadError(f"token-budget {self.token_budget} is more than 2^20 tokens per step")
+        for name in ("prefix_hit", "memory_headroom", "admit_margin"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise InvalidWorkloadError(f"{name.replace('_', '-')} must be in [0, 1), got {value}")
+        if self.kv_blocks is not None and self.kv_blocks < 1:
+            raise InvalidWorkloadError(f"kv-blocks must be >= 1, got {self.kv_blocks}")
+
+
+# --- the step cost -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepCost:
+    """Engine times, tabulated. Token tables are indexed by tokens in the step, ``head_s``
+    by sequences; attention tables hold per-op compute and memory seconds ([op, index])."""
+
+    token_s: np.ndarray         # [T+1] ops run over every token of the step
+    fresh_only_s: np.ndarray    # [T+1] token ops only fresh prompt chunks run (MLA's kv_b_proj)
+    cached_only_s: np.ndarray   # [T+1] token ops only chunks over a cache run (MLA's absorbed path)
+    head_s: np.ndarray          # [B+1] lm_head over n sequences
+    fresh: tuple[np.ndarray, np.ndarray]     # compute, memory s of a causal chunk of c tokens [K, T+1]
+    chunk: tuple[np.ndarray, ...]            # c tokens over a cache: compute a, b; memory a, b [K, T+1]
+    decode: tuple[np.ndarray, ...]           # n decodes: compute a, b/n; memory a, b/n [K, B+1]
+    fresh_has: np.ndarray       # [K] bool: op present in a fresh chunk
+    cached_has: np.ndarray      # [K] bool: op present in a chunk over a cache
+    overhead_s: np.ndarray      # [K]
+    count: np.ndarray           # [K] instances per pass (layers)
+    window: int | None          # sliding window: attention sees at most this many keys
+    factor: float               # pipeline stages a step passes through
+
+    def attention_s(self, compute: np.ndarray, memory: np.ndarray, present: np.ndarray) -> float:
+        """Attention ops as one kernel each over the step's sequences."""
+        per_op = np.maximum(compute, memory) + np.where(present, self.overhead_s, 0.0)
+        return float(np.dot(self.count, per_op))
+
+
+def _first(ops, table: dict, name: str) -> float:
+    """The per-kernel overhead of op ``name`` in an evaluated table."""
+    i = [op.name for op in ops].index(name)
+    return float(np.ravel(table["overhead_s"][i])[0])
+
+
+def _token_time(table: dict, rows: list[int]) -> np.ndarray:
+    if not rows:
+        return 0.0
+    return np.sum(table["count"][rows] * table["time_s"][rows], axis=0)
+
+
+def build_step_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: int,
+                    max_batch: int) -> StepCost:
+    """Tabulate every term a step's cost needs, with six vectorised engine calls."""
+    tokens = np.arange(1, max_tokens + 1)
+    batches = np.arange(1, max_batch + 1)
+    fresh_ops = stage_ops(config, "prefill", 1, tokens, p)
+    fresh = evaluate(fresh_ops, roofs)
+    chunk_ops = [stage_ops(config, "decode", 1, cached, p, tokens) for cached in (0, 1)]
+    chunk = [evaluate(ops, roofs) for ops in chunk_ops]
+    dec_ops = [stage_ops(config, "decode", batches, cached, p) for cached in (0, 1)]
+    dec = [evaluate(ops, roofs) for ops in dec_ops]
+    token_ops = stage_ops(config, "decode", tokens, 1, p)
+    by_token = evaluate(token_ops, roofs)
+
+    skip = ATTENTION_OPS + HEAD_OPS
+    fresh_names = [op.name for op in fresh_ops if op.name not in skip]
+    cached_names = [op.name for op in token_ops if op.name not in skip]
+    shared = [n for n in fresh_names if n in cached_names]
+    pad = lambda a: np.concatenate([[0.0], np.broadcast_to(a, tokens.shape)])  # noqa: E731
+    rows = lambda ops, names: [i for i, op in enumerate(ops) if op.name in names]  # noqa: E731
+    token_s = pad(_token_time(fresh, rows(fresh_ops, shared)))
+    fresh_only = pad(_token_time(fresh, rows(fresh_ops, [n for n in fresh_names if n not in shared])))
+    cached_only = pad(_token_time(by_token, rows(token_ops, [n for n in cached_names if n not in shared])))
+    head_rows = rows(dec_ops[0], HEAD_OPS)
+    head_s = np.concatenate([[0.0], np.broadcast_to(_token_time(dec[0], head_rows), batches.shape)])
+
+    names = [n for n in ATTENTION_OPS if any(op.name == n for op in fresh_ops + chunk_ops[0])]
+    K = len(names)
+
+    def gather(ops, table, key, width):
+        """[K, width+1] of one column; zeros for ops this path does not run."""
+        out = np.zeros((K, width + 1))
+        for k, name in enumerate(names):
+            for i, op in enumerate(ops):
+                if op.name == name:
+                    out[k, 1:] = np.broadcast_to(table[key][i], (width,))
+        return out
+
+    def slope(tables, ops, key, width):
+        a = gather(ops, tables[0], key, width)
+        return a, gather(ops, tables[1], key, width) - a
+
+    chunk_c, chunk_m = (slope(chunk, chunk_ops[0], key, max_tokens) for key in ("compute_s", "memory_s"))
+    dec_c, dec_m = (slope(dec, dec_ops[0], key, max_batch) for key in ("compute_s", "memory_s"))
+    per_seq = np.concatenate([[1.0], batches])  # decode slopes per cached token of the sum
+    info = {op.name: op for op in fresh_ops + chunk_ops[0]}
+    overhead = np.array([_first(fresh_ops, fresh, n) if n in [o.name for o in fresh_ops]
+                         else _first(chunk_ops[0], chunk[0], n) for n in names])
+    time_factor, _ = pipeline_factors(p)
+    return StepCost(
+        token_s=token_s, fresh_only_s=fresh_only, cached_only_s=cached_only, head_s=head_s,
+        fresh=(gather(fresh_ops, fresh, "compute_s", max_tokens),
+               gather(fresh_ops, fresh, "memory_s", max_tokens)),
+        chunk=(chunk_c[0], chunk_c[1], chunk_m[0], chunk_m[1]),
+        decode=(dec_c[0], dec_c[1] / per_seq, dec_m[0], dec_m[1] / per_seq),
+        fresh_has=np.array([any(op.name == n for op in fresh_ops) for n in names]),
+        cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names]),
+        overhead_s=overhead, count=np.array([float(info[n].count) for n in names]),
+        window=config.sliding_window, factor=time_factor)
+
+
+def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], decodes: int,
+              decode_cached: float) -> float:
+    """Seconds of one step: ``fresh`` prompt chunks (tokens each, nothing cached),
+    ``chunks`` (tokens, cached) over a cache, and ``decodes`` one-token steps whose cached
+    lengths sum to ``decode_cached`` (each capped at the sliding window)."""
+    n_fresh = sum(fresh)
+    n_cached = sum(c for c, _ in chunks) + decodes
+    sequences = len(fresh) + len(chunks) + decodes
+    total = (cost.token_s[n_fresh + n_cached] + cost.fresh_only_s[n_fresh]
+             + cost.cached_only_s[n_cached] + cost.head_s[sequences])
+    ca, cb, ma, mb = cost.decode
+    compute = ca[:, decodes] + cb[:, decodes] * decode_cached
+    memory = ma[:, decodes] + mb[:, decodes] * decode_cached
+    present = cost.cached_has if decodes else np.zeros_like(cost.cached_has)
+    for c in fresh:
+        compute = compute + cost.fresh[0][:, c]
+        memory = memory + cost.fresh[1][:, c]
+        present = present | cost.fresh_has
+    qa, qb, wa, wb = cost.chunk
+    for c, cached in chunks:
+        if cost.window:
+            cached = min(cached, max(cost.window - c, 0))
+        compute = compute + qa[:, c] + qb[:, c] * cached
+        memory = memory + wa[:, c] + wb[:, c] * cached
+        present = present | cost.cached_has
+    return cost.factor * (float(total) + cost.attention_s(compute, memory, present))
+
+
+# --- KV capacity ---------------------------------------------------------------------
+
+def kv_capacity_bytes(config: ModelConfig, device, p: Plan, token_budget: int,
+                      headroom: float) -> float:
+    """Bytes left for the paged KV cache on one device: capacity x (1 - headroom) minus the
+    weights and the activation peak of the largest step (a prefill of ``token_budget``
+    tokens), from ``analyze.memory_totals``. The one place the simulator sizes the cache."""
+    mem = memory_totals(config, device, Workload(p.micro_batches, int(token_budget), 0), p)
+    return float(device.memory_capacity * (1 - headroom) - mem["weights_bytes"]
+                 - mem["activations_peak_bytes"])
+
+
+def kv_block_count(config: ModelConfig, device, p: Plan, scheduler: Scheduler) -> int:
+    if scheduler.kv_blocks is not None:
+        return int(scheduler.kv_blocks)
+    room = kv_capacity_bytes(config, device, p, scheduler.token_budget, scheduler.memory_headroom)
+    blocks = int(room // (p.kv_block * kv_bytes_per_token(config, p)))
+    if blocks < 1:
+        raise InvalidWorkloadError(
+            f"no room for a KV cache: {config.name} leaves {room / 2**30:.3g} GiB of "
+            f"{device.name}'s memory after weights, activations and headroom; use more "
+            "--tp, lower precision, a smaller --token-budget or --memory-headroom")
+    return blocks
+
+
+# --- the simulation --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per request times, the step timeline and the summary of one simulated run."""
+
+    requests: dict[str, np.ndarray]   # one array per column, one row per request
+    timeline: dict[str, np.ndarray]   # one row per step: start, seconds, KV blocks used, ...
+    summary: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.requests)
+
+    @property
+    def timeline_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.timeline)
+
+    def to_dict(self, rows: bool = True) -> dict[str, Any]:
+        out = {"meta": self.meta, "summary": self.summary}
+        if rows:
+            out["requests"] = self.frame.to_dict(orient="list")
+            out["timeline"] = {k: v.tolist() for k, v in self.timeline.items()}
+        return plain(out)
+
+
+class _Server:
+    """The mutable state of one run (kept inside ``simulate``; never returned)."""
+
+    def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int,
+                 block: int):
+        self.s, self.cost, self.blocks, self.block = scheduler, cost, blocks, block
+        n = len(arrivals)
+        self.arrival, self.prompt, self.output = arrivals.time_s, arrivals.prompt, arrivals.output
+        self.admitted = np.full(n, np.nan)
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preempted = np.zeros(n, dtype=np.int64)
+        self.hit_tokens = np.zeros(n, dtype=np.int64)
+        self.done_of = np.zeros(n, dtype=np.int64)   # KV tokens computed, for preempted requests
+        self.gen_of = np.zeros(n, dtype=np.int64)    # tokens emitted so far
+        # the running requests, in admission order: id, prompt, output, emitted, cached
+        self.run = [np.zeros(0, dtype=np.int64) for _ in range(5)]
+        self.waiting: deque[int] = deque()
+        self.used = 0
+        self.computed = 0      # tokens run through the model, recomputation included
+        self.recomputed = 0
+
+    def kv_blocks(self, tokens):
+        kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
+        return -(-kept // self.block)
+
+    def preempt_last(self) -> None:
+        """Recompute policy: the request admitted last frees its blocks and goes back to
+        the front of the queue; its emitted tokens stay emitted."""
+        rid, _p, _n, gen, done = (a[-1] for a in self.run)
+        self.used -= int(self.kv_blocks(done))
+        self.recomputed += int(done)
+        self.preempted[rid] += 1
+        self.gen_of[rid], self.done_of[rid] = gen, 0
+        self.run = [a[:-1] for a in self.run]
+        self.waiting.appendleft(int(rid))
+
+    def schedule(self, now: float):
+        """Chunks for the running requests (preempting when blocks run out), then admissions."""
+        while True:
+            rid, prompt, _out, gen, done = self.run
+            need = prompt + gen - done
+            before = np.cumsum(need) - need
+            chunk = np.clip(self.s.token_budget - before, 0, need)
+            grow = int(np.sum(self.kv_blocks(done + chunk) - self.kv_blocks(done)))
+            if self.used + grow <= self.blocks or len(rid) == 0:
+                break
+            self.preempt_last()
+        self.used += grow
+        budget = self.s.token_budget - int(chunk.sum())
+        margin_ok = (self.blocks - self.used) >= self.s.admit_margin * self.blocks
+        new = []
+        while self.waiting and len(rid) + len(new) < self.s.max_batch and budget > 0:
+            if not margin_ok and (len(rid) or new):
+                break
+            r = self.waiting[0]
+            gen = int(self.gen_of[r])
+            hit = min(int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block,
+                      int(self.prompt[r]) + gen - 1)
+            need = int(self.prompt[r]) + gen - hit
+            c = min(need, budget) if self.s.chunked_prefill else need
+            if c > budget:
+                break
+            blocks = int(self.kv_blocks(hit + c))
+            if self.used + blocks > self.blocks:
+                break
+            self.waiting.popleft()
+            self.used += blocks
+            budget -= c
+            self.hit_tokens[r] += hit
+            if np.isnan(self.admitted[r]):
+                self.admitted[r] = now
+            new.append((r, gen, hit, c))
+        if new:
+            ids, gens, hits, chunks = (np.array(v, dtype=np.int64) for v in zip(*new))
+            self.run = [np.concatenate(pair) for pair in zip(
+                self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))]
+            chunk = np.concatenate([chunk, chunks])
+        return chunk
+
+    def cost_of(self, chunk: np.ndarray) -> float:
+        done = self.run[4]
+        decode = (chunk == 1) & (done > 0)
+        cached = done[decode]
+        if self.cost.window:
+            cached = np.minimum(cached, self.cost.window - 1)
+        other = np.flatnonzero((chunk > 0) & ~decode)
+        fresh = [int(chunk[i]) for i in other if done[i] == 0]
+        chunks = [(int(chunk[i]), int(done[i])) for i in other if done[i] > 0]
+        return step_time(self.cost, fresh, chunks, int(decode.sum()), float(cached.sum()))
+
+    def advance(self, chunk: np.ndarray, end: float) -> None:
+        """Apply a finished step: cached tokens grow; a request whose chunk completes its
+        pending tokens emits one; requests with all their tokens leave."""
+        rid, prompt, out, gen, done = self.run
+        self.computed += int(chunk.sum())
+        done = done + chunk
+        emits = (chunk > 0) & (done == prompt + gen)
+        gen = gen + emits
+        firsts = rid[emits & (gen == 1)]
+        self.first[firsts] = end
+        over = gen >= out
+        if over.any():
+            self.finish[rid[over]] = end
+            self.gen_of[rid[over]] = gen[over]
+            self.used -= int(np.sum(self.kv_blocks(done[over])))
+            keep = ~over
+            self.run = [a[keep] for a in (rid, prompt, out, gen, done)]
+        else:
+            self.run = [rid, prompt, out, gen, done]
+
+
+def simulate(model: str | ModelConfig, hardware, arrivals: Arrivals,
+             scheduler: Scheduler | None = None, *, dtype: str | None = None,
+             settings: Settings | None = None, ceilings: Ceilings | None = None,
+             progress: Callable[[int, int], None] | None = None, **options: Any) -> SimResult:
+    """Serve ``arrivals`` with continuous batching; every step costs what the engine says.
+
+    Deployment options are :class:`Settings` fields (``tp=2``, ``w_dtype="int4"``, ...);
+    ``ceilings`` defaults to the datasheet roofline (pass calibrated ones for a profile).
+    ``progress(finished, total)`` is called every few thousand steps.
+    """
+    s = scheduler or Scheduler()
+    chosen = make_settings(dtype, settings, options)
+    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
+    check_micro_batches(1, p)
+    if p.micro_batches > 1:
+        raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
+    longest = int(np.max(arrivals.prompt + arrivals.output - 1))
+    if not s.chunked_prefill and longest > s.token_budget:
+        raise InvalidWorkloadError(
+            f"without chunked prefill a request of {longest} tokens (prompt + output - 1, "
+            f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
+            "raise it or allow chunked prefill")
+    cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch)
+    blocks = kv_block_count(config, device, p, s)
+    block = p.kv_block
+    largest = int(np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1,
+                                         config.sliding_window or np.inf) // block)))
+    if largest > blocks:
+        raise InvalidWorkloadError(
+            f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
+            f"{blocks}; shorten the requests or give the cache more memory")
+    server = _Server(arrivals, s, cost, blocks, block)
+    times = _run(server, arrivals, progress)
+    return _result(server, times, config, device, chosen, roofs, s, blocks, block)
+
+
+def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
+    n = len(arrivals)
+    arrival = arrivals.time_s
+    now, nxt, finished, steps = 0.0, 0, 0, 0
+    line = {k: [] for k in ("start_s", "step_s", "kv_blocks", "running", "waiting", "tokens")}
+    while finished < n:
+        if not len(server.run[0]) and not server.waiting:
+            now = max(now, float(arrival[nxt]))
+        while nxt < n and arrival[nxt] <= now:
+            server.waiting.append(nxt)
+            nxt += 1
+        chunk = server.schedule(now)
+        dt = server.cost_of(chunk)
+        line["start_s"].append(now)
+        line["step_s"].append(dt)
+        line["kv_blocks"].append(server.used)
+        line["running"].append(len(chunk))
+        line["waiting"].append(len(server.waiting))
+        line["tokens"].append(int(chunk.sum()))
+        now += dt
+        before = len(server.run[0])
+        server.advance(chunk, now)
+        finished += before - len(server.run[0])
+        steps += 1
+        if progress is not None and steps % 2000 == 0:
+            progress(finished, n)
+    if progress is not None:
+        progress(finished, n)
+    return line
+
+
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return {f"p{q}": float("nan") for q in PERCENTILES} | {"mean": float("nan")}
+    out = {f"p{q}": float(np.percentile(finite, q)) for q in PERCENTILES}
+    out["mean"] = float(finite.mean())
+    return out
+
+
+def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler, blocks: int,
+            block: int) -> SimResult:
+    arrival, out = server.arrival, server.output
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (server.finish - server.first) / np.maximum(out - 1, 1), np.nan)
+    requests = {"arrival_s": arrival, "prompt": server.prompt, "output": out,
+                "queue_s": server.admitted - arrival, "ttft_s": server.first - arrival,
+                "tpot_s": tpot, "latency_s": server.finish - arrival,
+                "finish_s": server.finish, "preemptions": server.preempted,
+                "prefix_hit_tokens": server.hit_tokens}
+    timeline = {k: np.asarray(v) for k, v in line.items()}
+    timeline["kv_fraction"] = timeline["kv_blocks"] / blocks
+    span = float(np.max(server.finish) - arrival[0])
+    summary = {
+        "requests": len(arrival), "steps": len(timeline["start_s"]), "duration_s": span,
+        "offered_rate": (len(arrival) - 1) / float(arrival[-1] - arrival[0]) if arrival[-1] > arrival[0] else None,
+        "requests_per_s": len(arrival) / span, "output_tokens_per_s": float(out.sum()) / span,
+        "prompt_tokens": int(server.prompt.sum()), "output_tokens": int(out.sum()),
+        "computed_tokens": server.computed, "recomputed_tokens": server.recomputed,
+        "prefix_hit_tokens": int(server.hit_tokens.sum()),
+        "preemptions": int(server.preempted.sum()),
+        "kv_blocks": blocks, "kv_block_tokens": block,
+        "kv_peak_fraction": float(timeline["kv_fraction"].max()),
+        "kv_mean_fraction": float(np.sum(timeline["kv_fraction"] * timeline["step_s"])
+                                  / max(np.sum(timeline["step_s"]), 1e-300)),
+        "mean_running": float(np.sum(timeline["running"] * timeline["step_s"])
+                              / max(np.sum(timeline["step_s"]), 1e-300)),
+    }
+    for key in ("queue_s", "ttft_s", "tpot_s", "latency_s"):
+        summary[key] = percentiles(requests[key])
+    meta = {"model": config.name, "hardware": device.name, "mode": roofs.mode,
+            "settings": settings.__dict__.copy(), "scheduler": s.__dict__.copy()}
+    return SimResult(requests, timeline, plain(summary), plain(meta))
+
+
+# --- service-level objectives ------------------------------------------------------------
+
+def goodput(result: SimResult, ttft_slo: float | None = None, tpot_slo: float | None = None
+            ) -> dict[str, float]:
+    """Requests per second that met every given SLO, and the fraction that did."""
+    r = result.requests
+    ok = np.ones(len(r["arrival_s"]), dtype=bool)
+    if ttft_slo is not None:
+        ok &= r["ttft_s"] <= ttft_slo
+    if tpot_slo is not None:
+        ok &= ~(r["tpot_s"] > tpot_slo)  # one-token requests have no TPOT: they pass it
+    return {"goodput_rps": float(ok.sum() / result.summary["duration_s"]),
+            "slo_attainment": float(ok.mean())}
+
+
+def meets(result: SimResult, ttft_slo: float | None, tpot_slo: float | None,
+          percentile: float = 99) -> bool:
+    """Whether the ``percentile`` of TTFT and of TPOT are within their SLOs."""
+    r = result.requests
+    for key, slo in (("ttft_s", ttft_slo), ("tpot_s", tpot_slo)):
+        values = r[key][np.isfinite(r[key])]
+        if slo is not None and values.size and np.percentile(values, percentile) > slo:
+            return False
+    return True
+
+
+def max_rate(run: Callable[[float], SimResult], ttft_slo: float | None, tpot_slo: float | None,
+             percentile: float = 99, start: float = 1.0, tolerance: float = 0.02,
+             most_runs: int = 40) -> dict[str, Any]:
+    """The highest request rate whose ``percentile`` TTFT and TPOT meet the SLOs: double
+    (or halve) from ``start`` to bracket it, then bisect on a log scale to ``tolerance``.
+    ``run(rate)`` simulates at one rate (same seed each time: common random numbers)."""
+    if ttft_slo is None and tpot_slo is None:
+        raise InvalidWorkloadError("the rate search needs --ttft-slo and/or --tpot-slo")
+    tried = []
+
+    def ok(rate: float) -> bool:
+        good = meets(run(rate), ttft_slo, tpot_slo, percentile)
+        tried.append({"rate": rate, "meets": good})
+        return good
+
+    lo, hi = None, None
+    rate = start
+    while len(tried) < most_runs and (lo is None or hi is None):
+        if ok(rate):
+            lo, rate = rate, rate * 2
+        else:
+            hi, rate = rate, rate / 2
+        if lo is None and rate < start * 2.0 ** -20:
+            return {"max_rate": 0.0, "tried": tried}
+    while lo is not None and hi is not None and hi / lo > 1 + tolerance and len(tried) < most_runs:
+        mid = float(np.sqrt(lo * hi))
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return {"max_rate": lo, "tried": tried}
