@@ -1,0 +1,205 @@
+"""Check the serving simulator against a continuous-batching server nobody here wrote:
+Hugging Face transformers' ``ContinuousBatchingManager`` (``init_continuous_batching``).
+
+A small decoder is built from a catalog config with random weights (no hub), requests are
+submitted at the arrival times of a Poisson trace, and every generated token is stamped
+by transformers itself (``record_timestamps``). TTFT = first token stamp - submission,
+latency = last token stamp - submission, queueing = admission (``lifespan[0]``) -
+submission. The trace is replayed ``repeats`` times; each request keeps its median. The
+simulator then serves the same trace with transformers' scheduler settings (token budget,
+requests per batch, the FIFO scheduler's 15 % admission margin, no prefix sharing), with
+step costs from the device's calibrated profile when one was measured on this CPU model and
+thread count, else the datasheet (``spec``) roofline; both are written, nothing is fitted.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ridgeline.catalog import MODELS_DIR, REPORTS_DIR
+from ridgeline.errors import RidgelineError
+from ridgeline.model import ModelConfig, load_model
+from ridgeline.report import write_atomic
+from ridgeline.roofline import spec_ceilings
+from ridgeline.simulate import Scheduler, percentiles, simulate
+from ridgeline.traces import Arrivals
+
+VALIDATION_DIR = REPORTS_DIR / "validation"
+HF_FIFO_MARGIN = 0.15  # transformers' FIFOScheduler: no new prefill below 15 % free blocks
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """transformers' ContinuousBatchingConfig fields the comparison fixes (and the simulator
+    mirrors): a large cache, so neither side preempts, and no prefix sharing."""
+
+    max_batch_tokens: int = 256     # token budget per step
+    max_requests_per_batch: int = 16
+    page_size: int = 32             # tokens per KV page
+    num_blocks: int = 512           # KV blocks (ample for the trace)
+
+
+def make_trace(n: int, rate: float, prompt: tuple[int, int], output: tuple[int, int],
+               seed: int = 0) -> Arrivals:
+    """Poisson arrivals; prompt and output lengths uniform on the closed ranges."""
+    rng = np.random.default_rng(seed)
+    times = np.cumsum(rng.exponential(1.0 / rate, n))
+    return Arrivals(times - times[0], rng.integers(prompt[0], prompt[1] + 1, n),
+                    rng.integers(output[0], output[1] + 1, n), f"poisson {rate:g}/s seed {seed}")
+
+
+def build_model(name: str, layers: int | None, seed: int = 0):
+    """A transformers causal LM from the catalog's config.json, random weights, bf16."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = MODELS_DIR / "catalog" / f"{name}.json"
+    if not path.is_file():
+        raise RidgelineError(f"no catalog config at {path}")
+    raw = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+    if layers:
+        raw["num_hidden_layers"] = layers
+    torch.manual_seed(seed)
+    config = AutoConfig.for_model(**raw)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+
+
+def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
+           log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+    """Submit each request at its arrival time (from the main thread, while transformers'
+    generation thread serves); return per-request seconds from submission."""
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    rng = np.random.default_rng(seed)
+    vocab = model.config.vocab_size
+    prompts = [rng.integers(0, vocab, int(p)).tolist() for p in arrivals.prompt]
+    gen = GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False,
+                           eos_token_id=-1)
+    cb = ContinuousBatchingConfig(max_batch_tokens=server.max_batch_tokens,
+                                  max_requests_per_batch=server.max_requests_per_batch,
+                                  page_size=server.page_size, num_blocks=server.num_blocks,
+                                  use_cuda_graph=False, allow_block_sharing=False,
+                                  scheduler_type="fifo")
+    manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
+    manager.start()
+    try:
+        _collect(manager, [prompts[0][:16]], [2], [0.0])  # warm-up: first-call costs
+        return _collect(manager, prompts, [int(n) for n in arrivals.output],
+                        arrivals.time_s.tolist(), log)
+    finally:
+        manager.stop(block=True)
+
+
+def _collect(manager, prompts: list, outputs: list[int], times: list[float],
+             log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+    ids = []
+    start = time.perf_counter()
+    for i, (prompt, n, at) in enumerate(zip(prompts, outputs, times)):
+        wait = start + at - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        ids.append(manager.add_request(prompt, request_id=f"r{i}_{start}", max_new_tokens=n,
+                                       record_timestamps=True, eos_token_id=-1))
+    results = {}
+    while len(results) < len(ids):
+        out = manager.get_result(timeout=600)
+        if out is None:
+            raise RidgelineError("transformers' generation thread stopped before every request finished")
+        results[out.request_id] = out
+        log(f"  {len(results)}/{len(ids)} requests done")
+    rows = [results[i] for i in ids]
+    created = np.array([r.created_time for r in rows])
+    return {"submitted_s": created - start,
+            "queue_s": np.array([r.lifespan[0] for r in rows]) - created,
+            "ttft_s": np.array([r.timestamps[0] for r in rows]) - created,
+            "latency_s": np.array([r.timestamps[-1] for r in rows]) - created,
+            "tokens": np.array([len(r.generated_tokens) for r in rows])}
+
+
+def matching_scheduler(server: ServerSettings) -> Scheduler:
+    return Scheduler(max_batch=server.max_requests_per_batch, token_budget=server.max_batch_tokens,
+                     chunked_prefill=True, prefix_hit=0.0, kv_blocks=server.num_blocks,
+                     admit_margin=HF_FIFO_MARGIN)
+
+
+def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
+    """p50/p90 of TTFT and latency, measured and simulated, and simulated / measured - 1."""
+    out = {}
+    for key in ("ttft_s", "latency_s", "queue_s"):
+        m, s = percentiles(measured[key]), percentiles(simulated.requests[key])
+        out[key] = {"measured": m, "simulated": s,
+                    "error": {q: s[q] / m[q] - 1 if m[q] else None for q in ("p50", "p90", "mean")}}
+    return out
+
+
+def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
+              rate: float = 1.0, prompt: tuple[int, int] = (32, 192),
+              output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
+              server: ServerSettings = ServerSettings(), out: Path | None = None,
+              log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
+    """Replay the trace on transformers ``repeats`` times, simulate it, write the JSON."""
+    import torch
+    import transformers
+
+    from kernels.decoder import truncate
+    from kernels.e2e import calibrated_for, engine_settings, measured_key, provenance, spec_device
+
+    torch.set_num_threads(1)
+    arrivals = make_trace(requests, rate, prompt, output, seed)
+    config: ModelConfig = truncate(load_model(model), layers)
+    hf = build_model(model, layers, seed)
+    runs = []
+    for i in range(repeats):
+        log(f"replay {i + 1}/{repeats}: {requests} requests at {rate:g}/s on transformers "
+            f"{transformers.__version__}")
+        runs.append(replay(hf, arrivals, server, seed, log))
+    measured = {k: np.median([r[k] for r in runs], axis=0) for k in runs[0]}
+    spec = spec_device("cpu", None)
+    key = measured_key("cpu")
+    calibrated, profile, note = calibrated_for(key, spec, None)
+    sched = matching_scheduler(server)
+    settings = engine_settings("bf16")
+    sims = {"spec": simulate(config, spec, arrivals, sched, settings=settings,
+                             ceilings=spec_ceilings(spec))}
+    if calibrated is not None:
+        sims["calibrated"] = simulate(config, spec, arrivals, sched, settings=settings,
+                                      ceilings=calibrated)
+    meta = provenance("cpu", spec, profile if calibrated is not None else None)
+    meta.update(kind="serving", server=f"transformers {transformers.__version__} "
+                "ContinuousBatchingManager (fifo scheduler, sdpa attention, bf16)",
+                profile_note=note, load_note="measured on a 2-core machine shared with other "
+                "developers' jobs: per-request medians over the repeats")
+    result = {
+        "meta": meta,
+        "model": config.name, "layers": config.num_layers,
+        "trace": {"requests": requests, "rate": rate, "prompt": list(prompt),
+                  "output": list(output), "seed": seed, "arrival_s": arrivals.time_s.tolist(),
+                  "prompt_tokens": arrivals.prompt.tolist(), "output_tokens": arrivals.output.tolist()},
+        "server": asdict(server), "scheduler": asdict(sched), "repeats": repeats,
+        "measured": {k: v.tolist() for k, v in measured.items()},
+        "measured_runs": [{k: v.tolist() for k, v in r.items()} for r in runs],
+        "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
+                      for mode, sim in sims.items()},
+        "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+    }
+    path = out or VALIDATION_DIR / f"serving-{key}-{config.name}-{meta['date'][:10]}.json"
+    write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
+    return result, path
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for mode, table in result["comparison"].items():
+        for key in ("ttft_s", "latency_s"):
+            m, s, e = (table[key][x] for x in ("measured", "simulated", "error"))
+            lines.append(f"{mode:10s} {key:9s} p50 measured {m['p50']:.3f} s simulated "
+                         f"{s['p50']:.3f} s ({e['p50']:+.0%}); p90 measured {m['p90']:.3f} s "
+                         f"simulated {s['p90']:.3f} s ({e['p90']:+.0%})")
+    return lines
