@@ -59,7 +59,7 @@ def build_model(name: str, layers: int | None, seed: int = 0):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    path = MODELS_DIR / "catalog" / f"{name}.json"
+    path = MODELS_DIR / f"{name}.json"
     if not path.is_file():
         raise RidgelineError(f"no catalog config at {path}")
     raw = {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}

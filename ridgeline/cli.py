@@ -496,6 +496,144 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
 
 
 @app.command()
+@with_deployment
+def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOpt = "a6000",
+             rate: Annotated[float, typer.Option(help="Poisson arrivals, requests per second (start of --search).")] = 1.0,
+             requests: Annotated[int, typer.Option(help="Poisson requests to simulate.")] = 1000,
+             prompt: Annotated[int, typer.Option(help="Prompt tokens per Poisson request.")] = 512,
+             output_tokens: Annotated[int, typer.Option("--output-tokens", help="Output tokens per Poisson request.")] = 128,
+             trace: Annotated[Optional[Path], typer.Option(help="CSV/JSONL trace: arrival_s, prompt_tokens, output_tokens (or Azure's TIMESTAMP, ContextTokens, GeneratedTokens).")] = None,
+             time_scale: Annotated[float, typer.Option("--time-scale", help="Replay the trace this many times faster.")] = 1.0,
+             max_batch: Annotated[int, typer.Option("--max-batch", help="Sequences per step.")] = 256,
+             token_budget: Annotated[int, typer.Option("--token-budget", help="Tokens per step (prefill chunks + decodes).")] = 2048,
+             chunked_prefill: Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget.")] = True,
+             prefix_hit: Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt found in the prefix cache.")] = 0.0,
+             kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="Paged KV blocks (default: what memory leaves).")] = None,
+             memory_headroom: Annotated[float, typer.Option("--memory-headroom", help="Fraction of device memory kept free when sizing the KV cache.")] = 0.1,
+             admit_margin: Annotated[float, typer.Option("--admit-margin", help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
+             seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
+             ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")] = None,
+             tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="TPOT target, seconds.")] = None,
+             percentile: Annotated[float, typer.Option(help="Percentile the SLOs apply to.")] = 99.0,
+             search: Annotated[bool, typer.Option("--search", help="Find the highest request rate meeting the SLOs.")] = False,
+             timeline: Annotated[Optional[Path], typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")] = None,
+             dtype: DtypeOpt = "fp16", deploy: dict = None, profile: ProfileOpt = None,
+             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+    """Serve requests with continuous batching: latency percentiles, throughput, KV use."""
+    import json
+
+    from .report import write_atomic
+    from .simulate import Scheduler, goodput, max_rate
+    from .simulate import simulate as run
+    from .traces import load_trace, poisson
+
+    check_format(fmt)
+    if not 0 < percentile <= 100:
+        raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
+    name = model_name(model, config)
+    sched = Scheduler(max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
+                      prefix_hit=prefix_hit, kv_blocks=kv_blocks, memory_headroom=memory_headroom,
+                      admit_margin=admit_margin)
+    options = dict(dtype=dtype, ceilings=ceilings_for(profile, hardware), **single_settings(deploy))
+    base = load_trace(trace).scaled(time_scale) if trace is not None else None
+
+    def arrivals(at: float):
+        if base is not None:
+            return base.scaled(at / base.rate)
+        return poisson(at, requests, prompt, output_tokens, seed)
+
+    with simulation_progress(requests if base is None else len(base)) as tick:
+        found = None
+        if search:
+            found = max_rate(lambda at: run(name, hardware, arrivals(at), sched, **options),
+                             ttft_slo, tpot_slo, percentile,
+                             start=base.rate if base is not None else rate)
+        first = base if base is not None and not search else arrivals(found["max_rate"] if found and found["max_rate"] else rate)
+        result = run(name, hardware, first, sched, progress=tick, **options)
+    slo = goodput(result, ttft_slo, tpot_slo)
+    if timeline is not None:
+        write_atomic(timeline, result.timeline_frame.to_csv(index=False))
+        typer.echo(f"wrote {timeline}", err=True)
+    if fmt == "csv":
+        emit(result.frame.to_csv(index=False), [], output)
+        return
+    if fmt == "json":
+        data = {**result.to_dict(), "goodput": slo, "search": found}
+        emit(json.dumps(data, indent=1, allow_nan=False, default=float), [], output)
+        return
+    emit(None, simulation_tables(result, slo, found, percentile), output)
+
+
+def simulation_progress(total: int):
+    """A transient rich progress bar for long runs (more than 20 000 requests)."""
+    import contextlib
+
+    if total <= 20000:
+        return contextlib.nullcontext(None)
+    from rich.progress import Progress
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress(transient=True) as progress:
+            task = progress.add_task("simulating", total=total)
+            yield lambda done, _total: progress.update(task, completed=done)
+
+    return bar()
+
+
+def simulation_tables(result, slo: dict, found: dict | None, percentile: float) -> list:
+    from rich.table import Table
+
+    from .units import format_time
+
+    s = result.summary
+    table = Table(title=f"{result.meta['model']} on {result.meta['hardware']} ({result.meta['mode']}): "
+                  f"{s['requests']} requests, {s['steps']} steps")
+    for col in ("", "p50", "p90", "p99", "mean"):
+        table.add_column(col, justify="right")
+    for key, label in (("queue_s", "queueing"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"),
+                       ("latency_s", "latency")):
+        table.add_row(label, *(format_time(s[key][q]) for q in ("p50", "p90", "p99", "mean")))
+    lines = [table,
+             f"throughput {s['requests_per_s']:.4g} requests/s, {s['output_tokens_per_s']:.4g} "
+             f"output tokens/s over {s['duration_s']:.4g} s",
+             f"KV cache {s['kv_blocks']} blocks of {s['kv_block_tokens']} tokens: peak "
+             f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
+             f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)",
+             f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)"]
+    if found is not None:
+        lines.append(f"highest rate meeting the p{percentile:g} SLOs: {found['max_rate']:.4g} "
+                     f"requests/s ({len(found['tried'])} runs)")
+    return lines
+
+
+@app.command("simulate-check")
+def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (built with random weights).")] = "qwen2-0.5b",
+                   layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")] = None,
+                   requests: Annotated[int, typer.Option(help="Requests in the Poisson trace.")] = 48,
+                   rate: Annotated[float, typer.Option(help="Requests per second.")] = 2.0,
+                   repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
+                   seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
+                   output: OutputOpt = None) -> None:
+    """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError("transformers", "hf") from None
+    from kernels.cb_server import report_lines, run_check
+
+    if requests < 2 or rate <= 0 or repeats < 1:
+        raise typer.BadParameter("--requests must be >= 2, --rate > 0 and --repeats >= 1")
+    result, path = run_check(model, layers=layers, requests=requests, rate=rate, repeats=repeats,
+                             seed=seed, out=output, log=lambda msg: typer.echo(msg, err=True))
+    for line in report_lines(result):
+        typer.echo(line)
+    typer.echo(f"wrote {path}", err=True)
+
+
+@app.command()
 def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,
           debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False) -> None:
