@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .analyze import check_micro_batches, deployment, make_settings, memory_totals, plain
+from .analyze import deployment, make_settings, memory_totals, plain
 from .errors import InvalidWorkloadError
 from .layers import Plan, pipeline_factors, stage_ops
 from .memory import kv_bytes_per_token
@@ -380,7 +380,6 @@ def simulate(model: str | ModelConfig, hardware, arrivals: Arrivals,
     s = scheduler or Scheduler()
     chosen = make_settings(dtype, settings, options)
     config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
-    check_micro_batches(1, p)
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
     longest = int(np.max(arrivals.prompt + arrivals.output - 1))

@@ -1,0 +1,160 @@
+"""The serving simulator: queueing theory, the engine's single-request numbers, invariants."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ridgeline import analyze
+from ridgeline.errors import RidgelineError
+from ridgeline.hardware import load_device
+from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
+from ridgeline.simulate import Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.traces import Arrivals, poisson
+
+MODEL, DEVICE = "llama-3.2-1b", "a6000"
+
+
+@pytest.mark.parametrize("model, device, options", [
+    ("llama-3-8b", "h100-sxm", {}),
+    ("llama-3-8b", "h100-sxm", {"attention": "flash", "w_dtype": "int4", "tp": 2}),
+    ("mistral-7b-v0.1", "a6000", {"attention": "paged"}),           # sliding window 4096
+    ("qwen2-0.5b", "a6000", {"attention": "flash-decoding"}),
+    ("deepseek-v2-lite", "h100-sxm", {"attention": "flash"}),        # MLA: absorbed decode
+])
+def test_single_request_is_analyze(model, device, options):
+    """One request alone: TTFT is analyze's prefill, latency its TTFT + (N - 1) x TPOT."""
+    prompt, n = 5000, 40
+    a = analyze(model, device, batch=1, seq_len=prompt, generate=n, **options).generation
+    r = simulate(model, device, poisson(1.0, 1, prompt, n), Scheduler(token_budget=8192), **options)
+    assert r.requests["queue_s"][0] == 0.0
+    assert r.requests["ttft_s"][0] == pytest.approx(a["ttft_s"], rel=1e-9)
+    assert r.requests["latency_s"][0] == pytest.approx(a["ttft_s"] + (n - 1) * a["tpot_s"], rel=1e-9)
+    assert r.requests["tpot_s"][0] == pytest.approx(a["tpot_s"], rel=1e-9)
+
+
+def test_single_request_calibrated():
+    """The same with the committed CPU profile's calibrated ceilings."""
+    device = load_device("a6000")  # the CPU profile's ceilings on any spec: only the roofs matter
+    roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), device)
+    a = analyze("qwen2-0.5b", device, batch=1, seq_len=100, generate=20, dtype="bf16",
+                attention="flash", ceilings=roofs).generation
+    r = simulate("qwen2-0.5b", device, poisson(1.0, 1, 100, 20), dtype="bf16", attention="flash",
+                 ceilings=roofs)
+    assert r.meta["mode"] == "calibrated"
+    assert r.requests["latency_s"][0] == pytest.approx(a["total_s"], rel=1e-9)
+
+
+def test_md1_mean_wait_matches_pollaczek_khinchine():
+    """One request in service at a time (max batch 1), each a 256-token prompt and one
+    output token (constant service D = the prefill), Poisson arrivals at rho = 0.5:
+    M/D/1 mean wait Wq = lambda D^2 / (2 (1 - rho)) = rho D / (2 (1 - rho)) = D / 2
+    (Pollaczek-Khinchine). Over 1e5 requests the sample mean's standard error is ~1 %."""
+    d = analyze(MODEL, DEVICE, batch=1, seq_len=256, generate=1).generation["ttft_s"]
+    rho = 0.5
+    lam = rho / d
+    r = simulate(MODEL, DEVICE, poisson(lam, 100_000, 256, 1, seed=0), Scheduler(max_batch=1))
+    assert np.all(r.requests["latency_s"] - r.requests["queue_s"] == pytest.approx(d, rel=1e-9))
+    assert r.requests["queue_s"].mean() == pytest.approx(lam * d**2 / (2 * (1 - rho)), rel=0.02)
+
+
+def in_system_time_average(r) -> float:
+    """Time-average number of requests in the server, from the step timeline alone:
+    running + waiting at each step start, held for the step (idle gaps hold 0)."""
+    line = r.timeline
+    area = np.sum((line["running"] + line["waiting"]) * line["step_s"])
+    return area / r.summary["duration_s"]
+
+
+def test_littles_law():
+    """L = lambda W: the time-average number in the system (timeline) equals the arrival
+    rate times the mean time in the system (per-request latencies), within 2 % (requests
+    arriving mid-step are counted from the next step start)."""
+    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3), Scheduler(max_batch=64))
+    lam = len(r.requests["arrival_s"]) / r.summary["duration_s"]
+    assert r.summary["mean_running"] > 4  # a loaded server, not one request at a time
+    assert in_system_time_average(r) == pytest.approx(lam * r.requests["latency_s"].mean(), rel=0.02)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget=st.integers(16, 600), batch=st.integers(1, 12), blocks=st.integers(40, 200),
+       hit=st.sampled_from([0.0, 0.5]), margin=st.sampled_from([0.0, 0.15]),
+       chunked=st.booleans(), seed=st.integers(0, 3))
+def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed):
+    """Every request gets exactly its output tokens; the model runs every prompt and
+    output token once (the last output token needs no pass), minus prefix hits, plus
+    whatever preemptions threw away; the cache ends empty and never overflows."""
+    rng = np.random.default_rng(seed)
+    n = 30
+    prompt, out = rng.integers(1, 300, n), rng.integers(1, 60, n)
+    if not chunked:
+        budget = max(budget, int(np.max(prompt + out)))
+    arrivals = Arrivals(np.sort(rng.uniform(0, 2, n)), prompt, out)
+    sched = Scheduler(max_batch=batch, token_budget=budget, kv_blocks=blocks, prefix_hit=hit,
+                      admit_margin=margin, chunked_prefill=chunked)
+    r = simulate(MODEL, DEVICE, arrivals, sched)
+    s = r.summary
+    assert np.all(np.isfinite(r.requests["latency_s"]))
+    assert s["computed_tokens"] == int(np.sum(prompt + out - 1)) - s["prefix_hit_tokens"] + s["recomputed_tokens"]
+    assert np.all(r.timeline["kv_blocks"] <= blocks)
+    assert np.all(r.timeline["running"] <= batch) and np.all(r.timeline["tokens"] <= budget)
+    assert np.all(r.requests["ttft_s"] <= r.requests["latency_s"])
+    assert np.all(r.requests["queue_s"] <= r.requests["ttft_s"])
+
+
+def test_preemption_recomputes():
+    """A cache of 40 blocks x 16 tokens for 8 requests of 100 + 80 tokens: they cannot all
+    stay, so the last admitted are preempted and recomputed."""
+    r = simulate(MODEL, DEVICE, poisson(1000.0, 8, 100, 80), Scheduler(kv_blocks=40))
+    assert r.summary["preemptions"] > 0 and r.summary["recomputed_tokens"] > 0
+    assert r.summary["kv_peak_fraction"] <= 1.0
+
+
+def test_chunked_prefill_splits_the_prompt():
+    """A 1000-token prompt with a 256-token budget takes ceil(1000/256) = 4 steps to its
+    first token; the first chunk is a fresh prefill of 256 tokens."""
+    r = simulate(MODEL, DEVICE, poisson(1.0, 1, 1000, 2), Scheduler(token_budget=256))
+    assert list(r.timeline["tokens"]) == [256, 256, 256, 232, 1]
+    first = analyze(MODEL, DEVICE, batch=1, seq_len=256).prefill.total["time_s"]
+    assert r.timeline["step_s"][0] == pytest.approx(first, rel=1e-9)
+    assert r.requests["ttft_s"][0] > analyze(MODEL, DEVICE, seq_len=1000).prefill.total["time_s"]
+
+
+def test_reproducible_under_a_seed():
+    def run(seed):
+        return simulate(MODEL, DEVICE, poisson(40.0, 500, 300, 50, seed=seed), Scheduler(max_batch=32))
+
+    a, b, c = run(7), run(7), run(8)
+    for key in a.requests:
+        np.testing.assert_array_equal(a.requests[key], b.requests[key])
+    assert not np.array_equal(a.requests["latency_s"], c.requests["latency_s"])
+
+
+def test_goodput_and_rate_search():
+    """The rate found meets the SLOs; a rate at most 2 % above it was tried and failed."""
+    def run(rate):
+        return simulate(MODEL, DEVICE, poisson(rate, 400, 512, 64, seed=1), Scheduler(max_batch=32))
+
+    found = max_rate(run, ttft_slo=0.2, tpot_slo=None, percentile=90, start=5.0)
+    best = found["max_rate"]
+    assert best > 0 and meets(run(best), 0.2, None, 90)
+    failed = [t["rate"] for t in found["tried"] if not t["meets"]]
+    assert min(failed) <= best * 1.02 + 1e-9
+    g = goodput(run(best), ttft_slo=0.2)
+    assert 0.9 <= g["slo_attainment"] <= 1.0 and g["goodput_rps"] > 0
+
+
+@pytest.mark.parametrize("scheduler, message", [
+    (dict(max_batch=0), "max-batch"), (dict(prefix_hit=1.0), "prefix-hit"),
+    (dict(token_budget=10, chunked_prefill=False), "token-budget"),
+    (dict(kv_blocks=2), "KV blocks"),
+])
+def test_bad_settings_say_what_to_change(scheduler, message):
+    with pytest.raises(RidgelineError, match=message):
+        simulate(MODEL, DEVICE, poisson(1.0, 3, 100, 10), Scheduler(**scheduler))
+
+
+def test_kv_cache_too_small_for_the_model():
+    with pytest.raises(RidgelineError, match="no room for a KV cache"):
+        simulate("llama-2-70b", "a6000", poisson(1.0, 3, 100, 10))

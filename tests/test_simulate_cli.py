@@ -1,0 +1,108 @@
+"""Trace loading and the ``ridgeline simulate`` command."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ridgeline.cli import app
+from ridgeline.errors import RidgelineError
+from ridgeline.traces import load_trace, poisson
+
+runner = CliRunner()
+
+
+def test_csv_trace(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.5,10,3\n0.1,20,4\n")
+    t = load_trace(path)
+    np.testing.assert_array_equal(t.time_s, [0.0, 0.4])  # sorted, from the first arrival
+    np.testing.assert_array_equal(t.prompt, [20, 10])
+    np.testing.assert_array_equal(t.output, [4, 3])
+
+
+def test_jsonl_trace(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"arrival": 0, "prompt": 5, "output": 2}\n{"arrival": 2, "prompt": 6, "output": 1}\n')
+    t = load_trace(path)
+    assert list(t.prompt) == [5, 6] and t.rate == pytest.approx(0.5)
+
+
+def test_azure_trace_columns(tmp_path):
+    """The Azure LLM inference trace's header and date format."""
+    path = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:15:46.6805900,374,44\n"
+                    "2023-11-16 18:15:50.9951690,396,109\n")
+    t = load_trace(path)
+    assert t.time_s[1] == pytest.approx(50.9951690 - 46.6805900, abs=1e-6)
+    assert list(t.prompt) == [374, 396] and list(t.output) == [44, 109]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("when,prompt_tokens,output_tokens\n0,1,1\n", "no arrival time column"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,1,0\n", "output tokens < 1"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,1.5,2\n", "whole token counts"),
+    ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
+])
+def test_bad_traces(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(RidgelineError, match=message):
+        load_trace(path)
+
+
+def test_poisson_rate_and_seed():
+    a = poisson(10.0, 20000, 100, 10, seed=1)
+    assert a.rate == pytest.approx(10.0, rel=0.03)  # 1/sqrt(20000) = 0.7 % standard error
+    assert np.array_equal(a.time_s, poisson(10.0, 20000, 100, 10, seed=1).time_s)
+
+
+def test_cli_json(tmp_path):
+    out = tmp_path / "sim.json"
+    timeline = tmp_path / "steps.csv"
+    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--rate", "20",
+                                 "--requests", "50", "--prompt", "200", "--output-tokens", "20",
+                                 "--ttft-slo", "0.1", "-f", "json", "-o", str(out),
+                                 "--timeline", str(timeline)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["summary"]["requests"] == 50 and len(data["requests"]["ttft_s"]) == 50
+    assert data["summary"]["output_tokens"] == 50 * 20
+    assert 0 <= data["goodput"]["slo_attainment"] <= 1
+    assert timeline.read_text().startswith("start_s,step_s,kv_blocks")
+
+
+def test_cli_csv_trace_and_table(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n0.01,50,3\n")
+    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--trace", str(path), "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith("arrival_s,prompt,output,queue_s,ttft_s")
+    assert len(result.output.splitlines()) == 3
+    table = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--trace", str(path)])
+    assert table.exit_code == 0 and "TTFT" in table.output and "goodput" in table.output
+
+
+def test_cli_search(tmp_path):
+    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "200",
+                                 "--prompt", "256", "--output-tokens", "32", "--ttft-slo", "0.2",
+                                 "--percentile", "90", "--search", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)["search"]
+    assert found["max_rate"] > 0 and any(not t["meets"] for t in found["tried"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "-1"], "--rate must be a positive"),
+    (["--trace", "missing.csv"], "no trace file"),
+    (["--search"], "needs --ttft-slo"),
+    (["--prefix-hit", "1.5"], "prefix-hit must be in"),
+    (["--micro-batches", "2"], "one micro-batch"),
+])
+def test_cli_errors_are_one_line(args, message):
+    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "5", *args])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
