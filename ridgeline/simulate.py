@@ -92,6 +92,16 @@ class StepCost:
     window: int | None          # sliding window: attention sees at most this many keys
     factor: float               # pipeline stages a step passes through
 
+    def decode_time(self, n: int, cached: float) -> float:
+        """``step_time`` of n decodes alone, in scalars (the simulator's hot path)."""
+        ca, cb, ma, mb = self.decode
+        total = self.token_s[n] + self.cached_only_s[n] + self.head_s[n]
+        for k in range(len(self.count)):
+            over = self.overhead_s[k] if self.cached_has[k] else 0.0
+            total += self.count[k] * (max(ca[k, n] + cb[k, n] * cached,
+                                          ma[k, n] + mb[k, n] * cached) + over)
+        return self.factor * float(total)
+
     def attention_s(self, compute: np.ndarray, memory: np.ndarray, present: np.ndarray) -> float:
         """Attention ops as one kernel each over the step's sequences."""
         per_op = np.maximum(compute, memory) + np.where(present, self.overhead_s, 0.0)
@@ -276,6 +286,7 @@ class _Server:
         self.used = 0
         self.computed = 0      # tokens run through the model, recomputation included
         self.recomputed = 0
+        self.pure = False      # this step only decodes (set by schedule)
 
     def kv_blocks(self, tokens):
         kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
@@ -297,9 +308,15 @@ class _Server:
         while True:
             rid, prompt, _out, gen, done = self.run
             need = prompt + gen - done
-            before = np.cumsum(need) - need
-            chunk = np.clip(self.s.token_budget - before, 0, need)
-            grow = int(np.sum(self.kv_blocks(done + chunk) - self.kv_blocks(done)))
+            # the common step: every running request decodes one token after its first
+            self.pure = 0 < len(rid) <= self.s.token_budget and need.max() == 1 and gen.min() > 0
+            if self.pure and not self.cost.window:
+                chunk = need
+                grow = int(np.count_nonzero(done % self.block == 0))
+            else:
+                before = np.cumsum(need) - need
+                chunk = np.clip(self.s.token_budget - before, 0, need)
+                grow = int(np.sum(self.kv_blocks(done + chunk) - self.kv_blocks(done)))
             if self.used + grow <= self.blocks or len(rid) == 0:
                 break
             self.preempt_last()
@@ -329,6 +346,7 @@ class _Server:
                 self.admitted[r] = now
             new.append((r, gen, hit, c))
         if new:
+            self.pure = False
             ids, gens, hits, chunks = (np.array(v, dtype=np.int64) for v in zip(*new))
             self.run = [np.concatenate(pair) for pair in zip(
                 self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))]
@@ -337,6 +355,9 @@ class _Server:
 
     def cost_of(self, chunk: np.ndarray) -> float:
         done = self.run[4]
+        if self.pure:
+            cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
+            return self.cost.decode_time(len(done), float(cached.sum()))
         decode = (chunk == 1) & (done > 0)
         cached = done[decode]
         if self.cost.window:
@@ -350,12 +371,15 @@ class _Server:
         """Apply a finished step: cached tokens grow; a request whose chunk completes its
         pending tokens emits one; requests with all their tokens leave."""
         rid, prompt, out, gen, done = self.run
-        self.computed += int(chunk.sum())
-        done = done + chunk
-        emits = (chunk > 0) & (done == prompt + gen)
-        gen = gen + emits
-        firsts = rid[emits & (gen == 1)]
-        self.first[firsts] = end
+        if self.pure:  # every request emits a token after its first
+            self.computed += len(rid)
+            done, gen = done + 1, gen + 1
+        else:
+            self.computed += int(chunk.sum())
+            done = done + chunk
+            emits = (chunk > 0) & (done == prompt + gen)
+            gen = gen + emits
+            self.first[rid[emits & (gen == 1)]] = end
         over = gen >= out
         if over.any():
             self.finish[rid[over]] = end
