@@ -9,13 +9,14 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 
 def create_app() -> Dash:
-    from . import callbacks
+    from . import callbacks, serving
     from .layout import build_layout
 
     app = Dash(__name__, title="ridgeline", assets_folder=str(ASSETS),
                suppress_callback_exceptions=False, update_title=None)
     app.layout = build_layout
     callbacks.register(app)
+    serving.register(app)
     return app
 
 

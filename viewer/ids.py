@@ -20,7 +20,7 @@ DEVICE_UPLOAD = "device-upload"
 UPLOAD_ERROR = "upload-error"
 
 # pages: one container each, shown or hidden by the pathname
-PAGES = ("analyze", "layer", "sweep", "compare", "validation")
+PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
 
 
 def page(name: str) -> str:
@@ -61,3 +61,9 @@ VALIDATION_ROOFS = "validation-roofs"
 def card(key: str) -> str:
     """The value text of one summary card (ttft, tpot, throughput, peak, fits)."""
     return f"card-{key}"
+
+# serving
+SERVING_ERROR = "serving-error"
+SERVING_SUMMARY = "serving-summary"
+SERVING_LATENCY = "serving-latency"
+SERVING_KV = "serving-kv"

@@ -12,6 +12,7 @@ from ridgeline.model import list_models
 
 from . import ids
 from .figures import CARD_TITLES, TABLE_COLUMNS
+from .serving import serving_page
 from .state import PAGE_TITLES, PAGES, Control, component_value, controls
 
 FORMATS = {"si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
@@ -163,6 +164,7 @@ def validation_page() -> html.Div:
 
 PAGE_BUILDERS = {"analyze": analyze_page, "layer": layer_page, "sweep": sweep_page,
                  "compare": compare_page, "validation": validation_page}
+PAGE_BUILDERS["serving"] = serving_page
 
 
 def build_layout() -> html.Div:

@@ -20,9 +20,9 @@ from ridgeline.units import DTYPE_BITS
 from ridgeline.workload import Settings
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
-PAGES = ("analyze", "layer", "sweep", "compare", "validation")
+PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
 PAGE_TITLES = {"analyze": "Analyze", "layer": "Layer view", "sweep": "Sweep",
-               "compare": "Compare", "validation": "Validation"}
+               "compare": "Compare", "validation": "Validation", "serving": "Serving"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,13 @@ PAGE_CONTROLS = (
             section="compare"),
     Control("runs", "measured on", "choice", "all", section="validation",
             help="one device's validation and e2e results, or all of them"),
+    Control("serving_rates", "request rates (/s)", "text", "1,2,4,8,16", section="serving",
+            help="Poisson arrival rates to simulate, comma-separated"),
+    Control("serving_requests", "requests per rate", "int", 300, section="serving", minimum=1),
+    Control("serving_max_batch", "max batch", "int", 256, section="serving", minimum=1,
+            help="sequences per step"),
+    Control("serving_budget", "token budget", "int", 2048, section="serving", minimum=1,
+            help="tokens per step (prefill chunks + decodes)"),
 )
 
 

@@ -1,0 +1,124 @@
+"""The Serving page: latency percentiles against request rate, and KV occupancy over time.
+
+The sidebar's model, device, roofline and settings, the prompt and generated tokens, and
+the page's own controls (``serving_*`` in ``viewer.state``) come from the URL state;
+each rate is one ``ridgeline.simulate`` run of Poisson arrivals (seed 0). Three layers as
+on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, and
+``update_serving`` is the thin callback.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import plotly.graph_objects as go
+from dash import html, no_update
+from dash.exceptions import PreventUpdate
+from plotly.subplots import make_subplots
+
+from ridgeline.errors import RidgelineError
+from ridgeline.simulate import PERCENTILES, Scheduler, simulate
+from ridgeline.traces import poisson
+
+from . import ids
+from .figures import SERIES_COLORS, base_layout
+from .state import page_from_path, parse_query, settings_of
+
+MOST_RATES = 12
+
+
+def rates_of(text: str) -> list[float]:
+    try:
+        rates = sorted({float(r) for r in str(text).split(",") if r.strip()})
+    except ValueError:
+        raise RidgelineError(f"request rates must be numbers separated by commas, got '{text}'") from None
+    if not rates or rates[0] <= 0 or len(rates) > MOST_RATES:
+        raise RidgelineError(f"give 1 to {MOST_RATES} positive request rates, got '{text}'")
+    return rates
+
+
+def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
+    """One simulation per rate: [(rate, SimResult)]."""
+    from .data import ceilings_for, resolve_device, resolve_model
+
+    model = resolve_model(state["model"], uploads)
+    device = resolve_device(state["device"], uploads)
+    sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
+    roofs = ceilings_for(state["profile"], device)
+    out = max(state["generate"], 1)
+    return [(rate, simulate(model, device, poisson(rate, state["serving_requests"], state["seq_len"],
+                                                   out, seed=0), sched,
+                            settings=settings_of(state), ceilings=roofs))
+            for rate in rates_of(state["serving_rates"])]
+
+
+def latency_figure(runs: list, height: int = 480) -> go.Figure:
+    """p50/p90/p99 of TTFT, TPOT and end-to-end latency against the offered rate."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT", "TPOT", "latency"))
+    rates = [rate for rate, _ in runs]
+    for col, key in enumerate(("ttft_s", "tpot_s", "latency_s"), start=1):
+        for i, q in enumerate(PERCENTILES):
+            ys = [r.summary[key][f"p{q}"] for _, r in runs]
+            fig.add_trace(go.Scatter(x=rates, y=ys, mode="lines+markers", name=f"p{q}",
+                                     legendgroup=f"p{q}", showlegend=col == 1,
+                                     line={"color": SERIES_COLORS[i]},
+                                     hovertemplate=f"p{q} %{{y:.4g}} s at %{{x}}/s<extra></extra>"),
+                          row=1, col=col)
+        fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
+        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
+    return base_layout(fig, "Latency percentiles against request rate", height)
+
+
+def kv_figure(runs: list, height: int = 360) -> go.Figure:
+    """KV-cache occupancy over time, one line per rate."""
+    fig = go.Figure()
+    for i, (rate, r) in enumerate(runs):
+        line = r.timeline
+        fig.add_trace(go.Scatter(x=line["start_s"], y=100 * line["kv_fraction"], mode="lines",
+                                 name=f"{rate:g}/s", line={"color": SERIES_COLORS[i % len(SERIES_COLORS)],
+                                                           "shape": "hv"},
+                                 hovertemplate=f"{rate:g}/s: %{{y:.1f}} % at %{{x:.3g}} s<extra></extra>"))
+    fig.update_xaxes(title_text="seconds")
+    fig.update_yaxes(title_text="KV blocks used (%)", rangemode="tozero")
+    return base_layout(fig, "KV-cache occupancy over time", height)
+
+
+def summary_line(runs: list) -> str:
+    rate, last = runs[-1]
+    s = last.summary
+    return (f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "
+            f"requests/s, {s['requests_per_s']:.3g} served/s, {s['output_tokens_per_s']:.4g} "
+            f"output tokens/s, {s['preemptions']} preemptions, KV peak {s['kv_peak_fraction']:.0%}.")
+
+
+def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
+    """(error, summary line, latency figure, KV figure)."""
+    if page_from_path(pathname) != "serving":
+        raise PreventUpdate
+    try:
+        runs = serving_runs(parse_query(search), uploads)
+    except RidgelineError as err:
+        return f"error: {err}", no_update, no_update, no_update
+    return "", summary_line(runs), latency_figure(runs), kv_figure(runs)
+
+
+def serving_page() -> html.Div:
+    from .layout import error_line, graph, section_controls
+
+    return html.Div([
+        html.Div("Continuous batching under Poisson arrivals: each rate is one simulated run "
+                 "of the sidebar's model, device, settings, prompt and generated tokens.",
+                 className="page-title"),
+        html.Div(section_controls("serving"), className="page-controls"),
+        error_line(ids.SERVING_ERROR), html.Div(id=ids.SERVING_SUMMARY),
+        graph(ids.SERVING_LATENCY), graph(ids.SERVING_KV),
+    ])
+
+
+def register(app) -> None:
+    from dash import Input, Output, State
+
+    app.callback(Output(ids.SERVING_ERROR, "children"), Output(ids.SERVING_SUMMARY, "children"),
+                 Output(ids.SERVING_LATENCY, "figure"), Output(ids.SERVING_KV, "figure"),
+                 Input(ids.URL, "pathname"), Input(ids.URL, "search"),
+                 State(ids.UPLOADS, "data"))(update_serving)
