@@ -99,7 +99,13 @@ def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
 
 def _collect(manager, prompts: list, outputs: list[int], times: list[float],
              log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+    """Submit, wait for every result, and note the CPU seconds the process got meanwhile
+    (on a shared machine, fewer than the wall seconds it was busy)."""
+    import resource
+
     ids = []
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = usage.ru_utime + usage.ru_stime
     start = time.perf_counter()
     for i, (prompt, n, at) in enumerate(zip(prompts, outputs, times)):
         wait = start + at - time.perf_counter()
@@ -114,9 +120,12 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
             raise RidgelineError("transformers' generation thread stopped before every request finished")
         results[out.request_id] = out
         log(f"  {len(results)}/{len(ids)} requests done")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     rows = [results[i] for i in ids]
     created = np.array([r.created_time for r in rows])
-    return {"submitted_s": created - start,
+    return {"cpu_s": np.array(usage.ru_utime + usage.ru_stime - cpu0),
+            "wall_s": np.array(time.perf_counter() - start),
+            "submitted_s": created - start,
             "queue_s": np.array([r.lifespan[0] for r in rows]) - created,
             "ttft_s": np.array([r.timestamps[0] for r in rows]) - created,
             "latency_s": np.array([r.timestamps[-1] for r in rows]) - created,
@@ -188,14 +197,23 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
         "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
                       for mode, sim in sims.items()},
         "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+        # the work on one side and the other, whatever the load: CPU seconds transformers'
+        # process used over a replay (median), and the simulated steps' seconds summed
+        "busy": {"measured_cpu_s": float(measured["cpu_s"]), "measured_wall_s": float(measured["wall_s"]),
+                 **{f"simulated_{mode}_s": float(np.sum(sim.timeline["step_s"]))
+                    for mode, sim in sims.items()}},
     }
-    path = out or VALIDATION_DIR / f"serving-{key}-{config.name}-{meta['date'][:10]}.json"
+    path = out or VALIDATION_DIR / f"serving-{key}-{config.name}-{rate:g}rps-{meta['date'][:10]}.json"
     write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
     return result, path
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
-    lines = []
+    busy = result.get("busy", {})
+    lines = [f"transformers used {busy['measured_cpu_s']:.1f} CPU s in {busy['measured_wall_s']:.1f} s "
+             "of wall time per replay; simulated steps sum to "
+             + ", ".join(f"{v:.1f} s ({k[10:-2]})" for k, v in busy.items() if k.startswith("simulated_"))
+             ] if busy else []
     for mode, table in result["comparison"].items():
         for key in ("ttft_s", "latency_s"):
             m, s, e = (table[key][x] for x in ("measured", "simulated", "error"))
