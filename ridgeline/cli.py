@@ -614,6 +614,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    rate: Annotated[float, typer.Option(help="Requests per second.")] = 2.0,
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
+                   clock: Annotated[str, typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); wall: its background thread in real time.")] = "cpu",
                    output: OutputOpt = None) -> None:
     """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
     try:
@@ -624,10 +625,11 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
         raise MissingDependencyError("transformers", "hf") from None
     from kernels.cb_server import report_lines, run_check
 
-    if requests < 2 or rate <= 0 or repeats < 1:
-        raise typer.BadParameter("--requests must be >= 2, --rate > 0 and --repeats >= 1")
+    if requests < 2 or rate <= 0 or repeats < 1 or clock not in ("cpu", "wall"):
+        raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu or wall")
     result, path = run_check(model, layers=layers, requests=requests, rate=rate, repeats=repeats,
-                             seed=seed, out=output, log=lambda msg: typer.echo(msg, err=True))
+                             seed=seed, clock=clock, out=output,
+                             log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)
     typer.echo(f"wrote {path}", err=True)
