@@ -33,7 +33,7 @@ from ridgeline.roofline import spec_ceilings
 from ridgeline.simulate import Scheduler, percentiles, simulate
 from ridgeline.traces import Arrivals
 
-VALIDATION_DIR = REPORTS_DIR / "validation"
+SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
 CLOCKS = {"cpu": "virtual: each step advances the clock by its CPU seconds (time.thread_time) "
                  "in the stepping thread; transformers' scheduler and model runner, stepped here",
@@ -305,7 +305,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
                     for mode, sim in sims.items()}},
     }
     stem = f"serving-{key}-{config.name}-{rate:g}rps" + ("-wall" if clock == "wall" else "")
-    path = out or VALIDATION_DIR / f"{stem}-{meta['date'][:10]}.json"
+    path = out or SERVING_DIR / f"{stem}-{meta['date'][:10]}.json"
     write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
     return result, path
 
