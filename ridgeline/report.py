@@ -89,9 +89,16 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      f"total {format_time(gen['total_s'])}   {gen['tokens_per_s']:.4g} tokens/s")
     spec = analysis.extra.get("speculative")
     if spec:
+        even = spec["break_even_acceptance"]
+        smem = spec["memory"]
+        fits = "fits" if smem["fits"] else f"does NOT fit: {format_bytes(smem['shortfall_bytes'])} short"
         lines.append(f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
-                     f"{spec['expected_tokens_per_step']:.3g} tokens/step, speed-up "
-                     f"{spec['speedup']:.3g}x, break-even acceptance {spec['break_even_acceptance']:.3g}")
+                     f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
+                     f"{spec['tokens_per_s']:.4g} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
+                     f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
+                     f"{'-' if even is None else format(even, '.3g')})")
+        lines.append(f"memory with the draft: {format_bytes(smem['peak_bytes'])} of "
+                     f"{format_bytes(smem['usable_bytes'])} usable: {fits}")
     pipe = analysis.extra.get("pipeline")
     if pipe:
         lines.append(f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
@@ -102,7 +109,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
     lines.append(f"memory{per}: weights {format_bytes(mem['weights_bytes'])} + KV cache "
                  f"{format_bytes(mem['kv_cache_bytes'])} + activations "
                  f"{format_bytes(mem['activations_peak_bytes'])} = {format_bytes(mem['peak_bytes'])}"
-                 f" of {format_bytes(mem['capacity_bytes'])}: {verdict}")
+                 f" of {format_bytes(mem.get('usable_bytes', mem['capacity_bytes']))} usable"
+                 f" ({format_bytes(mem['capacity_bytes'])} on the device): {verdict}")
+    lines += [f"warning: {w}" for w in analysis.extra.get("warnings", [])]
     return lines
 
 

@@ -41,6 +41,8 @@ def test_llama3_gqa_ops():
     assert dec["sv_matmul"]["kv_read_bytes"] == 1025 * 8 * 128 * 2
     assert dec["lm_head"]["weight_bytes"] == 128256 * 4096 * 2
     assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 8 * 128 * 2
+    flash = rows(rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024, attention="flash"), "decode")
+    assert flash["attention"]["kv_read_bytes"] == 8 * 1025 * 256 * 2  # fused: once per KV head
 
 
 def test_falcon_mqa():
@@ -60,7 +62,9 @@ def test_falcon_mqa():
 def test_memory_fit_and_shortfall():
     a = rl.analyze("llama-2-70b", "a6000", batch=1, seq_len=512)
     assert not a.memory["fits"]
-    assert a.memory["shortfall_bytes"] == pytest.approx(a.memory["peak_bytes"] - 48 * 2**30)
+    # usable = 0.9 (memory_utilization) x 48 GiB - 0.75 GiB runtime reserve = 42.45 GiB
+    assert a.memory["usable_bytes"] == pytest.approx(42.45 * 2**30)
+    assert a.memory["shortfall_bytes"] == pytest.approx(a.memory["peak_bytes"] - 42.45 * 2**30)
     b = rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=512)
     assert b.memory["fits"] and b.memory["shortfall_bytes"] == 0
 
