@@ -43,6 +43,7 @@ class Plan:
     hb: float = 0.0              # bytes per embedding, norm, router and lm_head weight (0: ab)
     head_dtype: str = ""         # compute type of lm_head and the router ("": matrix_dtype)
     memory_utilization: float = 1.0  # fraction of device memory the runtime may use
+    expand_kv: bool = False      # eager GQA: K/V copied to every query head (repeat_kv)
 
     @property
     def head_bytes(self) -> float:
@@ -141,10 +142,14 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
 
     Eager prefill computes the full q x S score matrix and masks it (a sliding window
     changes the mask, not the work), so flops and bytes both cover every position. Decode
-    reads the cache, which a window caps at W positions.
+    reads the cache, which a window caps at W positions. With ``p.expand_kv`` (the eager
+    setting: Hugging Face's ``repeat_kv``) grouped K/V heads are copied to every query head
+    first, so K/V are read per query head; a Plan built without it times the grouped
+    kernels the microbenchmarks run (query heads folded onto one K/V head).
     """
     kv = a.kv_len if a.prefill else kv_length(c, a.kv_len)
-    kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype)
+    kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype,
+              expand_kv=p.expand_kv and not a.latent and a.kv_heads < a.heads)
     qk = O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, **kw)
     return [
         replace(qk, inputs=(a.q_from,)),

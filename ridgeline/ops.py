@@ -96,25 +96,30 @@ def linear(name: str, tokens: Number, k: int, n: int, *, q: Quant, ab: float, co
 
 
 def qk_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
+              expand_kv: bool = False) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
-    K is read once per KV head (grouped heads share it); the score matrix is written out.
+    K is read once per KV head (grouped heads share it), or once per query head with
+    ``expand_kv`` (Hugging Face's eager path copies K/V to every query head with
+    ``repeat_kv`` first); the score matrix is written out.
     """
     return Op("qk_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
               act_read_bytes=batch * q_len * heads * head_dim * ab,
-              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
               act_write_bytes=batch * heads * q_len * kv_len * ab, matrix=True, dtype=dtype,
               inputs=("q",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
                                         q_len=q_len, kv_len=kv_len, head_dim=head_dim))
 
 
 def sv_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
-    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops."""
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
+              expand_kv: bool = False) -> Op:
+    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops (V per query
+    head with ``expand_kv``, as in :func:`qk_matmul`)."""
     return Op("sv_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
               act_read_bytes=batch * heads * q_len * kv_len * ab,
-              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
               act_write_bytes=batch * q_len * heads * head_dim * ab, matrix=True, dtype=dtype,
               inputs=("softmax",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
                                               q_len=q_len, kv_len=kv_len, head_dim=head_dim))

@@ -118,4 +118,5 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         tp=settings.tp, pp=settings.pp, ep=settings.ep, micro_batches=settings.micro_batches,
         hb=dtype_bytes(kept), head_dtype=_float_fallback(kept, device),
         memory_utilization=settings.memory_utilization,
+        expand_kv=settings.attention == "eager",
     )

@@ -131,14 +131,28 @@ def test_network_and_memory_seconds_are_separate_columns():
 
 def test_sliding_window_eager_prefill_is_full_then_masked():
     """Mistral-7B-v0.1 (window 4096), eager prefill of 16384: the full score matrix,
-    2 x 32 x 16384^2 x 128 operations, and K read at all 16384 positions x 8 heads x 128 x 2.
-    Decode reads the cache, which the window caps at 4096 positions."""
+    2 x 32 x 16384^2 x 128 operations, and K read at all 16384 positions (x 32 query heads
+    x 128 x 2: eager copies K/V per query head). Decode reads the cache, which the window
+    caps at 4096 positions."""
     a = rl.analyze("mistral-7b-v0.1", "h100-sxm", seq_len=16384)
     pre, dec = rows(a, "prefill"), rows(a)
     assert pre["qk_matmul"]["flops"] == 2 * 32 * 16384 * 16384 * 128
-    assert pre["qk_matmul"]["kv_read_bytes"] == 16384 * 8 * 128 * 2
-    assert dec["qk_matmul"]["kv_read_bytes"] == 4096 * 8 * 128 * 2
+    assert pre["qk_matmul"]["kv_read_bytes"] == 16384 * 32 * 128 * 2
+    assert dec["qk_matmul"]["kv_read_bytes"] == 4096 * 32 * 128 * 2
     assert dec["qk_matmul"]["flops"] == 2 * 32 * 4096 * 128
+
+
+def test_eager_gqa_reads_kv_per_query_head():
+    """Llama-3-8B (32 query heads, 8 KV heads, d 128), decode with 1024 cached: eager's
+    repeat_kv copies K and V to all 32 heads, so qk and sv each read 1025 x 32 x 128 x 2 =
+    8,396,800 bytes; flash reads each KV head once, 8 x 1025 x (128 + 128) x 2 = 4,198,400;
+    MHA (Llama-2-7B) is unchanged: 1025 x 32 x 128 x 2."""
+    eager = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024))
+    assert eager["qk_matmul"]["kv_read_bytes"] == eager["sv_matmul"]["kv_read_bytes"] == 8_396_800
+    flash = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024, attention="flash"))
+    assert flash["attention"]["kv_read_bytes"] == 4_198_400
+    assert rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))["qk_matmul"]["kv_read_bytes"] \
+        == 1025 * 32 * 128 * 2
 
 
 def test_exponentials_bound_a_flash_attention_2_kernel():
