@@ -57,9 +57,7 @@ class Settings:
     link_bw_gb_s: float = 0.0  # override of the device's interconnect bandwidth (GB/s per direction)
     link_latency_us: float = -1.0  # override of the per-hop link latency (µs); < 0 keeps the spec
     zero_points: str = "fp16"  # integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)
-    # fraction of device memory the serving runtime may use, as vLLM's gpu_memory_utilization
-    # (default 0.9, vLLM's); the device's runtime reserve comes out of it
-    memory_utilization: float = 0.9
+    memory_utilization: float = 0.9  # share of device memory the runtime may use (vLLM's gpu_memory_utilization)
 
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
