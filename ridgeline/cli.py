@@ -384,6 +384,14 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host'
              ("interconnect", f"{d.interconnect or '-'}" + (
                  f", {d.interconnect_bandwidth / GIGA:g} GB/s per direction"
                  if d.interconnect_bandwidth else ""))]
+    if d.interconnect_latency:
+        rows.append(("link latency", f"{d.interconnect_latency * 1e6:g} µs per hop"))
+    if d.interconnect_link_bandwidth:
+        rows.append(("fabric", f"mesh, {d.interconnect_link_bandwidth / GIGA:g} GB/s per peer link"))
+    if d.exp_rate:
+        rows.append(("exponentials", f"{d.exp_rate / TERA:g} T/s"))
+    if d.runtime_reserve:
+        rows.append(("runtime reserve", f"{d.runtime_reserve / GIB:g} GiB"))
     rows += [("source", s) for s in d.sources]
     for key, value in rows:
         typer.echo(f"{key:22s} {value}")

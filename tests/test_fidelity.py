@@ -105,6 +105,9 @@ def test_mesh_bandwidth_depends_on_the_group():
     # Llama-2-70B tp 2 decode on MI300X: 16384 bytes / 64e9 + 2 hops x 0.8 µs = 1.856 µs
     r = rows(rl.analyze("llama-2-70b", "mi300x", tp=2))["attn_allreduce"]
     assert r["time_s"] == pytest.approx(16384 / 64e9 + 2 * 0.8e-6)
+    shown = runner.invoke(app, ["hardware", "show", "mi300x"]).stdout
+    assert "fabric                 mesh, 64 GB/s per peer link" in shown
+    assert "link latency           0.8 µs per hop" in shown
 
 
 def test_vocab_parallel_embedding_and_logits_gather():
