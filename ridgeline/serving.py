@@ -49,16 +49,17 @@ def _prefill_and_memory(model, hardware, settings: Settings, batch, seq_len, cac
     ops = stage_ops(config, "prefill", batch, seq_len, p)
     totals, _ = stage_totals(ops, roofs, p)
     mem = memory_totals(config, device, Workload(batch, seq_len, cached - seq_len + 1), p, ops)
-    return totals["time_s"], mem, device, p
+    return totals["time_s"], mem
 
 
-def _together(target: dict, draft: dict, usable: float) -> dict:
+def _together(target: dict, draft: dict) -> dict:
     """Target and draft on one device: weights and caches add up, activations do not
     (the two models run one after the other)."""
     out = {k: target[k] + draft[k] for k in ("weights_bytes", "kv_cache_bytes")}
     out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"],
                                                draft["activations_peak_bytes"])
     out["peak_bytes"] = sum(out.values())
+    usable = target["usable_bytes"]
     out.update(capacity_bytes=target["capacity_bytes"], usable_bytes=usable,
                fits=out["peak_bytes"] <= usable,
                shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0))
@@ -91,8 +92,8 @@ def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
     even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
     k = draft_tokens
     cached = seq_len + k + 1  # the verify pass writes k + 1 positions
-    target_pre, target_mem, device, p = _prefill_and_memory(model, hardware, chosen, batch, seq_len, cached)
-    draft_pre, draft_mem, _, _ = _prefill_and_memory(draft, hardware, chosen, batch, seq_len, cached)
+    target_pre, target_mem = _prefill_and_memory(model, hardware, chosen, batch, seq_len, cached)
+    draft_pre, draft_mem = _prefill_and_memory(draft, hardware, chosen, batch, seq_len, cached)
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
     return plain({
         "draft": str(draft if isinstance(draft, str) else draft.name),
@@ -101,7 +102,7 @@ def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
         "draft_step_s": draft_s, "verify_s": verify_s[k],
         "tpot_s": tpot, "tokens_per_s": batch / tpot, "ttft_s": target_pre + draft_pre,
         "speedup": speedup[k], "break_even_acceptance": even[k],
-        "memory": _together(target_mem, draft_mem, target_mem["usable_bytes"]),
+        "memory": _together(target_mem, draft_mem),
         "by_draft_tokens": [{"draft_tokens": int(i), "speedup": speedup[i],
                              "break_even_acceptance": even[i]} for i in ks],
     })
