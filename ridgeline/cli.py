@@ -520,7 +520,6 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              chunked_prefill: Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget.")] = True,
              prefix_hit: Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt found in the prefix cache.")] = 0.0,
              kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="Paged KV blocks (default: what memory leaves).")] = None,
-             memory_headroom: Annotated[float, typer.Option("--memory-headroom", help="Fraction of device memory kept free when sizing the KV cache.")] = 0.1,
              admit_margin: Annotated[float, typer.Option("--admit-margin", help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
              seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")] = None,
@@ -543,8 +542,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
     name = model_name(model, config)
     sched = Scheduler(max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
-                      prefix_hit=prefix_hit, kv_blocks=kv_blocks, memory_headroom=memory_headroom,
-                      admit_margin=admit_margin)
+                      prefix_hit=prefix_hit, kv_blocks=kv_blocks, admit_margin=admit_margin)
     options = dict(dtype=dtype, ceilings=ceilings_for(profile, hardware), **single_settings(deploy))
     base = load_trace(trace).scaled(time_scale) if trace is not None else None
 

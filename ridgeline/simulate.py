@@ -52,7 +52,6 @@ class Scheduler:
     chunked_prefill: bool = True    # split prompts to fit the budget; off: a prompt runs whole
     prefix_hit: float = 0.0         # fraction of each prompt already in the prefix cache (whole blocks)
     kv_blocks: int | None = None    # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
-    memory_headroom: float = 0.1    # fraction of device memory kept free when sizing the KV cache
     admit_margin: float = 0.0       # new prompts wait while fewer than this fraction of blocks are
                                     # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
 
@@ -63,7 +62,7 @@ class Scheduler:
                 raise InvalidWorkloadError(f"{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
         if self.token_budget > 1 << 20:
             raise InvalidWorkloadError(f"token-budget {self.token_budget} is more than 2^20 tokens per step")
-        for name in ("prefix_hit", "memory_headroom", "admit_margin"):
+        for name in ("prefix_hit", "admit_margin"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise InvalidWorkloadError(f"{name.replace('_', '-')} must be in [0, 1), got {value}")
@@ -211,26 +210,25 @@ def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], d
 
 # --- KV capacity ---------------------------------------------------------------------
 
-def kv_capacity_bytes(config: ModelConfig, device, p: Plan, token_budget: int,
-                      headroom: float) -> float:
-    """Bytes left for the paged KV cache on one device: capacity x (1 - headroom) minus the
-    weights and the activation peak of the largest step (a prefill of ``token_budget``
-    tokens), from ``analyze.memory_totals``. The one place the simulator sizes the cache."""
+def kv_capacity_bytes(config: ModelConfig, device, p: Plan, token_budget: int) -> float:
+    """Bytes left for the paged KV cache on one device: what the runtime may use
+    (``memory_utilization`` x capacity less the runtime's reserve) less the weights and the
+    activation peak of the largest step, a prefill of ``token_budget`` tokens
+    (``analyze.memory_totals``' ``kv_capacity_bytes``)."""
     mem = memory_totals(config, device, Workload(p.micro_batches, int(token_budget), 0), p)
-    return float(device.memory_capacity * (1 - headroom) - mem["weights_bytes"]
-                 - mem["activations_peak_bytes"])
+    return float(mem["kv_capacity_bytes"])
 
 
 def kv_block_count(config: ModelConfig, device, p: Plan, scheduler: Scheduler) -> int:
     if scheduler.kv_blocks is not None:
         return int(scheduler.kv_blocks)
-    room = kv_capacity_bytes(config, device, p, scheduler.token_budget, scheduler.memory_headroom)
+    room = kv_capacity_bytes(config, device, p, scheduler.token_budget)
     blocks = int(room // (p.kv_block * kv_bytes_per_token(config, p)))
     if blocks < 1:
         raise InvalidWorkloadError(
             f"no room for a KV cache: {config.name} leaves {room / 2**30:.3g} GiB of "
-            f"{device.name}'s memory after weights, activations and headroom; use more "
-            "--tp, lower precision, a smaller --token-budget or --memory-headroom")
+            f"{device.name}'s usable memory after weights and activations; use more --tp, "
+            "lower precision, a smaller --token-budget or a higher --memory-utilization")
     return blocks
 
 
