@@ -310,9 +310,36 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     return result, path
 
 
+def resimulate(path: Path) -> dict[str, Any]:
+    """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
+    host as recorded: its bandwidth from the file; the profile the run used) and compare
+    with its measurements. Returns the result; never writes."""
+    from kernels.decoder import truncate
+    from kernels.e2e import calibrated_for, engine_settings, recorded_spec
+
+    if not Path(path).is_file():
+        raise RidgelineError(f"no serving run at {path}")
+    data = json.loads(Path(path).read_text())
+    meta, trace = data["meta"], data["trace"]
+    arrivals = Arrivals(np.asarray(trace["arrival_s"]), np.asarray(trace["prompt_tokens"]),
+                        np.asarray(trace["output_tokens"]), str(path))
+    spec = recorded_spec(meta, None)
+    calibrated, _, _ = calibrated_for(meta["device_key"], spec, None)  # today's committed profile
+    config = truncate(load_model(data["model"]), data["layers"])
+    sched = matching_scheduler(ServerSettings(**data["server"]))
+    roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+    sims = {mode: simulate(config, spec, arrivals, sched, settings=engine_settings("bf16"),
+                           ceilings=r) for mode, r in roofs.items()}
+    measured = {k: np.asarray(v) for k, v in data["measured"].items()}
+    busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
+    return {"comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+            "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
+                                for m, sim in sims.items()}}}
+
+
 def report_lines(result: dict[str, Any]) -> list[str]:
     busy = result.get("busy", {})
-    lines = [f"transformers used {busy['measured_cpu_s']:.1f} CPU s per replay; simulated steps sum to "
+    lines = [f"transformers used {busy.get('measured_cpu_s', float('nan')):.1f} CPU s per replay; simulated steps sum to "
              + ", ".join(f"{v:.1f} s ({k[10:-2]})" for k, v in busy.items() if k.startswith("simulated_"))
              ] if busy else []
     for mode, table in result["comparison"].items():

@@ -624,8 +624,15 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
                    clock: Annotated[str, typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); wall: its background thread in real time.")] = "cpu",
+                   resimulate: Annotated[Optional[Path], typer.Option(help="Measure nothing: simulate this recorded run's trace again with today's engine and print the comparison.")] = None,
                    output: OutputOpt = None) -> None:
     """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
+    if resimulate is not None:
+        from kernels.cb_server import report_lines, resimulate as rerun
+
+        for line in report_lines(rerun(resimulate)):
+            typer.echo(line)
+        return
     try:
         import transformers  # noqa: F401
     except ImportError:

@@ -106,3 +106,22 @@ def test_cli_errors_are_one_line(args, message):
     result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "5", *args])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_resimulate_reproduces_the_committed_transformers_run():
+    """Simulating the committed run's trace again gives the comparison it recorded (the
+    engine, the profile and the scheduler mapping have not drifted since the run)."""
+    from pathlib import Path
+
+    from kernels.cb_server import resimulate
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "validation" / "serving" / \
+        "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json"
+    recorded = json.loads(path.read_text())
+    again = resimulate(path)
+    for mode in ("spec", "calibrated"):
+        for key in ("ttft_s", "latency_s"):
+            assert again["comparison"][mode][key]["simulated"]["p50"] == pytest.approx(
+                recorded["comparison"][mode][key]["simulated"]["p50"], rel=1e-9)
+    result = runner.invoke(app, ["simulate-check", "--resimulate", "missing.json"])
+    assert result.exit_code == 2 and "no serving run at missing.json" in result.output
