@@ -26,6 +26,10 @@ class OneLineErrors(TyperGroup):
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
             sys.exit(getattr(err, "exit_code", 2))
+        except OSError as err:  # a file the user named that the system refuses to read or write
+            where = f"{err.filename}: " if err.filename else ""
+            typer.echo(f"error: {where}{err.strerror or err}", err=True)
+            sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import UnwritableOutputError
 from .units import format_bytes, format_si, format_time
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -15,10 +16,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename: never a half-written file."""
+    """Write to a temporary file beside ``path`` and rename: never a half-written file.
+    Missing parent folders are created; a path that cannot be written raises
+    UnwritableOutputError (one line) and leaves nothing behind."""
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except (FileExistsError, NotADirectoryError):
+        raise UnwritableOutputError(path, "part of its folder path is a file") from None
+    except OSError as err:
+        raise UnwritableOutputError(path, err.strerror or str(err)) from None
     try:
         with os.fdopen(fd, mode) as handle:
             handle.write(data)
@@ -26,6 +35,10 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        reason = "it is a folder" if path.is_dir() else (err.strerror or str(err))
+        raise UnwritableOutputError(path, reason) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -128,3 +128,70 @@ def test_cli_import_is_light():
             "set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- output paths (issue 12.3) ----------------------------------------------------------
+
+WRITERS = [
+    ["analyze", "llama-2-7b", "--format", "csv"],
+    ["sweep", "llama-2-7b", "--batch", "1,2", "--format", "csv"],
+    ["compare", "llama-2-7b", "--format", "json"],
+    ["frontier", "llama-2-7b", "--format", "csv"],
+]
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
+def test_output_into_missing_folders_creates_them(tmp_path, command):
+    out = tmp_path / "new" / "deeper" / "run.out"
+    result = run(*command, "--output", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text().strip()
+    assert list(out.parent.iterdir()) == [out]  # no temporary file left beside it
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
+@pytest.mark.parametrize("target,reason", [
+    ("/proc/ridgeline-test.out", "No such file or directory"),  # a virtual file system
+    ("{tmp}", "it is a folder"),
+    ("{tmp}/a-file/run.out", "part of its folder path is a file"),
+])
+def test_unwritable_output_is_one_line_exit_2(tmp_path, command, target, reason):
+    (tmp_path / "a-file").write_text("keep me")
+    target = target.format(tmp=tmp_path)
+    result = run(*command, "--output", target)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: cannot write {target}: {reason}; choose another output path"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+def test_html_into_missing_folder_and_unwritable(tmp_path):
+    out = tmp_path / "reports" / "run.html"
+    result = run("analyze", "llama-2-7b", "--html", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    result = run("analyze", "llama-2-7b", "--html", "/proc/ridgeline-test.html")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: cannot write /proc/ridgeline-test.html: No such file or directory; "
+        "choose another output path"]
+
+
+def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    """A disk that fills up mid-write: the old file stays whole, no temporary file stays."""
+    import errno
+    import os
+
+    out = tmp_path / "run.csv"
+    out.write_text("the previous run\n")
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    result = run("analyze", "llama-2-7b", "--format", "csv", "--output", str(out))
+    assert result.exit_code == 2
+    assert f"cannot write {out}: No space left on device" in result.output
+    assert out.read_text() == "the previous run\n"
+    assert list(tmp_path.iterdir()) == [out]
