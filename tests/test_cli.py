@@ -195,3 +195,55 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
     assert f"cannot write {out}: No space left on device" in result.output
     assert out.read_text() == "the previous run\n"
     assert list(tmp_path.iterdir()) == [out]
+
+
+# --- config files that are not config files (issue 12.5) --------------------------------
+
+def test_config_that_is_not_a_file(tmp_path):
+    import os
+
+    cases = {"/dev/zero": "/dev/zero: is not a regular file (a device, pipe or socket); pass a file",
+             str(tmp_path): f"{tmp_path}: a folder without a config.json; pass the config file",
+             str(tmp_path / "none.json"): f"{tmp_path / 'none.json'}: no such config file"}
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opening it would block forever
+    cases[str(fifo)] = f"{fifo}: is not a regular file (a device, pipe or socket); pass a file"
+    for path, message in cases.items():
+        result = run("analyze", "--config", path)
+        assert result.exit_code == 2, path
+        assert result.output.strip().splitlines() == [f"error: {message}"]
+    result = run("analyze", "llama-2-7b", "--hardware", "/dev/zero")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: /dev/zero: is not a regular file (a device, pipe "
+                                     "or socket); pass a file")
+
+
+def test_config_folder_with_config_json(tmp_path):
+    (tmp_path / "config.json").write_text((rl.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    result = run("analyze", "--config", str(tmp_path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"] == tmp_path.name  # named after its folder
+
+
+def test_huge_config_is_refused_without_reading_it(tmp_path, monkeypatch):
+    big = tmp_path / "config.json"
+    with big.open("wb") as handle:  # 1 GB, sparse: no disk used
+        handle.truncate(10**9)
+    read = []
+    real_open = type(big).open
+
+    def spy(self, *args, **kwargs):
+        handle = real_open(self, *args, **kwargs)
+        real_read = handle.read
+        handle.read = lambda n=-1: read.append(n) or real_read(n)
+        return handle
+
+    monkeypatch.setattr(type(big), "open", spy)
+    for args in (["--config", str(big)], ["llama-2-7b", "--hardware", str(big.with_suffix(".yaml"))]):
+        if args[0] == "llama-2-7b":
+            big.rename(big.with_suffix(".yaml"))
+        result = run("analyze", *args)
+        assert result.exit_code == 2
+        assert "file is 1,000 MB; the limit is 1 MB" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert read and set(read) == {1_000_001}  # at most 1 MB + 1 byte read, never the whole file
