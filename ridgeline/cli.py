@@ -166,7 +166,9 @@ def ceilings_for(profile: Path | None, hardware: str):
 def console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=160)
+    from .report import console_width
+
+    return Console(highlight=False, soft_wrap=False, width=console_width())
 
 
 def model_name(model: str | None, config: Path | None) -> str:
@@ -259,7 +261,7 @@ def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[
     else:
         from .report import frame_table
 
-        emit(None, [frame_table(frame, title), *notes], output)
+        emit(None, [*frame_table(frame, title), *notes], output)
 
 
 @app.command()
@@ -340,7 +342,9 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
+    from .report import plain_number
     from .serving import frontier as run
+    from .units import format_time
 
     check_format(fmt)
     options = single_settings(deploy)
@@ -350,8 +354,8 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     pick = best["best"]
     notes = [f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
-              f"{pick['tokens_per_s']:.4g} tokens/s, TPOT {pick['tpot_s'] * 1e3:.3g} ms, "
-              f"TTFT {pick['ttft_s'] * 1e3:.3g} ms") if pick else "no batch meets the targets"]
+              f"{plain_number(pick['tokens_per_s'])} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+              f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]
     table_or_text(frame, fmt, output, f"{name} on {hardware}: prompt {seq_len}, generate {generate}", notes)
 
 

@@ -49,7 +49,7 @@ def test_analyze_csv_to_file(tmp_path):
     assert result.exit_code == 0, result.output
     lines = out.read_text().splitlines()
     assert lines[0].startswith("stage,name,kind,count,flops,bytes")
-    assert len(lines) == 1 + 2 * 19  # 19 ops per stage, rope included
+    assert len(lines) == 1 + 2 * 19 + 2 + 3  # 19 ops per stage (rope included), 2 stage totals, TTFT/TPOT/total
     assert lines[3].split(",")[1] == "q_proj"
 
 
@@ -247,3 +247,89 @@ def test_huge_config_is_refused_without_reading_it(tmp_path, monkeypatch):
         assert "file is 1,000 MB; the limit is 1 MB" in result.output
         assert len(result.output.strip().splitlines()) == 1
     assert read and set(read) == {1_000_001}  # at most 1 MB + 1 byte read, never the whole file
+
+
+# --- terminal tables (issue 12.6) --------------------------------------------------------
+
+def run_at(columns: int, *args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": str(columns)})
+
+
+TABLE_COMMANDS = {
+    "analyze": (["analyze", "llama-2-7b", "--generate", "128"],
+                ["op", "count", "ops", "bytes moved", "ops/byte", "perf (ops/s)", "bound",
+                 "time each", "dtype", "total (x count)"]),
+    "sweep": (["sweep", "llama-2-7b", "--batch", "1,2,4..64", "--generate", "128", "--w-bits", "16,4"],
+              ["w dtype", "batch", "prefill (s)", "decode step (ms)", "TTFT (s)", "TPOT (ms)",
+               "total (s)", "tokens/s", "weights (GiB)", "KV cache (GiB)", "act. peak (GiB)",
+               "peak memory (GiB)"]),
+    "frontier": (["frontier", "llama-2-7b"],
+                 ["batch", "prefill (s)", "decode step (ms)", "TTFT (s)", "TPOT (ms)", "total (s)",
+                  "tokens/s", "KV cache (GiB)", "act. peak (GiB)", "peak memory (GiB)"]),
+    "compare": (["compare", "llama-2-7b"],
+                ["hardware", "TTFT (ms)", "TPOT (ms)", "tokens/s", "prefill (ms)", "decode step (ms)"]),
+}
+
+
+@pytest.mark.parametrize("name,columns", [(name, 100) for name in TABLE_COMMANDS] + [
+    (name, 80) for name in ("analyze", "frontier", "compare")])  # sweep's 12 columns need ~94
+def test_table_headers_whole_with_units(name, columns):
+    """Headers may wrap between words, never be cut short (the old 'decode_ste…')."""
+    args, headers = TABLE_COMMANDS[name]
+    result = run_at(columns, *args)
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and "e+" not in result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= columns
+    words = " ".join(lines).split()
+    for header in headers:
+        for word in header.split():
+            assert word in words, (header, word)
+
+
+@pytest.mark.parametrize("name", TABLE_COMMANDS)
+def test_narrow_terminal_never_cuts_text(name):
+    result = run_at(60, *TABLE_COMMANDS[name][0])
+    assert result.exit_code == 0 and "…" not in result.output
+
+
+def test_frontier_pick_has_no_exponent():
+    # the old note said 'TTFT 4.87e+03 ms'
+    result = run_at(100, "frontier", "llama-2-7b")
+    assert "best throughput meeting the targets: batch 46, 626 tokens/s, TPOT 54.6 ms, TTFT 4.87 s" \
+        in result.output
+    assert "the same in every row: prompt tokens 1024, weights 12.6 GiB, fits yes" in result.output
+
+
+def test_analyze_verdict():
+    result = run_at(300, "analyze", "llama-2-7b", "--hardware", "a6000", "--generate", "128")
+    verdict = [line for line in result.output.splitlines() if line.startswith("verdict:")]
+    # decode at batch 1: weights 6.74e9 params x 2 B = 13.5 GB against a KV cache of
+    # 2 (k, v) x 32 layers x 4096 x 512 tokens x 2 B = 0.27 GB: weights 98 % of the bytes
+    largest = rl.serving.max_batch("llama-2-7b", "a6000", 512, 128)
+    assert verdict == [
+        "verdict: TTFT is compute-bound (85% of prefill time; linear ops do 98% of the "
+        "operations), TPOT is memory-bound (100% of decode time; weights are 98% of the bytes "
+        f"moved); largest batch that fits: {largest} (512 + 128 tokens each)"]
+    # the largest batch: it fits, one more does not
+    assert rl.analyze("llama-2-7b", "a6000", batch=largest, generate=128).memory["fits"]
+    assert not rl.analyze("llama-2-7b", "a6000", batch=largest + 1, generate=128).memory["fits"]
+
+
+def test_analyze_csv_carries_the_totals():
+    import io
+
+    import pandas as pd
+
+    result = run("analyze", "llama-2-7b", "--generate", "128", "--format", "csv")
+    frame = pd.read_csv(io.StringIO(result.stdout))
+    api = rl.analyze("llama-2-7b", "a6000", generate=128)
+    totals = frame[frame["kind"] == "total"].set_index(["stage", "name"])
+    assert list(totals.index) == [("prefill", "total"), ("decode", "total"), ("generation", "ttft"),
+                                  ("generation", "tpot"), ("generation", "total")]
+    for stage in ("prefill", "decode"):
+        for key in ("flops", "bytes", "weight_bytes", "kv_read_bytes", "time_s"):
+            assert totals.loc[(stage, "total"), key] == pytest.approx(getattr(api, stage).total[key])
+    for key in ("ttft", "tpot", "total"):
+        assert totals.loc[("generation", key), "time_s"] == pytest.approx(api.generation[f"{key}_s"])
+    assert len(frame[frame["kind"] != "total"]) == 2 * 19  # the op rows are all still there
