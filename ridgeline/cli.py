@@ -506,20 +506,32 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
 @app.command()
 def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,
-          debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False) -> None:
+          debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False,
+          waitress: Annotated[bool, typer.Option("--waitress", help="Serve with waitress, a production WSGI server, instead of Flask's development server.")] = False,
+          threads: Annotated[int, typer.Option(min=1, help="waitress: requests served at once.")] = 8) -> None:
     """Start the dashboard (Dash) and print its URL."""
+    from .errors import MissingDependencyError
+
+    if waitress and debug:
+        raise typer.BadParameter("--debug runs Flask's development server; drop --debug or --waitress")
     try:
         from viewer.app import create_app
     except ImportError as err:
-        from .errors import MissingDependencyError
-
         raise MissingDependencyError("dash, plotly and dash-cytoscape", "viewer") from err
+    if waitress:
+        try:
+            from waitress import serve as wsgi_serve
+        except ImportError as err:
+            raise MissingDependencyError("waitress", "viewer") from err
     dashboard = create_app()
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"ridgeline dashboard on http://{shown}:{port}/ (Ctrl+C stops it)")
     try:
-        # no version check: it calls plotly.com, and the dashboard works offline
-        dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
+        if waitress:
+            wsgi_serve(dashboard.server, host=host, port=port, threads=threads)
+        else:
+            # no version check: it calls plotly.com, and the dashboard works offline
+            dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
     except OSError as err:
         raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
                              "pick another --port") from None
