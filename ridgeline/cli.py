@@ -354,7 +354,7 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     pick = best["best"]
     notes = [f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
-              f"{plain_number(pick['tokens_per_s'])} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+              f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
               f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]
     table_or_text(frame, fmt, output, f"{name} on {hardware}: prompt {seq_len}, generate {generate}", notes)
 

@@ -92,16 +92,16 @@ TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 BYTE_UNITS = ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB"), (1.0, "B"))
 
 
-def plain_number(value: float) -> str:
-    """3 significant digits, never an exponent for the sizes a table shows: 1690 -> '1,690',
-    12.64 -> '12.6', 0.0505 -> '0.0505'."""
+def plain_number(value: float, digits: int = 3) -> str:
+    """``digits`` significant digits, never an exponent for the sizes a table shows (digits
+    3: 1690 -> '1690', 12.64 -> '12.6', 0.0505 -> '0.0505'; digits 4: 376.31 -> '376.3')."""
     if value is None or not math.isfinite(value):
         return "-"
     size = abs(value)
-    if size >= 100 or size == 0:
-        return f"{value:,.0f}"
+    if size >= 10 ** (digits - 1) or size == 0:
+        return f"{value:.0f}"
     if size >= 1e-3:
-        return f"{value:.3g}"
+        return f"{value:.{digits}g}"
     return f"{value:.2e}"
 
 
@@ -221,7 +221,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
         lines.append(f"TTFT {format_time(gen['ttft_s'])}   TPOT {tpot}   "
                      f"total {format_time(gen['total_s'])}   "
-                     f"{plain_number(gen['tokens_per_s'])} tokens/s")
+                     f"{plain_number(gen['tokens_per_s'], 4)} tokens/s")
     spec = analysis.extra.get("speculative")
     if spec:
         lines.append(f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
@@ -249,7 +249,7 @@ def rich_tables(analysis: Analysis) -> list[Any]:
               + (f", tp {s.tp}" if s.tp > 1 else "") + (f", pp {s.pp}" if s.pp > 1 else "")
               + (f", ep {s.ep}" if s.ep > 1 else ""))
     return [header, _stage_table(analysis, "prefill"), _stage_table(analysis, "decode"),
-            *summary_lines(analysis), verdict(analysis)]
+            verdict(analysis), *summary_lines(analysis)]
 
 
 # sweep / compare / frontier columns: header and the kind of unit its numbers get

@@ -77,7 +77,7 @@ def _hover(frame: pd.DataFrame) -> list[str]:
 
 
 def tera_ops(peak: float) -> str:
-    """A compute roof as datasheets give it: 155 Top/s, 1,979 Top/s (no exponent)."""
+    """A compute roof as datasheets give it: 155 Top/s, 1979 Top/s (no exponent)."""
     return f"{plain_number(peak / TERA)} Top/s"
 
 
@@ -211,7 +211,7 @@ def oom_boundary(group: pd.DataFrame) -> float | None:
 def oom_label(w: str, boundary: float, axis: str) -> str:
     what = "batch" if axis == "batch" else "prompt"
     return (f"{w}: nothing fits" if boundary < 1
-            else f"{w}: out of memory above {what} {boundary:,.0f}")
+            else f"{w}: out of memory above {what} {boundary:.0f}")
 
 
 def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
