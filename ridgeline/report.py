@@ -183,16 +183,25 @@ BYTE_TERMS = (("weights", ("weight_bytes",)), ("activations", ("act_read_bytes",
               ("the KV cache", ("kv_read_bytes", "kv_write_bytes")), ("communication", ("comm_bytes",)))
 
 
+def sum_by(records: list[dict], key: str, value: str) -> dict[str, float]:
+    """count x ``value`` summed per distinct ``key`` (a whole pass)."""
+    out: dict[str, float] = {}
+    for r in records:
+        out[r[key]] = out.get(r[key], 0.0) + r["count"] * r[value]
+    return out
+
+
 def stage_verdict(analysis: Analysis, stage: str) -> str:
     """What bounds one stage and by how much: 'memory-bound (98% of decode time; weights are
     87% of the bytes moved)'; compute-bound: which op kind does the work."""
-    ops = getattr(analysis, stage).ops
-    spent = (ops["count"] * ops["time_s"]).groupby(ops["bound"]).sum()
-    bound = str(spent.idxmax())
-    share = f"{spent[bound] / spent.sum():.0%} of {stage} time"
+    ops = getattr(analysis, stage).records()  # not the DataFrame: the table view needs no pandas
+    spent = sum_by(ops, "bound", "time_s")
+    bound = max(spent, key=spent.get)
+    share = f"{spent[bound] / sum(spent.values()):.0%} of {stage} time"
     if bound == "compute":
-        work = (ops["count"] * ops["flops"]).groupby(ops["kind"]).sum()
-        return f"{bound}-bound ({share}; {work.idxmax()} ops do {work.max() / work.sum():.0%} of the operations)"
+        work = sum_by(ops, "kind", "flops")
+        kind = max(work, key=work.get)
+        return f"{bound}-bound ({share}; {kind} ops do {work[kind] / sum(work.values()):.0%} of the operations)"
     total = getattr(analysis, stage).total
     moved = {name: sum(total.get(k, 0.0) for k in keys) for name, keys in BYTE_TERMS}
     name = max(moved, key=moved.get)

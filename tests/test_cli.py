@@ -333,3 +333,25 @@ def test_analyze_csv_carries_the_totals():
     for key in ("ttft", "tpot", "total"):
         assert totals.loc[("generation", key), "time_s"] == pytest.approx(api.generation[f"{key}_s"])
     assert len(frame[frame["kind"] != "total"]) == 2 * 19  # the op rows are all still there
+
+
+def test_any_refused_file_is_one_line(monkeypatch, tmp_path):
+    """What the system refuses below the CLI (a folder a measurement command creates, a file
+    it writes) is one line naming the path, exit 2, never a traceback."""
+    def refuse(result, path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("viewer.export.write_html", refuse)
+    target = tmp_path / "locked" / "report.html"
+    result = run("analyze", "llama-2-7b", "--html", str(target))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"error: {target}: Permission denied"]
+
+
+def test_analyze_table_needs_no_pandas():
+    """The table view (verdict included) reads records, so `ridgeline analyze` stays fast."""
+    code = ("import sys; from typer.testing import CliRunner; from ridgeline.cli import app; "
+            "r = CliRunner().invoke(app, ['analyze', 'llama-2-7b', '--generate', '16']); "
+            "print(r.exit_code, 'verdict:' in r.output, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "True", "False"]
