@@ -129,6 +129,10 @@ def _add_column(table, header: str, text: bool = False) -> None:
     table.add_column(header, justify="left" if text else "right", overflow="fold")
 
 
+def longest_word(text: str) -> int:
+    return max(map(len, text.split()), default=0)
+
+
 def fit_columns(table, cells: list[list[str]], width: int) -> None:
     """Headers wrap at spaces, never truncated: when the table is wider than ``width``, fix
     each column at its longest header word or number, so headers and text break between
@@ -136,9 +140,6 @@ def fit_columns(table, cells: list[list[str]], width: int) -> None:
     natural = [max(len(c.header), *map(len, col)) for c, col in zip(table.columns, cells)]
     if sum(natural) + 2 * len(natural) <= width:
         return
-    def longest_word(text: str) -> int:
-        return max(map(len, text.split()), default=0)
-
     for column, col in zip(table.columns, cells):
         cell = longest_word if column.justify == "left" else len  # text may wrap, numbers not
         column.width = max([longest_word(column.header), *map(cell, col)])
@@ -154,7 +155,7 @@ def console_width() -> int:
     return Console().width if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
 
 
-STAGE_COLUMNS = (("op", True), ("count", False), ("ops", False), ("bytes moved", False),
+STAGE_COLUMNS = (("op", True), ("count", False), ("ops", False), ("bytes moved (B)", False),
                  ("ops/byte", False), ("perf (ops/s)", False), ("bound", True),
                  ("time each", False), ("dtype", True))
 
@@ -167,11 +168,11 @@ def _stage_table(analysis: Analysis, stage: str):
     table = _table(title)
     for header, text in STAGE_COLUMNS:
         _add_column(table, header, text)
-    rows = [[row["name"], str(row["count"]), si_number(row["flops"]), format_si(row["bytes"], "B"),
+    rows = [[row["name"], str(row["count"]), si_number(row["flops"]), si_number(row["bytes"]),
              plain_number(row["intensity"]), si_number(row["perf"]), row["bound"],
              format_time(row["time_s"]), row["dtype"]] for row in getattr(analysis, stage).records()]
     total = getattr(analysis, stage).total
-    rows.append(["total (x count)", "", si_number(total["flops"]), format_si(total["bytes"], "B"),
+    rows.append(["total (x count)", "", si_number(total["flops"]), si_number(total["bytes"]),
                  "", "", "", format_time(total["time_s"]), ""])
     for row in rows:
         table.add_row(*row, style="bold" if row is rows[-1] else None)

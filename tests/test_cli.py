@@ -257,7 +257,7 @@ def run_at(columns: int, *args: str):
 
 TABLE_COMMANDS = {
     "analyze": (["analyze", "llama-2-7b", "--generate", "128"],
-                ["op", "count", "ops", "bytes moved", "ops/byte", "perf (ops/s)", "bound",
+                ["op", "count", "ops", "bytes moved (B)", "ops/byte", "perf (ops/s)", "bound",
                  "time each", "dtype", "total (x count)"]),
     "sweep": (["sweep", "llama-2-7b", "--batch", "1,2,4..64", "--generate", "128", "--w-bits", "16,4"],
               ["w dtype", "batch", "prefill (s)", "decode step (ms)", "TTFT (s)", "TPOT (ms)",

@@ -374,6 +374,13 @@ def test_cli_serve_under_waitress(monkeypatch):
     assert result.exit_code == 2 and "drop --debug or --waitress" in result.output
 
 
+def test_cli_serve_without_waitress_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "waitress", None)
+    result = CliRunner().invoke(cli, ["serve", "--waitress"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: this command needs waitress: pip install 'ridgeline[viewer]'"
+
+
 def test_cli_serve_waitress_answers_http():
     """The real server in a subprocess: the page comes back, from waitress."""
     import socket
