@@ -218,9 +218,9 @@ def verdict(analysis: Analysis) -> str:
     step = "TPOT" if analysis.generation else "a decode step"
     largest = max_batch(analysis.model, analysis.device, w.seq_len, w.generate,
                         settings=analysis.settings)
+    fits = (f"largest batch that fits: {largest}" if largest else "not even batch 1 fits")
     return (f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
-            f"{stage_verdict(analysis, 'decode')}; largest batch that fits: {largest} "
-            f"({w.seq_len} + {w.generate} tokens each)")
+            f"{stage_verdict(analysis, 'decode')}; {fits} ({w.seq_len} + {w.generate} tokens each)")
 
 
 def summary_lines(analysis: Analysis) -> list[str]:

@@ -311,6 +311,14 @@ def test_analyze_verdict():
         "verdict: TTFT is compute-bound (85% of prefill time; linear ops do 98% of the "
         "operations), TPOT is memory-bound (100% of decode time; weights are 98% of the bytes "
         f"moved); largest batch that fits: {largest} (512 + 128 tokens each)"]
+    # 70B in fp16 (129 GiB) on a 48 GiB card. Batch 64 x 4096 cached tokens: the KV cache read
+    # per step is 64 x 4096 x 524,288 B (2 x 32 layers x 4096 x 2 B per token) = 137 GB against
+    # 13.5 GB of weights: 137 / 150.5 = 91 %, and the activations' few GB make it 90 %
+    result = run_at(300, "analyze", "llama-2-70b", "-H", "a6000", "--generate", "16")
+    assert "; not even batch 1 fits (512 + 16 tokens each)" in result.output
+    result = run_at(300, "analyze", "llama-2-7b", "--batch", "64", "--seq-len", "4096", "--generate", "16")
+    assert "TPOT is memory-bound (100% of decode time; the KV cache is 90% of the bytes moved)" \
+        in result.output
     # the largest batch: it fits, one more does not
     assert rl.analyze("llama-2-7b", "a6000", batch=largest, generate=128).memory["fits"]
     assert not rl.analyze("llama-2-7b", "a6000", batch=largest + 1, generate=128).memory["fits"]
