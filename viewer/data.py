@@ -25,10 +25,9 @@ from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineErr
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
 from ridgeline.model import ModelConfig, list_models
 
-from .state import settings_of
+from .state import UPLOAD_PREFIX, settings_of
 
 MAX_UPLOAD_BYTES = 1_000_000  # 1 MB: a config.json or device YAML is a few KB
-UPLOAD_PREFIX = "upload:"
 VALIDATION_DIR = REPORTS_DIR / "validation"
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
