@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.catalog import MAX_FILE_BYTES, REPORTS_DIR
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
@@ -27,7 +27,7 @@ from ridgeline.model import ModelConfig, list_models
 
 from .state import UPLOAD_PREFIX, settings_of
 
-MAX_UPLOAD_BYTES = 1_000_000  # 1 MB: a config.json or device YAML is a few KB
+MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
 VALIDATION_DIR = REPORTS_DIR / "validation"
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
