@@ -21,10 +21,10 @@ from ridgeline.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
 from ridgeline.profile import calibrated_ceilings, device_key, load_profile, profile_path
 from ridgeline.report import write_atomic
-from ridgeline.roofline import spec_ceilings
+from ridgeline.roofline import Ceilings, spec_ceilings
 
 from .cases import case_from_dict, check_disjoint, suite_cases
-from .replay import MODES, ceilings_to_dict, predict, relative_error
+from .replay import MODES, predict, relative_error
 
 VALIDATION_DIR = REPORTS_DIR / "validation"
 CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
@@ -160,7 +160,7 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
                  if prof_path.is_relative_to(REPORTS_DIR.parent) else str(prof_path),
                  "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
                  "spec_device_full_name": spec_device.full_name, "skipped": skipped},
-        "ceilings": {m: ceilings_to_dict(c) for m, c in ceilings.items()},
+        "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,
     }
@@ -185,12 +185,10 @@ def repredict(snapshot: Path, profile: Path | None = None,
     prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
     prof = load_profile(prof_path)
     spec_device = spec_device_for(meta["device_kind"], meta.get("threads"))
-    from .replay import ceilings_from_dict
-
-    ceilings = {"spec": ceilings_from_dict(result["ceilings"]["spec"]),
+    ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]),
                 "calibrated": calibrated_ceilings(prof, spec_device)}
     rows = add_predictions(result["rows"], ceilings)
-    result.update(ceilings={m: ceilings_to_dict(c) for m, c in ceilings.items()},
+    result.update(ceilings={m: c.to_dict() for m, c in ceilings.items()},
                   summary=summarize(rows).to_dict("records"), rows=rows)
     meta["profile_meta"] = prof.get("meta", {})
     meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -21,12 +21,26 @@ class OneLineErrors(TyperGroup):
             typer.echo("error: aborted", err=True)
             sys.exit(1)
         except RidgelineError as err:
-            typer.echo(f"error: {err}", err=True)
+            typer.echo(f"error: {err}{cli_advice(err)}", err=True)
             sys.exit(2)
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
             sys.exit(getattr(err, "exit_code", 2))
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def cli_advice(err: RidgelineError) -> str:
+    """The option that changes what an engine error names (the engine speaks of settings)."""
+    from .errors import InvalidSettingError, ProfileMismatchError
+
+    if isinstance(err, InvalidSettingError):
+        option = {field: name for name, (field, kind, _h) in SETTING_FIELDS.items()
+                  if kind != "bits" and "dtype" not in name}.get(err.setting, err.setting)
+        return f" (set with --{option.replace('_', '-')})"
+    if isinstance(err, ProfileMismatchError):
+        home = "host" if err.home.startswith("the host") else err.home
+        return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")
+    return ""
 
 
 app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, add_completion=False,
@@ -48,7 +62,8 @@ GenerateOpt = Annotated[int, typer.Option(help="Output tokens per sequence (0: n
 DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
-ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile (reports/profiles/*.yaml): calibrated roofline.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile (reports/profiles/*.yaml or one 'ridgeline calibrate' wrote): the calibrated roofline of the device it was measured on.")]
+TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred').")]
 
 # Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
 # frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and
@@ -149,14 +164,18 @@ def single_settings(raw: dict[str, Any]) -> dict[str, Any]:
     return {field: values[0] for field, values in setting_values(raw, allow_lists=False).items()}
 
 
-def ceilings_for(profile: Path | None, hardware: str):
-    """Calibrated ceilings from a measured profile, or None (the spec roofline)."""
-    if profile is None:
-        return None
-    from .hardware import load_device
-    from .profile import calibrated_ceilings, load_profile
+def deployment(model: str | None, config: Path | None, hardware: str, dtype: str | None,
+               deploy: dict, profile: Path | None = None, transfer: bool = False):
+    """Resolve the command's inputs once (ridgeline.resolve); print the notes it raised."""
+    from .resolve import resolve
 
-    return calibrated_ceilings(load_profile(profile), load_device(hardware))
+    if transfer and profile is None:
+        raise typer.BadParameter("--transfer needs --profile")
+    d = resolve(model_name(model, config), hardware, dtype=dtype, profile=profile,
+                transfer=transfer, **single_settings(deploy))
+    for note in d.notes:
+        typer.echo(f"warning: {note}", err=True)
+    return d
 
 
 def console():
@@ -204,7 +223,7 @@ def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardware
             draft: Annotated[Optional[str], typer.Option(help="Draft model for speculative decoding.")] = None,
             draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="Tokens the draft proposes per step (k).")] = 4,
             acceptance: Annotated[float, typer.Option(help="Probability each draft token is accepted (a).")] = 0.7,
-            profile: ProfileOpt = None,
+            profile: ProfileOpt = None, transfer: TransferOpt = False,
             html: Annotated[Optional[Path], typer.Option(help="Also write the charts to one self-contained HTML file.")] = None,
             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
@@ -214,16 +233,14 @@ def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardware
     from .report import render, rich_tables
 
     check_format(fmt)
-    options = single_settings(deploy)
-    name = model_name(model, config)
-    result = run(name, hardware, batch=batch, seq_len=seq_len, generate=generate, dtype=dtype,
-                 ceilings=ceilings_for(profile, hardware), **options)
+    d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
+    result = run(d, batch=batch, seq_len=seq_len, generate=generate)
     if draft is not None:
+        from .model import load_model
         from .serving import speculative
 
-        spec = speculative(name, hardware, draft, batch=batch, seq_len=seq_len,
-                           draft_tokens=draft_tokens, acceptance=acceptance,
-                           settings=result.settings)
+        spec = speculative(d, draft=d.with_model(load_model(draft)), batch=batch,
+                           seq_len=seq_len, draft_tokens=draft_tokens, acceptance=acceptance)
         result = replace(result, extra={**result.extra, "speculative": spec})
     if html is not None:
         write_html(result, html)
@@ -243,15 +260,18 @@ def write_html(result, path: Path) -> None:
     typer.echo(f"wrote {path}", err=True)
 
 
-def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[str] = ()) -> None:
-    """Print or write a DataFrame as a rich table, CSV or JSON records."""
+def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[str] = (),
+                  mode: str | None = None) -> None:
+    """Print or write a DataFrame as a rich table, CSV or JSON records (with the ceilings'
+    ``mode`` when one holds for every row)."""
     import json
 
     if fmt == "csv":
         emit(frame.to_csv(index=False), [], output)
     elif fmt == "json":
-        emit(json.dumps({"rows": frame.to_dict(orient="records"), "notes": list(notes)}, indent=2,
-                        default=float), [], output)
+        head = {"mode": mode} if mode else {}
+        emit(json.dumps({**head, "rows": frame.to_dict(orient="records"), "notes": list(notes)},
+                        indent=2, default=float), [], output)
     else:
         from .report import frame_table
 
@@ -264,7 +284,7 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
           batch: Annotated[str, typer.Option(help="Batch sizes, e.g. 1,2,4..256.")] = "1",
           seq_len: Annotated[str, typer.Option("--seq-len", help="Prompt lengths, e.g. 512,1024..32768.")] = "512",
           generate: GenerateOpt = 0, dtype: DtypeOpt = "fp16", deploy: dict = None,
-          profile: ProfileOpt = None,
+          profile: ProfileOpt = None, transfer: TransferOpt = False,
           fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     import itertools
@@ -279,11 +299,14 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
         allow_lists=True)
     batches, lengths = parse_values(batch), parse_values(seq_len)
     combos = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
-    name, roofs = model_name(model, config), ceilings_for(profile, hardware)
+    from .resolve import make_settings
+
+    d = deployment(model, config, hardware, dtype, {}, profile, transfer)
     frames, start = [], time.perf_counter()
     progress = None
     for i, options in enumerate(combos):
-        frame = run(name, hardware, batches, lengths, generate, dtype=dtype, ceilings=roofs, **options)
+        frame = run(d.with_settings(make_settings(dtype, None, options)), batch=batches,
+                    seq_len=lengths, generate=generate)
         for key, value in options.items():
             frame.insert(0, key, value)
         frames.append(frame)
@@ -299,7 +322,8 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
     if progress is not None:
         progress.stop()
     table_or_text(pd.concat(frames, ignore_index=True), fmt, output,
-                  f"{name} on {hardware}: {len(batches) * len(lengths) * len(combos)} points")
+                  f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
+                  f"{len(batches) * len(lengths) * len(combos)} points", mode=d.mode)
 
 
 @app.command()
@@ -308,6 +332,8 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
             hardware: Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")] = "a6000,h100-sxm",
             batch: BatchOpt = 1, seq_len: SeqLenOpt = 512, generate: GenerateOpt = 128,
             dtype: DtypeOpt = "fp16", deploy: dict = None,
+            profile: Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile: calibrated on the device it was measured on, datasheet roofs elsewhere (the mode column says which).")] = None,
+            transfer: TransferOpt = False,
             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """The same model and workload across devices and settings: one row each."""
     import itertools
@@ -320,9 +346,12 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
     base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype}
     variants = [{**{k: v for k, v in base.items() if k not in lists}, **dict(zip(lists, values))}
                 for values in itertools.product(*lists.values())]
+    from .resolve import resolve_each
+
     devices = [d.strip() for d in hardware.split(",") if d.strip()]
     name = model_name(model, config)
-    frame = run(name, devices, variants, batch=batch, seq_len=seq_len, generate=generate)
+    frame = run(resolve_each(name, devices, variants, profile=profile, transfer=transfer),
+                batch=batch, seq_len=seq_len, generate=generate)
     table_or_text(frame, fmt, output, f"{name}: batch {batch}, prompt {seq_len}, generate {generate}")
 
 
@@ -333,22 +362,22 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="Largest acceptable TPOT, seconds.")] = None,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="Largest acceptable TTFT, seconds.")] = None,
              dtype: DtypeOpt = "fp16", deploy: dict = None,
+             profile: ProfileOpt = None, transfer: TransferOpt = False,
              fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
     from .serving import frontier as run
 
     check_format(fmt)
-    options = single_settings(deploy)
-    name = model_name(model, config)
-    frame, best = run(name, hardware, seq_len, generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo,
-                      dtype=dtype, **options)
+    d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
+    frame, best = run(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     pick = best["best"]
     notes = [f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
               f"{pick['tokens_per_s']:.4g} tokens/s, TPOT {pick['tpot_s'] * 1e3:.3g} ms, "
               f"TTFT {pick['ttft_s'] * 1e3:.3g} ms") if pick else "no batch meets the targets"]
-    table_or_text(frame, fmt, output, f"{name} on {hardware}: prompt {seq_len}, generate {generate}", notes)
+    table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
+                  f"prompt {seq_len}, generate {generate}", notes, mode=d.mode)
 
 
 @hardware_app.command("list")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .ops import BYTE_FIELDS, Op
 class Ceilings:
     """The roofs an op is timed against."""
 
-    mode: str                               # spec | calibrated
+    mode: str                               # spec | calibrated | transferred
     bandwidth: float                        # bytes/s
     matrix_peak: Mapping[str, float]        # ops/s per data type
     vector_peak: Mapping[str, float]        # ops/s per data type (element-wise)
@@ -30,6 +31,27 @@ class Ceilings:
     device: str = ""
     link_bandwidth: float | None = None     # bytes/s per direction between devices
     link_latency: float = 0.0               # seconds per hop
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (SI units): result files record the ceilings each mode used."""
+        return {"mode": self.mode, "bandwidth": self.bandwidth, "matrix_peak": dict(self.matrix_peak),
+                "vector_peak": dict(self.vector_peak),
+                "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
+                "overhead_s": dict(self.overhead_s), "device": self.device,
+                "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
+        """What ``to_dict`` wrote; files from before links were recorded have none."""
+        def frozen(table: Mapping | None) -> Mapping:
+            return MappingProxyType(dict(table or {}))
+
+        return cls(raw["mode"], float(raw["bandwidth"]), frozen(raw["matrix_peak"]),
+                   frozen(raw.get("vector_peak")),
+                   MappingProxyType({k: frozen(v) for k, v in (raw.get("efficiency") or {}).items()}),
+                   frozen(raw.get("overhead_s")), device=raw.get("device", ""),
+                   link_bandwidth=raw.get("link_bandwidth"),
+                   link_latency=float(raw.get("link_latency") or 0.0))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -183,9 +205,9 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
     if not np.any(comm):
         return 0 * comm
     if not ceilings.link_bandwidth:
-        from .errors import InvalidWorkloadError
-        raise InvalidWorkloadError(
-            f"{ceilings.device} has no interconnect bandwidth in its spec; pass --link-bw GB/s")
+        from .errors import InvalidSettingError
+        raise InvalidSettingError("link_bw_gb_s", f"{ceilings.device} has no interconnect "
+                                  "bandwidth in its spec; give link_bw_gb_s")
     hops = _stack(ops, "comm_hops", ndim)
     return np.where(comm > 0, comm / ceilings.link_bandwidth + hops * ceilings.link_latency, 0.0)
 

@@ -62,8 +62,8 @@ def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | 
         raise PreventUpdate
     state = parse_query(search)
     try:
-        a = data.analysis_for(state, uploads)
-        roofs = data.ceilings_for(state["profile"], a.device)
+        d = data.deployment_for(state, uploads)
+        a, roofs = data.analysis_for(state, d), d.ceilings
         cards = figures.format_cards(a)
         return ("", figures.analysis_title(a), *cards.values(), figures.roofline_figure(a, roofs),
                 figures.time_breakdown_figure(a), figures.memory_figure(a), figures.op_rows(a))
@@ -94,8 +94,8 @@ def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
     state = parse_query(search)
     stage = state["stage"]
     try:
-        a = data.analysis_for(state, uploads)
-        roofs = data.ceilings_for(state["profile"], a.device)
+        d = data.deployment_for(state, uploads)
+        a, roofs = data.analysis_for(state, d), d.ceilings
         elements = figures.layer_elements(a, stage)
     except RidgelineError as err:
         return ERROR_PREFIX + str(err), no_update, no_update, no_update
@@ -124,10 +124,11 @@ def compare_rows(frame) -> list[dict[str, Any]]:
     rows = []
     for r in frame.itertuples():
         if r.error:
-            rows.append({"device": r.device, "TTFT": "-", "TPOT": "-", "tokens/s": "-",
-                         "peak memory": "-", "fits": r.error})
+            rows.append({"device": r.device, "roofline": "-", "TTFT": "-", "TPOT": "-",
+                         "tokens/s": "-", "peak memory": "-", "fits": r.error})
             continue
-        rows.append({"device": r.device, "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
+        rows.append({"device": r.device, "roofline": r.mode,
+                     "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
                      "tokens/s": f"{r.tokens_per_s:.4g}", "peak memory": format_bytes(r.peak_bytes),
                      "fits": f"{'yes' if r.fits else 'no'} (of {format_bytes(r.capacity_bytes)})"})
     return rows

@@ -24,6 +24,7 @@ from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineErr
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
 from ridgeline.model import ModelConfig, list_models
+from ridgeline.resolve import Deployment, resolve
 
 from .state import settings_of
 
@@ -119,21 +120,29 @@ def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
 
 
 def list_profiles() -> list[str]:
-    """Measured device profiles (``reports/profiles/<key>.yaml``) the roofline can use."""
-    from ridgeline.profile import PROFILES_DIR
+    """Measured device profiles (user's and committed) the roofline can use."""
+    from ridgeline.profile import list_profiles as profiles
 
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")) if PROFILES_DIR.is_dir() else []
+    return profiles()
 
 
-def ceilings_for(profile: str, device: DeviceSpec):
-    """``spec`` -> None (the engine's datasheet default); a profile key -> calibrated ceilings."""
-    if not profile or profile == "spec":
+def profile_file(key: str) -> Path | None:
+    """``spec`` -> None (datasheet roofs); a profile key -> its file."""
+    if not key or key == "spec":
         return None
-    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
+    from ridgeline.profile import profile_path
 
-    if profile not in list_profiles():
-        raise RidgelineError(f"no device profile '{profile}' in reports/profiles; run 'ridgeline calibrate'")
-    return calibrated_ceilings(load_profile(profile_path(profile)), device)
+    if key not in list_profiles():
+        raise RidgelineError(f"no device profile '{key}'; run 'ridgeline calibrate'")
+    return profile_path(key)
+
+
+def deployment_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
+                   device: str | None = None) -> Deployment:
+    """The state's model on its device (or ``device``), with its settings and profile."""
+    return resolve(resolve_model(state["model"], uploads),
+                   resolve_device(device or state["device"], uploads),
+                   settings=settings_of(state), profile=profile_file(state["profile"]))
 
 
 def model_options(uploads: Mapping[str, Any] | None) -> list[str]:
@@ -146,13 +155,9 @@ def device_options(uploads: Mapping[str, Any] | None) -> list[str]:
 
 # --- computations ---------------------------------------------------------------------
 
-def analysis_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> rl.Analysis:
-    """The Analyze page's one engine call."""
-    model = resolve_model(state["model"], uploads)
-    device = resolve_device(state["device"], uploads)
-    return rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
-                      generate=state["generate"], settings=settings_of(state),
-                      ceilings=ceilings_for(state["profile"], device))
+def analysis_for(state: Mapping[str, Any], d: Deployment) -> rl.Analysis:
+    """The Analyze page's one engine call (``analysis.mode`` names its roofline)."""
+    return rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"], generate=state["generate"])
 
 
 def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
@@ -163,49 +168,55 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
     With no generation (generate = 0) TTFT is the prefill and TPOT one decode step.
     """
     axis = axis or state["sweep_x"]
-    model = resolve_model(state["model"], uploads)
-    device = resolve_device(state["device"], uploads)
-    ceilings = ceilings_for(state["profile"], device)
+    d = deployment_for(state, uploads)
     xs = np.array(SWEEP_BATCHES if axis == "batch" else SWEEP_SEQ_LENS)
     batch = xs if axis == "batch" else np.array([state["batch"]])
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
     frames = []
     for w in (w_dtypes or state["sweep_dtypes"]):
-        settings = dataclasses.replace(settings_of(state), w_dtype=w)
-        frame = rl.sweep(model, device, batch, seq_len, generate=state["generate"],
-                         settings=settings, ceilings=ceilings)
+        frame = rl.sweep(d.with_settings(dataclasses.replace(d.settings, w_dtype=w)), batch=batch,
+                         seq_len=seq_len, generate=state["generate"])
         if state["generate"] <= 0:
             frame["ttft_s"] = frame["prefill_s"]
             frame["tpot_s"] = frame["decode_step_s"]
             frame["tokens_per_s"] = frame["batch"] / frame["decode_step_s"]
         frame.insert(0, "w_dtype", w)
         frame.insert(1, "x", frame[axis])
-        frame["capacity_bytes"] = device.memory_capacity
+        frame["capacity_bytes"] = d.device.memory_capacity
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
-    out.attrs.update(axis=axis, device=device.name, model=model.name)
+    out.attrs.update(axis=axis, device=d.device.name, model=d.model.name, mode=d.mode)
     return out
 
 
 def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
                   devices: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per device for the same model, workload and settings; a failing device
-    (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    """One row per device for the same model, workload and settings, with the state's
+    profile where it was measured (``mode`` says calibrated or spec per row); a failing
+    device (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    from ridgeline.errors import ProfileMismatchError
+
     model = resolve_model(state["model"], uploads)
+    profile = profile_file(state["profile"])
     rows = []
     for name in (devices or state["devices"]):
         row: dict[str, Any] = {"device": name, "error": ""}
         try:
             device = resolve_device(name, uploads)
-            a = rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
-                           generate=max(state["generate"], 2), settings=settings_of(state))
+            try:
+                d = resolve(model, device, settings=settings_of(state), profile=profile)
+            except ProfileMismatchError:  # the profile is another device's: datasheet roofs
+                d = resolve(model, device, settings=settings_of(state))
+            a = rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"],
+                           generate=max(state["generate"], 2))
+            row["mode"] = a.mode
             row.update({k: a.generation[k] for k in ("ttft_s", "tpot_s", "tokens_per_s")})
             row.update({k: a.memory[k] for k in ("peak_bytes", "capacity_bytes", "fits")})
         except RidgelineError as err:
             row["error"] = str(err)
         rows.append(row)
-    columns = ["device", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes", "capacity_bytes",
-               "fits", "error"]
+    columns = ["device", "mode", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes",
+               "capacity_bytes", "fits", "error"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
