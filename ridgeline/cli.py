@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from .errors import RidgelineError
+from .errors import RidgelineError, require_torch
 
 
 class OneLineErrors(TyperGroup):
@@ -62,7 +62,7 @@ GenerateOpt = Annotated[int, typer.Option(help="Output tokens per sequence (0: n
 DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
-ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile (reports/profiles/*.yaml or one 'ridgeline calibrate' wrote): the calibrated roofline of the device it was measured on.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")]
 TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred').")]
 
 # Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
@@ -332,7 +332,7 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
             hardware: Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")] = "a6000,h100-sxm",
             batch: BatchOpt = 1, seq_len: SeqLenOpt = 512, generate: GenerateOpt = 128,
             dtype: DtypeOpt = "fp16", deploy: dict = None,
-            profile: Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile: calibrated on the device it was measured on, datasheet roofs elsewhere (the mode column says which).")] = None,
+            profile: ProfileOpt = None,
             transfer: TransferOpt = False,
             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """The same model and workload across devices and settings: one row each."""
@@ -394,12 +394,15 @@ def hardware_list() -> None:
 
 
 @hardware_app.command("show")
-def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")]) -> None:
+def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")],
+                  refresh: Annotated[bool, typer.Option("--refresh", help="host: detect and measure again (the result is kept for later runs).")] = False) -> None:
     """All fields of one device, in the units of its file."""
-    from .hardware import load_device
+    from .hardware import detect_host, load_device
     from .units import GIB, GIGA, KIB, MIB, TERA
 
-    d = load_device(name)
+    if refresh and name != "host":
+        raise typer.BadParameter("--refresh applies to 'host' only")
+    d = detect_host(refresh=True) if refresh else load_device(name)
     rows = [("name", d.name), ("full name", d.full_name), ("vendor", d.vendor), ("kind", d.kind),
             ("memory", f"{d.memory_capacity / GIB:g} GiB"),
             ("bandwidth", f"{d.memory_bandwidth / GIGA:g} GB/s")]
@@ -455,35 +458,20 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         repeats: Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")] = 5,
         threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
         hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
-        profile: Annotated[Optional[Path], typer.Option(help="Calibrated profile YAML (default: reports/profiles/<device>.yaml).")] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Result JSON (default: reports/validation/e2e-<device>-<model>-<date>.json; rows of a configuration measured again are replaced).")] = None,
-        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file.")] = None,
+        profile: ProfileOpt = None,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Result JSON (default: <user data folder>/validation/e2e-<device>-<model>-<date>.json, rows of a configuration measured again replaced; with --repredict: ./<stem>-repredicted.json).")] = None,
+        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file into a new file.")] = None,
         quiet_wait: Annotated[float, typer.Option(help="CPU: before each timed run, wait up to this many seconds for other processes to go idle.")] = 0.0) -> None:
     """Run a real decoder (random weights) and compare measured TTFT/TPOT with the predictions."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise typer.BadParameter("'ridgeline e2e' needs PyTorch: pip install torch") from None
-    from kernels.e2e import Case, report_lines, run_e2e
+    require_torch("'ridgeline e2e'")
+    from kernels.e2e import run_command
 
-    from .model import load_model
-
-    if repredict is not None:
-        from kernels.e2e import repredict as rerun
-
-        spec = None if hardware == "host" else hardware
-        for line in report_lines(rerun(repredict, hardware=spec, profile=profile)):
-            typer.echo(line)
-        return
-    if any(b < 1 for b in batch) or any(p < 1 for p in prompt):
-        raise typer.BadParameter("--batch and --prompt must be positive")
-    cases = [Case(b, p, generate) for b in batch for p in prompt]
-    result = run_e2e(load_model(model_name(model, config)), cases, dtype=dtype, device=device,
-                     layers=layers, compile_modes=(False, True) if compile else (False,),
-                     repeats=repeats, hardware=hardware, profile=profile, threads=threads,
-                     output=output, quiet_wait_s=quiet_wait,
-                     log=lambda msg: typer.echo(msg, err=True))
-    for line in report_lines(result):
+    name = model_name(model, config) if repredict is None else None  # a file names its models
+    for line in run_command(name, device=device, batch=batch, prompt=prompt,
+                            generate=generate, layers=layers, dtype=dtype, compile=compile,
+                            repeats=repeats, threads=threads, hardware=hardware, profile=profile,
+                            output=output, repredict_path=repredict, quiet_wait_s=quiet_wait,
+                            log=lambda msg: typer.echo(msg, err=True)):
         typer.echo(line)
 
 
@@ -498,29 +486,14 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
                    ops: Annotated[bool, typer.Option("--ops", help="Also time each engine op (profiler ranges) beside its prediction.")] = False,
                    threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's); the calibrated profile is the one of this count.")] = None) -> None:
     """Split an eager decode step into host dispatch and device work (is it host-bound?)."""
-    try:
-        import torch
-    except ImportError:
-        raise typer.BadParameter("'ridgeline decode-profile' needs PyTorch: pip install torch") from None
-    from kernels import decode_profile as dp
-    from kernels.decoder import truncate
-    from kernels.e2e import resolve_device
+    require_torch("'ridgeline decode-profile'")
+    from kernels.decode_profile import run
 
     from .model import load_model
 
-    cfg = truncate(load_model(model_name(model, config)), layers)
-    device = resolve_device(device)
-    if threads:
-        torch.set_num_threads(threads)
-    result = dp.profile_decode(cfg, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
-                               device=device, ops=ops)
-    lines = dp.report_lines(cfg, result["passes"], batch=batch, prompt=prompt, steps=steps,
-                            dtype=dtype, device=device)
-    if ops:
-        predicted, mode = dp.predicted_ops(cfg, batch=batch, seq_len=prompt + steps // 2,
-                                           dtype=dtype, device=device)
-        lines += dp.breakdown_lines(dp.breakdown_rows(result["ops"], predicted), mode, device)
-    for line in lines:
+    for line in run(load_model(model_name(model, config)), batch=batch, prompt=prompt,
+                    steps=steps, layers=layers, dtype=dtype, device=device, ops=ops,
+                    threads=threads):
         typer.echo(line)
 
 
@@ -549,17 +522,6 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default
 MeasureDeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Fewer shapes and repetitions (CI: a few minutes on 2 cores).")]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="torch CPU threads, fixed for the run (default: all cores this process may use).")]
-ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Device profile YAML (default: reports/profiles/<device>.yaml).")]
-
-
-def _needs_torch(command: str) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RidgelineError(f"'ridgeline {command}' measures kernels with PyTorch: "
-                             "pip install -e '.[bench]' -c constraints.txt") from None
-
-
 def _check_device(device: str) -> None:
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"--device must be cpu or cuda, got '{device}'")
@@ -567,16 +529,16 @@ def _check_device(device: str) -> None:
 
 @app.command()
 def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
-              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: reports/profiles/<device>.yaml).")] = None,
-              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows.")] = None) -> None:
+              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml).")] = None,
+              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None) -> None:
     """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
     _check_device(device)
     if refit is not None:
         from kernels.calibrate import refit as run_refit
 
-        run_refit(refit, log=lambda msg: typer.echo(msg, err=True))
+        run_refit(refit, output, log=lambda msg: typer.echo(msg, err=True))
         return
-    _needs_torch("calibrate")
+    require_torch("'ridgeline calibrate'")
     from kernels.calibrate import calibrate as run
 
     run(device, quick=quick, threads=threads, output=output,
@@ -586,8 +548,8 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
 @app.command()
 def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
              profile: ProfileOpt = None,
-             output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: reports/validation).")] = None,
-             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used).")] = None) -> None:
+             output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).")] = None,
+             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.")] = None) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     _check_device(device)
     from kernels.validate import failures, rich_summary
@@ -595,9 +557,9 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
     if repredict is not None:
         from kernels.validate import repredict as rerun
 
-        result, paths = rerun(repredict, profile, log=lambda msg: typer.echo(msg, err=True))
+        result, paths = rerun(repredict, profile, output_dir, log=lambda msg: typer.echo(msg, err=True))
     else:
-        _needs_torch("validate")
+        require_torch("'ridgeline validate'")
         from kernels.validate import validate as run
 
         result, paths = run(device, quick=quick, threads=threads, profile=profile,

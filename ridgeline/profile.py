@@ -15,6 +15,7 @@ Types the profile did not measure keep their datasheet peak.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -103,8 +104,10 @@ def recorded_device(profile: Mapping[str, Any], where: str = "profile") -> Devic
     its meta names."""
     from .hardware import device_from_dict, load_device
 
-    if isinstance(profile.get("datasheet"), Mapping):
-        return device_from_dict(profile["datasheet"], f"{where} datasheet")
+    raw = profile.get("datasheet")
+    if isinstance(raw, Mapping):  # a fit reads roofs only: the capacity may be unrecorded
+        device = device_from_dict({"memory_capacity_gib": 1.0, **raw}, f"{where} datasheet")
+        return device if "memory_capacity_gib" in raw else replace(device, memory_capacity=0.0)
     source = (profile.get("meta") or {}).get("spec_device")
     if not source or source == "host":
         raise InvalidSpecError(where, "records no datasheet device (a profile written before "
@@ -163,8 +166,6 @@ def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
             if dtype in datasheet_to and datasheet_from.get(dtype):
                 out[dtype] = value / datasheet_from[dtype] * datasheet_to[dtype]
         return out
-
-    from dataclasses import replace
 
     return replace(own, mode="transferred", bandwidth=own.bandwidth * ratio,
                    matrix_peak=MappingProxyType(moved(own.matrix_peak, measured.matrix_peak,

@@ -167,8 +167,8 @@ def profile_figure(key: str | None = None):
     return figures.ceilings_figure(spec_ceilings(device), replace(measured, matrix_peak=peaks))
 
 
-NO_VALIDATION = ("No validation runs yet: reports/validation/ holds no results. Run the "
-                 "measurement layer's validation (e.g. 'ridgeline validate') to fill this page.")
+NO_VALIDATION = ("No validation runs yet in {folders}. Run the measurement layer's "
+                 "validation (e.g. 'ridgeline validate') to fill this page.")
 
 
 def update_validation(pathname: str | None, search: str | None = None) -> tuple:
@@ -186,13 +186,14 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
         roofs, problems = None, [*problems, str(err)]
     note = (" Unreadable: " + "; ".join(problems)) if problems else ""
     if frame.empty:
-        empty = NO_VALIDATION if everything.empty else (
+        empty = NO_VALIDATION.format(folders=data.shown_folders()) if everything.empty else (
             f"No results measured on '{runs}'; choose one of: "
             + ", ".join(sorted(everything["device"].unique())) + ".")
         return (empty + note, no_update, no_update, roofs or no_update,
                 hidden, hidden, shown if roofs else hidden)
     where = "" if runs == "all" else f" measured on {runs}"
-    message = f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}.{note}"
+    message = (f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}, "
+               f"read from {data.shown_folders()}.{note}")
     return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
             roofs or no_update, shown, shown, shown if roofs else hidden)
 

@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.catalog import VALIDATION_DIR, user_data_dir
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
@@ -30,7 +30,6 @@ from .state import settings_of
 
 MAX_UPLOAD_BYTES = 1_000_000  # 1 MB: a config.json or device YAML is a few KB
 UPLOAD_PREFIX = "upload:"
-VALIDATION_DIR = REPORTS_DIR / "validation"
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -267,6 +266,19 @@ def measured_on(raw: Any, path: Path) -> str:
     return str(key) if key else path.stem
 
 
+def validation_folders() -> tuple[Path, ...]:
+    """Where the Validation page reads results: the committed baselines, then the user's
+    own runs (what 'ridgeline validate' and 'ridgeline e2e' write by default)."""
+    return VALIDATION_DIR, user_data_dir() / "validation"
+
+
+def shown_folders() -> str:
+    """The folders, as the page names them."""
+    home = str(Path.home())
+    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f)
+                     for f in validation_folders())
+
+
 def validation_devices(folder: Path | None = None) -> list[str]:
     """'all' and every device key with results in ``reports/validation``."""
     frame, _ = load_validation(folder)
@@ -274,11 +286,13 @@ def validation_devices(folder: Path | None = None) -> list[str]:
 
 
 def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Every row of every ``reports/validation/*.json`` with a measured time, and the files
-    that could not be read (with why). Missing columns become NaN; rows keep their file."""
-    folder = VALIDATION_DIR if folder is None else folder
+    """Every row of every ``*.json`` in ``folder`` (default: ``validation_folders()``) with
+    a measured time, and the files that could not be read (with why). Missing columns become
+    NaN; rows keep their file."""
+    folders = validation_folders() if folder is None else (folder,)
     frames, problems = [], []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    paths = [p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))]
+    for path in paths:
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
