@@ -17,7 +17,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +160,7 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
 def engine_settings(dtype: str) -> Settings:
     """Weights, activations and KV cache in ``dtype``; SDPA is a fused (flash-style)
     kernel, so the engine models flash attention when it knows the setting."""
-    names = {f.name for f in fields(Settings)}
-    extra = {"attention": "flash"} if "attention" in names else {}
-    return Settings(dtype, dtype, dtype, **extra)
+    return Settings(dtype, dtype, dtype, attention="flash")
 
 
 def predict(config: ModelConfig, device: DeviceSpec, case: Case, dtype: str,

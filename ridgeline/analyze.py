@@ -289,3 +289,23 @@ def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | No
     for key in ("weights_bytes", "kv_cache_bytes", "activations_peak_bytes", "peak_bytes", "fits"):
         frame[key] = np.broadcast_to(mem[key], frame.shape[0])
     return frame
+
+
+def sweep_each(d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0,
+               on_step=None) -> pd.DataFrame:
+    """:func:`sweep` under each variant of ``d``'s settings (a dict of Settings fields), with
+    the variant's fields as leading columns; ``on_step(done, total)`` after each."""
+    import pandas as pd
+
+    from .resolve import make_settings
+
+    frames = []
+    for i, options in enumerate(variants):
+        frame = sweep(d.with_settings(make_settings(None, d.settings, options)), batch=batch,
+                      seq_len=seq_len, generate=generate)
+        for key, value in options.items():
+            frame.insert(0, key, value)
+        frames.append(frame)
+        if on_step is not None:
+            on_step(i + 1, len(variants))
+    return pd.concat(frames, ignore_index=True)

@@ -25,7 +25,7 @@ class OneLineErrors(TyperGroup):
             sys.exit(2)
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
-            sys.exit(getattr(err, "exit_code", 2))
+            sys.exit(err.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -288,42 +288,49 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
           fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     import itertools
-    import time
 
-    import pandas as pd
-
-    from .analyze import sweep as run
+    from .analyze import sweep_each
 
     check_format(fmt)
-    lists = setting_values(deploy,
-        allow_lists=True)
+    lists = setting_values(deploy, allow_lists=True)
     batches, lengths = parse_values(batch), parse_values(seq_len)
-    combos = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
-    from .resolve import make_settings
-
+    variants = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
     d = deployment(model, config, hardware, dtype, {}, profile, transfer)
-    frames, start = [], time.perf_counter()
-    progress = None
-    for i, options in enumerate(combos):
-        frame = run(d.with_settings(make_settings(dtype, None, options)), batch=batches,
-                    seq_len=lengths, generate=generate)
-        for key, value in options.items():
-            frame.insert(0, key, value)
-        frames.append(frame)
-        elapsed = time.perf_counter() - start
-        if progress is None and elapsed / (i + 1) * len(combos) > 1.0 and i + 1 < len(combos):
-            from rich.progress import Progress
+    with ProgressAfter(1.0) as progress:
+        frame = sweep_each(d, variants, batches, lengths, generate, on_step=progress.step)
+    table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
+                  f"{len(batches) * len(lengths) * len(variants)} points", mode=d.mode)
 
-            progress = Progress(transient=True)
-            progress.start()
-            task = progress.add_task("sweep", total=len(combos), completed=i + 1)
-        elif progress is not None:
-            progress.update(task, completed=i + 1)
-    if progress is not None:
-        progress.stop()
-    table_or_text(pd.concat(frames, ignore_index=True), fmt, output,
-                  f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
-                  f"{len(batches) * len(lengths) * len(combos)} points", mode=d.mode)
+
+class ProgressAfter:
+    """A progress bar that shows only when the work looks set to take over ``seconds``."""
+
+    def __init__(self, seconds: float):
+        import time
+
+        self.seconds, self.start, self.bar, self.task = seconds, time.perf_counter(), None, None
+
+    def step(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is None:
+            elapsed = time.perf_counter() - self.start
+            if done < total and elapsed / done * total > self.seconds:
+                from rich.console import Console
+                from rich.progress import Progress
+
+                self.bar = Progress(transient=True, console=Console(stderr=True))  # not into the data
+                self.bar.start()
+                self.task = self.bar.add_task("sweep", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __enter__(self) -> ProgressAfter:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @app.command()

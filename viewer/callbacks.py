@@ -14,6 +14,7 @@ from dash import ALL, Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
 
 from ridgeline.errors import RidgelineError
+from ridgeline.roofline import spec_ceilings
 
 from . import data, figures, ids
 from .state import (PAGES, coerce, component_value, control, page_from_path, parse_query,
@@ -147,20 +148,18 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
 
 
 def profile_figure(key: str | None = None):
-    """A measured profile's roofline (``key``'s, else the first) over its device's
-    datasheet one, if there is a profile."""
+    """A measured profile's roofline (``key``'s, else the first) over the datasheet of the
+    device it was measured on (the one it records), if there is a profile."""
     profiles = data.list_profiles()
     if not profiles:
         return None
-    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
-    from ridgeline.roofline import spec_ceilings
+    from ridgeline.profile import load_profile, profile_path, recorded_device
+    from ridgeline.resolve import resolve_ceilings
 
-    raw = load_profile(profile_path(key if key in profiles else profiles[0]))
-    meta = raw.get("meta") or {}
-    name = next((meta[k] for k in ("catalog", "hardware", "spec_hardware", "spec_device")
-                 if meta.get(k) and meta[k] != "host"), None)
-    device = data.catalog_device(name) if name else data.host_device()
-    measured = calibrated_ceilings(raw, device)
+    path = profile_path(key if key in profiles else profiles[0])
+    raw = load_profile(path)
+    device = recorded_device(raw, str(path))
+    measured, _ = resolve_ceilings(device, raw)
     # only the peaks the profile measured (the engine fills the others from the datasheet)
     peaks = {k: v for k, v in measured.matrix_peak.items()
              if k in (raw.get("matrix_peak_tops") or {})} or measured.matrix_peak
