@@ -137,3 +137,15 @@ def test_driver_names_come_from_the_device_files(driver, catalog):
     from ridgeline.names import catalog_name_for_gpu
 
     assert catalog_name_for_gpu(driver) == catalog
+
+
+def test_transferred_and_speculative_output_match_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+
+    schema = json.loads((Path(__file__).parent.parent / "docs" / "analysis.schema.json").read_text())
+    result = runner.invoke(app, ["analyze", "llama-2-13b", "--hardware", "h200", "--profile", H100,
+                                 "--transfer", "--draft", "llama-2-7b", "--generate", "8", "-f", "json"])
+    data = json.loads(result.output)
+    assert data["mode"] == data["speculative"]["mode"] == "transferred"
+    jsonschema.validate(data, schema)
