@@ -31,8 +31,13 @@ class OneLineErrors(TyperGroup):
 
 def cli_advice(err: RidgelineError) -> str:
     """The option that changes what an engine error names (the engine speaks of settings)."""
-    from .errors import InvalidSettingError, ProfileMismatchError
+    from .errors import (InvalidSettingError, ProfileMismatchError, UnknownDeviceError,
+                         UnknownModelError)
 
+    if isinstance(err, UnknownModelError):
+        return " Run 'ridgeline models list', or pass --config path/to/config.json."
+    if isinstance(err, UnknownDeviceError):
+        return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
     if isinstance(err, InvalidSettingError):
         option = {field: name for name, (field, kind, _h) in SETTING_FIELDS.items()
                   if kind != "bits" and "dtype" not in name}.get(err.setting, err.setting)

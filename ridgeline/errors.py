@@ -20,19 +20,13 @@ def _did_you_mean(name: str, choices: Iterable[str]) -> str:
 class UnknownModelError(RidgelineError):
     def __init__(self, name: str, choices: Iterable[str]):
         self.name = name
-        super().__init__(
-            f"unknown model '{name}'.{_did_you_mean(name, choices)} "
-            "Run 'ridgeline models list', or pass --config path/to/config.json."
-        )
+        super().__init__(f"unknown model '{name}'.{_did_you_mean(name, choices)}")
 
 
 class UnknownDeviceError(RidgelineError):
     def __init__(self, name: str, choices: Iterable[str]):
         self.name = name
-        super().__init__(
-            f"unknown hardware '{name}'.{_did_you_mean(name, choices)} "
-            "Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
-        )
+        super().__init__(f"unknown hardware '{name}'.{_did_you_mean(name, choices)}")
 
 
 class InvalidSpecError(RidgelineError):

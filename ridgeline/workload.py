@@ -7,7 +7,7 @@ from typing import Union
 
 import numpy as np
 
-from .errors import InvalidWorkloadError
+from .errors import InvalidSettingError, InvalidWorkloadError
 from .units import DTYPE_BITS
 
 Number = Union[int, float, np.ndarray]
@@ -33,8 +33,7 @@ def _check_positive(field: str, value: Number) -> None:
     if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
     if np.any(arr <= 0) or np.any(arr != np.floor(arr)):
-        raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}; "
-                                   f"use e.g. --{field.replace('_', '-')} 1")
+        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
 
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")

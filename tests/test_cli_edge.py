@@ -23,3 +23,24 @@ def test_measure_nothing_commands_need_no_torch(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)
     result = CliRunner().invoke(app, ["validate", "--repredict", str(tmp_path / "none.json")])
     assert result.exit_code == 2 and "no validation snapshot" in result.output
+
+
+@pytest.mark.parametrize("call,engine,cli", [
+    (lambda rl: rl.analyze("llama-2-7b", "a6000", tp=3), "tp=3 does not divide 32 attention heads",
+     ["analyze", "llama-2-7b", "--tp", "3"]),
+    (lambda rl: rl.analyze("llama-2-7b", "a6000", batch=0), "batch must be a positive whole number",
+     ["analyze", "llama-2-7b", "--batch", "0"]),
+    (lambda rl: rl.analyze("llama-2-7x", "a6000"), "unknown model 'llama-2-7x'",
+     ["analyze", "llama-2-7x"]),
+])
+def test_engine_errors_name_settings_and_the_cli_names_options(call, engine, cli):
+    """A Python user reads no CLI flags; the CLI adds its own option to the same line."""
+    import ridgeline as rl
+
+    with pytest.raises(rl.RidgelineError) as err:
+        call(rl)
+    assert engine in str(err.value) and "--" not in str(err.value)
+    assert "ridgeline " not in str(err.value)
+    result = CliRunner().invoke(app, cli)
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.startswith(f"error: {err.value}") and "--" in result.output

@@ -76,12 +76,6 @@ def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
 
 # --- resolving names ------------------------------------------------------------------
 
-@lru_cache(maxsize=1)
-def host_device() -> DeviceSpec:
-    """The machine serving the dashboard (detected once: it measures copy bandwidth)."""
-    return rl.hardware.detect_host()
-
-
 @lru_cache(maxsize=64)
 def catalog_model(name: str) -> ModelConfig:
     if name not in list_models():  # catalog names only: a URL must not name server files
@@ -91,8 +85,8 @@ def catalog_model(name: str) -> ModelConfig:
 
 @lru_cache(maxsize=64)
 def catalog_device(name: str) -> DeviceSpec:
-    if name == "host":
-        return host_device()
+    if name == "host":  # detected once per machine (ridgeline.hardware.detect_host)
+        return rl.hardware.detect_host()
     if name not in list_devices():
         raise UnknownDeviceError(name, list_devices() + ["host"])
     return rl.load_device(name)
