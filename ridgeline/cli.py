@@ -360,6 +360,8 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
                 for values in itertools.product(*lists.values())]
     from .resolve import resolve_each
 
+    if transfer and profile is None:
+        raise typer.BadParameter("--transfer needs --profile")
     devices = [d.strip() for d in hardware.split(",") if d.strip()]
     name = model_name(model, config)
     frame = run(resolve_each(name, devices, variants, profile=profile, transfer=transfer),

@@ -149,3 +149,17 @@ def test_transferred_and_speculative_output_match_the_schema():
     data = json.loads(result.output)
     assert data["mode"] == data["speculative"]["mode"] == "transferred"
     jsonschema.validate(data, schema)
+
+
+def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows():
+    pytest.importorskip("dash")
+    from viewer import callbacks
+
+    query = "?model=llama-2-7b&batch=1&seq_len=512&generate=16&profile=cuda-nvidia-h100-80gb-hbm3"
+    out = callbacks.update_analyze("/", query + "&device=a6000", None)
+    assert "measured on h100-sxm, not a6000" in out[0] and "--" not in out[0]
+    ok = callbacks.update_analyze("/", query + "&device=h100-sxm", None)
+    assert ok[0] == "" and "calibrated roofline" in ok[1]
+    _, _, rows = callbacks.update_compare("/compare", query + "&devices=h100-sxm,a6000", None)
+    assert [(r["device"], r["roofline"]) for r in rows] == [("h100-sxm", "calibrated"),
+                                                           ("a6000", "spec")]
