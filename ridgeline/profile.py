@@ -145,7 +145,7 @@ def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer
     here = device.extra.get("cpu")
     notes = ()
     if cpu and here and cpu != here:
-        notes = (f"profile {where} was measured on a {cpu}, this host is a {here}: "
+        notes = (f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': "
                  "its roofs may not hold here",)
     return calibrated_ceilings(profile, device), notes
 

@@ -113,7 +113,7 @@ def test_host_profile_from_another_cpu_warns(monkeypatch):
     other = replace(host, extra={**host.extra, "cpu": "Some Other CPU"})
     d = resolve("qwen2-0.5b", other, dtype="bf16", profile=profile)
     assert d.mode == "calibrated"
-    assert d.notes and "measured on a AMD EPYC, this host is a Some Other CPU" in d.notes[0]
+    assert d.notes and "measured on the CPU 'AMD EPYC', this host's is 'Some Other CPU'" in d.notes[0]
     same = replace(host, extra={**host.extra, "cpu": "AMD EPYC"})
     assert resolve("qwen2-0.5b", same, dtype="bf16", profile=profile).notes == ()
 
@@ -163,3 +163,16 @@ def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows()
     _, _, rows = callbacks.update_compare("/compare", query + "&devices=h100-sxm,a6000", None)
     assert [(r["device"], r["roofline"]) for r in rows] == [("h100-sxm", "calibrated"),
                                                            ("a6000", "spec")]
+
+
+def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
+    import ridgeline.hardware as hw
+
+    host = hw.detect_host(measure=False, gpu=False)
+    monkeypatch.setattr(hw, "detect_host", lambda *a, **k: replace(
+        host, extra={**host.extra, "cpu": "Some Other CPU"}))
+    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "bf16",
+                                 "--profile", CPU, "-f", "json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith(f"warning: profile {CPU} was measured on the CPU 'AMD EPYC'")
+    assert json.loads(result.stdout)["mode"] == "calibrated"
