@@ -11,11 +11,11 @@ import numpy as np
 from . import memory as M
 from .errors import InvalidSettingError
 from .hardware import DeviceSpec
-from .layers import Plan, pipeline_factors, stage_ops
+from .layers import Plan, head_ops, pipeline_factors, stage_ops
 from .model import ModelConfig
 from .ops import BYTE_FIELDS, Op
 from .resolve import Deployment, as_deployment
-from .roofline import Ceilings, evaluate
+from .roofline import Ceilings, evaluate, roofline_time
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,6 +100,16 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
 
 
+def _sides(table: dict) -> tuple:
+    """(arithmetic, transfer) seconds of each op: the roofs that do work (matrix/vector,
+    exponentials) and those that move bytes (memory, interconnect). Each is affine in the
+    cached length: an op moves bytes through memory or over the link, never both, and its
+    exponentials and operations both grow with the pairs attended."""
+    zero = 0 * table["memory_s"]
+    return (roofline_time(table["compute_s"], zero, zero, table["exp_s"]),
+            roofline_time(zero, table["memory_s"], table["network_s"]))
+
+
 def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
                     at_lo: dict | None = None):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
@@ -113,9 +123,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
         at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
     at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p), ceilings)
     n = hi_safe - lo + 1
-    memory = _affine_sum(at_lo["memory_s"], at_hi["memory_s"], n)
-    excess = _positive_part_sum(at_lo["compute_s"] - at_lo["memory_s"],
-                                at_hi["compute_s"] - at_hi["memory_s"], lo, hi_safe)
+    work_lo, move_lo = _sides(at_lo)
+    work_hi, move_hi = _sides(at_hi)
+    memory = _affine_sum(move_lo, move_hi, n)
+    excess = _positive_part_sum(work_lo - move_lo, work_hi - move_hi, lo, hi_safe)
     per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
     time_factor, _ = pipeline_factors(p)
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
@@ -159,24 +170,29 @@ def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
 def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
                   p: Plan, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
     """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
-    one micro-batch, is the larger stage)."""
+    one micro-batch, is the larger stage). It fits when the peak is within what the runtime
+    may use: ``memory_utilization`` x capacity - the runtime's fixed reserve
+    (:func:`ridgeline.memory.usable_bytes`); ``kv_capacity_bytes`` is what is left there for
+    the KV cache after weights and activations."""
     batch, prompt = workload.batch, workload.seq_len
     micro = batch / p.micro_batches
     kv_len = prompt + np.maximum(np.asarray(workload.generate) - 1, 0)
     x_bytes = micro * prompt * model.hidden_size * p.ab
     if prefill_ops is None:
         prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
-    head_names = ("embed", "final_norm", "lm_head", "pp_send")
+    head_names = {op.name for op in head_ops(model, 1, 1, p)}
     layer = [op for op in prefill_ops if op.name not in head_names]
-    head = [op for op in prefill_ops if op.name in head_names[1:3]]
+    head = [op for op in prefill_ops if op.name in ("final_norm", "lm_head")]
     activations = np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
     weights = M.weight_bytes(model, p)
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
     peak = weights + kv + activations
+    usable = M.usable_bytes(device, p)
     return {"weights_bytes": weights, "kv_cache_bytes": kv, "activations_peak_bytes": activations,
             "peak_bytes": peak, "capacity_bytes": device.memory_capacity,
-            "fits": peak <= device.memory_capacity,
-            "shortfall_bytes": np.maximum(peak - device.memory_capacity, 0),
+            "usable_bytes": usable, "runtime_reserve_bytes": device.runtime_reserve,
+            "kv_capacity_bytes": M.kv_capacity_bytes(model, device, p, activations),
+            "fits": peak <= usable, "shortfall_bytes": np.maximum(peak - usable, 0),
             "devices": p.tp * p.pp * p.ep}
 
 
@@ -184,6 +200,8 @@ def plain(value: Any) -> Any:
     """numpy scalars -> Python numbers for JSON; NaN -> None."""
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return plain(value.item()) if value.ndim == 0 else [plain(v) for v in value.tolist()]
     if isinstance(value, (np.bool_, bool)):
@@ -229,6 +247,16 @@ class Analysis:
         return plain(out)
 
 
+def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
+    """Workloads the model was not trained for: more positions than max_position_embeddings
+    (the numbers are still computed; the model's outputs would not be meaningful)."""
+    longest = int(np.max(workload.seq_len + np.maximum(np.asarray(workload.generate) - 1, 0)))
+    limit = model.max_position_embeddings
+    if limit and longest > limit:
+        return [f"{longest} positions exceed {model.name}'s max_position_embeddings ({limit})"]
+    return []
+
+
 def check_micro_batches(batch, p: Plan) -> None:
     if np.any(np.asarray(batch) % p.micro_batches):
         raise InvalidSettingError("micro_batches", f"batch {batch} does not split into "
@@ -257,7 +285,10 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
                                 stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
-    extra = {}
+    extra: dict[str, Any] = {}
+    warnings = context_warnings(config, workload)
+    if warnings:
+        extra["warnings"] = warnings
     if p.pp > 1:
         extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
                              "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}

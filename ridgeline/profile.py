@@ -85,7 +85,8 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         "calibrated", float(profile["bandwidth_gb_s"]) * GIGA, MappingProxyType(matrix),
         MappingProxyType(vector), MappingProxyType(efficiency), MappingProxyType(overhead),
         device=device.name, link_bandwidth=device.interconnect_bandwidth,
-        link_latency=device.interconnect_latency or 0.0)
+        link_latency=device.interconnect_latency or 0.0,
+        link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
 
 
 def measured_on(profile: Mapping[str, Any]) -> str:
@@ -173,7 +174,8 @@ def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
                    vector_peak=MappingProxyType(moved(own.vector_peak, measured.vector_peak,
                                                       device.vector_peak)),
                    device=device.name, link_bandwidth=device.interconnect_bandwidth,
-                   link_latency=device.interconnect_latency or 0.0)
+                   link_latency=device.interconnect_latency or 0.0,
+                   link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
 
 
 def slug(text: str) -> str:

@@ -71,13 +71,16 @@ def make_settings(dtype: str | None = None, settings: Settings | None = None,
 
 
 def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
-    """The interconnect the settings ask for: their link bandwidth / latency where given,
-    else the device's."""
-    bandwidth = (settings.link_bw_gb_s * GIGA if settings.link_bw_gb_s
-                 else device.interconnect_bandwidth)
+    """The interconnect the settings ask for: their link bandwidth / latency where given
+    (an override is one figure for every group size: no per-peer mesh links), else the
+    device's."""
+    if settings.link_bw_gb_s:
+        bandwidth, per_peer = settings.link_bw_gb_s * GIGA, None
+    else:
+        bandwidth, per_peer = device.interconnect_bandwidth, device.interconnect_link_bandwidth
     latency = (settings.link_latency_us * 1e-6 if settings.link_latency_us >= 0
                else device.interconnect_latency or 0.0)
-    return replace(ceilings, link_bandwidth=bandwidth, link_latency=latency)
+    return replace(ceilings, link_bandwidth=bandwidth, link_latency=latency, link_per_peer=per_peer)
 
 
 def read_profile(profile: ProfileLike) -> tuple[Mapping[str, Any] | None, str]:

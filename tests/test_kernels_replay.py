@@ -51,12 +51,13 @@ def test_replay_names_cases_that_got_worse():
 
 
 def test_ceilings_round_trip_keeps_the_links():
-    linked = Ceilings("spec", 3.35e12, {"bf16": 989.4e12}, {"fp32": 67e12}, device="h100-sxm",
-                      link_bandwidth=450e9, link_latency=2e-6)
+    linked = Ceilings("spec", 3.35e12, {"bf16": 989.4e12}, {"fp32": 67e12}, device="mesh",
+                      link_bandwidth=448e9, link_latency=2e-6, link_per_peer=64e9, exp_rate=3e12)
     for ceilings in (CAL, linked):
         again = Ceilings.from_dict(json.loads(json.dumps(ceilings.to_dict())))
         assert again.to_dict() == ceilings.to_dict()
-    assert again.link_bandwidth == 450e9 and again.link_latency == 2e-6
+    assert (again.link_bandwidth, again.link_latency, again.link_per_peer, again.exp_rate) == \
+        (448e9, 2e-6, 64e9, 3e12)
 
 
 @pytest.mark.parametrize("path", snapshots(), ids=lambda p: p.name)

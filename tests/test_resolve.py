@@ -69,6 +69,7 @@ def test_transfer_applies_measured_fractions_to_the_target_datasheet():
     assert d.ceilings.matrix_peak["bf16"] == pytest.approx(675.78749e12)
     assert d.ceilings.efficiency == own.ceilings.efficiency
     assert d.ceilings.overhead_s == own.ceilings.overhead_s
+    assert d.ceilings.exp_rate == h200.exp_rate and d.ceilings.link_bandwidth == 450e9
 
 
 def test_cli_refuses_another_devices_profile_in_one_line():
