@@ -211,7 +211,7 @@ def run(config, *, batch: int, prompt: int, steps: int, layers: int | None, dtyp
     """``ridgeline decode-profile``: profile the decode step of ``config`` (its first
     ``layers`` layers) and return the report's lines; with ``ops``, each engine op beside
     its prediction."""
-    from .decoder import truncate
+    from .e2e import truncate
 
     config = truncate(config, layers)
     device = resolve_device(device)

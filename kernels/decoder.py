@@ -73,16 +73,6 @@ def activation(name: str):
     return table[name]
 
 
-def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
-    """The same model with only its first ``layers`` decoder layers (None: all)."""
-    if layers is None or layers == config.num_layers:
-        return config
-    if layers <= 0 or layers > config.num_layers:
-        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for "
-                             f"{config.name}, got {layers}")
-    return replace(config, num_layers=layers)
-
-
 # --- memory check --------------------------------------------------------------------
 
 def footprint(c: ModelConfig, batch: int, max_len: int, size: int) -> tuple[float, float]:

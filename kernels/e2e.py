@@ -17,7 +17,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,16 @@ class Case:
     batch: int
     prompt: int
     generate: int   # output tokens: 1 from the prefill + (generate - 1) decode steps
+
+
+def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
+    """The same model with only its first ``layers`` decoder layers (None: all)."""
+    if layers is None or layers == config.num_layers:
+        return config
+    if layers <= 0 or layers > config.num_layers:
+        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for "
+                             f"{config.name}, got {layers}")
+    return replace(config, num_layers=layers)
 
 
 # --- timing ----------------------------------------------------------------------------
@@ -264,7 +274,7 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     """Measure every case in every compile mode, predict each, write the JSON, return rows."""
     import torch
 
-    from .decoder import Decoder, check_fits, truncate
+    from .decoder import Decoder, check_fits
 
     if dtype not in ENGINE_DTYPES:
         raise RidgelineError(f"--dtype must be one of {', '.join(ENGINE_DTYPES)}, got '{dtype}'")
@@ -381,11 +391,7 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
     """Recompute the predictions of a result file with today's engine and profile; the
     measurements and their provenance stay as they were. A pure function of its files:
     writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
-    from dataclasses import replace
-
     from ridgeline.model import load_model
-
-    from .decoder import truncate
 
     if not path.is_file():
         raise RidgelineError(f"no e2e result at {path}")

@@ -1,6 +1,7 @@
 """The CLI edge: a missing torch is one error with one message, whatever the command."""
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -20,9 +21,16 @@ def test_a_missing_torch_is_one_line(args, monkeypatch):
 
 
 def test_measure_nothing_commands_need_no_torch(monkeypatch, tmp_path):
+    from ridgeline.catalog import VALIDATION_DIR
+
     monkeypatch.setitem(sys.modules, "torch", None)
     result = CliRunner().invoke(app, ["validate", "--repredict", str(tmp_path / "none.json")])
     assert result.exit_code == 2 and "no validation snapshot" in result.output
+    committed = VALIDATION_DIR / "e2e-cpu-amd-epyc-2t-llama-2-7b-2026-11-23.json"
+    result = CliRunner().invoke(app, ["e2e", "--repredict", str(committed),
+                                      "-o", str(tmp_path / "e2e.json")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "e2e.json").read_text())["rows"]
 
 
 @pytest.mark.parametrize("call,engine,cli", [

@@ -8,7 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.decoder import Decoder, check_fits, footprint, truncate  # noqa: E402
+from kernels.decoder import Decoder, check_fits, footprint  # noqa: E402
+from kernels.e2e import truncate  # noqa: E402
 from ridgeline.errors import RidgelineError  # noqa: E402
 from ridgeline.model import ModelConfig, load_model  # noqa: E402
 
