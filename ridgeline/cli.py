@@ -26,6 +26,10 @@ class OneLineErrors(TyperGroup):
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
             sys.exit(err.exit_code)
+        except OSError as err:  # a file the user named that the system refuses to read or write
+            where = f"{err.filename}: " if err.filename else ""
+            typer.echo(f"error: {where}{err.strerror or err}", err=True)
+            sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -188,7 +192,9 @@ def deployment(model: str | None, config: Path | None, hardware: str, dtype: str
 def console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=160)
+    from .report import console_width
+
+    return Console(highlight=False, soft_wrap=False, width=console_width())
 
 
 def model_name(model: str | None, config: Path | None) -> str:
@@ -282,7 +288,7 @@ def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[
     else:
         from .report import frame_table
 
-        emit(None, [frame_table(frame, title), *notes], output)
+        emit(None, [*frame_table(frame, title), *notes], output)
 
 
 @app.command()
@@ -382,7 +388,9 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
+    from .report import plain_number
     from .serving import frontier as run
+    from .units import format_time
 
     check_format(fmt)
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
@@ -390,8 +398,8 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     pick = best["best"]
     notes = [f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
-              f"{pick['tokens_per_s']:.4g} tokens/s, TPOT {pick['tpot_s'] * 1e3:.3g} ms, "
-              f"TTFT {pick['ttft_s'] * 1e3:.3g} ms") if pick else "no batch meets the targets"]
+              f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+              f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]
     table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
                   f"prompt {seq_len}, generate {generate}", notes, mode=d.mode)
 
@@ -526,20 +534,32 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
 @app.command()
 def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,
-          debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False) -> None:
+          debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error pop-ups).")] = False,
+          waitress: Annotated[bool, typer.Option("--waitress", help="Serve with waitress, a production WSGI server, instead of Flask's development server.")] = False,
+          threads: Annotated[int, typer.Option(min=1, help="waitress: requests served at once.")] = 8) -> None:
     """Start the dashboard (Dash) and print its URL."""
+    from .errors import MissingDependencyError
+
+    if waitress and debug:
+        raise typer.BadParameter("--debug runs Flask's development server; drop --debug or --waitress")
     try:
         from viewer.app import create_app
     except ImportError as err:
-        from .errors import MissingDependencyError
-
         raise MissingDependencyError("dash, plotly and dash-cytoscape", "viewer") from err
+    if waitress:
+        try:
+            from waitress import serve as wsgi_serve
+        except ImportError as err:
+            raise MissingDependencyError("waitress", "viewer") from err
     dashboard = create_app()
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"ridgeline dashboard on http://{shown}:{port}/ (Ctrl+C stops it)")
     try:
-        # no version check: it calls plotly.com, and the dashboard works offline
-        dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
+        if waitress:
+            wsgi_serve(dashboard.server, host=host, port=port, threads=threads)
+        else:
+            # no version check: it calls plotly.com, and the dashboard works offline
+            dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
     except OSError as err:
         raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); "
                              "pick another --port") from None

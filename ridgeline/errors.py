@@ -45,6 +45,15 @@ class InvalidConfigError(RidgelineError):
         super().__init__(f"{where}: {problem}")
 
 
+class UnwritableOutputError(RidgelineError):
+    """An output path that cannot be written (no permission, not a folder, a read-only or
+    virtual file system, a full disk)."""
+
+    def __init__(self, path, reason: str):
+        self.path = path
+        super().__init__(f"cannot write {path}: {reason}; choose another output path")
+
+
 class UnsupportedArchitectureError(RidgelineError):
     def __init__(self, model_type: str, supported: Iterable[str]):
         self.model_type = model_type

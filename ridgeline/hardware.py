@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .catalog import HARDWARE_DIR, list_names, looks_like_path
+from .catalog import HARDWARE_DIR, list_names, looks_like_path, read_small_text
 from .errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
 from .units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
 
@@ -180,10 +180,7 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
 
 def read_yaml(path: Path) -> Any:
     """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InvalidSpecError(str(path), f"cannot read file ({err.strerror})") from None
+    text = read_small_text(path, InvalidSpecError)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -204,7 +201,7 @@ def load_device(name: str) -> DeviceSpec:
         return detect_host()
     if looks_like_path(name):
         path = Path(name)
-        if not path.is_file():
+        if not path.exists():
             raise InvalidSpecError(name, "no such device file")
         return device_from_dict(read_yaml(path), str(path))
     path = HARDWARE_DIR / f"{name}.yaml"

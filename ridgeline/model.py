@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .catalog import MODELS_DIR, list_names, looks_like_path
+from .catalog import MODELS_DIR, list_names, looks_like_path, read_small_text
 from .errors import InvalidConfigError, UnknownModelError, UnsupportedArchitectureError
 
 # model_type -> (gated MLP, norm kind, attention and MLP in parallel off one norm)
@@ -198,9 +198,7 @@ def list_models() -> list[str]:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise InvalidConfigError(str(path), f"cannot read file ({err.strerror})") from None
+        return json.loads(read_small_text(path, InvalidConfigError))
     except json.JSONDecodeError as err:
         raise InvalidConfigError(str(path), f"malformed JSON at line {err.lineno}: {err.msg}") from None
 
@@ -212,8 +210,10 @@ def load_model(name: str) -> ModelConfig:
     if looks_like_path(name) or Path(name).is_dir():
         path = Path(name)
         if path.is_dir():
+            if not (path / "config.json").exists():
+                raise InvalidConfigError(str(path), "a folder without a config.json; pass the config file")
             path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise InvalidConfigError(str(path), "no such config file")
         stem = path.parent.name if path.name == "config.json" else path.stem
         return ModelConfig.from_hf_config(read_json(path), name=stem or None, where=str(path))

@@ -72,6 +72,49 @@ def test_query_round_trip_and_bad_values():
     assert state.settings_of(s) == Settings(w_dtype="int4", tp=2)
 
 
+def test_url_says_hardware_or_device():
+    assert state.parse_query("?hardware=h100-sxm")["device"] == "h100-sxm"
+    assert state.parse_query("?device=l40s&hardware=h100-sxm")["device"] == "l40s"
+    assert callbacks.url_message("?hardware=h100-sxm&batch=4", None) == ""
+    out = callbacks.update_analyze("/", "?model=llama-2-7b&hardware=h100-sxm", None)
+    assert out[0] == "" and "H100" in out[1]
+
+
+def test_bad_url_values_get_a_message_and_the_defaults():
+    search = "?model=/etc/passwd&batch=-4&sweep_dtypes=fp16,fp9&devices=a6000,nope"
+    assert callbacks.url_message(search, None) == (
+        "error: not understood in the URL, defaults shown instead: "
+        "model='/etc/passwd' (expected a catalog model or one uploaded in this session); "
+        "batch='-4' (expected a whole number of at least 1); "
+        f"sweep_dtypes='fp16,fp9' (expected items of {', '.join(state.DTYPES)}); "
+        "devices='a6000,nope' (expected catalog devices, host, or ones uploaded in this session)")
+    parsed = state.parse_query(search)
+    assert (parsed["model"], parsed["batch"], parsed["sweep_dtypes"], parsed["devices"]) == \
+        ("llama-2-7b", 1, ("fp16",), ("a6000",))
+    # the controls show the defaults (no blank dropdown) and the URL stays, with its message
+    keys = [c.key for c in state.controls()]
+    values, url, *_ = callbacks.sync_state(None, "/analyze", search, "analyze", keys,
+                                           [None] * len(keys), None)
+    got = dict(zip(keys, values))
+    assert got["model"] == "llama-2-7b" and got["batch"] == 1 and url is no_update
+    # a good URL in another order is put in canonical order, and has no message
+    values, url, *_ = callbacks.sync_state(None, "/", "?batch=4", "analyze", keys, [None] * len(keys), None)
+    assert url == state.to_query(state.parse_query("?batch=4"))
+    assert callbacks.url_message(url, None) == ""
+
+
+def test_url_naming_an_upload_this_session_lacks():
+    message = callbacks.url_message("?model=upload:mine", {"models": {}, "devices": {}})
+    assert message.endswith("model='upload:mine' (an upload this browser session no longer "
+                            "holds: upload the file again)")
+    assert callbacks.url_message("?model=upload:mine", {"models": {"mine": {}}}) == ""
+
+
+def test_validation_page_hides_the_workload_sidebar():
+    assert callbacks.sidebar_style("/validation") == {"display": "none"}
+    assert all(callbacks.sidebar_style(f"/{p}") == {} for p in state.PAGES if p != "validation")
+
+
 def test_sync_url_to_controls_and_back():
     keys = [c.key for c in state.controls()]
     values, search, path, tab, models, devices = callbacks.sync_state(
@@ -116,8 +159,8 @@ def test_analyze_error_keeps_the_previous_view():
     out = callbacks.update_analyze("/", "?device=tpu-v5e&w_dtype=fp16&a_dtype=fp16&kv_dtype=fp16", None)
     assert out[0].startswith("error: ") and "tpu-v5e" in out[0] and "\n" not in out[0]
     assert all(v is no_update for v in out[1:])
-    out = callbacks.update_analyze("/", "?model=llama-9", None)
-    assert "unknown model 'llama-9'" in out[0]
+    out = callbacks.update_analyze("/", "?model=upload:llama-9", None)
+    assert "uploaded model 'llama-9' is not in this browser session" in out[0]
 
 
 def test_layer_callback_click_highlights_the_op():
@@ -316,6 +359,55 @@ def test_cli_serve_binds_loopback_and_prints_the_url(monkeypatch):
     assert "http://127.0.0.1:8123/" in result.output
 
 
+def test_cli_serve_under_waitress(monkeypatch):
+    calls = {}
+
+    class Fake:
+        server = "the Flask app"
+
+    monkeypatch.setattr("viewer.app.create_app", lambda: Fake())
+    monkeypatch.setattr("waitress.serve", lambda app, **kwargs: calls.update(app=app, **kwargs))
+    result = CliRunner().invoke(cli, ["serve", "--waitress", "--port", "8125", "--threads", "4"])
+    assert result.exit_code == 0, result.output
+    assert calls == {"app": "the Flask app", "host": "127.0.0.1", "port": 8125, "threads": 4}
+    result = CliRunner().invoke(cli, ["serve", "--waitress", "--debug"])
+    assert result.exit_code == 2 and "drop --debug or --waitress" in result.output
+
+
+def test_cli_serve_without_waitress_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "waitress", None)
+    result = CliRunner().invoke(cli, ["serve", "--waitress"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: this command needs waitress: pip install 'ridgeline[viewer]'"
+
+
+def test_cli_serve_waitress_answers_http():
+    """The real server in a subprocess: the page comes back, from waitress."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "ridgeline.cli", "serve", "--waitress",
+                               "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
+                    assert reply.status == 200 and reply.headers["Server"] == "waitress"
+                    assert b"ridgeline" in reply.read()
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def test_cli_serve_port_in_use_is_one_line(monkeypatch):
     class Busy:
         def run(self, **kwargs):
@@ -366,7 +458,9 @@ def test_profile_roofs_show_only_what_the_profile_measured():
     labels the datasheet's tf32 as spec only, and the device is the profile's catalog entry."""
     fig = callbacks.profile_figure("cuda-nvidia-h100-80gb-hbm3")
     measured = [t.name for t in fig.data if t.name.startswith("measured")]
-    assert "measured: roof bf16 676Top/s" in measured
+    assert "measured: roof bf16 676 Top/s" in measured
     assert not any("tf32" in name for name in measured)
-    assert any(t.name == "spec: roof tf32 495Top/s" for t in fig.data)
+    assert any(t.name == "spec: roof tf32 495 Top/s" for t in fig.data)
+    # the H100 SXM datasheet's dense fp8: 1979 TFLOPS, written without an exponent
+    assert any(t.name == "spec: roof fp8 1979 Top/s" for t in fig.data)
     assert fig.layout.title.text.endswith("(h100-sxm)")

@@ -150,3 +150,29 @@ def test_uploads_in_the_page(page, tmp_path):
     assert "model=upload%3Amy-model" in page.current_url
     assert page.find_element(By.ID, ids.UPLOAD_ERROR).text == ""
     assert severe_logs(page) == []
+
+
+def test_bad_url_values_show_a_message_not_a_blank_menu(page):
+    page.get(page.base + "/analyze?model=/etc/passwd&batch=-4&hardware=h100-sxm")
+    wait_for(page, "#roofline .main-svg")
+    WebDriverWait(page, 20).until(lambda d: d.find_element(By.ID, ids.URL_ERROR).text != "")
+    message = page.find_element(By.ID, ids.URL_ERROR).text
+    assert "model='/etc/passwd'" in message and "batch='-4'" in message
+    # the menus show what the page computes: the default model, the URL's device (alias)
+    model_menu = state_element(page, "model").text
+    assert "llama-2-7b" in model_menu
+    assert "h100-sxm" in state_element(page, "device").text
+    wait_for_cards(page, figures.format_cards(rl.analyze("llama-2-7b", "h100-sxm", batch=1,
+                                                         seq_len=512, generate=128)))
+    # a good URL clears the message
+    page.get(page.base + "/analyze?model=llama-2-7b&batch=2")
+    WebDriverWait(page, 20).until(lambda d: d.find_element(By.ID, ids.URL_ERROR).text == "")
+    assert severe_logs(page) == []
+
+
+def test_validation_page_hides_the_sidebar(page):
+    page.get(page.base + "/validation")
+    wait_for(page, "#validation-message")
+    WebDriverWait(page, 10).until(lambda d: not d.find_element(By.ID, ids.SIDEBAR).is_displayed())
+    page.find_element(By.XPATH, "//*[@id='page-tabs']//*[text()='Sweep']").click()
+    WebDriverWait(page, 10).until(lambda d: d.find_element(By.ID, ids.SIDEBAR).is_displayed())

@@ -137,17 +137,37 @@ def test_sweep_figure_values_and_oom_boundary():
     first_oom = int(fp16.loc[~fp16.fits, "batch"].min())
     assert rl.analyze("llama-2-13b", "a6000", batch=first_oom, seq_len=2048, generate=256).memory["fits"] is False
     assert rl.analyze("llama-2-13b", "a6000", batch=first_oom // 2, seq_len=2048, generate=256).memory["fits"] is True
-    # a dotted line per subplot at the boundary, between the last fit and the first OOM
-    lines = [s for s in fig.layout.shapes if s.line.dash == "dot"]
-    assert any(s.x0 == pytest.approx(math.sqrt(first_oom * first_oom / 2)) for s in lines)
+    # a dotted line per subplot at the exact largest batch that fits (not between grid points)
+    largest = rl.serving.max_batch("llama-2-13b", "a6000", 2048, 256)
+    assert first_oom // 2 < largest < first_oom
+    assert rl.analyze("llama-2-13b", "a6000", batch=largest, seq_len=2048, generate=256).memory["fits"]
+    assert not rl.analyze("llama-2-13b", "a6000", batch=largest + 1, seq_len=2048, generate=256).memory["fits"]
+    lines = [s for s in fig.layout.shapes if s.line.dash == "dot" and s.line.color == trace(fig, "sweep:fp16:tpot_s").line.color]
+    assert len(lines) == 4 and all(s.x0 == largest for s in lines)
+    assert trace(fig, "oom:fp16").name == f"fp16: out of memory above batch {largest}"
     assert "x-open" in list(trace(fig, "sweep:fp16:ttft_s").marker.symbol)
+    # OOM labels live in the legend: no text drawn on the plot can collide
+    assert not [a for a in fig.layout.annotations if "OOM" in (a.text or "")]
+
+
+def test_sweep_oom_at_the_exact_prompt_length():
+    frame = data.sweep_frame(sweep_state(sweep_x="seq_len", batch=16))
+    for w, group in frame.groupby("w_dtype"):
+        limit = int(group["max_x"].iloc[0])
+        settings = rl.Settings(w_dtype=w)
+        assert rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=limit, generate=256, settings=settings).memory["fits"]
+        assert not rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=limit + 1, generate=256, settings=settings).memory["fits"]
+    fig = figures.sweep_figure(frame)
+    assert trace(fig, "oom:fp16").name.startswith("fp16: out of memory above prompt ")
 
 
 def test_oom_boundary_cases():
     frame = pd.DataFrame({"x": [1, 2, 4, 8], "fits": [True, True, False, False]})
-    assert figures.oom_boundary(frame) == pytest.approx(math.sqrt(8))
-    assert figures.oom_boundary(frame.assign(fits=True)) is None
-    assert figures.oom_boundary(frame.assign(fits=False)) == 1.0
+    assert figures.oom_boundary(frame) == 2.0  # no exact limit given: the last point that fits
+    assert figures.oom_boundary(frame.assign(max_x=3)) == 3.0
+    assert figures.oom_boundary(frame.assign(fits=True, max_x=8)) is None
+    assert figures.oom_boundary(frame.assign(fits=False, max_x=0)) == 0.0
+    assert figures.oom_label("int4", 0.0, "batch") == "int4: nothing fits"
 
 
 def test_sweep_over_prompt_length():
@@ -195,8 +215,52 @@ def test_layer_elements_follow_data_flow(analysis):
         assert d["color"] == figures.BOUND_COLORS[d["bound"]]
         assert d["time_s"] == pytest.approx(rows.loc[name, "time_s"])
     slowest = max(layer, key=lambda n: rows.loc[n, "time_s"])
-    assert nodes[slowest]["data"]["size"] == pytest.approx(72)
-    assert all(nodes[n]["data"]["size"] <= 72 for n in layer)
+    assert nodes[slowest]["data"]["size"] == pytest.approx(56)
+    assert all(nodes[n]["data"]["size"] <= 56 for n in layer)
+
+
+LABEL_CHAR_PX = 10  # 16 px sans-serif: wider than its average glyph
+
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "falcon-7b", "mixtral-8x7b", "deepseek-v2-lite"])
+@pytest.mark.parametrize("stage", ["prefill", "decode"])
+def test_layer_node_labels_never_overlap(model, stage):
+    """Each node with its label to the right (layout.CYTO_STYLE) is a box; no two boxes meet."""
+    from viewer.layout import CYTO_STYLE
+
+    node_style = CYTO_STYLE[0]["style"]
+    assert (node_style["text-halign"], node_style["text-valign"]) == ("right", "center")
+    a = rl.analyze(model, "a6000", batch=8, seq_len=1024)
+    boxes = []
+    for e in figures.layer_elements(a, stage):
+        d = e["data"]
+        if "source" in d:
+            continue
+        x, y = e["position"]["x"], e["position"]["y"]
+        if e.get("classes") == "io":  # a 70 x 22 box with its label inside
+            boxes.append((d["id"], x - 35, x + 35, y - 11, y + 11))
+            continue
+        r = d["size"] / 2
+        right = x + r + node_style["text-margin-x"] + LABEL_CHAR_PX * len(d["label"])
+        boxes.append((d["id"], x - r, right, y - max(r, 9), y + max(r, 9)))
+    for i, (n1, l1, r1, t1, b1) in enumerate(boxes):
+        for n2, l2, r2, t2, b2 in boxes[i + 1:]:
+            assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, (n1, n2)
+
+
+def test_titles_sit_below_the_plot_toolbar(analysis):
+    """The toolbar (top right, MODEBAR_PX high) never covers a title or a subplot title."""
+    frame = data.sweep_frame(sweep_state())
+    figs = [figures.roofline_figure(analysis), figures.time_breakdown_figure(analysis),
+            figures.memory_figure(analysis), figures.sweep_figure(frame),
+            figures.compare_figure(data.compare_frame({**defaults(), "devices": ("a6000", "l40s")}))]
+    for fig in figs:
+        title = fig.layout.title
+        assert (title.yref, title.yanchor, title.y) == ("container", "top", 1)
+        assert title.pad.t >= figures.MODEBAR_PX
+        subplot_titles = [a for a in fig.layout.annotations if a.yref == "paper" and a.y == 1.0]
+        # title text (~20 px) below the toolbar, then the subplot titles (~20 px) above the plot
+        assert fig.layout.margin.t >= figures.MODEBAR_PX + 20 + (20 if subplot_titles else 0)
 
 
 def test_layer_elements_prefill_has_compute_bound_projections(analysis):

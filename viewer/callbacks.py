@@ -17,8 +17,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.roofline import spec_ceilings
 
 from . import data, figures, ids
-from .state import (PAGES, coerce, component_value, control, page_from_path, parse_query,
-                    to_query)
+from .state import (PAGES, UPLOAD_PREFIX, coerce, component_value, control, page_from_path,
+                    parse_query, query_problems, to_query)
 
 ERROR_PREFIX = "error: "
 
@@ -49,9 +49,30 @@ def sync_state(trigger: Any, pathname: str | None, search: str | None, tab: str 
             no_update, no_update
     state = parse_query(search)
     query = to_query(state)
+    # a URL with values not understood stays as it is, so its message (url_message) stays
+    keep_url = query == search or bool(query_problems(search))
     return ([component_value(control(k), state[k]) for k in keys],
-            query if query != search else no_update, no_update, page_from_path(pathname),
+            no_update if keep_url else query, no_update, page_from_path(pathname),
             data.model_options(uploads), data.device_options(uploads))
+
+
+def sidebar_style(pathname: str | None) -> dict[str, str]:
+    """The workload sidebar does nothing on the Validation page: hidden there."""
+    return {"display": "none"} if page_from_path(pathname) == "validation" else {}
+
+
+def url_message(search: str | None, uploads: Mapping | None) -> str:
+    """One line naming each URL value that was not understood (a default is shown instead),
+    and uploads the URL names that this browser session no longer holds."""
+    problems = query_problems(search)
+    state = parse_query(search)
+    for key, kind in (("model", "models"), ("device", "devices")):
+        name = state[key]
+        if name.startswith(UPLOAD_PREFIX) and name[len(UPLOAD_PREFIX):] not in ((uploads or {}).get(kind) or {}):
+            problems.append(f"{key}={name!r} (an upload this browser session no longer holds: "
+                            "upload the file again)")
+    return (f"{ERROR_PREFIX}not understood in the URL, defaults shown instead: "
+            + "; ".join(problems)) if problems else ""
 
 
 def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
@@ -234,6 +255,8 @@ def register(app) -> None:
 
     app.callback([Output(ids.page(p), "style") for p in PAGES], Input(ids.URL, "pathname"))(
         page_styles)
+    app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
+    app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 
     url = [Input(ids.URL, "pathname"), Input(ids.URL, "search")]
     app.callback(Output(ids.ANALYZE_ERROR, "children"), Output(ids.ANALYZE_TITLE, "children"),

@@ -19,17 +19,16 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.catalog import VALIDATION_DIR, user_data_dir
+from ridgeline.catalog import MAX_FILE_BYTES, VALIDATION_DIR, user_data_dir
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
 from ridgeline.model import ModelConfig, list_models
 from ridgeline.resolve import Deployment, resolve
 
-from .state import settings_of
+from .state import UPLOAD_PREFIX, settings_of
 
-MAX_UPLOAD_BYTES = 1_000_000  # 1 MB: a config.json or device YAML is a few KB
-UPLOAD_PREFIX = "upload:"
+MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -167,8 +166,8 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
     frames = []
     for w in (w_dtypes or state["sweep_dtypes"]):
-        frame = rl.sweep(d.with_settings(dataclasses.replace(d.settings, w_dtype=w)), batch=batch,
-                         seq_len=seq_len, generate=state["generate"])
+        variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
+        frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
         if state["generate"] <= 0:
             frame["ttft_s"] = frame["prefill_s"]
             frame["tpot_s"] = frame["decode_step_s"]
@@ -176,10 +175,33 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
         frame.insert(0, "w_dtype", w)
         frame.insert(1, "x", frame[axis])
         frame["capacity_bytes"] = d.device.memory_capacity
+        frame["max_x"] = largest_fitting(variant, axis, state, frame)
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
     out.attrs.update(axis=axis, device=d.device.name, model=d.model.name, mode=d.mode)
     return out
+
+
+def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any],
+                    frame: pd.DataFrame) -> int:
+    """The exact largest batch (ridgeline.serving.max_batch) or prompt length that fits, the
+    other size at the state's value; 0 when nothing does. Prompt lengths: bisection between
+    the last grid point that fits and the first that does not, 64 lengths per sweep call."""
+    if axis == "batch":
+        from ridgeline.serving import max_batch
+
+        return max_batch(d, seq_len=state["seq_len"], generate=state["generate"])
+    fits = frame["fits"].to_numpy(bool)
+    xs = frame["x"].to_numpy(int)
+    if fits.all() or not fits[0]:
+        return int(xs[-1]) if fits.all() else 0
+    lo, hi = int(xs[np.argmax(~fits) - 1]), int(xs[np.argmax(~fits)])  # fits, does not
+    while hi - lo > 1:
+        probe = np.unique(np.linspace(lo, hi, 66).astype(int)[1:-1])
+        ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe,
+                      generate=state["generate"])["fits"].to_numpy(bool)
+        lo, hi = (int(probe[ok][-1]) if ok.any() else lo), int(probe[~ok][0]) if (~ok).any() else hi
+    return lo
 
 
 def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,

@@ -13,7 +13,8 @@ from plotly.subplots import make_subplots
 from ridgeline.analyze import Analysis
 from ridgeline.layers import head_ops, stage_ops
 from ridgeline.roofline import Ceilings, spec_ceilings
-from ridgeline.units import GIB, format_bytes, format_si, format_time
+from ridgeline.report import plain_number
+from ridgeline.units import GIB, TERA, format_bytes, format_si, format_time
 
 STAGES = ("prefill", "decode")
 STAGE_SYMBOLS = {"prefill": "circle", "decode": "diamond"}
@@ -34,13 +35,18 @@ def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, KIND_COLORS["other"])
 
 
-def base_layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
-    """Transparent backgrounds (the page's CSS theme shows through), light grid, a title.
+MODEBAR_PX = 30  # the plot toolbar's row at the top right: titles start below it
+
+
+def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) -> go.Figure:
+    """Transparent backgrounds (the page's CSS theme shows through), light grid, a title
+    below the toolbar's row (``top`` px above the plot leaves room for subplot titles).
 
     plotly's default template is kept: setting another one costs ~8 ms per figure."""
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left"}, height=height,
-                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"itemsizing": "constant"})
+    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "y": 1, "yref": "container",
+                             "yanchor": "top", "pad": {"t": MODEBAR_PX + 4}},
+                      height=height, paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
+                      margin={"l": 60, "r": 20, "t": top, "b": 50}, legend={"itemsizing": "constant"})
     fig.update_xaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
     fig.update_yaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
     return fig
@@ -70,6 +76,11 @@ def _hover(frame: pd.DataFrame) -> list[str]:
             f"<br>bound: {r.bound}" for r in frame.itertuples()]
 
 
+def tera_ops(peak: float) -> str:
+    """A compute roof as datasheets give it: 155 Top/s, 1979 Top/s (no exponent)."""
+    return f"{plain_number(peak / TERA)} Top/s"
+
+
 def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatter]:
     """The bandwidth slope and one flat compute roof per matrix data type (from its ridge)."""
     bw = ceilings.bandwidth
@@ -79,12 +90,12 @@ def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatt
                          line={"color": "#777", "width": 2}, hoverinfo="name")]
     for dtype, peak in sorted(ceilings.matrix_peak.items(), key=lambda kv: -kv[1]):
         traces.append(go.Scatter(x=[peak / bw, x_max], y=[peak, peak], mode="lines",
-                                 name=f"roof {dtype} {format_si(peak, 'op/s')}", meta=f"roof:{dtype}",
+                                 name=f"roof {dtype} {tera_ops(peak)}", meta=f"roof:{dtype}",
                                  line={"color": "#888", "width": 1.2}, hoverinfo="name",
                                  legendgroup="roofs"))
     for dtype, peak in ceilings.vector_peak.items():
         traces.append(go.Scatter(x=[peak / bw, x_max], y=[peak, peak], mode="lines",
-                                 name=f"vector {dtype} {format_si(peak, 'op/s')}",
+                                 name=f"vector {dtype} {tera_ops(peak)}",
                                  meta=f"vector:{dtype}", legendgroup="roofs",
                                  line={"color": "#aaa", "width": 1, "dash": "dot"}, hoverinfo="name"))
     return traces
@@ -156,9 +167,7 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
                           row=1, col=col)
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="time (ms)", row=1, col=1)
-    base_layout(fig, "Time by op kind (count x time)", height)
-    fig.update_layout(margin={"t": 80})
-    return fig
+    return base_layout(fig, "Time by op kind (count x time)", height, top=100)
 
 
 def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
@@ -187,19 +196,28 @@ AXIS_TITLES = {"batch": "batch size", "seq_len": "prompt length (tokens)"}
 
 
 def oom_boundary(group: pd.DataFrame) -> float | None:
-    """The x where a series stops fitting: geometric middle of the last fit and first OOM."""
+    """The largest x that fits, where a series' out-of-memory line goes: exact when the
+    frame carries ``max_x`` (viewer.data computes it), else the last grid point that fits;
+    None when every point fits, 0 when none does."""
     fits = group["fits"].to_numpy(bool)
     if fits.all():
         return None
+    if "max_x" in group:
+        return float(group["max_x"].iloc[0])
     first = int(np.argmax(~fits))
-    xs = group["x"].to_numpy(float)
-    return float(xs[0]) if first == 0 else float(np.sqrt(xs[first - 1] * xs[first]))
+    return float(group["x"].iloc[first - 1]) if first else 0.0
+
+
+def oom_label(w: str, boundary: float, axis: str) -> str:
+    what = "batch" if axis == "batch" else "prompt"
+    return (f"{w}: nothing fits" if boundary < 1
+            else f"{w}: out of memory above {what} {boundary:.0f}")
 
 
 def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     """TTFT, TPOT, throughput and peak memory against batch or prompt length, one line per
-    weight type; points that do not fit are hollow crosses and a dotted line marks where
-    each type runs out of memory."""
+    weight type; points that do not fit are hollow crosses and a dotted line (named in the
+    legend, so labels never collide) marks the largest size that fits."""
     axis = frame.attrs.get("axis", "batch")
     fig = make_subplots(rows=len(SWEEP_ROWS), cols=1, shared_xaxes=True, vertical_spacing=0.04)
     for i, (w, group) in enumerate(frame.groupby("w_dtype", sort=False)):
@@ -216,12 +234,13 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
                 hovertemplate=f"{w}: %{{y:.4g}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>"),
                 row=row, col=1)
             if boundary is not None:
-                fig.add_vline(x=boundary, row=row, col=1,
+                fig.add_vline(x=max(boundary, float(group["x"].iloc[0])), row=row, col=1,
                               line={"color": color, "dash": "dot", "width": 2})
         if boundary is not None:
-            fig.add_annotation(x=np.log10(boundary), y=1.0, xref="x", yref="paper",
-                               text=f"OOM {w}", showarrow=False, font={"color": color},
-                               xanchor="left", yshift=-14 * i)
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", legendgroup=w,
+                                     name=oom_label(w, boundary, axis), meta=f"oom:{w}",
+                                     line={"color": color, "dash": "dot", "width": 2}),
+                          row=1, col=1)
     capacity = float(frame["capacity_bytes"].iloc[0]) / GIB if len(frame) else 0
     last = len(SWEEP_ROWS)
     fig.add_hline(y=capacity, row=last, col=1, line={"color": "#d62728", "dash": "dash"})
@@ -260,7 +279,7 @@ def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
                                      "line": {"width": 3, "color": "#d62728"}},
                              hovertemplate="%{x} capacity: %{y:.0f} GiB<extra></extra>"),
                   row=1, col=len(COMPARE_COLUMNS))
-    return base_layout(fig, "Compare devices: same model, workload and settings", height)
+    return base_layout(fig, "Compare devices: same model, workload and settings", height, top=100)
 
 
 # --- layer graph ----------------------------------------------------------------------
@@ -285,7 +304,14 @@ def data_flow_depths(ops: Sequence) -> dict[str, int]:
     return depth
 
 
-def node_size(time_s: float, t_max: float, lo: float = 24, hi: float = 72) -> float:
+NODE_MAX_PX = 56
+ROW_PX = NODE_MAX_PX + 14      # two of the largest nodes stacked leave a gap
+COLUMN_PX = 190                # the least distance between nodes side by side
+LABEL_OFFSET_PX = 6            # a label starts this far right of its node (layout.CYTO_STYLE)
+LABEL_CHAR_PX = 10             # per character of a 16 px label, rounded up
+
+
+def node_size(time_s: float, t_max: float, lo: float = 20, hi: float = NODE_MAX_PX) -> float:
     """Node diameter in px: area grows with time."""
     return lo + (hi - lo) * float(np.sqrt(time_s / t_max)) if t_max > 0 else lo
 
@@ -297,26 +323,29 @@ def layer_elements(analysis: Analysis, stage: str) -> list[dict[str, Any]]:
     rows = {r["name"]: r for r in getattr(analysis, stage).records()}
     depth = data_flow_depths(ops)
     t_max = max(rows[op.name]["time_s"] for op in ops)
-    column: dict[int, int] = {}
+    next_x: dict[int, float] = {}  # per row: where the next node may sit, clear of labels
     elements: list[dict[str, Any]] = [
         {"data": {"id": LAYER_INPUT, "label": "layer input"}, "classes": "io",
          "position": {"x": 0, "y": 0}}]
     for op in ops:
         r, d = rows[op.name], depth[op.name]
-        column[d] = column.get(d, -1) + 1
+        size = node_size(r["time_s"], t_max)
+        x = next_x.get(d, 0.0)
+        label_end = x + size / 2 + LABEL_OFFSET_PX + LABEL_CHAR_PX * len(op.name)
+        next_x[d] = max(x + COLUMN_PX, label_end + 24 + NODE_MAX_PX / 2)
         data = {"id": op.name, "label": op.name, "stage": stage, "kind": op.kind,
                 "bound": r["bound"], "time_s": r["time_s"], "count": r["count"],
                 "flops": r["flops"], "bytes": r["bytes"], "intensity": r["intensity"],
                 "perf": r["perf"], "dtype": r["dtype"], "color": BOUND_COLORS.get(r["bound"], "#777"),
-                "size": node_size(r["time_s"], t_max), "time": format_time(r["time_s"])}
+                "size": size, "time": format_time(r["time_s"])}
         elements.append({"data": data, "classes": r["bound"],
-                         "position": {"x": 190 * column[d], "y": 70 * d}})
+                         "position": {"x": x, "y": ROW_PX * d}})
         elements += [{"data": {"id": f"{src}->{op.name}", "source": src, "target": op.name}}
                      for src in op.inputs if src in depth]
     if any(op.kv_write_bytes or op.kv_read_bytes for op in ops):
-        y = 70 * (max(depth.values()) // 2)
+        y = ROW_PX * (max(depth.values()) // 2)
         elements.append({"data": {"id": KV_CACHE, "label": "KV cache"}, "classes": "io",
-                         "position": {"x": -200, "y": y}})
+                         "position": {"x": -COLUMN_PX, "y": y}})
         for op in ops:
             if np.any(op.kv_write_bytes):
                 elements.append({"data": {"id": f"{op.name}->kv", "source": op.name,
@@ -406,7 +435,7 @@ CARD_TITLES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("throughput", "Throughput"),
 # per-op table: (row key, header, number format: None text, "si" 1.23G, "g" 4 significant,
 # "d" whole number)
 TABLE_COLUMNS = (("stage", "stage", None), ("name", "op", None), ("kind", "kind", None),
-                 ("count", "count", "d"), ("flops", "ops", "si"), ("bytes", "bytes", "si"),
+                 ("count", "count", "d"), ("flops", "ops", "si"), ("bytes", "bytes moved", "si"),
                  ("intensity", "ops/byte", "g"), ("perf", "perf (op/s)", "si"),
                  ("bound", "bound", None), ("time_us", "time (µs)", "g"),
                  ("total_ms", "x count (ms)", "g"), ("dtype", "dtype", None))

@@ -14,6 +14,9 @@ def state(key: str) -> dict[str, str]:
     return {"type": STATE, "key": key}
 
 
+SIDEBAR = "sidebar"         # the workload and deployment controls (hidden on Validation)
+URL_ERROR = "url-error"     # what the URL held that was not understood
+
 # uploads
 MODEL_UPLOAD = "model-upload"
 DEVICE_UPLOAD = "device-upload"

@@ -11,18 +11,21 @@ from ridgeline.hardware import list_devices
 from ridgeline.model import list_models
 
 from . import ids
-from .figures import CARD_TITLES, TABLE_COLUMNS
+from .figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
 from .state import PAGE_TITLES, PAGES, Control, component_value, controls
 
 FORMATS = {"si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
            "g": Format(precision=4, scheme=Scheme.decimal_or_exponent),
            "d": Format(precision=0, scheme=Scheme.fixed)}
 CYTO_STYLE = [
+    # labels right of their node: the layout leaves that side free (figures.layer_elements)
     {"selector": "node", "style": {"label": "data(label)", "background-color": "data(color)",
-                                   "width": "data(size)", "height": "data(size)", "font-size": 14,
-                                   "text-valign": "bottom", "text-margin-y": 4, "color": "#888"}},
+                                   "width": "data(size)", "height": "data(size)", "font-size": 16,
+                                   "text-valign": "center", "text-halign": "right",
+                                   "text-margin-x": LABEL_OFFSET_PX, "color": "#888"}},
     {"selector": ".io", "style": {"shape": "round-rectangle", "background-color": "#999",
-                                  "width": 70, "height": 22, "text-valign": "center", "color": "#fff"}},
+                                  "width": 70, "height": 22, "text-valign": "center",
+                                  "text-halign": "center", "text-margin-x": 0, "color": "#fff"}},
     {"selector": "edge", "style": {"curve-style": "bezier", "target-arrow-shape": "triangle",
                                    "width": 1.5, "line-color": "#999", "target-arrow-color": "#999"}},
     {"selector": ".kv", "style": {"line-style": "dashed", "line-color": "#ff9f1c",
@@ -76,7 +79,7 @@ def sidebar() -> html.Div:
         upload(ids.MODEL_UPLOAD, "Upload a config.json", ".json,application/json"),
         upload(ids.DEVICE_UPLOAD, "Upload a device YAML", ".yaml,.yml"),
         html.Div(id=ids.UPLOAD_ERROR, className="error", role="alert"),
-    ], className="sidebar")
+    ], id=ids.SIDEBAR, className="sidebar")
 
 
 def error_line(cid: str) -> html.Div:
@@ -174,8 +177,9 @@ def build_layout() -> html.Div:
                               children=[dcc.Tab(label=PAGE_TITLES[p], value=p) for p in PAGES])],
                     className="header"),
         html.Div([sidebar(),
-                  html.Main([html.Div(PAGE_BUILDERS[p](), id=ids.page(p), className="page",
-                                      style={"display": "block" if p == "analyze" else "none"})
-                             for p in PAGES], className="main")],
+                  html.Main([error_line(ids.URL_ERROR),
+                             *[html.Div(PAGE_BUILDERS[p](), id=ids.page(p), className="page",
+                                        style={"display": "block" if p == "analyze" else "none"})
+                               for p in PAGES]], className="main")],
                  className="body"),
     ], className="app")

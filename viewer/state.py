@@ -15,6 +15,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from ridgeline import workload
+from ridgeline.hardware import list_devices
+from ridgeline.model import list_models
 from ridgeline.units import DTYPE_BITS
 from ridgeline.workload import Settings
 
@@ -116,6 +118,23 @@ def defaults() -> dict[str, Any]:
     return {c.key: c.default for c in controls()}
 
 
+UPLOAD_PREFIX = "upload:"  # a model or device uploaded in this browser session
+QUERY_ALIASES = {"hardware": "device"}  # the CLI's word for it
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, tuple[str, ...]]:
+    devices = (*list_devices(), "host")
+    return {"model": tuple(list_models()), "device": devices, "devices": devices}
+
+
+def allowed(c: Control, value: str) -> bool:
+    """Whether a choice is one of the control's options; models and devices: a catalog name
+    or an upload (which is checked where it is resolved)."""
+    names = c.options or _catalog().get(c.key)
+    return not names or value in names or (c.key in _catalog() and value.startswith(UPLOAD_PREFIX))
+
+
 def coerce(c: Control, raw: Any) -> Any:
     """A raw value (URL text or a component's value) -> the state value, or the default."""
     if raw is None or raw == "":
@@ -123,7 +142,7 @@ def coerce(c: Control, raw: Any) -> Any:
     try:
         if c.kind == "multi":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
-            items = tuple(i for i in items if i and (not c.options or i in c.options))
+            items = tuple(i for i in items if i and allowed(c, i))
             return items or c.default
         if c.kind == "bool":
             if isinstance(raw, (list, tuple)):
@@ -137,16 +156,61 @@ def coerce(c: Control, raw: Any) -> Any:
                 value = int(value)
             return value if c.minimum is None or value >= c.minimum else c.default
         value = str(raw)
-        return value if c.kind != "choice" or not c.options or value in c.options else c.default
+        return value if c.kind != "choice" or allowed(c, value) else c.default
     except (TypeError, ValueError):
         return c.default
 
 
+def read_query(search: str | None) -> dict[str, str]:
+    """``?batch=8&hardware=h100-sxm`` -> {key: last raw text}, aliases under their key."""
+    query = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?")).items()}
+    for alias, key in QUERY_ALIASES.items():
+        if alias in query:
+            query.setdefault(key, query.pop(alias))
+    return query
+
+
 def parse_query(search: str | None) -> dict[str, Any]:
     """``?batch=8&w_dtype=int4`` -> a full state dict (defaults for what is missing or bad)."""
-    query = parse_qs((search or "").lstrip("?"))
-    return {c.key: coerce(c, query[c.key][-1]) if c.key in query else c.default
+    query = read_query(search)
+    return {c.key: coerce(c, query[c.key]) if c.key in query else c.default
             for c in controls()}
+
+
+def expected(c: Control) -> str:
+    """What a control's URL value must be, for the message about a bad one."""
+    if c.key == "model":
+        return "a catalog model or one uploaded in this session"
+    if c.key == "device":
+        return "a catalog device, host, or one uploaded in this session"
+    if c.key == "devices":
+        return "catalog devices, host, or ones uploaded in this session"
+    if c.kind == "int":
+        return f"a whole number of at least {c.minimum:g}" if c.minimum is not None else "a whole number"
+    if c.kind == "float":
+        return "a number"
+    shown = ", ".join(map(str, c.options[:16])) + (", ..." if len(c.options) > 16 else "")
+    return f"{'items' if c.kind == 'multi' else 'one'} of {shown}"
+
+
+def is_bad(c: Control, raw: str) -> bool:
+    """Whether ``coerce`` had to drop or replace (part of) a non-empty URL value."""
+    value = coerce(c, raw)
+    if c.kind == "multi":
+        return any(i not in value for i in raw.split(",") if i)
+    if c.kind == "bool" or raw == "" or value != c.default:
+        return False
+    try:
+        return float(raw) != c.default if c.kind in ("int", "float") else raw != str(c.default)
+    except ValueError:
+        return True
+
+
+def query_problems(search: str | None) -> list[str]:
+    """One phrase per URL value that was not understood (its default is shown instead)."""
+    query = read_query(search)
+    return [f"{c.key}={query[c.key]!r} (expected {expected(c)})"
+            for c in controls() if c.key in query and is_bad(c, query[c.key])]
 
 
 def to_query(state: Mapping[str, Any]) -> str:
