@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """CI gate: measured vs predicted on this machine's CPU, and replay of committed snapshots.
 
-1. Replay (no torch): every committed reports/validation/*.json is re-predicted with the
-   current engine from its recorded shapes; a case whose |error| grew beyond the margin
-   fails the gate, by name.
+1. Replay (no torch): every reports/validation/*.json that git tracks (the committed
+   baselines, never a run someone left there) is re-predicted with the current engine from
+   its recorded shapes; a case whose |error| grew beyond the margin fails the gate, by name.
 2. Measure (torch, CPU, a few minutes on 2 cores): a quick calibration into a temporary
    profile, then a quick validation on the held-out shapes with it; fails if a case errors
    or the calibrated median / p90 |error| exceeds the bounds in kernels/gate.py
@@ -27,10 +27,13 @@ sys.path.insert(0, str(ROOT))
 def replay() -> list[str]:
     import json
 
-    from kernels.replay import replay_snapshot, snapshots
+    from kernels.replay import replay_snapshot, tracked_snapshots
+    from ridgeline.catalog import ROOT, VALIDATION_DIR
 
     problems = []
-    for path in snapshots():
+    paths = tracked_snapshots(VALIDATION_DIR)
+    print(f"replaying the {len(paths)} snapshots git tracks in {VALIDATION_DIR.relative_to(ROOT)}/")
+    for path in paths:
         result = replay_snapshot(json.loads(path.read_text()))
         print(f"replay {path.name}: {result['cases']} cases, {result['changed']} predictions changed, "
               f"{len(result['worse'])} worse")
@@ -47,6 +50,7 @@ def measure(threads: int | None, keep: Path | None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:
         out = keep or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
+        print(f"measuring into {out} (profile and snapshot of this run only)")
         start = time.perf_counter()
         profile, _ = calibrate("cpu", quick=True, threads=threads, output=out / "profile.yaml",
                                progress=False)

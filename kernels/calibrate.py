@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
-from ridgeline.profile import device_key, profile_path
+from ridgeline.catalog import user_data_dir
+from ridgeline.hardware import device_to_dict
+from ridgeline.profile import device_key
 from ridgeline.report import write_atomic
 from ridgeline.units import GIGA, TERA
 
@@ -149,12 +151,14 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
         "matrix_peak_tops": {d: round(g["tops"], 5) for d, g in gemms.items()},
         "efficiency": {},
         "overhead_us": {"default": round(dispatch["us"], 3)},
+        # the datasheet device the fit ran against: a refit reads it back (never this machine)
+        "datasheet": device_to_dict(spec_device),
     }
     fit_profile(profile, good, spec_device)
     profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch}
     profile["problems"] = [{"case": r["name"], "status": r["status"], "reason": r["reason"]}
                            for r in rows if r["status"] != "ok"]
-    path = Path(output) if output else profile_path(key)
+    path = Path(output) if output else user_data_dir() / "profiles" / f"{key}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, _yaml(profile))
     write_atomic(path.with_suffix(".calibration.csv"), rows_csv(rows))
@@ -181,16 +185,18 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     return profile
 
 
-def refit(path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = print
+          ) -> tuple[Path, dict[str, Any]]:
     """Fit a profile again from the calibration rows stored beside it (after a change to the
-    model or the fit; the measurements are reused as they are). Rewrites the profile."""
+    model or the fit; the measurements are reused as they are). A pure function of the two
+    files: the datasheet device is the one the profile records, never this machine's. Writes
+    ``output`` (default: ``<stem>.refit.yaml`` in the current folder), never the input."""
     import json
 
     import pandas as pd
 
-    from ridgeline.profile import load_profile
-
     from ridgeline.errors import RidgelineError
+    from ridgeline.profile import load_profile, recorded_device
 
     path = Path(path)
     profile = load_profile(path)
@@ -198,33 +204,21 @@ def refit(path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     if not rows_path.is_file():
         raise RidgelineError(f"no calibration rows at {rows_path}; --refit needs the CSV that "
                              "'ridgeline calibrate' writes beside the profile")
+    target = Path(output) if output else Path.cwd() / f"{path.stem}.refit.yaml"
+    if target.resolve() == path.resolve():
+        raise RidgelineError(f"--refit writes a new profile, not over its input {path}; "
+                             "pass -o NEW.yaml")
     frame = pd.read_csv(rows_path, keep_default_na=False)
-    known = None
-    rows = []
-    for r in frame.to_dict("records"):
-        if r["status"] != "ok":
-            continue
-        if r.get("recipe_json"):
-            r["recipe"] = json.loads(r["recipe_json"])
-        else:  # a CSV from before recipes were stored: find the case by its name
-            known = known or _calibration_recipes()
-            r["recipe"] = known[r["name"]]
-        r["noisy"] = str(r["noisy"]) == "True"
-        rows.append(r)
-    meta = profile["meta"]
-    fit_profile(profile, rows, spec_device_for(meta["device_kind"], meta.get("threads")))
-    meta["refit"] = {"date": collect_date(), "commit": _commit()}
-    write_atomic(path, _yaml(profile))
-    log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} classes)")
-    return profile
-
-
-def _calibration_recipes() -> dict[str, Any]:
-    from .cases import Options
-
-    opts = Options(("fp32", "bf16", "fp16"), ("math", "flash", "efficient", "cudnn"), "cuda")
-    return {c.name: dict(c.recipe) for q in (False, True)
-            for c in suite_cases("calibration", opts, q)}
+    rows = [{**r, "recipe": json.loads(r["recipe_json"]), "noisy": str(r["noisy"]) == "True"}
+            for r in frame.to_dict("records") if r["status"] == "ok"]
+    fit_profile(profile, rows, recorded_device(profile, str(path)))
+    profile["meta"]["refit"] = {"date": collect_date(), "commit": _commit(), "from": str(path)}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, _yaml(profile))
+    write_atomic(target.with_suffix(".calibration.csv"), rows_path.read_text())
+    log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} "
+        f"classes) -> {target}")
+    return target, profile
 
 
 def collect_date() -> str:
@@ -240,50 +234,12 @@ def _commit() -> str:
 
 
 def spec_device_for(device: str, threads: int | None = None):
-    """The datasheet device the spec roofline uses: the detected CPU host (its compute peaks
-    scaled to the ``threads`` the run may use, when fewer than its cores), or the catalog GPU
-    matched by the name the driver reports."""
-    from ridgeline.errors import RidgelineError
-    from ridgeline.hardware import detect_host, load_device
-    from ridgeline.names import catalog_name_for_gpu
+    """The datasheet device the spec roofline uses for a measurement here (see
+    ``ridgeline.resolve.measuring_device``)."""
+    from ridgeline.resolve import measuring_device
 
     if device == "cpu":
-        host = detect_host()
-        # on a GPU machine detect_host describes the GPU: measure the CPU's own roofs instead
-        host = host if host.kind == "cpu" else _cpu_host()
-        return _threads_share(host, threads)
+        return measuring_device("cpu", threads)
     import torch
 
-    gpu = torch.cuda.get_device_name(0)
-    match = catalog_name_for_gpu(gpu)
-    if match is None:
-        raise RidgelineError(f"GPU {gpu!r} is not in the hardware catalog; add hardware/<name>.yaml "
-                             f"and a pattern in ridgeline/names.py")
-    return load_device(match)
-
-
-def _threads_share(host, threads: int | None):
-    """The host's compute peaks for ``threads`` of its cores (bandwidth unchanged: one core
-    can keep most of a small machine's memory bus busy, and calibration measures it)."""
-    from dataclasses import replace
-    from types import MappingProxyType
-
-    cores = host.compute_units or 1
-    if not threads or threads >= cores:
-        return host
-    share = threads / cores
-    return replace(host, matrix_peak=MappingProxyType({k: v * share for k, v in host.matrix_peak.items()}),
-                   vector_peak=MappingProxyType({k: v * share for k, v in host.vector_peak.items()}),
-                   full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores")
-
-
-def _cpu_host():
-    """detect_host() with the GPU probe switched off."""
-    import ridgeline.hardware as hw
-
-    probe = hw._nvidia_host
-    hw._nvidia_host = lambda: None
-    try:
-        return hw.detect_host()
-    finally:
-        hw._nvidia_host = probe
+    return measuring_device("cuda", gpu_name=torch.cuda.get_device_name(0))

@@ -256,7 +256,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     import torch
     import transformers
 
-    from kernels.decoder import truncate
+    from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, measured_key, provenance, spec_device
 
     torch.set_num_threads(1)
@@ -314,7 +314,7 @@ def resimulate(path: Path) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
     host as recorded: its bandwidth from the file; the profile the run used) and compare
     with its measurements. Returns the result; never writes."""
-    from kernels.decoder import truncate
+    from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, recorded_spec
 
     if not Path(path).is_file():

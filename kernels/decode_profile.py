@@ -204,3 +204,25 @@ def report_lines(config, rows: list[dict[str, Any]], *, batch: int, prompt: int,
         lines.append(f"{r['pass']:<20} wall {r['wall_s'] * 1e3:8.2f}  "
                      f"enqueue {r['enqueue_s'] * 1e3:8.2f}{dev}")
     return lines
+
+
+def run(config, *, batch: int, prompt: int, steps: int, layers: int | None, dtype: str,
+        device: str | None, ops: bool, threads: int | None) -> list[str]:
+    """``ridgeline decode-profile``: profile the decode step of ``config`` (its first
+    ``layers`` layers) and return the report's lines; with ``ops``, each engine op beside
+    its prediction."""
+    from .e2e import truncate
+
+    config = truncate(config, layers)
+    device = resolve_device(device)
+    if threads:
+        torch.set_num_threads(threads)
+    result = profile_decode(config, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
+                            device=device, ops=ops)
+    lines = report_lines(config, result["passes"], batch=batch, prompt=prompt, steps=steps,
+                         dtype=dtype, device=device)
+    if ops:
+        predicted, mode = predicted_ops(config, batch=batch, seq_len=prompt + steps // 2,
+                                        dtype=dtype, device=device)
+        lines += breakdown_lines(breakdown_rows(result["ops"], predicted), mode, device)
+    return lines

@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ridgeline.errors import RidgelineError
+from ridgeline.layers import Plan
+from ridgeline.memory import kv_bytes_per_token, weight_bytes
 from ridgeline.model import ModelConfig
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
@@ -71,31 +73,14 @@ def activation(name: str):
     return table[name]
 
 
-def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
-    """The same model with only its first ``layers`` decoder layers (None: all)."""
-    if layers is None or layers == config.num_layers:
-        return config
-    if layers <= 0 or layers > config.num_layers:
-        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for "
-                             f"{config.name}, got {layers}")
-    return replace(config, num_layers=layers)
-
-
 # --- memory check --------------------------------------------------------------------
 
-def weight_count(c: ModelConfig) -> int:
-    """Parameters of the dense decoder built below (norm weights and biases included)."""
-    h, q, kv = c.hidden_size, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    norm = 2 * h if c.norm == "layernorm" else h
-    mlp = (3 if c.gated_mlp else 2) * h * c.intermediate_size
-    layer = h * q + 2 * h * kv + q * h + mlp + norm * (1 if c.parallel_attn else 2)
-    head = c.vocab_size * h * (1 if c.tie_word_embeddings else 2)
-    return c.num_layers * layer + head + norm
-
-
-def cache_elements(c: ModelConfig, batch: int, max_len: int) -> int:
-    """K and V: [layers, batch, kv_heads, max_len, head_dim] each."""
-    return 2 * c.num_layers * batch * c.num_kv_heads * max_len * c.head_dim
+def footprint(c: ModelConfig, batch: int, max_len: int, size: int) -> tuple[float, float]:
+    """(weights, static KV cache) in bytes of the decoder built below, by the engine's
+    formulas (``ridgeline.memory``: biases of LayerNorms are left out, < 0.1%): every tensor
+    ``size`` bytes per element; the cache holds ``max_len`` tokens of K and V per sequence."""
+    plan = Plan(size, size, size, "fp32", "fp32")
+    return weight_bytes(c, plan), batch * max_len * kv_bytes_per_token(c, plan)
 
 
 def available_memory(device: str) -> float:
@@ -118,13 +103,12 @@ def check_fits(config: ModelConfig, batch: int, max_len: int, dtype: str, device
                available: float | None = None, fraction: float = 0.7) -> None:
     """Refuse a model whose weights + KV cache exceed ``fraction`` of available memory."""
     size = torch.empty((), dtype=torch_dtype(dtype)).element_size()
-    need = (weight_count(config) + cache_elements(config, batch, max_len)) * size
+    need = sum(footprint(config, batch, max_len, size))
     have = fraction * (available_memory(device) if available is None else available)
     if need <= have:
         return
-    per_layer = (weight_count(replace(config, num_layers=2))
-                 - weight_count(replace(config, num_layers=1))
-                 + cache_elements(replace(config, num_layers=1), batch, max_len)) * size
+    one, two = (sum(footprint(replace(config, num_layers=n), batch, max_len, size)) for n in (1, 2))
+    per_layer = two - one
     fixed = need - config.num_layers * per_layer
     layers = int(max((have - fixed) // per_layer, 0))
     hint = (f"; try --layers {layers}" if layers >= 1

@@ -17,26 +17,26 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ridgeline.analyze import analyze
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.catalog import user_data_dir
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import DeviceSpec, detect_host, load_device
+from ridgeline.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
 from ridgeline.model import ModelConfig
-from ridgeline.profile import calibrated_ceilings, device_key, load_profile, profile_path
+from ridgeline.profile import device_key, profile_path
 from ridgeline.report import write_atomic
+from ridgeline.resolve import measuring_device, resolve_ceilings
 from ridgeline.roofline import Ceilings, spec_ceilings
 from ridgeline.workload import Settings
 
 from .provenance import collect, cpu_model
 from .timing import NOISE_CPU, NOISE_CUDA, summarize
 
-VALIDATION_DIR = REPORTS_DIR / "validation"
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
 KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile")
 
@@ -48,6 +48,16 @@ class Case:
     batch: int
     prompt: int
     generate: int   # output tokens: 1 from the prefill + (generate - 1) decode steps
+
+
+def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
+    """The same model with only its first ``layers`` decoder layers (None: all)."""
+    if layers is None or layers == config.num_layers:
+        return config
+    if layers <= 0 or layers > config.num_layers:
+        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for "
+                             f"{config.name}, got {layers}")
+    return replace(config, num_layers=layers)
 
 
 # --- timing ----------------------------------------------------------------------------
@@ -160,9 +170,7 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
 def engine_settings(dtype: str) -> Settings:
     """Weights, activations and KV cache in ``dtype``; SDPA is a fused (flash-style)
     kernel, so the engine models flash attention when it knows the setting."""
-    names = {f.name for f in fields(Settings)}
-    extra = {"attention": "flash"} if "attention" in names else {}
-    return Settings(dtype, dtype, dtype, **extra)
+    return Settings(dtype, dtype, dtype, attention="flash")
 
 
 def predict(config: ModelConfig, device: DeviceSpec, case: Case, dtype: str,
@@ -217,45 +225,16 @@ def measured_key(device: str) -> str:
 
 
 def spec_device(device: str, hardware: str | None) -> DeviceSpec:
-    """The datasheet device to predict with: ``--hardware``, else the detected host
-    (on CUDA: the catalog entry of the GPU's name)."""
+    """The datasheet device to predict with: ``--hardware``, else the one measured here
+    (``ridgeline.resolve.measuring_device``: the detected CPU for torch's threads, or the
+    catalog GPU of the driver's name)."""
+    import torch
+
     if hardware not in (None, "host"):
         return load_device(hardware)
     if device.startswith("cuda"):
-        import torch
-
-        from ridgeline.names import catalog_name_for_gpu
-
-        name = torch.cuda.get_device_name(device)
-        match = catalog_name_for_gpu(name)
-        if match is None:
-            raise RidgelineError(f"GPU '{name}' is not in the hardware catalog; pass "
-                                 "--hardware NAME or a device YAML")
-        return load_device(match)
-    import torch
-
-    # the host's bandwidth is a copy measured now: the best of three, as another process
-    # on a shared machine only ever lowers it
-    host = max((detect_host() for _ in range(3)), key=lambda d: d.memory_bandwidth)
-    return on_threads(host, torch.get_num_threads())
-
-
-def on_threads(host: DeviceSpec, threads: int) -> DeviceSpec:
-    """The detected CPU as seen by ``threads`` torch threads: compute peaks scale with
-    the cores used (the detected bandwidth is a one-thread copy already)."""
-    from dataclasses import replace
-    from types import MappingProxyType
-
-    if host.kind != "cpu" or not host.compute_units or threads >= host.compute_units:
-        return host
-    scale = threads / host.compute_units
-
-    def scaled(peaks):
-        return MappingProxyType({k: v * scale for k, v in peaks.items()})
-
-    return replace(host, full_name=f"{host.full_name}, {threads} of {host.compute_units} used",
-                   matrix_peak=scaled(host.matrix_peak), vector_peak=scaled(host.vector_peak),
-                   compute_units=threads)
+        return measuring_device("cuda", gpu_name=torch.cuda.get_device_name(device))
+    return measuring_device("cpu", torch.get_num_threads())
 
 
 def provenance(device: str, spec: DeviceSpec, profile: Path | None) -> dict[str, Any]:
@@ -269,6 +248,7 @@ def provenance(device: str, spec: DeviceSpec, profile: Path | None) -> dict[str,
         "spec_hardware": spec.name, "spec_full_name": spec.full_name,
         "spec_bandwidth_gb_s": spec.memory_bandwidth / 1e9,
         "spec_matrix_peak_tops": {k: v / 1e12 for k, v in spec.matrix_peak.items()},
+        "spec_device": device_to_dict(spec),   # what --repredict predicts with again
         "profile": str(profile) if profile else None,
         "timer": "cuda events" if device.startswith("cuda") else "time.perf_counter",
     })
@@ -294,7 +274,7 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     """Measure every case in every compile mode, predict each, write the JSON, return rows."""
     import torch
 
-    from .decoder import Decoder, check_fits, truncate
+    from .decoder import Decoder, check_fits
 
     if dtype not in ENGINE_DTYPES:
         raise RidgelineError(f"--dtype must be one of {', '.join(ENGINE_DTYPES)}, got '{dtype}'")
@@ -313,7 +293,7 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
 
     spec = spec_device(device, hardware)
     key = measured_key(device)
-    calibrated, profile, note = calibrated_for(key, spec, profile)
+    calibrated, profile, note = calibrated_for(key, spec, profile, log)
     meta = provenance(device, spec, profile if calibrated else None)
 
     if device == "cpu":
@@ -340,14 +320,42 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     return Result(meta, rows, note, path)
 
 
-def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None
+def run_command(model: str | None, *, device: str | None, batch: Sequence[int], prompt: Sequence[int],
+                generate: int, layers: int | None, dtype: str, compile: bool, repeats: int,
+                threads: int | None, hardware: str, profile: Path | None, output: Path | None,
+                repredict_path: Path | None, quiet_wait_s: float,
+                log: Callable[[str], None]) -> list[str]:
+    """``ridgeline e2e``: measure every batch x prompt (or, with ``repredict``, predict a
+    result file again) and return the report's lines."""
+    from ridgeline.model import load_model
+
+    if repredict_path is not None:
+        spec = None if hardware == "host" else hardware
+        return report_lines(repredict(repredict_path, hardware=spec, profile=profile,
+                                      output=output))
+    if any(b < 1 for b in batch) or any(p < 1 for p in prompt):
+        raise RidgelineError("--batch and --prompt must be positive")
+    cases = [Case(b, p, generate) for b in batch for p in prompt]
+    result = run_e2e(load_model(model), cases, dtype=dtype, device=device, layers=layers,
+                     compile_modes=(False, True) if compile else (False,), repeats=repeats,
+                     hardware=hardware, profile=profile, threads=threads, output=output,
+                     quiet_wait_s=quiet_wait_s, log=log)
+    return report_lines(result)
+
+
+def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None,
+                   log: Callable[[str], None] = lambda _m: None
                    ) -> tuple[Ceilings | None, Path, str]:
-    """The calibrated ceilings of the measured device, or None and a note saying why."""
+    """The calibrated ceilings of the measured device (its profile, checked against
+    ``spec``), or None and a note saying why."""
     profile = profile or profile_path(key)
-    if profile.is_file():
-        return calibrated_ceilings(load_profile(profile), spec), profile, f"calibrated: {profile}"
-    return None, profile, (f"calibrated: no measured profile at {profile} (run 'ridgeline "
-                           "calibrate' on this device); calibrated predictions are empty")
+    if not profile.is_file():
+        return None, profile, (f"calibrated: no measured profile at {profile} (run 'ridgeline "
+                               "calibrate' on this device); calibrated predictions are empty")
+    ceilings, notes = resolve_ceilings(spec, profile)
+    for line in notes:
+        log(f"warning: {line}")
+    return ceilings, profile, f"calibrated: {profile}"
 
 
 def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: str,
@@ -361,29 +369,37 @@ def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: 
 
 
 def recorded_spec(meta: dict[str, Any], hardware: str | None) -> DeviceSpec:
-    """The spec device a result file was predicted with: ``hardware`` when given, the
-    catalog entry it names, or the detected host with the bandwidth measured back then."""
-    from dataclasses import replace
+    """The spec device a result file was predicted with, from the file alone (never this
+    machine): ``hardware`` when given, the device it records, or the catalog entry it
+    names; a CPU host from before devices were recorded is rebuilt from its recorded
+    peaks (a detected CPU's element-wise fp32 rate is its matrix fp32 rate)."""
+    from types import MappingProxyType
 
     name = hardware or meta.get("spec_hardware", "host")
-    if name != "host":
+    if hardware or name != "host":
         return load_device(name)
-    host = detect_host(measure=False)
-    host = replace(host, memory_bandwidth=float(meta["spec_bandwidth_gb_s"]) * 1e9)
-    return on_threads(host, int(meta.get("threads") or host.compute_units))
+    if isinstance(meta.get("spec_device"), dict):
+        return device_from_dict(meta["spec_device"], "recorded spec device")
+    peaks = MappingProxyType({k: v * 1e12 for k, v in meta["spec_matrix_peak_tops"].items()})
+    return DeviceSpec("host", meta.get("spec_full_name", "host"), "", "cpu", 0.0,
+                      float(meta["spec_bandwidth_gb_s"]) * 1e9, peaks,
+                      MappingProxyType({"fp32": peaks["fp32"]}))
 
 
-def repredict(path: Path, hardware: str | None = None, profile: Path | None = None) -> Result:
+def repredict(path: Path, hardware: str | None = None, profile: Path | None = None,
+              output: Path | None = None) -> Result:
     """Recompute the predictions of a result file with today's engine and profile; the
-    measurements and their provenance stay as they were."""
-    from dataclasses import replace
-
+    measurements and their provenance stay as they were. A pure function of its files:
+    writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
     from ridgeline.model import load_model
-
-    from .decoder import truncate
 
     if not path.is_file():
         raise RidgelineError(f"no e2e result at {path}")
+    stem = path.stem.removesuffix("-repredicted")
+    target = Path(output) if output else Path.cwd() / f"{stem}-repredicted.json"
+    if target.resolve() == path.resolve():
+        raise RidgelineError(f"--repredict writes a new file, not over its input {path}; "
+                             "pass -o NEW.json")
     data = json.loads(path.read_text())
     meta = dict(data["meta"])
     spec = recorded_spec(meta, hardware)
@@ -398,13 +414,16 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
         rows.append({**row, **predicted_columns(config, row_spec, case, row["dtype"], calibrated,
                                                 row)})
     meta.update(profile=str(used) if calibrated else None, spec_hardware=spec.name,
-                predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    write_atomic(path, json.dumps({"meta": meta, "rows": rows}, indent=2, allow_nan=False) + "\n")
-    return Result(meta, rows, note, path)
+                predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                repredicted_from=str(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, json.dumps({"meta": meta, "rows": rows}, indent=2, allow_nan=False) + "\n")
+    return Result(meta, rows, note, target)
 
 
 def default_path(key: str, config: ModelConfig, date: str) -> Path:
-    return VALIDATION_DIR / f"e2e-{key}-{config.name}-{date}.json"
+    """In the user's data folder: reports/validation holds the committed runs only."""
+    return user_data_dir() / "validation" / f"e2e-{key}-{config.name}-{date}.json"
 
 
 def write_rows(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:

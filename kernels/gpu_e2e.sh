@@ -7,9 +7,9 @@
 #   PYTHON=/opt/torch/.venv/bin/python3 kernels/gpu_e2e.sh --repeats 3
 #
 # Needs torch with CUDA, numpy, pandas, pyyaml, typer and rich (ridgeline need not be
-# installed: it runs from the checkout). Calibrated predictions use
-# reports/profiles/cuda-<gpu>.yaml when 'ridgeline calibrate' has written it there.
-# Results: reports/validation/e2e-cuda-<gpu>-<model>-<date>.json (one file per model).
+# installed: it runs from the checkout). Calibrated predictions use the profile of the GPU's
+# key that 'ridgeline calibrate' wrote (user data folder, else reports/profiles).
+# Results: <user data folder>/validation/e2e-cuda-<gpu>-<model>-<date>.json (one per model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -12,6 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# results go to the user data folder (reports/ holds committed baselines): one for this run
+export RIDGELINE_HOME=${RIDGELINE_HOME:-$PWD/gpu-results}
 PY=${PYTHON:-python3}
 QUICK=${QUICK:-}
 LOG=${OUT:-/tmp}/ridgeline-gpu.log
@@ -29,9 +31,9 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=
 date -u
 if [ -n "${OUT:-}" ]; then
   # the device tool returns at most 8 files: one archive of every profile and snapshot made
-  tar czf "$OUT/ridgeline-gpu-results.tar.gz" $(ls reports/profiles/cuda-* reports/validation/cuda-* \
-      reports/validation/e2e-cuda-* 2>/dev/null)
-  cp reports/validation/cuda-*.json "$OUT/" 2>/dev/null || true
+  tar czf "$OUT/ridgeline-gpu-results.tar.gz" -C "$RIDGELINE_HOME" $(cd "$RIDGELINE_HOME" && ls \
+      profiles/cuda-* validation/cuda-* validation/e2e-cuda-* 2>/dev/null)
+  cp "$RIDGELINE_HOME"/validation/cuda-*.json "$OUT/" 2>/dev/null || true
   ls -la "$OUT"
 fi
 exit $status

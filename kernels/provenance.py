@@ -108,7 +108,7 @@ def collect(device: str, threads: int | None = None) -> dict[str, Any]:
             meta.update(cuda=str(torch.version.cuda), cudnn=torch.backends.cudnn.version(),
                         capability=f"{props.major}.{props.minor}",
                         multiprocessors=props.multi_processor_count,
-                        l2_bytes=getattr(props, "L2_cache_size", None),
+                        l2_bytes=props.L2_cache_size,
                         memory_bytes=props.total_memory)
     except ImportError:
         meta["torch"] = None

@@ -15,34 +15,17 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.catalog import VALIDATION_DIR
 from ridgeline.roofline import Ceilings, evaluate
 
 from .cases import case_from_dict
 
-VALIDATION_DIR = REPORTS_DIR / "validation"
 REPLAY_MARGIN = 0.05     # |error| may grow by at most 5 points of relative error per case
 MODES = ("spec", "calibrated")
-
-
-def ceilings_to_dict(c: Ceilings) -> dict[str, Any]:
-    return {"mode": c.mode, "bandwidth": c.bandwidth, "matrix_peak": dict(c.matrix_peak),
-            "vector_peak": dict(c.vector_peak),
-            "efficiency": {k: dict(v) for k, v in c.efficiency.items()},
-            "overhead_s": dict(c.overhead_s), "device": c.device}
-
-
-def ceilings_from_dict(raw: Mapping[str, Any]) -> Ceilings:
-    return Ceilings(raw["mode"], float(raw["bandwidth"]), MappingProxyType(dict(raw["matrix_peak"])),
-                    MappingProxyType(dict(raw.get("vector_peak") or {})),
-                    MappingProxyType({k: MappingProxyType(dict(v))
-                                      for k, v in (raw.get("efficiency") or {}).items()}),
-                    MappingProxyType(dict(raw.get("overhead_s") or {})), device=raw.get("device", ""))
 
 
 def predict(ops: Sequence, ceilings: Ceilings) -> dict[str, np.ndarray]:
@@ -68,7 +51,7 @@ def replay_snapshot(snapshot: Mapping[str, Any], margin: float = REPLAY_MARGIN) 
     worse, changed = [], 0
     out: dict[str, Any] = {"cases": len(rows)}
     for mode in MODES:
-        ceilings = ceilings_from_dict(snapshot["ceilings"][mode])
+        ceilings = Ceilings.from_dict(snapshot["ceilings"][mode])
         now = relative_error(predict(ops, ceilings)["time_s"], measured)
         then = np.array([r[f"error_{mode}"] for r in rows], dtype=float)
         changed += int(np.sum(~np.isclose(now, then, rtol=1e-9, atol=1e-12)))
@@ -81,7 +64,22 @@ def replay_snapshot(snapshot: Mapping[str, Any], margin: float = REPLAY_MARGIN) 
 
 
 def snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:
+    """The kernel snapshots (not e2e results) directly in ``folder``."""
     return sorted(p for p in folder.glob("*.json") if "e2e" not in p.name)
+
+
+def tracked_snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:
+    """The snapshots in ``folder`` that git tracks: the committed baselines, never a run a
+    user left there. Outside a git checkout (an sdist), every snapshot in the folder."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "--", "."], cwd=folder, capture_output=True,
+                                text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return snapshots(folder)
+    tracked = {(folder / name).resolve() for name in listed}
+    return [p for p in snapshots(folder) if p.resolve() in tracked]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

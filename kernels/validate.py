@@ -1,6 +1,7 @@
 """``ridgeline validate``: held-out shapes, measured, predicted in both modes, compared.
 
-Writes ``reports/validation/<device_key>-<date>.{json,csv,html}``: one row per case (case,
+Writes ``<device_key>-<date>.{json,csv,html}`` (into the user's data folder unless told;
+reports/validation holds the committed ones): one row per case (case,
 op class, dims, flops, bytes, measured median/p20/p80, noisy flag, spec and calibrated
 predictions, signed errors = predicted / measured - 1), the ceilings each mode used (so CI
 can replay the snapshot without the device), and a summary per op class: count, median and
@@ -17,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.errors import RidgelineError
-from ridgeline.profile import calibrated_ceilings, device_key, load_profile, profile_path
+from ridgeline.profile import (device_key, load_profile, profile_ceilings, profile_path,
+                               recorded_device)
 from ridgeline.report import write_atomic
-from ridgeline.roofline import spec_ceilings
+from ridgeline.roofline import Ceilings, spec_ceilings
 
 from .cases import case_from_dict, check_disjoint, suite_cases
-from .replay import MODES, ceilings_to_dict, predict, relative_error
+from .replay import MODES, predict, relative_error
 
-VALIDATION_DIR = REPORTS_DIR / "validation"
 CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
                "dims", "flops", "bytes", "weight_bytes", "act_read_bytes", "act_write_bytes",
                "kv_read_bytes", "kv_write_bytes", "intensity", "measured_s", "p20_s", "p80_s",
@@ -134,6 +135,12 @@ def resolve_profile(device: str, key: str, path: Path | None) -> tuple[Path, dic
     return target, load_profile(target)
 
 
+def shown_path(path: Path) -> str:
+    """A path inside the checkout relative to it (as committed files name each other)."""
+    root = REPORTS_DIR.parent
+    return str(path.relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+
+
 def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
              profile: Path | None = None, output_dir: Path | None = None, progress: bool = True,
              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
@@ -146,7 +153,10 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     key = device_key(device, device_name(device), cfg.threads)
     prof_path, prof = resolve_profile(device, key, profile)
     spec_device = spec_device_for(device, cfg.threads)
-    ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated_ceilings(prof, spec_device)}
+    calibrated, notes = profile_ceilings(prof, spec_device, where=str(prof_path))
+    for note in notes:
+        log(f"warning: {note}")
+    ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated}
     opts, skipped = device_options(device)
     cases = suite_cases("validation", opts, quick)
     check_disjoint(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True),
@@ -156,25 +166,24 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     summary = summarize(rows)
     result = {
         "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
-                 "run": cfg.to_dict(), "profile": str(prof_path.relative_to(REPORTS_DIR.parent))
-                 if prof_path.is_relative_to(REPORTS_DIR.parent) else str(prof_path),
+                 "run": cfg.to_dict(), "profile": shown_path(prof_path),
                  "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
                  "spec_device_full_name": spec_device.full_name, "skipped": skipped},
-        "ceilings": {m: ceilings_to_dict(c) for m, c in ceilings.items()},
+        "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,
     }
     stem = snapshot_stem(key) + ("-quick" if quick else "")
-    paths = write_snapshot(result, Path(output_dir) if output_dir else VALIDATION_DIR, stem)
-    return result, paths
+    folder = Path(output_dir) if output_dir else user_data_dir() / "validation"
+    return result, write_snapshot(result, folder, stem)
 
 
-def repredict(snapshot: Path, profile: Path | None = None,
+def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | None = None,
               log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
     """Predict a recorded snapshot again (after a refit or a model change): measurements and
     spec ceilings as recorded, calibrated ceilings from ``profile`` (default: the one it
-    used). Rewrites the snapshot's JSON/CSV/HTML."""
-    from .calibrate import spec_device_for
+    used) on the datasheet that profile records. A pure function of its files: writes
+    ``<stem>-repredicted.*`` into ``output_dir`` (default: the current folder)."""
     from .provenance import git_commit
 
     snapshot = Path(snapshot)
@@ -184,18 +193,18 @@ def repredict(snapshot: Path, profile: Path | None = None,
     meta = result["meta"]
     prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
     prof = load_profile(prof_path)
-    spec_device = spec_device_for(meta["device_kind"], meta.get("threads"))
-    from .replay import ceilings_from_dict
-
-    ceilings = {"spec": ceilings_from_dict(result["ceilings"]["spec"]),
-                "calibrated": calibrated_ceilings(prof, spec_device)}
+    calibrated, _ = profile_ceilings(prof, recorded_device(prof, str(prof_path)), where=str(prof_path))
+    ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]), "calibrated": calibrated}
     rows = add_predictions(result["rows"], ceilings)
-    result.update(ceilings={m: ceilings_to_dict(c) for m, c in ceilings.items()},
+    result.update(ceilings={m: c.to_dict() for m, c in ceilings.items()},
                   summary=summarize(rows).to_dict("records"), rows=rows)
     meta["profile_meta"] = prof.get("meta", {})
     meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                           "commit": git_commit(), "profile": str(prof_path)}
-    paths = write_snapshot(result, snapshot.parent, snapshot.stem)
+                           "commit": git_commit(), "profile": shown_path(prof_path),
+                           "from": shown_path(snapshot)}
+    folder = Path(output_dir) if output_dir else Path.cwd()
+    stem = snapshot.stem.removesuffix("-repredicted") + "-repredicted"
+    paths = write_snapshot(result, folder, stem)
     log(f"re-predicted {len(rows)} rows of {snapshot.name} with {prof_path.name}")
     return result, paths
 

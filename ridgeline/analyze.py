@@ -2,20 +2,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import memory as M
-from .errors import InvalidWorkloadError
-from .hardware import DeviceSpec, load_device
+from .errors import InvalidSettingError
+from .hardware import DeviceSpec
 from .layers import Plan, head_ops, pipeline_factors, stage_ops
-from .model import ModelConfig, load_model
+from .model import ModelConfig
 from .ops import BYTE_FIELDS, Op
-from .precision import make_plan
-from .roofline import Ceilings, evaluate, roofline_time, spec_ceilings
+from .resolve import Deployment, as_deployment
+from .roofline import Ceilings, evaluate, roofline_time
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -247,29 +247,6 @@ class Analysis:
         return plain(out)
 
 
-def make_settings(dtype: str | None, settings: Settings | None, options: dict) -> Settings:
-    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
-    if settings is None:
-        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
-        try:
-            return Settings(**{**base, **options})
-        except TypeError as err:
-            raise InvalidWorkloadError(f"unknown setting: {err}") from None
-    return replace(settings, **options) if options else settings
-
-
-def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
-    """Load inputs and resolve the context every computation below needs."""
-    config, device = load_model(model), load_device(hardware)
-    p = make_plan(settings, device, config.head_dim)
-    roofs = ceilings or spec_ceilings(device)
-    if settings.link_bw_gb_s:  # an override is one figure for every group size
-        roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9, link_per_peer=None)
-    if settings.link_latency_us >= 0:
-        roofs = replace(roofs, link_latency=settings.link_latency_us * 1e-6)
-    return config, device, p, roofs
-
-
 def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
     """Workloads the model was not trained for: more positions than max_position_embeddings
     (the numbers are still computed; the model's outputs would not be meaningful)."""
@@ -282,22 +259,21 @@ def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
 
 def check_micro_batches(batch, p: Plan) -> None:
     if np.any(np.asarray(batch) % p.micro_batches):
-        raise InvalidWorkloadError(f"batch {batch} does not split into {p.micro_batches} "
-                                   "micro-batches; make batch a multiple of --micro-batches")
+        raise InvalidSettingError("micro_batches", f"batch {batch} does not split into "
+                                  f"{p.micro_batches} micro-batches; make batch a multiple of it")
 
 
-def analyze(model: str | ModelConfig, hardware: str | DeviceSpec, batch: int = 1,
-            seq_len: int = 512, generate: int = 0, *, dtype: str | None = None,
-            settings: Settings | None = None, ceilings: Ceilings | None = None,
-            **options: Any) -> Analysis:
+def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
+            batch: int = 1, seq_len: int = 512, generate: int = 0, **how: Any) -> Analysis:
     """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
 
-    Deployment options are :class:`Settings` fields as keywords (``w_dtype="int4"``,
-    ``attention="flash"``, ``tp=2`` ...). ``ceilings`` defaults to the device's datasheet
-    roofline (``spec``); pass calibrated ones from :mod:`ridgeline.profile`.
-    """
-    chosen = make_settings(dtype, settings, options)
-    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
+    ``model`` is a :class:`~ridgeline.resolve.Deployment` (``resolve(...)``), or a model
+    name / config with ``hardware`` and ``how`` = resolve's keywords: ``dtype``,
+    ``settings``, ``profile``, ``transfer``, ``ceilings`` and Settings fields
+    (``w_dtype="int4"``, ``attention="flash"``, ``tp=2`` ...). The ceilings default to the
+    device's datasheet roofline (``spec``)."""
+    d = as_deployment(model, hardware, **how)
+    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     workload = Workload(int(batch), int(seq_len), int(generate))
     check_micro_batches(workload.batch, p)
     ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p)
@@ -316,16 +292,16 @@ def analyze(model: str | ModelConfig, hardware: str | DeviceSpec, batch: int = 1
     if p.pp > 1:
         extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
                              "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}
-    return Analysis(config, device, workload, chosen, roofs.mode, p,
+    return Analysis(config, device, workload, d.settings, roofs.mode, p,
                     stages["prefill"], stages["decode"], mem, generation, extra)
 
 
-def sweep(model: str | ModelConfig, hardware: str | DeviceSpec, batch, seq_len, generate=0,
-          *, dtype: str | None = None, settings: Settings | None = None,
-          ceilings: Ceilings | None = None, **options: Any) -> pd.DataFrame:
-    """Every (batch, seq_len) point of a grid in one array evaluation; a row per point."""
-    chosen = make_settings(dtype, settings, options)
-    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
+def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
+          batch=1, seq_len=512, generate=0, **how: Any) -> pd.DataFrame:
+    """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
+    ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
+    d = as_deployment(model, hardware, **how)
+    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(),
                                  indexing="ij")
     workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
@@ -344,3 +320,23 @@ def sweep(model: str | ModelConfig, hardware: str | DeviceSpec, batch, seq_len, 
     for key in ("weights_bytes", "kv_cache_bytes", "activations_peak_bytes", "peak_bytes", "fits"):
         frame[key] = np.broadcast_to(mem[key], frame.shape[0])
     return frame
+
+
+def sweep_each(d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0,
+               on_step=None) -> pd.DataFrame:
+    """:func:`sweep` under each variant of ``d``'s settings (a dict of Settings fields), with
+    the variant's fields as leading columns; ``on_step(done, total)`` after each."""
+    import pandas as pd
+
+    from .resolve import make_settings
+
+    frames = []
+    for i, options in enumerate(variants):
+        frame = sweep(d.with_settings(make_settings(None, d.settings, options)), batch=batch,
+                      seq_len=seq_len, generate=generate)
+        for key, value in options.items():
+            frame.insert(0, key, value)
+        frames.append(frame)
+        if on_step is not None:
+            on_step(i + 1, len(variants))
+    return pd.concat(frames, ignore_index=True)

@@ -6,7 +6,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HARDWARE_DIR = ROOT / "hardware"
 MODELS_DIR = ROOT / "models" / "catalog"
-REPORTS_DIR = ROOT / "reports"
+REPORTS_DIR = ROOT / "reports"           # committed baselines only
+PROFILES_DIR = REPORTS_DIR / "profiles"
+VALIDATION_DIR = REPORTS_DIR / "validation"
 
 
 def list_names(folder: Path, suffix: str) -> list[str]:
@@ -43,3 +45,25 @@ def read_small_text(path: Path, error) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise error(str(path), "not a UTF-8 text file") from None
+
+
+def _home_dir(variable: str, xdg: str, fallback: str) -> Path:
+    import os
+
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
+    base = os.environ.get(xdg)
+    return (Path(base) if base else Path.home() / fallback) / "ridgeline"
+
+
+def user_data_dir() -> Path:
+    """Where a user's own measurements go (profiles/, validation/): ``$RIDGELINE_HOME``,
+    else ``$XDG_DATA_HOME/ridgeline``, else ``~/.local/share/ridgeline``. ``reports/`` in
+    the source tree holds the committed baselines only."""
+    return _home_dir("RIDGELINE_HOME", "XDG_DATA_HOME", ".local/share")
+
+
+def user_cache_dir() -> Path:
+    """Where detections are kept between runs: ``$RIDGELINE_CACHE``, else
+    ``$XDG_CACHE_HOME/ridgeline``, else ``~/.cache/ridgeline``."""
+    return _home_dir("RIDGELINE_CACHE", "XDG_CACHE_HOME", ".cache")

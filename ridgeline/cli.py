@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from .errors import RidgelineError
+from .errors import RidgelineError, require_torch
 
 
 class OneLineErrors(TyperGroup):
@@ -21,16 +21,35 @@ class OneLineErrors(TyperGroup):
             typer.echo("error: aborted", err=True)
             sys.exit(1)
         except RidgelineError as err:
-            typer.echo(f"error: {err}", err=True)
+            typer.echo(f"error: {err}{cli_advice(err)}", err=True)
             sys.exit(2)
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
-            sys.exit(getattr(err, "exit_code", 2))
+            sys.exit(err.exit_code)
         except OSError as err:  # a file the user named that the system refuses to read or write
             where = f"{err.filename}: " if err.filename else ""
             typer.echo(f"error: {where}{err.strerror or err}", err=True)
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def cli_advice(err: RidgelineError) -> str:
+    """The option that changes what an engine error names (the engine speaks of settings)."""
+    from .errors import (InvalidSettingError, ProfileMismatchError, UnknownDeviceError,
+                         UnknownModelError)
+
+    if isinstance(err, UnknownModelError):
+        return " Run 'ridgeline models list', or pass --config path/to/config.json."
+    if isinstance(err, UnknownDeviceError):
+        return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
+    if isinstance(err, InvalidSettingError):
+        option = {field: name for name, (field, kind, _h) in SETTING_FIELDS.items()
+                  if kind != "bits" and "dtype" not in name}.get(err.setting, err.setting)
+        return f" (set with --{option.replace('_', '-')})"
+    if isinstance(err, ProfileMismatchError):
+        home = "host" if err.home.startswith("the host") else err.home
+        return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")
+    return ""
 
 
 app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, add_completion=False,
@@ -52,7 +71,8 @@ GenerateOpt = Annotated[int, typer.Option(help="Output tokens per sequence (0: n
 DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
-ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile (reports/profiles/*.yaml): calibrated roofline.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")]
+TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred').")]
 
 # Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
 # frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and
@@ -155,14 +175,18 @@ def single_settings(raw: dict[str, Any]) -> dict[str, Any]:
     return {field: values[0] for field, values in setting_values(raw, allow_lists=False).items()}
 
 
-def ceilings_for(profile: Path | None, hardware: str):
-    """Calibrated ceilings from a measured profile, or None (the spec roofline)."""
-    if profile is None:
-        return None
-    from .hardware import load_device
-    from .profile import calibrated_ceilings, load_profile
+def deployment(model: str | None, config: Path | None, hardware: str, dtype: str | None,
+               deploy: dict, profile: Path | None = None, transfer: bool = False):
+    """Resolve the command's inputs once (ridgeline.resolve); print the notes it raised."""
+    from .resolve import resolve
 
-    return calibrated_ceilings(load_profile(profile), load_device(hardware))
+    if transfer and profile is None:
+        raise typer.BadParameter("--transfer needs --profile")
+    d = resolve(model_name(model, config), hardware, dtype=dtype, profile=profile,
+                transfer=transfer, **single_settings(deploy))
+    for note in d.notes:
+        typer.echo(f"warning: {note}", err=True)
+    return d
 
 
 def console():
@@ -212,7 +236,7 @@ def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardware
             draft: Annotated[Optional[str], typer.Option(help="Draft model for speculative decoding.")] = None,
             draft_tokens: Annotated[int, typer.Option("--draft-tokens", help="Tokens the draft proposes per step (k).")] = 4,
             acceptance: Annotated[float, typer.Option(help="Probability each draft token is accepted (a).")] = 0.7,
-            profile: ProfileOpt = None,
+            profile: ProfileOpt = None, transfer: TransferOpt = False,
             html: Annotated[Optional[Path], typer.Option(help="Also write the charts to one self-contained HTML file.")] = None,
             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
@@ -222,16 +246,14 @@ def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardware
     from .report import render, rich_tables
 
     check_format(fmt)
-    options = single_settings(deploy)
-    name = model_name(model, config)
-    result = run(name, hardware, batch=batch, seq_len=seq_len, generate=generate, dtype=dtype,
-                 ceilings=ceilings_for(profile, hardware), **options)
+    d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
+    result = run(d, batch=batch, seq_len=seq_len, generate=generate)
     if draft is not None:
+        from .model import load_model
         from .serving import speculative
 
-        spec = speculative(name, hardware, draft, batch=batch, seq_len=seq_len,
-                           draft_tokens=draft_tokens, acceptance=acceptance,
-                           settings=result.settings)
+        spec = speculative(d, draft=d.with_model(load_model(draft)), batch=batch,
+                           seq_len=seq_len, draft_tokens=draft_tokens, acceptance=acceptance)
         result = replace(result, extra={**result.extra, "speculative": spec})
     if html is not None:
         write_html(result, html)
@@ -251,15 +273,18 @@ def write_html(result, path: Path) -> None:
     typer.echo(f"wrote {path}", err=True)
 
 
-def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[str] = ()) -> None:
-    """Print or write a DataFrame as a rich table, CSV or JSON records."""
+def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[str] = (),
+                  mode: str | None = None) -> None:
+    """Print or write a DataFrame as a rich table, CSV or JSON records (with the ceilings'
+    ``mode`` when one holds for every row)."""
     import json
 
     if fmt == "csv":
         emit(frame.to_csv(index=False), [], output)
     elif fmt == "json":
-        emit(json.dumps({"rows": frame.to_dict(orient="records"), "notes": list(notes)}, indent=2,
-                        default=float), [], output)
+        head = {"mode": mode} if mode else {}
+        emit(json.dumps({**head, "rows": frame.to_dict(orient="records"), "notes": list(notes)},
+                        indent=2, default=float), [], output)
     else:
         from .report import frame_table
 
@@ -272,42 +297,53 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
           batch: Annotated[str, typer.Option(help="Batch sizes, e.g. 1,2,4..256.")] = "1",
           seq_len: Annotated[str, typer.Option("--seq-len", help="Prompt lengths, e.g. 512,1024..32768.")] = "512",
           generate: GenerateOpt = 0, dtype: DtypeOpt = "fp16", deploy: dict = None,
-          profile: ProfileOpt = None,
+          profile: ProfileOpt = None, transfer: TransferOpt = False,
           fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     import itertools
-    import time
 
-    import pandas as pd
-
-    from .analyze import sweep as run
+    from .analyze import sweep_each
 
     check_format(fmt)
-    lists = setting_values(deploy,
-        allow_lists=True)
+    lists = setting_values(deploy, allow_lists=True)
     batches, lengths = parse_values(batch), parse_values(seq_len)
-    combos = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
-    name, roofs = model_name(model, config), ceilings_for(profile, hardware)
-    frames, start = [], time.perf_counter()
-    progress = None
-    for i, options in enumerate(combos):
-        frame = run(name, hardware, batches, lengths, generate, dtype=dtype, ceilings=roofs, **options)
-        for key, value in options.items():
-            frame.insert(0, key, value)
-        frames.append(frame)
-        elapsed = time.perf_counter() - start
-        if progress is None and elapsed / (i + 1) * len(combos) > 1.0 and i + 1 < len(combos):
-            from rich.progress import Progress
+    variants = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
+    d = deployment(model, config, hardware, dtype, {}, profile, transfer)
+    with ProgressAfter(1.0) as progress:
+        frame = sweep_each(d, variants, batches, lengths, generate, on_step=progress.step)
+    table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
+                  f"{len(batches) * len(lengths) * len(variants)} points", mode=d.mode)
 
-            progress = Progress(transient=True)
-            progress.start()
-            task = progress.add_task("sweep", total=len(combos), completed=i + 1)
-        elif progress is not None:
-            progress.update(task, completed=i + 1)
-    if progress is not None:
-        progress.stop()
-    table_or_text(pd.concat(frames, ignore_index=True), fmt, output,
-                  f"{name} on {hardware}: {len(batches) * len(lengths) * len(combos)} points")
+
+class ProgressAfter:
+    """A progress bar that shows only when the work looks set to take over ``seconds``."""
+
+    def __init__(self, seconds: float):
+        import time
+
+        self.seconds, self.start, self.bar, self.task = seconds, time.perf_counter(), None, None
+
+    def step(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is None:
+            elapsed = time.perf_counter() - self.start
+            if done < total and elapsed / done * total > self.seconds:
+                from rich.console import Console
+                from rich.progress import Progress
+
+                self.bar = Progress(transient=True, console=Console(stderr=True))  # not into the data
+                self.bar.start()
+                self.task = self.bar.add_task("sweep", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __enter__(self) -> ProgressAfter:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @app.command()
@@ -316,6 +352,8 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
             hardware: Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")] = "a6000,h100-sxm",
             batch: BatchOpt = 1, seq_len: SeqLenOpt = 512, generate: GenerateOpt = 128,
             dtype: DtypeOpt = "fp16", deploy: dict = None,
+            profile: ProfileOpt = None,
+            transfer: TransferOpt = False,
             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """The same model and workload across devices and settings: one row each."""
     import itertools
@@ -328,9 +366,14 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
     base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype}
     variants = [{**{k: v for k, v in base.items() if k not in lists}, **dict(zip(lists, values))}
                 for values in itertools.product(*lists.values())]
+    from .resolve import resolve_each
+
+    if transfer and profile is None:
+        raise typer.BadParameter("--transfer needs --profile")
     devices = [d.strip() for d in hardware.split(",") if d.strip()]
     name = model_name(model, config)
-    frame = run(name, devices, variants, batch=batch, seq_len=seq_len, generate=generate)
+    frame = run(resolve_each(name, devices, variants, profile=profile, transfer=transfer),
+                batch=batch, seq_len=seq_len, generate=generate)
     table_or_text(frame, fmt, output, f"{name}: batch {batch}, prompt {seq_len}, generate {generate}")
 
 
@@ -341,6 +384,7 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="Largest acceptable TPOT, seconds.")] = None,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="Largest acceptable TTFT, seconds.")] = None,
              dtype: DtypeOpt = "fp16", deploy: dict = None,
+             profile: ProfileOpt = None, transfer: TransferOpt = False,
              fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
@@ -349,16 +393,15 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     from .units import format_time
 
     check_format(fmt)
-    options = single_settings(deploy)
-    name = model_name(model, config)
-    frame, best = run(name, hardware, seq_len, generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo,
-                      dtype=dtype, **options)
+    d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
+    frame, best = run(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     pick = best["best"]
     notes = [f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
               f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
               f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]
-    table_or_text(frame, fmt, output, f"{name} on {hardware}: prompt {seq_len}, generate {generate}", notes)
+    table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
+                  f"prompt {seq_len}, generate {generate}", notes, mode=d.mode)
 
 
 @hardware_app.command("list")
@@ -375,12 +418,15 @@ def hardware_list() -> None:
 
 
 @hardware_app.command("show")
-def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")]) -> None:
+def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")],
+                  refresh: Annotated[bool, typer.Option("--refresh", help="host: detect and measure again (the result is kept for later runs).")] = False) -> None:
     """All fields of one device, in the units of its file."""
-    from .hardware import load_device
+    from .hardware import detect_host, load_device
     from .units import GIB, GIGA, KIB, MIB, TERA
 
-    d = load_device(name)
+    if refresh and name != "host":
+        raise typer.BadParameter("--refresh applies to 'host' only")
+    d = detect_host(refresh=True) if refresh else load_device(name)
     rows = [("name", d.name), ("full name", d.full_name), ("vendor", d.vendor), ("kind", d.kind),
             ("memory", f"{d.memory_capacity / GIB:g} GiB"),
             ("bandwidth", f"{d.memory_bandwidth / GIGA:g} GB/s")]
@@ -445,35 +491,21 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         repeats: Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")] = 5,
         threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
         hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
-        profile: Annotated[Optional[Path], typer.Option(help="Calibrated profile YAML (default: reports/profiles/<device>.yaml).")] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Result JSON (default: reports/validation/e2e-<device>-<model>-<date>.json; rows of a configuration measured again are replaced).")] = None,
-        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file.")] = None,
+        profile: ProfileOpt = None,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Result JSON (default: <user data folder>/validation/e2e-<device>-<model>-<date>.json, rows of a configuration measured again replaced; with --repredict: ./<stem>-repredicted.json).")] = None,
+        repredict: Annotated[Optional[Path], typer.Option(help="Measure nothing: recompute the predictions of this e2e result file into a new file.")] = None,
         quiet_wait: Annotated[float, typer.Option(help="CPU: before each timed run, wait up to this many seconds for other processes to go idle.")] = 0.0) -> None:
     """Run a real decoder (random weights) and compare measured TTFT/TPOT with the predictions."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise typer.BadParameter("'ridgeline e2e' needs PyTorch: pip install torch") from None
-    from kernels.e2e import Case, report_lines, run_e2e
+    if repredict is None:  # measuring needs torch; predicting a file again does not
+        require_torch("'ridgeline e2e'")
+    from kernels.e2e import run_command
 
-    from .model import load_model
-
-    if repredict is not None:
-        from kernels.e2e import repredict as rerun
-
-        spec = None if hardware == "host" else hardware
-        for line in report_lines(rerun(repredict, hardware=spec, profile=profile)):
-            typer.echo(line)
-        return
-    if any(b < 1 for b in batch) or any(p < 1 for p in prompt):
-        raise typer.BadParameter("--batch and --prompt must be positive")
-    cases = [Case(b, p, generate) for b in batch for p in prompt]
-    result = run_e2e(load_model(model_name(model, config)), cases, dtype=dtype, device=device,
-                     layers=layers, compile_modes=(False, True) if compile else (False,),
-                     repeats=repeats, hardware=hardware, profile=profile, threads=threads,
-                     output=output, quiet_wait_s=quiet_wait,
-                     log=lambda msg: typer.echo(msg, err=True))
-    for line in report_lines(result):
+    name = model_name(model, config) if repredict is None else None  # a file names its models
+    for line in run_command(name, device=device, batch=batch, prompt=prompt,
+                            generate=generate, layers=layers, dtype=dtype, compile=compile,
+                            repeats=repeats, threads=threads, hardware=hardware, profile=profile,
+                            output=output, repredict_path=repredict, quiet_wait_s=quiet_wait,
+                            log=lambda msg: typer.echo(msg, err=True)):
         typer.echo(line)
 
 
@@ -488,29 +520,14 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
                    ops: Annotated[bool, typer.Option("--ops", help="Also time each engine op (profiler ranges) beside its prediction.")] = False,
                    threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's); the calibrated profile is the one of this count.")] = None) -> None:
     """Split an eager decode step into host dispatch and device work (is it host-bound?)."""
-    try:
-        import torch
-    except ImportError:
-        raise typer.BadParameter("'ridgeline decode-profile' needs PyTorch: pip install torch") from None
-    from kernels import decode_profile as dp
-    from kernels.decoder import truncate
-    from kernels.e2e import resolve_device
+    require_torch("'ridgeline decode-profile'")
+    from kernels.decode_profile import run
 
     from .model import load_model
 
-    cfg = truncate(load_model(model_name(model, config)), layers)
-    device = resolve_device(device)
-    if threads:
-        torch.set_num_threads(threads)
-    result = dp.profile_decode(cfg, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
-                               device=device, ops=ops)
-    lines = dp.report_lines(cfg, result["passes"], batch=batch, prompt=prompt, steps=steps,
-                            dtype=dtype, device=device)
-    if ops:
-        predicted, mode = dp.predicted_ops(cfg, batch=batch, seq_len=prompt + steps // 2,
-                                           dtype=dtype, device=device)
-        lines += dp.breakdown_lines(dp.breakdown_rows(result["ops"], predicted), mode, device)
-    for line in lines:
+    for line in run(load_model(model_name(model, config)), batch=batch, prompt=prompt,
+                    steps=steps, layers=layers, dtype=dtype, device=device, ops=ops,
+                    threads=threads):
         typer.echo(line)
 
 
@@ -536,7 +553,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              search: Annotated[bool, typer.Option("--search", help="Find the highest request rate meeting the SLOs.")] = False,
              timeline: Annotated[Optional[Path], typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")] = None,
              dtype: DtypeOpt = "fp16", deploy: dict = None, profile: ProfileOpt = None,
-             fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
+             transfer: TransferOpt = False, fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use."""
     import json
 
@@ -548,10 +565,9 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     check_format(fmt)
     if not 0 < percentile <= 100:
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
-    name = model_name(model, config)
+    d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
     sched = Scheduler(max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
                       prefix_hit=prefix_hit, kv_blocks=kv_blocks, admit_margin=admit_margin)
-    options = dict(dtype=dtype, ceilings=ceilings_for(profile, hardware), **single_settings(deploy))
     base = load_trace(trace).scaled(time_scale) if trace is not None else None
 
     def arrivals(at: float):
@@ -562,11 +578,11 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     with simulation_progress(requests if base is None else len(base)) as tick:
         found = None
         if search:
-            found = max_rate(lambda at: run(name, hardware, arrivals(at), sched, **options),
+            found = max_rate(lambda at: run(d, None, arrivals(at), sched),
                              ttft_slo, tpot_slo, percentile,
                              start=base.rate if base is not None else rate)
         first = base if base is not None and not search else arrivals(found["max_rate"] if found and found["max_rate"] else rate)
-        result = run(name, hardware, first, sched, progress=tick, **options)
+        result = run(d, None, first, sched, progress=tick)
     slo = goodput(result, ttft_slo, tpot_slo)
     if timeline is not None:
         write_atomic(timeline, result.timeline_frame.to_csv(index=False))
@@ -696,17 +712,6 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default
 MeasureDeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Fewer shapes and repetitions (CI: a few minutes on 2 cores).")]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="torch CPU threads, fixed for the run (default: all cores this process may use).")]
-ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Device profile YAML (default: reports/profiles/<device>.yaml).")]
-
-
-def _needs_torch(command: str) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RidgelineError(f"'ridgeline {command}' measures kernels with PyTorch: "
-                             "pip install -e '.[bench]' -c constraints.txt") from None
-
-
 def _check_device(device: str) -> None:
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"--device must be cpu or cuda, got '{device}'")
@@ -714,16 +719,16 @@ def _check_device(device: str) -> None:
 
 @app.command()
 def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
-              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: reports/profiles/<device>.yaml).")] = None,
-              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows.")] = None) -> None:
+              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml).")] = None,
+              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None) -> None:
     """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
     _check_device(device)
     if refit is not None:
         from kernels.calibrate import refit as run_refit
 
-        run_refit(refit, log=lambda msg: typer.echo(msg, err=True))
+        run_refit(refit, output, log=lambda msg: typer.echo(msg, err=True))
         return
-    _needs_torch("calibrate")
+    require_torch("'ridgeline calibrate'")
     from kernels.calibrate import calibrate as run
 
     run(device, quick=quick, threads=threads, output=output,
@@ -733,8 +738,8 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
 @app.command()
 def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
              profile: ProfileOpt = None,
-             output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: reports/validation).")] = None,
-             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used).")] = None) -> None:
+             output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).")] = None,
+             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.")] = None) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     _check_device(device)
     from kernels.validate import failures, rich_summary
@@ -742,9 +747,9 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
     if repredict is not None:
         from kernels.validate import repredict as rerun
 
-        result, paths = rerun(repredict, profile, log=lambda msg: typer.echo(msg, err=True))
+        result, paths = rerun(repredict, profile, output_dir, log=lambda msg: typer.echo(msg, err=True))
     else:
-        _needs_torch("validate")
+        require_torch("'ridgeline validate'")
         from kernels.validate import validate as run
 
         result, paths = run(device, quick=quick, threads=threads, profile=profile,

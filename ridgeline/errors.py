@@ -20,19 +20,13 @@ def _did_you_mean(name: str, choices: Iterable[str]) -> str:
 class UnknownModelError(RidgelineError):
     def __init__(self, name: str, choices: Iterable[str]):
         self.name = name
-        super().__init__(
-            f"unknown model '{name}'.{_did_you_mean(name, choices)} "
-            "Run 'ridgeline models list', or pass --config path/to/config.json."
-        )
+        super().__init__(f"unknown model '{name}'.{_did_you_mean(name, choices)}")
 
 
 class UnknownDeviceError(RidgelineError):
     def __init__(self, name: str, choices: Iterable[str]):
         self.name = name
-        super().__init__(
-            f"unknown hardware '{name}'.{_did_you_mean(name, choices)} "
-            "Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
-        )
+        super().__init__(f"unknown hardware '{name}'.{_did_you_mean(name, choices)}")
 
 
 class InvalidSpecError(RidgelineError):
@@ -72,6 +66,28 @@ class InvalidWorkloadError(RidgelineError):
     """Zero or negative sizes, impossible combinations of settings."""
 
 
+class InvalidSettingError(InvalidWorkloadError):
+    """A value that cannot work here; ``setting`` names the ``Settings`` field or workload
+    size it came from, so that an edge can name its own way to change it (the CLI: --tp)."""
+
+    def __init__(self, setting: str, problem: str):
+        self.setting = setting
+        super().__init__(problem)
+
+
+class ProfileMismatchError(RidgelineError):
+    """A measured profile applied to a device it was not measured on. ``home`` is the
+    device to use it with: a catalog name, or 'host' on the CPU it was measured on."""
+
+    def __init__(self, profile: str, measured_on: str, device: str, home: str,
+                 transferable: bool):
+        self.home = home
+        self.transferable = transferable
+        fix = (f"analyse {home} with it, or transfer its fractions to {device} (same "
+               "architecture)" if transferable else f"analyse {home} with it, or calibrate {device}")
+        super().__init__(f"profile {profile} was measured on {measured_on}, not {device}; {fix}")
+
+
 class UnsupportedDtypeError(RidgelineError):
     def __init__(self, dtype: str, device: str, supported: Iterable[str], what: str = "matrix"):
         self.dtype = dtype
@@ -81,7 +97,14 @@ class UnsupportedDtypeError(RidgelineError):
 
 
 class MissingDependencyError(RidgelineError):
-    def __init__(self, package: str, extra: str):
-        super().__init__(
-            f"this command needs {package}: pip install 'ridgeline[{extra}]'"
-        )
+    def __init__(self, package: str, extra: str, what: str = "this command"):
+        super().__init__(f"{what} needs {package}: pip install 'ridgeline[{extra}]'")
+
+
+def require_torch(what: str = "this command"):
+    """torch, or the one error every measuring command gives when it is missing."""
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("PyTorch", "bench", what) from None
+    return torch

@@ -47,6 +47,8 @@ class DeviceSpec:
     sources: tuple[str, ...] = ()
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    architecture: str = ""                     # chip family: a profile transfers only within one
+    driver_names: tuple[str, ...] = ()         # substrings of the name the driver reports
 
     @property
     def on_chip_bytes(self) -> float:
@@ -142,7 +144,38 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         runtime_reserve=reserve * GIB,
         sources=tuple(str(s) for s in sources),
         notes=str(raw.get("notes") or ""),
+        architecture=str(raw.get("architecture") or ""),
+        driver_names=tuple(str(n) for n in raw.get("driver_names") or ()),
     )
+
+
+def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
+    """A device as the fields of its YAML file (what ``device_from_dict`` reads back):
+    profiles and result files record the datasheet they were predicted with."""
+    def tops(peaks: Mapping[str, float]) -> dict[str, float]:
+        return {k: v / TERA for k, v in peaks.items()}
+
+    out: dict[str, Any] = {
+        "name": device.name, "full_name": device.full_name, "vendor": device.vendor,
+        "kind": device.kind, "memory_capacity_gib": device.memory_capacity / GIB,
+        "memory_bandwidth_gb_s": device.memory_bandwidth / GIGA,
+        "matrix_peak_tops": tops(device.matrix_peak), "vector_peak_tops": tops(device.vector_peak),
+        "compute_units": device.compute_units, "l1_kib_per_unit": device.l1_bytes_per_unit / KIB,
+        "l2_cache_mib": device.l2_bytes / MIB, "interconnect": device.interconnect,
+        "sources": list(device.sources), "architecture": device.architecture,
+    }
+    if device.interconnect_bandwidth:
+        out["interconnect_bandwidth_gb_s"] = device.interconnect_bandwidth / GIGA
+    if device.interconnect_latency:
+        out["interconnect_latency_us"] = device.interconnect_latency * 1e6
+    if device.interconnect_topology == "mesh":
+        out["interconnect_topology"] = "mesh"
+        out["interconnect_link_gb_s"] = device.interconnect_link_bandwidth / GIGA
+    if device.exp_rate:
+        out["exp_rate_tera_s"] = device.exp_rate / TERA
+    if device.runtime_reserve:
+        out["runtime_reserve_gib"] = device.runtime_reserve / GIB
+    return out
 
 
 def read_yaml(path: Path) -> Any:
@@ -274,47 +307,137 @@ def _nvidia_host() -> DeviceSpec | None:
         total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
     except Exception:  # noqa: BLE001 - no driver, no device: the host is a CPU
         return None
+    from dataclasses import replace
+
     from .names import catalog_name_for_gpu
 
     match = catalog_name_for_gpu(gpu)
     if match is None:
         return None
-    spec = load_device(match)
-    from dataclasses import replace
-
-    return replace(spec, name="host", full_name=f"{gpu} (host, as {match})",
-                   memory_capacity=float(total))
+    return replace(load_device(match), name="host", full_name=f"{gpu} (host, as {match})",
+                   memory_capacity=float(total), extra={"catalog": match})
 
 
-def detect_host(measure: bool = True) -> DeviceSpec:
-    """The machine ridgeline runs on: an NVIDIA GPU when pynvml sees one, else the CPU."""
-    gpu = _nvidia_host()
-    if gpu is not None:
-        return gpu
+_HOSTS: dict[tuple, DeviceSpec] = {}   # this process's detections, by fingerprint
+
+
+def detect_host(measure: bool = True, *, gpu: bool = True, refresh: bool = False) -> DeviceSpec:
+    """The machine ridgeline runs on: an NVIDIA GPU when pynvml sees one (``gpu=False``
+    skips the probe and describes the CPU), else the CPU.
+
+    The CPU's bandwidth is a copy measured once per machine: the result is kept for this
+    process and on disk (``host_cache_path``, with its date and version), so ``host`` gives
+    the same numbers run after run; ``refresh`` measures again. ``measure=False`` skips the
+    copy (a 10 GB/s placeholder) and the cache."""
+    found = _nvidia_host() if gpu else None
+    if found is not None:
+        return found
     info = _cpuinfo()
+    if not measure:
+        return _cpu_host(info, 10 * GIGA, "bandwidth: a 10 GB/s placeholder (not measured)")
+    key = _fingerprint(info)
+    if refresh or key not in _HOSTS:
+        cached = None if refresh else _read_host_cache(key)
+        _HOSTS[key] = cached or _write_host_cache(key, _cpu_host(
+            info, measure_copy_bandwidth(), "bandwidth: numpy copy (read + write), median of 5"))
+    return _HOSTS[key]
+
+
+def _cpu_host(info: Mapping[str, str], bandwidth: float, how: str) -> DeviceSpec:
     flags = set(info.get("flags", "").split())
     vendor = info.get("vendor_id", platform.processor() or "unknown")
     cores = _physical_cores()
     clock = _max_clock_hz(info)
     per_cycle = cpu_flops_per_cycle(flags, vendor, int(info.get("cpu family", 0) or 0))
     peaks = {dtype: rate * cores * clock for dtype, rate in per_cycle.items()}
-    bandwidth = measure_copy_bandwidth() if measure else 10 * GIGA
     try:
         total_mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         total_mem = 8 * GIB
     return DeviceSpec(
         name="host",
-        full_name=f"{info.get('model name', platform.machine())} ({cores} cores)",
+        full_name=f"{cpu_name(info)} ({cores} cores)",
         vendor=vendor, kind="cpu",
         memory_capacity=float(total_mem), memory_bandwidth=bandwidth,
         matrix_peak=MappingProxyType(peaks),
         vector_peak=MappingProxyType({"fp32": peaks["fp32"]}),
         compute_units=cores, l2_bytes=_llc_bytes(),
-        sources=("detected: /proc/cpuinfo flags x cores x max clock; "
-                 "bandwidth: numpy copy measured at detection",),
-        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle))},
+        sources=(f"detected: /proc/cpuinfo flags x cores x max clock; {how}",),
+        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle)), "cpu": cpu_name(info)},
     )
+
+
+def cpu_name(info: Mapping[str, str] | None = None) -> str:
+    """The CPU's marketing name ('AMD EPYC 9J14 96-Core Processor')."""
+    info = _cpuinfo() if info is None else info
+    return info.get("model name") or platform.processor() or platform.machine()
+
+
+def _fingerprint(info: Mapping[str, str]) -> tuple:
+    """What the detected figures depend on: the CPU, its flags, the cores this process may
+    use, the clock and the memory size. A change of any of them is another host."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        pages = 0
+    return (platform.node(), cpu_name(info), info.get("flags", ""), _physical_cores(),
+            _max_clock_hz(info), pages)
+
+
+def host_cache_path(key: tuple | None = None) -> Path:
+    """The on-disk record of this machine's detected host."""
+    import hashlib
+
+    from .catalog import user_cache_dir
+
+    key = _fingerprint(_cpuinfo()) if key is None else key
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    return user_cache_dir() / f"host-{digest}.json"
+
+
+def _read_host_cache(key: tuple) -> DeviceSpec | None:
+    import json
+
+    try:
+        raw = json.loads(host_cache_path(key).read_text())
+        if raw.get("fingerprint") != repr(key):
+            return None
+        device = device_from_dict(raw["device"], "host cache")
+        return _replace_extra(device, raw.get("extra") or {})
+    except (OSError, ValueError, KeyError, TypeError, InvalidSpecError):
+        return None  # no cache, or one written by another version: detect again
+
+
+def _write_host_cache(key: tuple, device: DeviceSpec) -> DeviceSpec:
+    """Record the detection (with its date and version) and return the device as it will
+    be read back, so the first run and every later one give the same numbers."""
+    import datetime as _dt
+    import json
+
+    from . import __version__
+    from .report import write_atomic
+
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    path = host_cache_path(key)
+    sources = (*device.sources, f"detected {date} by ridgeline {__version__}; kept in {path} "
+               "('ridgeline hardware show host --refresh' measures again)")
+    from dataclasses import replace
+
+    device = replace(device, sources=sources)
+    record = {"fingerprint": repr(key), "detected": date, "ridgeline": __version__,
+              "device": device_to_dict(device), "extra": dict(device.extra)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(record, indent=1) + "\n")
+    except OSError:
+        pass  # a read-only home: this process keeps its detection, the next one measures again
+    return _replace_extra(device_from_dict(record["device"], "host cache"), record["extra"])
+
+
+def _replace_extra(device: DeviceSpec, extra: Mapping[str, Any]) -> DeviceSpec:
+    from dataclasses import replace
+
+    return replace(device, extra=dict(extra))
 
 
 def _llc_bytes() -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ops as O
-from .errors import InvalidWorkloadError
+from .errors import InvalidSettingError
 from .model import ModelConfig
 from .ops import Op, Quant
 from .workload import Number
@@ -81,15 +81,15 @@ class Shard:
 def shard(c: ModelConfig, p: Plan) -> Shard:
     """Split heads, MLP columns and experts over devices; replicate KV heads when fewer than tp."""
     if c.num_heads % p.tp:
-        raise InvalidWorkloadError(f"--tp {p.tp} does not divide {c.num_heads} attention heads")
+        raise InvalidSettingError("tp", f"tp={p.tp} does not divide {c.num_heads} attention heads")
     if c.num_kv_heads > p.tp and c.num_kv_heads % p.tp:
-        raise InvalidWorkloadError(f"--tp {p.tp} does not divide {c.num_kv_heads} KV heads")
+        raise InvalidSettingError("tp", f"tp={p.tp} does not divide {c.num_kv_heads} KV heads")
     if c.is_moe and c.num_experts % p.ep:
-        raise InvalidWorkloadError(f"--ep {p.ep} does not divide {c.num_experts} experts")
+        raise InvalidSettingError("ep", f"ep={p.ep} does not divide {c.num_experts} experts")
     if not c.is_moe and p.ep > 1:
-        raise InvalidWorkloadError(f"--ep needs a mixture-of-experts model; {c.name} is dense")
+        raise InvalidSettingError("ep", f"ep > 1 needs a mixture-of-experts model; {c.name} is dense")
     if p.pp > c.num_layers:
-        raise InvalidWorkloadError(f"--pp {p.pp} is more than the {c.num_layers} layers")
+        raise InvalidSettingError("pp", f"pp={p.pp} is more than the {c.num_layers} layers")
     shared = c.shared_expert_intermediate_size or c.num_shared_experts * c.moe_intermediate_size
     return Shard(
         heads=c.num_heads // p.tp, kv_heads=max(1, c.num_kv_heads // p.tp),

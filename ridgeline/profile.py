@@ -15,21 +15,35 @@ Types the profile did not measure keep their datasheet peak.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .catalog import REPORTS_DIR
-from .errors import InvalidSpecError, RidgelineError
+from .catalog import PROFILES_DIR, user_data_dir
+from .errors import InvalidSpecError, ProfileMismatchError, RidgelineError
 from .hardware import DeviceSpec, read_yaml
 from .roofline import Ceilings
 from .units import GIGA, TERA
 
-PROFILES_DIR = REPORTS_DIR / "profiles"
+
+def profile_dirs() -> tuple[Path, Path]:
+    """Where profiles are looked up by device key: the user's own (what 'ridgeline
+    calibrate' writes by default), then the committed baselines in reports/profiles."""
+    return user_data_dir() / "profiles", PROFILES_DIR
 
 
 def profile_path(device: str) -> Path:
-    return PROFILES_DIR / f"{device}.yaml"
+    """The profile of a device key: the user's when there is one, else the committed one;
+    a key with neither names the user's (the path calibrate would write)."""
+    paths = [folder / f"{device}.yaml" for folder in profile_dirs()]
+    return next((p for p in paths if p.is_file()), paths[0])
+
+
+def list_profiles() -> list[str]:
+    """Device keys with a profile in either folder."""
+    return sorted({p.stem for folder in profile_dirs() if folder.is_dir()
+                   for p in folder.glob("*.yaml")})
 
 
 def _positive_table(raw: Mapping[str, Any], key: str, where: str, scale: float) -> dict[str, float]:
@@ -73,6 +87,95 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         device=device.name, link_bandwidth=device.interconnect_bandwidth,
         link_latency=device.interconnect_latency or 0.0,
         link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+
+
+def measured_on(profile: Mapping[str, Any]) -> str:
+    """The device a profile was measured on: a catalog name for a GPU ('h100-sxm'), or
+    'host CPU <model>' for a CPU."""
+    meta = profile.get("meta") or {}
+    source = meta.get("spec_device")
+    if source and source != "host":
+        return str(source)
+    return f"the CPU '{meta.get('cpu') or meta.get('device') or 'unknown'}' (host)"
+
+
+def recorded_device(profile: Mapping[str, Any], where: str = "profile") -> DeviceSpec:
+    """The datasheet device a profile was fitted against, from the profile alone (never
+    the machine reading it): the ``datasheet`` block it records, else the catalog entry
+    its meta names."""
+    from .hardware import device_from_dict, load_device
+
+    raw = profile.get("datasheet")
+    if isinstance(raw, Mapping):  # a fit reads roofs only: the capacity may be unrecorded
+        device = device_from_dict({"memory_capacity_gib": 1.0, **raw}, f"{where} datasheet")
+        return device if "memory_capacity_gib" in raw else replace(device, memory_capacity=0.0)
+    source = (profile.get("meta") or {}).get("spec_device")
+    if not source or source == "host":
+        raise InvalidSpecError(where, "records no datasheet device (a profile written before "
+                               "they were recorded); calibrate again to refit it")
+    return load_device(source)
+
+
+def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer: bool = False,
+                     where: str = "profile") -> tuple[Ceilings, tuple[str, ...]]:
+    """Ceilings of ``profile`` on ``device``, and notes worth a warning.
+
+    A GPU profile applies to the catalog device it was measured on (or the detected host
+    that is one). With ``transfer`` it applies to another GPU of the same architecture as
+    the fractions it measured of its own datasheet roofs, on ``device``'s datasheet roofs
+    (mode ``transferred``). A CPU profile applies to the detected host; one from another CPU
+    model is noted. Anything else raises ProfileMismatchError."""
+    meta = profile.get("meta") or {}
+    source = meta.get("spec_device")
+    if not source and meta.get("device_kind") != "cpu":
+        raise InvalidSpecError(where, "does not say which device it was measured on "
+                               "(meta.spec_device: a catalog name, or 'host' for a CPU)")
+    if source and source != "host":
+        target = device.extra.get("catalog") if device.name == "host" else device.name
+        if target == source:
+            return calibrated_ceilings(profile, device), ()
+        measured = recorded_device(profile, where)
+        same = bool(measured.architecture) and measured.architecture == device.architecture
+        if transfer and same:
+            return transferred_ceilings(profile, measured, device), ()
+        raise ProfileMismatchError(where, source, device.name, source, same)
+    if device.kind != "cpu" or device.name != "host":
+        raise ProfileMismatchError(where, measured_on(profile), device.name, "the host on that CPU",
+                                   False)
+    cpu = meta.get("cpu") or meta.get("device")
+    here = device.extra.get("cpu")
+    notes = ()
+    if cpu and here and cpu != here:
+        notes = (f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': "
+                 "its roofs may not hold here",)
+    return calibrated_ceilings(profile, device), notes
+
+
+def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
+                         device: DeviceSpec) -> Ceilings:
+    """A profile moved to another device of one architecture: each measured roof as the
+    fraction of ``measured``'s datasheet roof it reached, times ``device``'s datasheet
+    roof; efficiencies and per-kernel overheads as measured. Types the target has no
+    datasheet rate for are left out."""
+    own = calibrated_ceilings(profile, measured)
+    ratio = device.memory_bandwidth / measured.memory_bandwidth
+
+    def moved(peaks: Mapping[str, float], datasheet_from: Mapping[str, float],
+              datasheet_to: Mapping[str, float]) -> dict[str, float]:
+        out = dict(datasheet_to)
+        for dtype, value in peaks.items():
+            if dtype in datasheet_to and datasheet_from.get(dtype):
+                out[dtype] = value / datasheet_from[dtype] * datasheet_to[dtype]
+        return out
+
+    return replace(own, mode="transferred", bandwidth=own.bandwidth * ratio,
+                   matrix_peak=MappingProxyType(moved(own.matrix_peak, measured.matrix_peak,
+                                                      device.matrix_peak)),
+                   vector_peak=MappingProxyType(moved(own.vector_peak, measured.vector_peak,
+                                                      device.vector_peak)),
+                   device=device.name, link_bandwidth=device.interconnect_bandwidth,
+                   link_latency=device.interconnect_latency or 0.0,
+                   link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
 
 
 def slug(text: str) -> str:

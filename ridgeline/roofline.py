@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .ops import BYTE_FIELDS, Op
 class Ceilings:
     """The roofs an op is timed against."""
 
-    mode: str                               # spec | calibrated
+    mode: str                               # spec | calibrated | transferred
     bandwidth: float                        # bytes/s
     matrix_peak: Mapping[str, float]        # ops/s per data type
     vector_peak: Mapping[str, float]        # ops/s per data type (element-wise)
@@ -41,6 +42,30 @@ class Ceilings:
         if self.link_per_peer is None:
             return self.link_bandwidth
         return np.minimum((np.asarray(devices) - 1) * self.link_per_peer, self.link_bandwidth)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (SI units): result files record the ceilings each mode used."""
+        return {"mode": self.mode, "bandwidth": self.bandwidth, "matrix_peak": dict(self.matrix_peak),
+                "vector_peak": dict(self.vector_peak),
+                "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
+                "overhead_s": dict(self.overhead_s), "device": self.device,
+                "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency,
+                "link_per_peer": self.link_per_peer, "exp_rate": self.exp_rate}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
+        """What ``to_dict`` wrote; files from before links (or the exp roof) were recorded
+        have none."""
+        def frozen(table: Mapping | None) -> Mapping:
+            return MappingProxyType(dict(table or {}))
+
+        return cls(raw["mode"], float(raw["bandwidth"]), frozen(raw["matrix_peak"]),
+                   frozen(raw.get("vector_peak")),
+                   MappingProxyType({k: frozen(v) for k, v in (raw.get("efficiency") or {}).items()}),
+                   frozen(raw.get("overhead_s")), device=raw.get("device", ""),
+                   link_bandwidth=raw.get("link_bandwidth"),
+                   link_latency=float(raw.get("link_latency") or 0.0),
+                   link_per_peer=raw.get("link_per_peer"), exp_rate=raw.get("exp_rate"))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -202,9 +227,9 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
     if not np.any(comm):
         return 0 * comm
     if not ceilings.link_bandwidth:
-        from .errors import InvalidWorkloadError
-        raise InvalidWorkloadError(
-            f"{ceilings.device} has no interconnect bandwidth in its spec; pass --link-bw GB/s")
+        from .errors import InvalidSettingError
+        raise InvalidSettingError("link_bw_gb_s", f"{ceilings.device} has no interconnect "
+                                  "bandwidth in its spec; give link_bw_gb_s")
     hops = _stack(ops, "comm_hops", ndim)
     # a point-to-point send uses one link; a collective the group's bandwidth
     groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]

@@ -2,13 +2,16 @@
 the latency/throughput frontier, and side-by-side comparisons."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from .analyze import analyze, deployment, make_settings, memory_totals, plain, stage_totals
-from .errors import InvalidWorkloadError
+from .analyze import analyze, memory_totals, plain, stage_totals
+from .errors import InvalidSettingError, InvalidWorkloadError
 from .layers import stage_ops
+from .model import ModelConfig, load_model
+from .resolve import Deployment, as_deployment
 from .workload import Settings, Workload
 
 Number = Any
@@ -23,10 +26,17 @@ def expected_tokens(k: Number, acceptance: Number) -> Number:
         return np.where(a >= 1.0, k + 1, (1 - a ** (k + 1)) / (1 - a))
 
 
-def _step_time(model, hardware, settings: Settings, batch, cached, q_len) -> Number:
-    config, _, p, roofs = deployment(model, hardware, settings, None)
-    totals, _ = stage_totals(stage_ops(config, "decode", batch, cached, p, q_len), roofs, p)
+def _step_time(d: Deployment, batch, cached, q_len) -> Number:
+    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len),
+                             d.ceilings, d.plan)
     return totals["time_s"]
+
+
+def _draft(d: Deployment, draft: Deployment | ModelConfig | str) -> Deployment:
+    """The draft model on the target's device, settings and ceilings."""
+    if isinstance(draft, Deployment):
+        return draft
+    return d.with_model(draft if isinstance(draft, ModelConfig) else load_model(str(draft)))
 
 
 def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s: float) -> Number:
@@ -42,13 +52,13 @@ def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s:
     return np.where(expected_tokens(k, 1.0) * target_s >= cost, hi, np.nan)
 
 
-def _prefill_and_memory(model, hardware, settings: Settings, batch, seq_len, cached) -> tuple:
+def _prefill_and_memory(d: Deployment, batch, seq_len, cached) -> tuple:
     """Prefill seconds of ``seq_len`` prompt tokens and the memory table with ``cached``
     tokens per sequence in the cache."""
-    config, device, p, roofs = deployment(model, hardware, settings, None)
-    ops = stage_ops(config, "prefill", batch, seq_len, p)
-    totals, _ = stage_totals(ops, roofs, p)
-    mem = memory_totals(config, device, Workload(batch, seq_len, cached - seq_len + 1), p, ops)
+    ops = stage_ops(d.model, "prefill", batch, seq_len, d.plan)
+    totals, _ = stage_totals(ops, d.ceilings, d.plan)
+    mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1),
+                        d.plan, ops)
     return totals["time_s"], mem
 
 
@@ -66,37 +76,42 @@ def _together(target: dict, draft: dict) -> dict:
     return out
 
 
-def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
-                draft_tokens: int = 4, acceptance: float = 0.7, dtype: str | None = None,
-                settings: Settings | None = None, max_k: int = 8, **options: Any) -> dict:
+def speculative(model, hardware=None, draft=None, *, batch: int = 1, seq_len: int = 512,
+                draft_tokens: int = 4, acceptance: float = 0.7, max_k: int = 8,
+                **how: Any) -> dict:
     """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
     tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
     yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
     for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
 
     Both models live on the device: ``memory`` adds the draft's weights and KV cache to
-    the target's, and ``ttft_s`` runs both prefills over the prompt."""
+    the target's, and ``ttft_s`` runs both prefills over the prompt. ``model`` is a
+    Deployment or a name with ``hardware`` and ``how`` (see ``analyze``); the draft runs
+    on the same device, settings and ceilings (the result's ``mode``)."""
+    if draft is None:
+        raise InvalidWorkloadError("name a draft model")
     if not 0.0 <= acceptance <= 1.0:
         raise InvalidWorkloadError(f"acceptance must be between 0 and 1, got {acceptance}")
     if draft_tokens < 0:
         raise InvalidWorkloadError(f"draft tokens must be >= 0, got {draft_tokens}")
-    chosen = make_settings(dtype, settings, options)
+    d = as_deployment(model, hardware, **how)
+    small = _draft(d, draft)
     Workload(batch, seq_len)
     ks = np.arange(max(max_k, draft_tokens) + 1)
-    target_s = float(_step_time(model, hardware, chosen, batch, seq_len, 1))
-    draft_s = float(_step_time(draft, hardware, chosen, batch, seq_len, 1))
-    verify_s = _step_time(model, hardware, chosen, batch, seq_len, ks + 1)
+    target_s = float(_step_time(d, batch, seq_len, 1))
+    draft_s = float(_step_time(small, batch, seq_len, 1))
+    verify_s = _step_time(d, batch, seq_len, ks + 1)
     tokens = expected_tokens(ks, acceptance)
     speedup = tokens * target_s / (ks * draft_s + verify_s)
     even = break_even_acceptance(ks, draft_s, verify_s, target_s)
     even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
     k = draft_tokens
     cached = seq_len + k + 1  # the verify pass writes k + 1 positions
-    target_pre, target_mem = _prefill_and_memory(model, hardware, chosen, batch, seq_len, cached)
-    draft_pre, draft_mem = _prefill_and_memory(draft, hardware, chosen, batch, seq_len, cached)
+    target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
+    draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
     return plain({
-        "draft": str(draft if isinstance(draft, str) else draft.name),
+        "draft": small.model.name, "mode": d.mode,
         "draft_tokens": k, "acceptance": acceptance,
         "expected_tokens_per_step": tokens[k], "target_step_s": target_s,
         "draft_step_s": draft_s, "verify_s": verify_s[k],
@@ -108,14 +123,13 @@ def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
     })
 
 
-def max_batch(model, hardware, seq_len: int, generate: int = 0, *, dtype: str | None = None,
-              settings: Settings | None = None, **options: Any) -> int:
+def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how: Any) -> int:
     """Largest batch whose peak memory fits what the runtime may use on one device
     (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
     per-sequence amount (KV cache and activations both scale with the batch), so the
     answer is floor((usable - weights) / per-sequence bytes); 0 when nothing fits."""
-    chosen = make_settings(dtype, settings, options)
-    config, device, p, _ = deployment(model, hardware, chosen, None)
+    d = as_deployment(model, hardware, **how)
+    config, device, p = d.model, d.device, d.plan
     m = p.micro_batches
     one = memory_totals(config, device, Workload(m, seq_len, generate), p)
     two = memory_totals(config, device, Workload(2 * m, seq_len, generate), p)
@@ -125,22 +139,21 @@ def max_batch(model, hardware, seq_len: int, generate: int = 0, *, dtype: str | 
     return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
 
 
-def frontier(model, hardware, seq_len: int, generate: int, *, batches=None,
-             tpot_slo: float | None = None, ttft_slo: float | None = None,
-             dtype: str | None = None, settings: Settings | None = None, **options: Any):
+def frontier(model, hardware=None, seq_len: int = 1024, generate: int = 256, *, batches=None,
+             tpot_slo: float | None = None, ttft_slo: float | None = None, **how: Any):
     """TPOT against throughput across batch sizes up to the largest that fits (powers of
     two and the maximum itself), and the best throughput meeting the latency targets."""
     from .analyze import sweep
 
     if generate < 2:
-        raise InvalidWorkloadError("the frontier needs --generate 2 or more (TPOT needs decode steps)")
-    chosen = make_settings(dtype, settings, options)
-    top = max_batch(model, hardware, seq_len, generate, settings=chosen)
+        raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
+    d = as_deployment(model, hardware, **how)
+    top = max_batch(d, seq_len=seq_len, generate=generate)
     if batches is None:
         batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
     if not batches:
         raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
-    frame = sweep(model, hardware, batches, [seq_len], generate, settings=chosen)
+    frame = sweep(d, batch=batches, seq_len=[seq_len], generate=generate)
     ok = np.ones(len(frame), dtype=bool)
     if tpot_slo is not None:
         ok &= frame["tpot_s"].to_numpy() <= tpot_slo
@@ -152,26 +165,31 @@ def frontier(model, hardware, seq_len: int, generate: int, *, batches=None,
         row = frame[ok].sort_values("tokens_per_s").iloc[-1]
         best = {"batch": int(row["batch"]), "tokens_per_s": float(row["tokens_per_s"]),
                 "tpot_s": float(row["tpot_s"]), "ttft_s": float(row["ttft_s"])}
-    return frame, {"max_batch": top, "best": best}
+    return frame, {"max_batch": top, "best": best, "mode": d.mode}
 
 
-def compare(model, devices: list[str], variants: list[dict[str, Any]], *, batch: int = 1,
-            seq_len: int = 512, generate: int = 128):
-    """One row per (device, settings variant): the key totals side by side."""
+def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512,
+            generate: int = 128, **how: Any):
+    """One row per deployment (device and settings variant): the key totals side by side,
+    with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
+    name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
+    (``how``: ``profile``, ``transfer``)."""
     import pandas as pd
 
+    from .resolve import resolve_each
+
+    deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
     rows = []
-    for device in devices:
-        for options in variants:
-            a = analyze(model, device, batch=batch, seq_len=seq_len, generate=generate, **options)
-            gen = a.generation or {}
-            label = ", ".join(f"{k}={v}" for k, v in options.items()
-                              if v != getattr(Settings(), k)) or "default"
-            rows.append({"hardware": a.device.name, "settings": label,
-                         "matrix_dtype": a.plan.matrix_dtype,
-                         "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
-                         "tokens_per_s": gen.get("tokens_per_s"),
-                         "prefill_s": a.prefill.total["time_s"],
-                         "decode_step_s": a.decode.total["time_s"],
-                         "peak_bytes": a.memory["peak_bytes"], "fits": a.memory["fits"]})
+    for d in deployments:
+        a = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
+        gen = a.generation or {}
+        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items()
+                          if v != getattr(Settings(), k)) or "default"
+        rows.append({"hardware": a.device.name, "settings": label, "mode": a.mode,
+                     "matrix_dtype": a.plan.matrix_dtype,
+                     "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
+                     "tokens_per_s": gen.get("tokens_per_s"),
+                     "prefill_s": a.prefill.total["time_s"],
+                     "decode_step_s": a.decode.total["time_s"],
+                     "peak_bytes": a.memory["peak_bytes"], "fits": a.memory["fits"]})
     return pd.DataFrame(rows)

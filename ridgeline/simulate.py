@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .analyze import deployment, make_settings, memory_totals, plain
+from .analyze import memory_totals, plain
+from .resolve import Deployment, as_deployment
 from .errors import InvalidWorkloadError
 from .layers import Plan, pipeline_factors, stage_ops
 from .memory import kv_bytes_per_token
@@ -389,19 +390,19 @@ class _Server:
             self.run = [rid, prompt, out, gen, done]
 
 
-def simulate(model: str | ModelConfig, hardware, arrivals: Arrivals,
-             scheduler: Scheduler | None = None, *, dtype: str | None = None,
-             settings: Settings | None = None, ceilings: Ceilings | None = None,
-             progress: Callable[[int, int], None] | None = None, **options: Any) -> SimResult:
+def simulate(model: Deployment | str | ModelConfig, hardware, arrivals: Arrivals,
+             scheduler: Scheduler | None = None, *,
+             progress: Callable[[int, int], None] | None = None, **how: Any) -> SimResult:
     """Serve ``arrivals`` with continuous batching; every step costs what the engine says.
 
-    Deployment options are :class:`Settings` fields (``tp=2``, ``w_dtype="int4"``, ...);
-    ``ceilings`` defaults to the datasheet roofline (pass calibrated ones for a profile).
+    ``model`` is a resolved :class:`Deployment` (``hardware`` None), or a model and a
+    device with ``ridgeline.resolve``'s keywords: Settings fields (``tp=2``,
+    ``w_dtype="int4"``, ...), ``dtype``, ``settings``, ``profile``, ``ceilings``.
     ``progress(finished, total)`` is called every few thousand steps.
     """
     s = scheduler or Scheduler()
-    chosen = make_settings(dtype, settings, options)
-    config, device, p, roofs = deployment(model, hardware, chosen, ceilings)
+    d = as_deployment(model, hardware, **how)
+    config, device, p, roofs, chosen = d.model, d.device, d.plan, d.ceilings, d.settings
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
     longest = int(np.max(arrivals.prompt + arrivals.output - 1))

@@ -1,12 +1,13 @@
 """What the user asks for: the workload (sizes) and the deployment settings."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
 
-from .errors import InvalidWorkloadError
+from .errors import InvalidSettingError, InvalidWorkloadError
 from .units import DTYPE_BITS
 
 Number = Union[int, float, np.ndarray]
@@ -32,32 +33,39 @@ def _check_positive(field: str, value: Number) -> None:
     if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
     if np.any(arr <= 0) or np.any(arr != np.floor(arr)):
-        raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}; "
-                                   f"use e.g. --{field.replace('_', '-')} 1")
+        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
 
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
 
 
+def setting(default, help: str):
+    """A ``Settings`` field with its one line of help (the dashboard shows it)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class Settings:
     """How the model is deployed. Each field changes named terms of named ops."""
 
-    w_dtype: str = "fp16"      # stored weight type of the linear layers (weights read)
-    a_dtype: str = "fp16"      # activation type (activations read/written)
-    kv_dtype: str = "fp16"     # KV-cache type (KV read/written)
-    group_size: int = 0        # quantisation group along k; 0 = one scale per output channel
-    attention: str = "eager"   # eager | flash | flash-decoding | paged
-    kv_block: int = 16         # tokens per KV block (paged attention)
-    tp: int = 1                # tensor-parallel devices
-    pp: int = 1                # pipeline-parallel stages
-    ep: int = 1                # expert-parallel devices (MoE)
-    micro_batches: int = 1     # pipeline micro-batches (batch must divide evenly)
-    link_bw_gb_s: float = 0.0  # override of the device's interconnect bandwidth (GB/s per direction)
-    link_latency_us: float = -1.0  # override of the per-hop link latency (µs); < 0 keeps the spec
-    zero_points: str = "fp16"  # integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)
-    memory_utilization: float = 0.9  # share of device memory the runtime may use (vLLM's gpu_memory_utilization)
+    w_dtype: str = setting("fp16", "stored weight type of the linear layers (weights read)")
+    a_dtype: str = setting("fp16", "activation type (activations read/written)")
+    kv_dtype: str = setting("fp16", "KV-cache type (KV read/written)")
+    group_size: int = setting(0, "quantisation group along k; 0 = one scale per output channel")
+    attention: str = setting("eager", "eager | flash | flash-decoding | paged")
+    kv_block: int = setting(16, "tokens per KV block (paged attention)")
+    tp: int = setting(1, "tensor-parallel devices")
+    pp: int = setting(1, "pipeline-parallel stages")
+    ep: int = setting(1, "expert-parallel devices (MoE)")
+    micro_batches: int = setting(1, "pipeline micro-batches (batch must divide evenly)")
+    link_bw_gb_s: float = setting(
+        0.0, "override of the device's interconnect bandwidth (GB/s per direction)")
+    link_latency_us: float = setting(
+        -1.0, "override of the per-hop link latency (µs); < 0 keeps the spec")
+    zero_points: str = setting("fp16", "integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)")
+    memory_utilization: float = setting(
+        0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)")
 
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")

@@ -77,8 +77,8 @@ def test_frontier_reports_best_under_slo():
 
 @pytest.mark.parametrize("args,message", [
     (["analyze", "llama-2-7b", "--w-bits", "3"], "--w-bits must be 16, 8, 4, 2 or 1"),
-    (["analyze", "llama-2-7b", "--tp", "3"], "--tp 3 does not divide 32 attention heads"),
-    (["analyze", "llama-2-7b", "--ep", "2"], "--ep needs a mixture-of-experts model"),
+    (["analyze", "llama-2-7b", "--tp", "3"], "tp=3 does not divide 32 attention heads (set with --tp)"),
+    (["analyze", "llama-2-7b", "--ep", "2"], "ep > 1 needs a mixture-of-experts model; llama-2-7b is dense (set with --ep)"),
     (["analyze", "llama-2-7b", "--attention", "sparse"], "unknown attention kernel 'sparse'"),
     (["analyze", "llama-2-7b", "--tp", "0"], "tp must be a whole number >= 1"),
     (["analyze", "llama-2-7b", "--w-bits", "4", "--w-dtype", "int8"], "not both"),
@@ -86,7 +86,7 @@ def test_frontier_reports_best_under_slo():
     (["analyze", "llama-2-70b", "--hardware", "a6000", "--tp", "2"], ""),
     (["sweep", "llama-2-7b", "--batch", "1,x"], "cannot read the list '1,x'"),
     (["analyze", "llama-2-7b", "--tp", "2,4"], "takes one value here"),
-    (["frontier", "llama-2-7b", "--generate", "1"], "needs --generate 2 or more"),
+    (["frontier", "llama-2-7b", "--generate", "1"], "needs generate >= 2 (TPOT needs decode steps) (set with --generate)"),
 ])
 def test_deployment_errors(args, message):
     result = run(*args)

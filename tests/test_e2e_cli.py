@@ -17,7 +17,7 @@ from ridgeline.model import load_model  # noqa: E402
 from ridgeline.profile import calibrated_ceilings, load_profile  # noqa: E402
 
 PROFILE = """\
-meta: {device: test}
+meta: {device: test, device_kind: cpu, spec_device: epyc-9654}
 bandwidth_gb_s: 20.0
 matrix_peak_tops: {fp32: 0.5, bf16: 1.0}
 vector_peak_tops: {fp32: 0.05}
@@ -128,10 +128,13 @@ def test_repredict_recomputes_predictions_and_keeps_measurements(run, tmp_path):
     path = tmp_path / "copy.json"
     stale = {**data, "rows": [{**data["rows"][0], "predicted_spec_tpot_s": 1.0}]}
     path.write_text(json.dumps(stale))
+    before_text = path.read_text()
+    out = tmp_path / "new" / "rep.json"
     result = CliRunner().invoke(app, ["e2e", "--repredict", str(path), "--profile",
-                                      str(folder / "profile.yaml")])
+                                      str(folder / "profile.yaml"), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    [row] = json.loads(path.read_text())["rows"]
+    assert path.read_text() == before_text  # the input is never written over
+    [row] = json.loads(out.read_text())["rows"]
     [before] = data["rows"]
     assert row["measured_tpot_s"] == before["measured_tpot_s"]
     assert row["predicted_spec_tpot_s"] == pytest.approx(before["predicted_spec_tpot_s"], rel=1e-12)
@@ -148,12 +151,12 @@ def test_busy_cores_is_a_core_count_and_waiting_is_bounded():
 
 
 def test_spec_of_the_host_scales_compute_with_the_threads_used():
-    from kernels.e2e import on_threads
     from ridgeline.hardware import detect_host
+    from ridgeline.resolve import on_threads
 
-    host = detect_host(measure=False)
+    host = detect_host(measure=False, gpu=False)
     one = on_threads(host, 1)
-    assert one.compute_units == 1 and one.memory_bandwidth == host.memory_bandwidth
+    assert one.memory_bandwidth == host.memory_bandwidth
     assert one.matrix_peak["fp32"] == pytest.approx(host.matrix_peak["fp32"] / host.compute_units)
-    assert on_threads(host, host.compute_units) is host
+    assert on_threads(host, host.compute_units) is host and on_threads(host, None) is host
     assert on_threads(load_device("h100-sxm"), 1) == load_device("h100-sxm")

@@ -8,7 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.decoder import Decoder, check_fits, truncate, weight_count  # noqa: E402
+from kernels.decoder import Decoder, check_fits, footprint  # noqa: E402
+from kernels.e2e import truncate  # noqa: E402
 from ridgeline.errors import RidgelineError  # noqa: E402
 from ridgeline.model import ModelConfig, load_model  # noqa: E402
 
@@ -137,12 +138,17 @@ def test_same_seed_same_weights_and_bf16_runs():
     assert token.shape == (1,) and 0 <= int(token) < TINY.vocab_size
 
 
-def test_weight_count_matches_the_built_model():
+def test_the_engines_footprint_matches_the_built_model():
+    """ridgeline.memory's weights are the decoder's parameters but LayerNorm biases (left
+    out by the engine); its KV cache is the decoder's static cache."""
     for overrides in ({}, {"num_kv_heads": 1, "norm": "layernorm", "gated_mlp": False},
                       {"tie_word_embeddings": True, "parallel_attn": True}):
         config = replace(TINY, **overrides)
-        model = Decoder(config, "fp32", max_len=4)
-        assert weight_count(config) == sum(p.numel() for p in model.parameters())
+        model = Decoder(config, "fp32", max_batch=3, max_len=4)
+        weights, cache = footprint(config, 3, 4, 4)
+        params = sum(p.numel() for n, p in model.named_parameters() if not n.endswith("norm.bias"))
+        assert weights == 4 * params
+        assert cache == (model.k_cache.numel() + model.v_cache.numel()) * 4
 
 
 def test_truncate_and_unsupported_models():

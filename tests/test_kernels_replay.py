@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from kernels.cases import suite_cases
-from kernels.replay import (ceilings_from_dict, ceilings_to_dict, predict, relative_error,
-                            replay_snapshot, snapshots)
+from kernels.replay import predict, relative_error, replay_snapshot, snapshots
 from kernels.suite import op_fields
 from ridgeline.roofline import Ceilings
 
@@ -22,7 +21,7 @@ SPEC = Ceilings("spec", 60e9, {"fp32": 0.17e12, "bf16": 0.33e12, "int8": 0.66e12
 def synthetic_snapshot(n: int = 12) -> dict:
     """Rows 'measured' at exactly the calibrated prediction x 1.1."""
     cases = [c for c in suite_cases("validation", quick=True) if c.kernel in ("linear", "softmax")][:n]
-    ceilings = {"spec": ceilings_to_dict(SPEC), "calibrated": ceilings_to_dict(CAL)}
+    ceilings = {"spec": SPEC.to_dict(), "calibrated": CAL.to_dict()}
     rows = [{**c.to_dict(), **op_fields(c), "status": "ok"} for c in cases]
     measured = predict([c.op for c in cases], CAL)["time_s"] * 1.1
     for mode, ceil in (("spec", SPEC), ("calibrated", CAL)):
@@ -51,9 +50,14 @@ def test_replay_names_cases_that_got_worse():
     assert all(w["now"] == pytest.approx(1 / 1.1 - 1) for w in result["worse"])
 
 
-def test_ceilings_round_trip():
-    again = ceilings_from_dict(json.loads(json.dumps(ceilings_to_dict(CAL))))
-    assert ceilings_to_dict(again) == ceilings_to_dict(CAL)
+def test_ceilings_round_trip_keeps_the_links():
+    linked = Ceilings("spec", 3.35e12, {"bf16": 989.4e12}, {"fp32": 67e12}, device="mesh",
+                      link_bandwidth=448e9, link_latency=2e-6, link_per_peer=64e9, exp_rate=3e12)
+    for ceilings in (CAL, linked):
+        again = Ceilings.from_dict(json.loads(json.dumps(ceilings.to_dict())))
+        assert again.to_dict() == ceilings.to_dict()
+    assert (again.link_bandwidth, again.link_latency, again.link_per_peer, again.exp_rate) == \
+        (448e9, 2e-6, 64e9, 3e12)
 
 
 @pytest.mark.parametrize("path", snapshots(), ids=lambda p: p.name)

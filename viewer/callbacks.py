@@ -14,6 +14,7 @@ from dash import ALL, Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
 
 from ridgeline.errors import RidgelineError
+from ridgeline.roofline import spec_ceilings
 
 from . import data, figures, ids
 from .state import (PAGES, UPLOAD_PREFIX, coerce, component_value, control, page_from_path,
@@ -83,8 +84,8 @@ def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | 
         raise PreventUpdate
     state = parse_query(search)
     try:
-        a = data.analysis_for(state, uploads)
-        roofs = data.ceilings_for(state["profile"], a.device)
+        d = data.deployment_for(state, uploads)
+        a, roofs = data.analysis_for(state, d), d.ceilings
         cards = figures.format_cards(a)
         return ("", figures.analysis_title(a), *cards.values(), figures.roofline_figure(a, roofs),
                 figures.time_breakdown_figure(a), figures.memory_figure(a), figures.op_rows(a))
@@ -115,8 +116,8 @@ def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
     state = parse_query(search)
     stage = state["stage"]
     try:
-        a = data.analysis_for(state, uploads)
-        roofs = data.ceilings_for(state["profile"], a.device)
+        d = data.deployment_for(state, uploads)
+        a, roofs = data.analysis_for(state, d), d.ceilings
         elements = figures.layer_elements(a, stage)
     except RidgelineError as err:
         return ERROR_PREFIX + str(err), no_update, no_update, no_update
@@ -145,10 +146,11 @@ def compare_rows(frame) -> list[dict[str, Any]]:
     rows = []
     for r in frame.itertuples():
         if r.error:
-            rows.append({"device": r.device, "TTFT": "-", "TPOT": "-", "tokens/s": "-",
-                         "peak memory": "-", "fits": r.error})
+            rows.append({"device": r.device, "roofline": "-", "TTFT": "-", "TPOT": "-",
+                         "tokens/s": "-", "peak memory": "-", "fits": r.error})
             continue
-        rows.append({"device": r.device, "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
+        rows.append({"device": r.device, "roofline": r.mode,
+                     "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
                      "tokens/s": f"{r.tokens_per_s:.4g}", "peak memory": format_bytes(r.peak_bytes),
                      "fits": f"{'yes' if r.fits else 'no'} (of {format_bytes(r.capacity_bytes)})"})
     return rows
@@ -167,28 +169,26 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
 
 
 def profile_figure(key: str | None = None):
-    """A measured profile's roofline (``key``'s, else the first) over its device's
-    datasheet one, if there is a profile."""
+    """A measured profile's roofline (``key``'s, else the first) over the datasheet of the
+    device it was measured on (the one it records), if there is a profile."""
     profiles = data.list_profiles()
     if not profiles:
         return None
-    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
-    from ridgeline.roofline import spec_ceilings
+    from ridgeline.profile import load_profile, profile_path, recorded_device
+    from ridgeline.resolve import resolve_ceilings
 
-    raw = load_profile(profile_path(key if key in profiles else profiles[0]))
-    meta = raw.get("meta") or {}
-    name = next((meta[k] for k in ("catalog", "hardware", "spec_hardware", "spec_device")
-                 if meta.get(k) and meta[k] != "host"), None)
-    device = data.catalog_device(name) if name else data.host_device()
-    measured = calibrated_ceilings(raw, device)
+    path = profile_path(key if key in profiles else profiles[0])
+    raw = load_profile(path)
+    device = recorded_device(raw, str(path))
+    measured, _ = resolve_ceilings(device, raw)
     # only the peaks the profile measured (the engine fills the others from the datasheet)
     peaks = {k: v for k, v in measured.matrix_peak.items()
              if k in (raw.get("matrix_peak_tops") or {})} or measured.matrix_peak
     return figures.ceilings_figure(spec_ceilings(device), replace(measured, matrix_peak=peaks))
 
 
-NO_VALIDATION = ("No validation runs yet: reports/validation/ holds no results. Run the "
-                 "measurement layer's validation (e.g. 'ridgeline validate') to fill this page.")
+NO_VALIDATION = ("No validation runs yet in {folders}. Run the measurement layer's "
+                 "validation (e.g. 'ridgeline validate') to fill this page.")
 
 
 def update_validation(pathname: str | None, search: str | None = None) -> tuple:
@@ -206,13 +206,14 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
         roofs, problems = None, [*problems, str(err)]
     note = (" Unreadable: " + "; ".join(problems)) if problems else ""
     if frame.empty:
-        empty = NO_VALIDATION if everything.empty else (
+        empty = NO_VALIDATION.format(folders=data.shown_folders()) if everything.empty else (
             f"No results measured on '{runs}'; choose one of: "
             + ", ".join(sorted(everything["device"].unique())) + ".")
         return (empty + note, no_update, no_update, roofs or no_update,
                 hidden, hidden, shown if roofs else hidden)
     where = "" if runs == "all" else f" measured on {runs}"
-    message = f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}.{note}"
+    message = (f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}, "
+               f"read from {data.shown_folders()}.{note}")
     return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
             roofs or no_update, shown, shown, shown if roofs else hidden)
 

@@ -19,16 +19,16 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.catalog import MAX_FILE_BYTES, REPORTS_DIR
+from ridgeline.catalog import MAX_FILE_BYTES, VALIDATION_DIR, user_data_dir
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
 from ridgeline.model import ModelConfig, list_models
+from ridgeline.resolve import Deployment, resolve
 
 from .state import UPLOAD_PREFIX, settings_of
 
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
-VALIDATION_DIR = REPORTS_DIR / "validation"
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -75,12 +75,6 @@ def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
 
 # --- resolving names ------------------------------------------------------------------
 
-@lru_cache(maxsize=1)
-def host_device() -> DeviceSpec:
-    """The machine serving the dashboard (detected once: it measures copy bandwidth)."""
-    return rl.hardware.detect_host()
-
-
 @lru_cache(maxsize=64)
 def catalog_model(name: str) -> ModelConfig:
     if name not in list_models():  # catalog names only: a URL must not name server files
@@ -90,8 +84,8 @@ def catalog_model(name: str) -> ModelConfig:
 
 @lru_cache(maxsize=64)
 def catalog_device(name: str) -> DeviceSpec:
-    if name == "host":
-        return host_device()
+    if name == "host":  # detected once per machine (ridgeline.hardware.detect_host)
+        return rl.hardware.detect_host()
     if name not in list_devices():
         raise UnknownDeviceError(name, list_devices() + ["host"])
     return rl.load_device(name)
@@ -118,21 +112,29 @@ def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
 
 
 def list_profiles() -> list[str]:
-    """Measured device profiles (``reports/profiles/<key>.yaml``) the roofline can use."""
-    from ridgeline.profile import PROFILES_DIR
+    """Measured device profiles (user's and committed) the roofline can use."""
+    from ridgeline.profile import list_profiles as profiles
 
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")) if PROFILES_DIR.is_dir() else []
+    return profiles()
 
 
-def ceilings_for(profile: str, device: DeviceSpec):
-    """``spec`` -> None (the engine's datasheet default); a profile key -> calibrated ceilings."""
-    if not profile or profile == "spec":
+def profile_file(key: str) -> Path | None:
+    """``spec`` -> None (datasheet roofs); a profile key -> its file."""
+    if not key or key == "spec":
         return None
-    from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
+    from ridgeline.profile import profile_path
 
-    if profile not in list_profiles():
-        raise RidgelineError(f"no device profile '{profile}' in reports/profiles; run 'ridgeline calibrate'")
-    return calibrated_ceilings(load_profile(profile_path(profile)), device)
+    if key not in list_profiles():
+        raise RidgelineError(f"no device profile '{key}'; run 'ridgeline calibrate'")
+    return profile_path(key)
+
+
+def deployment_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
+                   device: str | None = None) -> Deployment:
+    """The state's model on its device (or ``device``), with its settings and profile."""
+    return resolve(resolve_model(state["model"], uploads),
+                   resolve_device(device or state["device"], uploads),
+                   settings=settings_of(state), profile=profile_file(state["profile"]))
 
 
 def model_options(uploads: Mapping[str, Any] | None) -> list[str]:
@@ -145,13 +147,9 @@ def device_options(uploads: Mapping[str, Any] | None) -> list[str]:
 
 # --- computations ---------------------------------------------------------------------
 
-def analysis_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> rl.Analysis:
-    """The Analyze page's one engine call."""
-    model = resolve_model(state["model"], uploads)
-    device = resolve_device(state["device"], uploads)
-    return rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
-                      generate=state["generate"], settings=settings_of(state),
-                      ceilings=ceilings_for(state["profile"], device))
+def analysis_for(state: Mapping[str, Any], d: Deployment) -> rl.Analysis:
+    """The Analyze page's one engine call (``analysis.mode`` names its roofline)."""
+    return rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"], generate=state["generate"])
 
 
 def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
@@ -162,40 +160,37 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
     With no generation (generate = 0) TTFT is the prefill and TPOT one decode step.
     """
     axis = axis or state["sweep_x"]
-    model = resolve_model(state["model"], uploads)
-    device = resolve_device(state["device"], uploads)
-    ceilings = ceilings_for(state["profile"], device)
+    d = deployment_for(state, uploads)
     xs = np.array(SWEEP_BATCHES if axis == "batch" else SWEEP_SEQ_LENS)
     batch = xs if axis == "batch" else np.array([state["batch"]])
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
     frames = []
     for w in (w_dtypes or state["sweep_dtypes"]):
-        settings = dataclasses.replace(settings_of(state), w_dtype=w)
-        frame = rl.sweep(model, device, batch, seq_len, generate=state["generate"],
-                         settings=settings, ceilings=ceilings)
+        variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
+        frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
         if state["generate"] <= 0:
             frame["ttft_s"] = frame["prefill_s"]
             frame["tpot_s"] = frame["decode_step_s"]
             frame["tokens_per_s"] = frame["batch"] / frame["decode_step_s"]
         frame.insert(0, "w_dtype", w)
         frame.insert(1, "x", frame[axis])
-        frame["capacity_bytes"] = device.memory_capacity
-        frame["max_x"] = largest_fitting(model, device, axis, state, settings, frame)
+        frame["capacity_bytes"] = d.device.memory_capacity
+        frame["max_x"] = largest_fitting(variant, axis, state, frame)
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
-    out.attrs.update(axis=axis, device=device.name, model=model.name)
+    out.attrs.update(axis=axis, device=d.device.name, model=d.model.name, mode=d.mode)
     return out
 
 
-def largest_fitting(model: ModelConfig, device: DeviceSpec, axis: str, state: Mapping[str, Any],
-                    settings, frame: pd.DataFrame) -> int:
+def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any],
+                    frame: pd.DataFrame) -> int:
     """The exact largest batch (ridgeline.serving.max_batch) or prompt length that fits, the
     other size at the state's value; 0 when nothing does. Prompt lengths: bisection between
     the last grid point that fits and the first that does not, 64 lengths per sweep call."""
     if axis == "batch":
         from ridgeline.serving import max_batch
 
-        return max_batch(model, device, state["seq_len"], state["generate"], settings=settings)
+        return max_batch(d, seq_len=state["seq_len"], generate=state["generate"])
     fits = frame["fits"].to_numpy(bool)
     xs = frame["x"].to_numpy(int)
     if fits.all() or not fits[0]:
@@ -203,31 +198,40 @@ def largest_fitting(model: ModelConfig, device: DeviceSpec, axis: str, state: Ma
     lo, hi = int(xs[np.argmax(~fits) - 1]), int(xs[np.argmax(~fits)])  # fits, does not
     while hi - lo > 1:
         probe = np.unique(np.linspace(lo, hi, 66).astype(int)[1:-1])
-        ok = rl.sweep(model, device, np.array([state["batch"]]), probe, generate=state["generate"],
-                      settings=settings)["fits"].to_numpy(bool)
+        ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe,
+                      generate=state["generate"])["fits"].to_numpy(bool)
         lo, hi = (int(probe[ok][-1]) if ok.any() else lo), int(probe[~ok][0]) if (~ok).any() else hi
     return lo
 
 
 def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
                   devices: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per device for the same model, workload and settings; a failing device
-    (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    """One row per device for the same model, workload and settings, with the state's
+    profile where it was measured (``mode`` says calibrated or spec per row); a failing
+    device (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    from ridgeline.errors import ProfileMismatchError
+
     model = resolve_model(state["model"], uploads)
+    profile = profile_file(state["profile"])
     rows = []
     for name in (devices or state["devices"]):
         row: dict[str, Any] = {"device": name, "error": ""}
         try:
             device = resolve_device(name, uploads)
-            a = rl.analyze(model, device, batch=state["batch"], seq_len=state["seq_len"],
-                           generate=max(state["generate"], 2), settings=settings_of(state))
+            try:
+                d = resolve(model, device, settings=settings_of(state), profile=profile)
+            except ProfileMismatchError:  # the profile is another device's: datasheet roofs
+                d = resolve(model, device, settings=settings_of(state))
+            a = rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"],
+                           generate=max(state["generate"], 2))
+            row["mode"] = a.mode
             row.update({k: a.generation[k] for k in ("ttft_s", "tpot_s", "tokens_per_s")})
             row.update({k: a.memory[k] for k in ("peak_bytes", "capacity_bytes", "fits")})
         except RidgelineError as err:
             row["error"] = str(err)
         rows.append(row)
-    columns = ["device", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes", "capacity_bytes",
-               "fits", "error"]
+    columns = ["device", "mode", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes",
+               "capacity_bytes", "fits", "error"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -278,6 +282,19 @@ def measured_on(raw: Any, path: Path) -> str:
     return str(key) if key else path.stem
 
 
+def validation_folders() -> tuple[Path, ...]:
+    """Where the Validation page reads results: the committed baselines, then the user's
+    own runs (what 'ridgeline validate' and 'ridgeline e2e' write by default)."""
+    return VALIDATION_DIR, user_data_dir() / "validation"
+
+
+def shown_folders() -> str:
+    """The folders, as the page names them."""
+    home = str(Path.home())
+    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f)
+                     for f in validation_folders())
+
+
 def validation_devices(folder: Path | None = None) -> list[str]:
     """'all' and every device key with results in ``reports/validation``."""
     frame, _ = load_validation(folder)
@@ -285,11 +302,13 @@ def validation_devices(folder: Path | None = None) -> list[str]:
 
 
 def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Every row of every ``reports/validation/*.json`` with a measured time, and the files
-    that could not be read (with why). Missing columns become NaN; rows keep their file."""
-    folder = VALIDATION_DIR if folder is None else folder
+    """Every row of every ``*.json`` in ``folder`` (default: ``validation_folders()``) with
+    a measured time, and the files that could not be read (with why). Missing columns become
+    NaN; rows keep their file."""
+    folders = validation_folders() if folder is None else (folder,)
     frames, problems = [], []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    paths = [p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))]
+    for path in paths:
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:

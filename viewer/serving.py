@@ -39,16 +39,13 @@ def rates_of(text: str) -> list[float]:
 
 def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
     """One simulation per rate: [(rate, SimResult)]."""
-    from .data import ceilings_for, resolve_device, resolve_model
+    from .data import deployment_for
 
-    model = resolve_model(state["model"], uploads)
-    device = resolve_device(state["device"], uploads)
+    d = deployment_for(state, uploads)
     sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
-    roofs = ceilings_for(state["profile"], device)
     out = max(state["generate"], 1)
-    return [(rate, simulate(model, device, poisson(rate, state["serving_requests"], state["seq_len"],
-                                                   out, seed=0), sched,
-                            settings=settings_of(state), ceilings=roofs))
+    return [(rate, simulate(d, None, poisson(rate, state["serving_requests"], state["seq_len"],
+                                             out, seed=0), sched))
             for rate in rates_of(state["serving_rates"])]
 
 

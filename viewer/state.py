@@ -8,7 +8,6 @@ from ``SETTING_CHOICES`` when it has a fixed set of values.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,7 +46,7 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "w_dtype": ("weights", DTYPES),
     "a_dtype": ("activations", DTYPES),
     "kv_dtype": ("KV cache", DTYPES),
-    "attention": ("attention kernel", getattr(workload, "ATTENTION_KERNELS", ("eager",))),
+    "attention": ("attention kernel", workload.ATTENTION_KERNELS),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.
 SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens",
@@ -56,21 +55,10 @@ SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens
                   "link_latency_us": "link latency µs (<0: spec)"}
 
 
-def field_comments(cls: type) -> dict[str, str]:
-    """The trailing ``# comment`` of each field in a dataclass's source: the control's help."""
-    import inspect
-
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        return {}
-    return dict(re.findall(r"^\s+(\w+)\s*:[^#\n]*#\s*(.+)$", source, flags=re.M))
-
-
 def setting_control(f: dataclasses.Field) -> Control:
     """The control for one field of ``Settings``."""
     default = f.default if f.default is not dataclasses.MISSING else None
-    hint = field_comments(Settings).get(f.name, "")
+    hint = f.metadata.get("help", "")
     if f.name in SETTING_CHOICES:
         label, choices = SETTING_CHOICES[f.name]
         return Control(f.name, label, "choice", default, tuple(choices), "settings", help=hint)

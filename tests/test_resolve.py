@@ -1,0 +1,179 @@
+"""The resolver: one Deployment from names and profiles; a profile only on its own device,
+or transferred when asked (issue 12.1)."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.cli import app
+from ridgeline.errors import ProfileMismatchError, RidgelineError
+from ridgeline.hardware import load_device
+from ridgeline.profile import load_profile
+from ridgeline.resolve import resolve, resolve_each
+
+H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
+CPU = "reports/profiles/cpu-amd-epyc-1t.yaml"
+runner = CliRunner()
+
+
+def test_resolve_holds_everything_the_engine_needs():
+    d = resolve("llama-2-7b", "h100-sxm", dtype="bf16", tp=2, profile=H100)
+    assert (d.model.name, d.device.name, d.settings.tp, d.plan.tp, d.mode) == \
+        ("llama-2-7b", "h100-sxm", 2, 2, "calibrated")
+    # the engine loads nothing more: the same numbers as the name-based wrapper
+    by_name = rl.analyze("llama-2-7b", "h100-sxm", batch=4, generate=64, dtype="bf16", tp=2,
+                         profile=H100)
+    assert rl.analyze(d, batch=4, generate=64).to_dict() == by_name.to_dict()
+    with pytest.raises(RidgelineError, match="already holds"):
+        rl.analyze(d, "a6000")
+
+
+def test_settings_link_overrides_and_back():
+    d = resolve("llama-2-7b", "h100-sxm", link_bw_gb_s=100)
+    assert d.ceilings.link_bandwidth == 100e9
+    # 450 GB/s per direction: hardware/h100-sxm.yaml (NVLink 4)
+    assert d.with_settings(rl.Settings()).ceilings.link_bandwidth == 450e9
+
+
+@pytest.mark.parametrize("device", ["a6000", "a100-80gb", "h100-pcie", "epyc-9654"])
+def test_a_gpu_profile_elsewhere_is_refused(device):
+    with pytest.raises(ProfileMismatchError, match=f"measured on h100-sxm, not {device}"):
+        resolve("llama-2-7b", device, profile=H100)
+
+
+def test_a_cpu_profile_on_a_gpu_is_refused():
+    with pytest.raises(ProfileMismatchError, match="measured on the CPU 'AMD EPYC'"):
+        resolve("llama-2-7b", "a6000", profile=CPU)
+
+
+def test_transfer_needs_one_architecture():
+    with pytest.raises(ProfileMismatchError) as err:
+        resolve("llama-2-7b", "a100-80gb", profile=H100, transfer=True)
+    assert not err.value.transferable
+
+
+def test_transfer_applies_measured_fractions_to_the_target_datasheet():
+    """H100 profile: 3018.842 GB/s of the SXM's 3350 datasheet (0.9011); bf16 675.78749 of
+    989.4 TOPS (0.6830). On the H200 (4800 GB/s, bf16 989.4: hardware/h200.yaml) that is
+    4800 x 0.9011 = 4325.5 GB/s and 675.79 TOPS; efficiencies and overheads unchanged."""
+    d = resolve("llama-2-7b", "h200", profile=H100, transfer=True)
+    own = resolve("llama-2-7b", "h100-sxm", profile=H100)
+    h200 = load_device("h200")
+    assert d.mode == "transferred" and d.ceilings.device == "h200"
+    assert d.ceilings.bandwidth == pytest.approx(3018.842e9 / 3350e9 * h200.memory_bandwidth)
+    assert d.ceilings.bandwidth == pytest.approx(4325.5e9, rel=1e-4)
+    assert d.ceilings.matrix_peak["bf16"] == pytest.approx(675.78749e12)
+    assert d.ceilings.efficiency == own.ceilings.efficiency
+    assert d.ceilings.overhead_s == own.ceilings.overhead_s
+    assert d.ceilings.exp_rate == h200.exp_rate and d.ceilings.link_bandwidth == 450e9
+
+
+def test_cli_refuses_another_devices_profile_in_one_line():
+    result = runner.invoke(app, ["analyze", "llama-2-7b", "--hardware", "a6000", "--profile", CPU])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "measured on the CPU 'AMD EPYC' (host), not a6000" in result.output
+
+
+def test_cli_transfer_is_labelled_everywhere():
+    args = ["analyze", "llama-2-7b", "--hardware", "h200", "--profile", H100, "--generate", "8"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "--transfer" in refused.output
+    table = runner.invoke(app, [*args, "--transfer"])
+    assert table.exit_code == 0 and "llama-2-7b on h200 (transferred roofline)" in table.output
+    data = json.loads(runner.invoke(app, [*args, "--transfer", "-f", "json"]).output)
+    assert data["mode"] == "transferred"
+    sweep = json.loads(runner.invoke(app, ["sweep", "llama-2-7b", "--hardware", "h200", "--profile",
+                                           H100, "--transfer", "-f", "json"]).output)
+    assert sweep["mode"] == "transferred"
+
+
+def test_speculative_keeps_the_profile():
+    result = runner.invoke(app, ["analyze", "llama-2-13b", "--hardware", "h100-sxm", "--profile",
+                                 H100, "--draft", "llama-2-7b", "-f", "json"])
+    data = json.loads(result.output)
+    assert data["mode"] == data["speculative"]["mode"] == "calibrated"
+    d = resolve("llama-2-13b", "h100-sxm", profile=H100)
+    calibrated = rl.speculative(d, draft="llama-2-7b")
+    spec = rl.speculative("llama-2-13b", "h100-sxm", "llama-2-7b")
+    assert calibrated["target_step_s"] > spec["target_step_s"]  # measured roofs are lower
+
+
+def test_compare_applies_the_profile_where_it_was_measured():
+    rows = rl.compare(resolve_each("llama-2-7b", ["h100-sxm", "a6000"], [{}], profile=H100))
+    assert list(rows["mode"]) == ["calibrated", "spec"]
+
+
+def test_host_profile_from_another_cpu_warns(monkeypatch):
+    profile = load_profile(CPU)
+    host = rl.hardware.detect_host(measure=False, gpu=False)
+    other = replace(host, extra={**host.extra, "cpu": "Some Other CPU"})
+    d = resolve("qwen2-0.5b", other, dtype="bf16", profile=profile)
+    assert d.mode == "calibrated"
+    assert d.notes and "measured on the CPU 'AMD EPYC', this host's is 'Some Other CPU'" in d.notes[0]
+    same = replace(host, extra={**host.extra, "cpu": "AMD EPYC"})
+    assert resolve("qwen2-0.5b", same, dtype="bf16", profile=profile).notes == ()
+
+
+def test_a_profile_that_names_no_device_is_refused(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("meta: {device: x}\nbandwidth_gb_s: 600\nmatrix_peak_tops: {fp16: 120}\n")
+    with pytest.raises(RidgelineError, match="does not say which device"):
+        resolve("llama-2-7b", "a6000", profile=path)
+
+
+@pytest.mark.parametrize("driver,catalog", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA GH200 480GB", "gh200"), ("NVIDIA H200", "h200"), ("NVIDIA B200", "b200"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"), ("NVIDIA L40S", "l40s"),
+    ("NVIDIA L4", "l4"), ("NVIDIA RTX A6000", "a6000"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+    ("Tesla V100-SXM2-16GB", "v100"), ("Tesla T4", "t4"), ("Some Future GPU", None)])
+def test_driver_names_come_from_the_device_files(driver, catalog):
+    """The longest matching ``driver_names`` entry wins ('H100 PCIe' over 'H100')."""
+    from ridgeline.names import catalog_name_for_gpu
+
+    assert catalog_name_for_gpu(driver) == catalog
+
+
+def test_transferred_and_speculative_output_match_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+
+    schema = json.loads((Path(__file__).parent.parent / "docs" / "analysis.schema.json").read_text())
+    result = runner.invoke(app, ["analyze", "llama-2-13b", "--hardware", "h200", "--profile", H100,
+                                 "--transfer", "--draft", "llama-2-7b", "--generate", "8", "-f", "json"])
+    data = json.loads(result.output)
+    assert data["mode"] == data["speculative"]["mode"] == "transferred"
+    jsonschema.validate(data, schema)
+
+
+def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows():
+    pytest.importorskip("dash")
+    from viewer import callbacks
+
+    query = "?model=llama-2-7b&batch=1&seq_len=512&generate=16&profile=cuda-nvidia-h100-80gb-hbm3"
+    out = callbacks.update_analyze("/", query + "&device=a6000", None)
+    assert "measured on h100-sxm, not a6000" in out[0] and "--" not in out[0]
+    ok = callbacks.update_analyze("/", query + "&device=h100-sxm", None)
+    assert ok[0] == "" and "calibrated roofline" in ok[1]
+    _, _, rows = callbacks.update_compare("/compare", query + "&devices=h100-sxm,a6000", None)
+    assert [(r["device"], r["roofline"]) for r in rows] == [("h100-sxm", "calibrated"),
+                                                           ("a6000", "spec")]
+
+
+def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
+    import ridgeline.hardware as hw
+
+    host = hw.detect_host(measure=False, gpu=False)
+    monkeypatch.setattr(hw, "detect_host", lambda *a, **k: replace(
+        host, extra={**host.extra, "cpu": "Some Other CPU"}))
+    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "bf16",
+                                 "--profile", CPU, "-f", "json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith(f"warning: profile {CPU} was measured on the CPU 'AMD EPYC'")
+    assert json.loads(result.stdout)["mode"] == "calibrated"
