@@ -15,7 +15,8 @@ from .layers import Plan, pipeline_factors, stage_ops
 from .model import ModelConfig, load_model
 from .ops import BYTE_FIELDS, Op
 from .precision import make_plan
-from .roofline import Ceilings, evaluate, spec_ceilings
+from .roofline import (Ceilings, composed_time, evaluate, execution_terms, has_execution_terms,
+                       spec_ceilings)
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +36,9 @@ def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None
     time_factor, amount = pipeline_factors(p) if p else (1.0, 1.0)
     totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
     totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
+    if has_execution_terms(ceilings):  # a device-time profile: compose device and host
+        composed = composed_time(ops, table, ceilings, ceilings.execution, ceilings.serial)
+        totals.update({k: time_factor * v for k, v in composed.items()})
     return totals, table
 
 
@@ -117,6 +121,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     excess = _positive_part_sum(at_lo["compute_s"] - at_lo["memory_s"],
                                 at_hi["compute_s"] - at_hi["memory_s"], lo, hi_safe)
     per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
+    if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
+        ops = stage_ops(model, "decode", batch, lo, p)
+        device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
+        per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
     time_factor, _ = pipeline_factors(p)
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
 
@@ -135,8 +143,32 @@ def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
     """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
     the first step when the caller already has it."""
     ranges = decode_ranges(model, lo, hi)
+    if queued(ceilings):
+        return sum(queued_decode_sum(model, batch, a, b, p, ceilings) for a, b in ranges)
     return sum(decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None)
                for i, (a, b) in enumerate(ranges))
+
+
+def queued(ceilings: Ceilings) -> bool:
+    """Whether a step's time is the host/device queue rather than a sum over ops."""
+    return (has_execution_terms(ceilings) and not ceilings.serial
+            and ceilings.execution != "graph" and bool(ceilings.host_s.get(ceilings.execution)))
+
+
+def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings):
+    """Sum of queued decode-step times over cached lengths lo..hi (0 where hi < lo), by
+    Simpson's rule on the first, middle and last step: exact where the step time is affine
+    in the cached length (the sum of an affine sequence is n times its middle term), and
+    within the curvature of the queue's max where one regime hands over to the other."""
+    hi_safe = np.maximum(hi, lo)
+    n = hi_safe - lo + 1
+
+    def step(length):
+        ops = stage_ops(model, "decode", batch, length, p)
+        return stage_totals(ops, ceilings, p)[0]["time_s"]
+
+    total = n * (step(lo) + 4 * step((lo + hi_safe) / 2) + step(hi_safe)) / 6
+    return np.where(hi >= lo, total, 0.0)
 
 
 def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
@@ -244,12 +276,26 @@ def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
     """Load inputs and resolve the context every computation below needs."""
     config, device = load_model(model), load_device(hardware)
     p = make_plan(settings, device, config.head_dim)
-    roofs = ceilings or spec_ceilings(device)
+    roofs = replace(ceilings or spec_ceilings(device),
+                    execution=resolve_execution(settings.execution, device),
+                    serial=device.kind == "cpu")
     if settings.link_bw_gb_s:
         roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9)
     if settings.link_latency_us >= 0:
         roofs = replace(roofs, link_latency=settings.link_latency_us * 1e-6)
     return config, device, p, roofs
+
+
+def resolve_execution(execution: str, device: DeviceSpec) -> str:
+    """``auto``: graph on a GPU or accelerator (what serving stacks run for decode), eager on
+    a CPU (no separate device: host and kernels share a thread, so nothing overlaps)."""
+    cpu = device.kind == "cpu"
+    if execution == "auto":
+        return "eager" if cpu else "graph"
+    if execution == "graph" and cpu:
+        raise InvalidWorkloadError(f"{device.name} is a CPU: it runs no CUDA graphs; use "
+                                   "--execution eager or compiled")
+    return execution
 
 
 def check_micro_batches(batch, p: Plan) -> None:

@@ -69,6 +69,8 @@ SETTING_FIELDS = {
     "micro_batches": ("micro_batches", int, "Pipeline micro-batches."),
     "link_bw": ("link_bw_gb_s", float, "Interconnect GB/s per direction (overrides the catalog)."),
     "link_latency": ("link_latency_us", float, "Interconnect latency per hop, µs."),
+    "execution": ("execution", str, "graph, eager or compiled (auto: graph on a GPU, eager "
+                  "on a CPU); matters with a device-time profile."),
 }
 
 
@@ -423,6 +425,7 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers (prediction too).")] = None,
         dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16 for weights, activations and KV cache.")] = "bf16",
         compile: Annotated[bool, typer.Option("--compile", help="Also measure under torch.compile (eager is always measured).")] = False,
+        execution: Annotated[Optional[list[str]], typer.Option(help="eager, compiled or graph (CUDA graphs of the decode step); repeat for several (default: eager, and compiled with --compile).")] = None,
         repeats: Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")] = 5,
         threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
         hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
@@ -451,6 +454,7 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
     cases = [Case(b, p, generate) for b in batch for p in prompt]
     result = run_e2e(load_model(model_name(model, config)), cases, dtype=dtype, device=device,
                      layers=layers, compile_modes=(False, True) if compile else (False,),
+                     executions=execution,
                      repeats=repeats, hardware=hardware, profile=profile, threads=threads,
                      output=output, quiet_wait_s=quiet_wait,
                      log=lambda msg: typer.echo(msg, err=True))

@@ -37,6 +37,7 @@ def _check_positive(field: str, value: Number) -> None:
 
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
+EXECUTIONS = ("auto", "graph", "eager", "compiled")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Settings:
     micro_batches: int = 1     # pipeline micro-batches (batch must divide evenly)
     link_bw_gb_s: float = 0.0  # override of the device's interconnect bandwidth (GB/s per direction)
     link_latency_us: float = -1.0  # override of the per-hop link latency (µs); < 0 keeps the spec
+    execution: str = "auto"    # graph | eager | compiled; auto: graph on a GPU, eager on a CPU
 
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
@@ -65,6 +67,9 @@ class Settings:
         if self.attention not in ATTENTION_KERNELS:
             raise InvalidWorkloadError(f"unknown attention kernel {self.attention!r}; use one of: "
                                        f"{', '.join(ATTENTION_KERNELS)}")
+        if self.execution not in EXECUTIONS:
+            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: "
+                                       f"{', '.join(EXECUTIONS)}")
         for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

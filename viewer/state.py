@@ -46,6 +46,7 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "a_dtype": ("activations", DTYPES),
     "kv_dtype": ("KV cache", DTYPES),
     "attention": ("attention kernel", getattr(workload, "ATTENTION_KERNELS", ("eager",))),
+    "execution": ("execution", getattr(workload, "EXECUTIONS", ("auto",))),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.
 SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens",
