@@ -280,7 +280,7 @@ def agreement(a_s: float, b_s: float) -> float:
 def graph_calls(per_call_s: float, sets: int) -> int:
     """Calls captured in one graph: enough for ``GRAPH_TARGET_S`` and to touch every input
     set once (so the working set exceeds the L2 cache), at most ``GRAPH_MAX_CALLS``."""
-    wanted = math.ceil(GRAPH_TARGET_S / max(per_call_s, 1e-7))
+    wanted = math.ceil(GRAPH_TARGET_S / max(per_call_s, 1e-7) - 1e-9)  # 1e-3/1e-6 is not 1000
     return int(max(1, min(max(wanted, sets), GRAPH_MAX_CALLS)))
 
 
