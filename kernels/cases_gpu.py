@@ -42,6 +42,9 @@ WORKLOADS = {
 }
 QUICK = {"calibration": {"prefill": [(1, 1024)], "decode": [(1, 1024), (32, 8192)]},
          "validation": {"prefill": [(1, 2048)], "decode": [(1, 512), (64, 2048)]}}
+# --device cpu: the same plumbing on tiny shapes (a dry run; no GPU figure comes from it)
+DRY = {"models": {"calibration": ("qwen2-0.5b",), "validation": ("llama-3.2-1b",)},
+       "prefill": [(1, 16)], "decode": [(1, 64)]}
 REFERENCE_KERNELS = {("sdpa", "math"), ("int8_weight_only", "")}
 DTYPES = ("bf16",)                                     # what serving runs; fp16 and fp32 are in
 CUDA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # kernels.cases' set
@@ -67,10 +70,13 @@ def gpu_cases(split: str, opts: Options | None = None, quick: bool = False) -> l
     """Every case of a split (deduplicated by shape); ``opts`` only filters the backends
     and types the device offers."""
     opts = opts or Options(DTYPES, CUDA_BACKENDS, "cuda")
+    dry = opts.device == "cpu"
     opts = replace(opts, dtypes=tuple(d for d in opts.dtypes if d in DTYPES) or opts.dtypes[:1],
-                   device="cuda")
+                   device="cuda" if not dry else "cpu")
     models = CALIBRATION_MODELS if split == "calibration" else VALIDATION_MODELS
     loads = (QUICK if quick else WORKLOADS)[split]
+    if dry:
+        models, loads = DRY["models"][split], DRY
     cases: list[Case] = []
     for model in models[:1] if quick else models:
         for dtype in opts.dtypes:
@@ -81,7 +87,7 @@ def gpu_cases(split: str, opts: Options | None = None, quick: bool = False) -> l
                     cases += [c for c in _stage_cases(model, stage, batch, length, dtype,
                                                       split, opts) if c.kernel != "rope"]
                     cases += _decoder_rope_cases(model, stage, batch, length, dtype, split)
-    if split == "validation":
+    if split == "validation" and not dry:
         cases += sweep_cases("bf16")
         # held out: no shape that a calibration run (full or quick) measures, e.g. a decode
         # norm of two models with the same hidden size
@@ -105,6 +111,61 @@ def split_summary(rows: Sequence[Mapping[str, Any]], error: str = "error_calibra
     return out
 
 
+def agreement_rows(device: str = "cuda", every: int = 20) -> list[dict[str, Any]]:
+    """Every ``every``-th validation case timed by graph replay and by profiler kernel
+    durations (``kernels.timing.measure(agree=True)``): the two device-time methods side by
+    side. On a CPU (a dry run) both columns are the one CPU timing."""
+    from .bench import Unsupported, make_bench
+    from .timing import agreement, measure
+
+    cache = 50 * 2**20
+    if device == "cuda":
+        import torch
+
+        cache = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    opts = Options(DTYPES, CUDA_BACKENDS, device)
+    for case in gpu_cases("validation", opts)[::every]:
+        try:
+            bench = make_bench(case, device, cache)
+            with bench.context():
+                m = measure(bench.fn, bench.arg_sets, device=device, budget_s=0.1, agree=True,
+                            cache_bytes=cache)
+        except (Unsupported, RuntimeError) as err:
+            rows.append({"name": case.name, "status": "skipped", "reason": str(err)[:160]})
+            continue
+        other = m.extra.get("profiler_s", m.median_s)
+        rows.append({"name": case.name, "status": "ok", "method": m.method,
+                     "graph_s": m.median_s, "profiler_s": other,
+                     "agreement": agreement(m.median_s, other),
+                     "kernels": m.extra.get("kernels"), "host_s": m.extra.get("host_s"),
+                     "reference": is_reference(case)})
+    return rows
+
+
+def write_agreement(device: str, every: int, folder=None) -> str:
+    import datetime as dt
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from ridgeline.report import write_atomic
+
+    from .e2e import VALIDATION_DIR, measured_key
+    from .provenance import collect
+
+    rows = agreement_rows(device, every)
+    ok = [r["agreement"] for r in rows if r["status"] == "ok"]
+    meta = {**collect(device, None), "device_key": measured_key(device), "every": every}
+    summary = {"n": len(ok), "median": float(np.median(ok)) if ok else None,
+               "max": float(np.max(ok)) if ok else None}
+    path = Path(folder or VALIDATION_DIR) / f"agreement-{meta['device_key']}-{dt.date.today().isoformat()}.json"
+    write_atomic(path, json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2,
+                                  default=float) + "\n")
+    return f"{path}: {summary}"
+
+
 @contextlib.contextmanager
 def gpu_case_set():
     """Within this block ``kernels.calibrate`` and ``kernels.validate`` measure the GPU set
@@ -125,10 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("calibrate", "validate", "summary", "list"):
+    if not args or args[0] not in ("calibrate", "validate", "summary", "list", "agree"):
         print("usage: python -m kernels.cases_gpu calibrate|validate [options] | "
-              "summary SNAPSHOT.json | list", file=sys.stderr)
+              "summary SNAPSHOT.json | list | agree [--device D] [--every N]", file=sys.stderr)
         return 2
+    if args[0] == "agree":
+        device = args[args.index("--device") + 1] if "--device" in args else "cuda"
+        every = int(args[args.index("--every") + 1]) if "--every" in args else 20
+        folder = args[args.index("--output-dir") + 1] if "--output-dir" in args else None
+        print(write_agreement(device, every, folder))
+        return 0
     if args[0] == "summary":
         rows = json.loads(open(args[1]).read())["rows"]
         for label, stats in split_summary(rows).items():

@@ -16,7 +16,7 @@ from .model import ModelConfig, load_model
 from .ops import BYTE_FIELDS, Op
 from .precision import make_plan
 from .roofline import (Ceilings, composed_time, evaluate, execution_terms, has_execution_terms,
-                       spec_ceilings)
+                       spec_ceilings, with_execution)
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -276,26 +276,12 @@ def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
     """Load inputs and resolve the context every computation below needs."""
     config, device = load_model(model), load_device(hardware)
     p = make_plan(settings, device, config.head_dim)
-    roofs = replace(ceilings or spec_ceilings(device),
-                    execution=resolve_execution(settings.execution, device),
-                    serial=device.kind == "cpu")
+    roofs = with_execution(ceilings or spec_ceilings(device), device, settings.execution)
     if settings.link_bw_gb_s:
         roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9)
     if settings.link_latency_us >= 0:
         roofs = replace(roofs, link_latency=settings.link_latency_us * 1e-6)
     return config, device, p, roofs
-
-
-def resolve_execution(execution: str, device: DeviceSpec) -> str:
-    """``auto``: graph on a GPU or accelerator (what serving stacks run for decode), eager on
-    a CPU (no separate device: host and kernels share a thread, so nothing overlaps)."""
-    cpu = device.kind == "cpu"
-    if execution == "auto":
-        return "eager" if cpu else "graph"
-    if execution == "graph" and cpu:
-        raise InvalidWorkloadError(f"{device.name} is a CPU: it runs no CUDA graphs; use "
-                                   "--execution eager or compiled")
-    return execution
 
 
 def check_micro_batches(batch, p: Plan) -> None:

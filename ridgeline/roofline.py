@@ -228,6 +228,22 @@ def stage_time(ops: Sequence[Op], ceilings: Ceilings):
 EXECUTIONS = ("graph", "eager", "compiled")
 
 
+def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ceilings:
+    """The ceilings set to run in ``execution`` (a Settings value) on ``device``. ``auto``:
+    graph on a GPU or accelerator (what serving stacks run for decode), eager on a CPU (no
+    separate device: host and kernels share a thread, so nothing overlaps)."""
+    from dataclasses import replace
+
+    cpu = device.kind == "cpu"
+    if execution == "auto":
+        execution = "eager" if cpu else "graph"
+    if execution == "graph" and cpu:
+        from .errors import InvalidWorkloadError
+        raise InvalidWorkloadError(f"{device.name} is a CPU: it runs no CUDA graphs; use "
+                                   "--execution eager or compiled")
+    return replace(ceilings, execution=execution, serial=cpu)
+
+
 def has_execution_terms(ceilings: Ceilings) -> bool:
     return bool(ceilings.launch_gap_s or ceilings.host_s or ceilings.kernels)
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# GPU step 1 of 3 (one command, under 10 minutes on an H100): a device-time profile.
+#
+#   bash kernels/gpu_calibrate.sh              # on the GPU machine, from the checkout
+#   QUICK=--quick bash kernels/gpu_calibrate.sh
+#   DEVICE=cpu bash kernels/gpu_calibrate.sh   # dry run of the plumbing on a CPU (tiny
+#                                              # shapes, results only under $OUT or /tmp)
+#
+# 1. `ridgeline calibrate` on the GPU case set (kernels/cases_gpu.py), every kernel timed
+#    from the device's side (CUDA-graph replay minus launch gaps; profiler where a graph
+#    cannot capture it), host cost and kernels per call kept per row;
+# 2. the host terms (kernels/host_profile.py): launch gap in a graph, eager and compiled
+#    host dispatch per engine op, kernels per op, merged into the profile;
+# 3. graph replay against profiler kernel durations on a sample of cases (agreement).
+# Writes reports/profiles/<key>.yaml (+ .calibration.csv) and
+# reports/validation/agreement-<key>-<date>.json; $OUT gets one archive of them and the log.
+DEVICE=${DEVICE:-cuda}
+source "$(dirname "$0")/gpu_common.sh"
+QUICK=${QUICK:-}
+if [ "$DEVICE" = cuda ]; then
+  PROFILE="reports/profiles/$KEY.yaml"; FOLDER=reports/validation
+  step 420 $PY -m kernels.cases_gpu calibrate --device cuda $QUICK
+  step 90 $PY -m kernels.host_profile llama-3-8b --device cuda --layers 4 --batch 1 --prompt 512 \
+      --steps 16 --profile "$PROFILE"
+else  # dry run: tiny shapes; a CPU keeps its dispatch in overhead_us, so terms are not merged
+  PROFILE="$OUTDIR/$KEY.yaml"; FOLDER=$OUTDIR
+  step 300 $PY -m kernels.cases_gpu calibrate --device cpu --output "$PROFILE"
+  step 120 $PY -m kernels.host_profile qwen2-0.5b --device cpu --layers 1 --prompt 32 --steps 2 \
+      --no-compile --output "$OUTDIR/host-terms-$KEY.yaml"
+fi
+step 60 $PY -m kernels.cases_gpu agree --device "$DEVICE" --every "${AGREE_EVERY:-20}" \
+    --output-dir "$FOLDER"
+pack "$PROFILE" "${PROFILE%.yaml}.calibration.csv" "$FOLDER"/agreement-"$KEY"-*.json
+exit $status
