@@ -132,10 +132,10 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
     prefill, decode = model.prefill, model.decode
     if compiled:
         prefill, decode = torch.compile(prefill), torch.compile(decode)
-    if graph:  # decode steps replayed from CUDA graphs; the prefill stays eager
-        decode = graph_decode(model, case)
     ttfts, steps, run_means, waited = [], [], [], 0.0
     with torch.inference_mode():
+        if graph:  # decode steps replayed from CUDA graphs; the prefill stays eager
+            decode = graph_decode(model, case)
         time_generation(prefill, decode, tokens, case.generate, device)  # warm-up / compile
         for _ in range(repeats):
             if quiet_wait_s and not device.startswith("cuda"):

@@ -24,7 +24,7 @@ if [ "$DEVICE" = cuda ]; then
       --steps 16 --profile "$PROFILE"
 else  # dry run: tiny shapes; a CPU keeps its dispatch in overhead_us, so terms are not merged
   PROFILE="$OUTDIR/$KEY.yaml"; FOLDER=$OUTDIR
-  step 300 $PY -m kernels.cases_gpu calibrate --device cpu --output "$PROFILE"
+  step 300 $PY -m kernels.cases_gpu calibrate --device cpu --threads 1 --output "$PROFILE"
   step 120 $PY -m kernels.host_profile qwen2-0.5b --device cpu --layers 1 --prompt 32 --steps 2 \
       --no-compile --output "$OUTDIR/host-terms-$KEY.yaml"
 fi

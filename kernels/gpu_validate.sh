@@ -32,7 +32,7 @@ if [ "$DEVICE" = cuda ]; then
 else  # dry run: a few layers, tiny prompts, 1 thread, the dry-run profile of gpu_calibrate.sh
   FOLDER=$OUTDIR; PROFILE="$OUTDIR/$KEY.yaml"
   E2E="--generate 3 --repeats 1 --dtype fp32"
-  step 300 $PY -m kernels.cases_gpu validate --device cpu --profile "$PROFILE" \
+  step 300 $PY -m kernels.cases_gpu validate --device cpu --threads 1 --profile "$PROFILE" \
       --output-dir "$OUTDIR"
   step 120 $PY -m ridgeline.cli e2e qwen2-0.5b --device cpu --layers 1 $E2E --batch 1 --prompt 16 \
       --execution eager --output "$OUTDIR/e2e-$KEY.json"

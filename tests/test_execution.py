@@ -176,3 +176,38 @@ def test_host_terms_by_op_name():
     assert op_host(ceilings, two_ops()[1], "eager") == pytest.approx(60e-6)
     assert op_host(ceilings, two_ops()[0], "eager") == pytest.approx(1e-6)
     assert op_host(ceilings, two_ops()[0], "graph") == 0.0
+
+
+def test_cli_execution_option_and_json(tmp_path):
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(yaml.safe_dump(TERMS))
+    base = ["analyze", "llama-2-7b", "-H", "h100-sxm", "--dtype", "bf16", "--generate", "8",
+            "--profile", str(profile), "-f", "json"]
+    out = {}
+    for mode in ("graph", "eager"):
+        result = CliRunner().invoke(app, [*base, "--execution", mode])
+        assert result.exit_code == 0, result.output
+        out[mode] = json.loads(result.output)
+        assert out[mode]["workload"]["execution"] == mode
+    assert out["graph"]["decode"]["total"]["host_s"] == 0.0
+    # llama-2-7b, eager attention: 16 ops per layer (attn_norm, q/k/v_proj, rope, qk_matmul,
+    # softmax, sv_matmul, o_proj, attn_add, mlp_norm, gate/up_proj, mlp_act, down_proj,
+    # mlp_add) x 32 layers + embed, final_norm, lm_head = 515 calls at 10 µs = 5.15 ms
+    assert out["eager"]["decode"]["total"]["host_s"] == pytest.approx(515 * 10e-6, rel=1e-9)
+    bad = CliRunner().invoke(app, [*base, "--execution", "turbo"])
+    assert bad.exit_code == 2 and "unknown execution 'turbo'" in bad.output
+
+
+def test_dashboard_offers_the_execution_setting():
+    from viewer.state import control
+
+    c = control("execution")
+    assert c.kind == "choice" and c.options == ("auto", "graph", "eager", "compiled")
+    assert c.default == "auto"
