@@ -346,6 +346,7 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
 
     if device == "cpu":
         torch.set_flush_denormal(True)
+    path = output or default_path(key, config, meta["date"][:10])
     log(f"building {config.name} ({config.num_layers} layers, {dtype}) on {device}")
     model = Decoder(config, dtype, device, max_batch=max_batch, max_len=max_len, seed=seed)
     rows = []
@@ -365,11 +366,9 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
             row["load_avg_1m"] = os.getloadavg()[0]  # other processes on the machine
             row["spec_bandwidth_gb_s"] = spec.memory_bandwidth / 1e9
             rows.append(row)
-    path = None
-    if write:
-        path = output or default_path(key, config, meta["date"][:10])
-        write_rows(path, meta, rows)
-    return Result(meta, rows, note, path)
+            if write:  # row by row: a run stopped at a time limit keeps what it measured
+                write_rows(path, meta, [row])
+    return Result(meta, rows, note, path if write else None)
 
 
 def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None

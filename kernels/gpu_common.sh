@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
-BUDGET_S=${BUDGET_S:-560}
+BUDGET_S=${BUDGET_S:-500}   # three commands + two machine starts fit a 30-minute session
 OUTDIR=${OUT:-/tmp/ridgeline-gpu}
 [ "${DEVICE:-cuda}" = cpu ] && export OMP_NUM_THREADS=1   # dry run: one thread, key ...-1t
 mkdir -p "$OUTDIR"

@@ -28,7 +28,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +173,6 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
            log: Callable[[str], None] = lambda _m: None) -> Result:
     """Measure every case in every mode with transformers, predict each, write the rows."""
     transformers = need_transformers()
-    import torch
-
     from .decoder import truncate
 
     if dtype not in TORCH_DTYPES:
@@ -199,6 +197,7 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
                 timer="perf_counter after torch.cuda.synchronize, per generated token")
     log(f"building {stem} ({config.num_layers} layers, {dtype}) with transformers "
         f"{transformers.__version__} on {device}")
+    path = output or VALIDATION_DIR / f"hf-{key}-{stem}-{meta['date'][:10]}.json"
     model = build_model(raw, dtype, device, seed)
     rows = []
     for mode in modes:
@@ -213,12 +212,9 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
                                          execution))
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             rows.append(row)
-    torch.cuda.empty_cache() if device.startswith("cuda") else None
-    path = None
-    if write:
-        path = output or VALIDATION_DIR / f"hf-{key}-{stem}-{meta['date'][:10]}.json"
-        write_rows(path, meta, rows)
-    return Result(meta, rows, note, path)
+            if write:  # row by row: a run stopped at a time limit keeps what it measured
+                write_rows(path, meta, [row])
+    return Result(meta, rows, note, path if write else None)
 
 
 def main(argv: list[str] | None = None) -> int:
