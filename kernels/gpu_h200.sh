@@ -6,7 +6,8 @@
 # 2. validate there (quick), and e2e for Llama-3-8B, decode eager and in CUDA graphs;
 # 3. predict the H200's measured kernels and e2e rows from the H100 profile transferred
 #    (its fractions on the H200's datasheet roofs; kernels/gpu_transfer.py), per class and
-#    end to end -> reports/validation/transfer-<h100 profile>-to-<h200 snapshot>.json.
+#    end to end -> reports/validation/transfer-<h100 profile>-to-<h200 snapshot>.json
+#    (needs the engine's profile transfer, ridgeline.profile.profile_ceilings(transfer=True)).
 #
 #   bash kernels/gpu_h200.sh                         # on the nvidia-h200 machine
 #   SOURCE=reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml bash kernels/gpu_h200.sh

@@ -145,3 +145,30 @@ def test_graph_decode_gives_the_eager_tokens():
             token = graphs(token, pos)
             replayed.append(token.clone())
     assert all(torch.equal(a, b) for a, b in zip(eager, replayed))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_client_compiled_is_predicted_as_graph_on_cuda(tmp_path):
+    pytest.importorskip("transformers")
+    from kernels.hf_client import run_hf
+
+    cfg = tmp_path / "tiny"
+    cfg.mkdir()
+    (cfg / "config.json").write_text(json.dumps({**TINY, "model_type": "llama"}))
+    result = run_hf(str(cfg), [Case(1, 8, 4)], dtype="bf16", device="cuda", repeats=1,
+                    modes=("eager", "compiled"), hardware="h100-sxm", write=False)
+    assert [r["execution"] for r in result.rows] == ["eager", "graph"]
+    assert all(r["measured_tpot_s"] > 0 for r in result.rows)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
+def test_host_terms_on_cuda():
+    from kernels.host_profile import measure_terms
+
+    config = ModelConfig.from_hf_config({**TINY, "model_type": "llama"}, name="tiny")
+    terms = measure_terms(config, device="cuda", prompt=8, steps=2, dtype="bf16")
+    assert terms["launch_gap_us"] >= 0
+    assert terms["kernels_per_op"]["eager"]["q_proj"] >= 1
+    assert terms["host_us"]["eager"]["q_proj"] > 0 and terms["host_us"]["compiled"]["default"] > 0
