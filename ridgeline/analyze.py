@@ -11,12 +11,12 @@ import numpy as np
 from . import memory as M
 from .errors import InvalidWorkloadError
 from .hardware import DeviceSpec, load_device
-from .layers import Plan, pipeline_factors, stage_ops
+from .layers import Plan, head_ops, pipeline_factors, stage_ops
 from .model import ModelConfig, load_model
 from .ops import BYTE_FIELDS, Op
 from .precision import make_plan
 from .roofline import (Ceilings, composed_time, evaluate, execution_terms, has_execution_terms,
-                       spec_ceilings, with_execution)
+                       roofline_time, spec_ceilings, with_execution)
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,6 +104,16 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
 
 
+def _sides(table: dict) -> tuple:
+    """(arithmetic, transfer) seconds of each op: the roofs that do work (matrix/vector,
+    exponentials) and those that move bytes (memory, interconnect). Each is affine in the
+    cached length: an op moves bytes through memory or over the link, never both, and its
+    exponentials and operations both grow with the pairs attended."""
+    zero = 0 * table["memory_s"]
+    return (roofline_time(table["compute_s"], zero, zero, table["exp_s"]),
+            roofline_time(zero, table["memory_s"], table["network_s"]))
+
+
 def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
                     at_lo: dict | None = None):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
@@ -117,9 +127,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
         at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
     at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p), ceilings)
     n = hi_safe - lo + 1
-    memory = _affine_sum(at_lo["memory_s"], at_hi["memory_s"], n)
-    excess = _positive_part_sum(at_lo["compute_s"] - at_lo["memory_s"],
-                                at_hi["compute_s"] - at_hi["memory_s"], lo, hi_safe)
+    work_lo, move_lo = _sides(at_lo)
+    work_hi, move_hi = _sides(at_hi)
+    memory = _affine_sum(move_lo, move_hi, n)
+    excess = _positive_part_sum(work_lo - move_lo, work_hi - move_hi, lo, hi_safe)
     per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
     if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
         ops = stage_ops(model, "decode", batch, lo, p)
@@ -191,24 +202,29 @@ def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
 def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
                   p: Plan, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
     """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
-    one micro-batch, is the larger stage)."""
+    one micro-batch, is the larger stage). It fits when the peak is within what the runtime
+    may use: ``memory_utilization`` x capacity - the runtime's fixed reserve
+    (:func:`ridgeline.memory.usable_bytes`); ``kv_capacity_bytes`` is what is left there for
+    the KV cache after weights and activations."""
     batch, prompt = workload.batch, workload.seq_len
     micro = batch / p.micro_batches
     kv_len = prompt + np.maximum(np.asarray(workload.generate) - 1, 0)
     x_bytes = micro * prompt * model.hidden_size * p.ab
     if prefill_ops is None:
         prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
-    head_names = ("embed", "final_norm", "lm_head", "pp_send")
+    head_names = {op.name for op in head_ops(model, 1, 1, p)}
     layer = [op for op in prefill_ops if op.name not in head_names]
-    head = [op for op in prefill_ops if op.name in head_names[1:3]]
+    head = [op for op in prefill_ops if op.name in ("final_norm", "lm_head")]
     activations = np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
     weights = M.weight_bytes(model, p)
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
     peak = weights + kv + activations
+    usable = M.usable_bytes(device, p)
     return {"weights_bytes": weights, "kv_cache_bytes": kv, "activations_peak_bytes": activations,
             "peak_bytes": peak, "capacity_bytes": device.memory_capacity,
-            "fits": peak <= device.memory_capacity,
-            "shortfall_bytes": np.maximum(peak - device.memory_capacity, 0),
+            "usable_bytes": usable, "runtime_reserve_bytes": device.runtime_reserve,
+            "kv_capacity_bytes": M.kv_capacity_bytes(model, device, p, activations),
+            "fits": peak <= usable, "shortfall_bytes": np.maximum(peak - usable, 0),
             "devices": p.tp * p.pp * p.ep}
 
 
@@ -216,6 +232,8 @@ def plain(value: Any) -> Any:
     """numpy scalars -> Python numbers for JSON; NaN -> None."""
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return plain(value.item()) if value.ndim == 0 else [plain(v) for v in value.tolist()]
     if isinstance(value, (np.bool_, bool)):
@@ -277,11 +295,21 @@ def deployment(model, hardware, settings: Settings, ceilings: Ceilings | None):
     config, device = load_model(model), load_device(hardware)
     p = make_plan(settings, device, config.head_dim)
     roofs = with_execution(ceilings or spec_ceilings(device), device, settings.execution)
-    if settings.link_bw_gb_s:
-        roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9)
+    if settings.link_bw_gb_s:  # an override is one figure for every group size
+        roofs = replace(roofs, link_bandwidth=settings.link_bw_gb_s * 1e9, link_per_peer=None)
     if settings.link_latency_us >= 0:
         roofs = replace(roofs, link_latency=settings.link_latency_us * 1e-6)
     return config, device, p, roofs
+
+
+def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
+    """Workloads the model was not trained for: more positions than max_position_embeddings
+    (the numbers are still computed; the model's outputs would not be meaningful)."""
+    longest = int(np.max(workload.seq_len + np.maximum(np.asarray(workload.generate) - 1, 0)))
+    limit = model.max_position_embeddings
+    if limit and longest > limit:
+        return [f"{longest} positions exceed {model.name}'s max_position_embeddings ({limit})"]
+    return []
 
 
 def check_micro_batches(batch, p: Plan) -> None:
@@ -313,7 +341,10 @@ def analyze(model: str | ModelConfig, hardware: str | DeviceSpec, batch: int = 1
                                 stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
-    extra = {}
+    extra: dict[str, Any] = {}
+    warnings = context_warnings(config, workload)
+    if warnings:
+        extra["warnings"] = warnings
     if p.pp > 1:
         extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
                              "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}

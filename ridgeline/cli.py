@@ -69,6 +69,8 @@ SETTING_FIELDS = {
     "micro_batches": ("micro_batches", int, "Pipeline micro-batches."),
     "link_bw": ("link_bw_gb_s", float, "Interconnect GB/s per direction (overrides the catalog)."),
     "link_latency": ("link_latency_us", float, "Interconnect latency per hop, µs."),
+    "zero_points": ("zero_points", str, "Integer weights' zero points: fp16 or packed (AWQ/GPTQ, at the weight's width)."),
+    "memory_utilization": ("memory_utilization", float, "Fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9)."),
     "execution": ("execution", str, "graph, eager or compiled (auto: graph on a GPU, eager "
                   "on a CPU); matters with a device-time profile."),
 }
@@ -384,6 +386,14 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host'
              ("interconnect", f"{d.interconnect or '-'}" + (
                  f", {d.interconnect_bandwidth / GIGA:g} GB/s per direction"
                  if d.interconnect_bandwidth else ""))]
+    if d.interconnect_latency:
+        rows.append(("link latency", f"{d.interconnect_latency * 1e6:g} µs per hop"))
+    if d.interconnect_link_bandwidth:
+        rows.append(("fabric", f"mesh, {d.interconnect_link_bandwidth / GIGA:g} GB/s per peer link"))
+    if d.exp_rate:
+        rows.append(("exponentials", f"{d.exp_rate / TERA:g} T/s"))
+    if d.runtime_reserve:
+        rows.append(("runtime reserve", f"{d.runtime_reserve / GIB:g} GiB"))
     rows += [("source", s) for s in d.sources]
     for key, value in rows:
         typer.echo(f"{key:22s} {value}")
@@ -396,8 +406,9 @@ def models_list() -> None:
 
     for name in list_models():
         m = load_model(name)
+        moe = f"\tMoE {m.num_experts} experts, top-{m.num_experts_per_tok}" if m.is_moe else ""
         typer.echo(f"{name}\t{m.model_type}\t{m.num_layers} layers\thidden {m.hidden_size}\t"
-                   f"{m.attention_kind} {m.num_heads}/{m.num_kv_heads} heads")
+                   f"{m.attention_kind} {m.num_heads}/{m.num_kv_heads} heads{moe}")
 
 
 @models_app.command("show")
@@ -405,15 +416,15 @@ def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a conf
     """The parsed ModelConfig and its parameter count."""
     from dataclasses import asdict
 
-    from .layers import Plan
-    from .memory import weight_bytes
+    from .memory import active_parameters, total_parameters
     from .model import load_model
 
     m = load_model(name)
     for key, value in asdict(m).items():
         typer.echo(f"{key:32s} {value}")
-    params = weight_bytes(m, Plan(1, 1, 1, "fp16", "fp16"))
-    typer.echo(f"{'parameters':32s} {params / 1e9:.3f} B")
+    typer.echo(f"{'parameters':32s} {total_parameters(m) / 1e9:.3f} B")
+    if m.is_moe:
+        typer.echo(f"{'active parameters':32s} {active_parameters(m) / 1e9:.3f} B")
 
 
 @app.command()

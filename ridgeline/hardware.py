@@ -1,6 +1,7 @@
 """Devices: the ``DeviceSpec`` record, YAML loading with validation, and ``host`` detection."""
 from __future__ import annotations
 
+import math
 import os
 import platform
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from .errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
 from .units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
 
 KINDS = ("gpu", "cpu", "accelerator")
+TOPOLOGIES = ("switch", "mesh")
 REQUIRED = ("name", "vendor", "kind", "memory_capacity_gib", "memory_bandwidth_gb_s",
             "matrix_peak_tops", "sources")
 
@@ -37,7 +39,11 @@ class DeviceSpec:
     l2_bytes: float = 0.0                      # L2 (GPU) or last-level cache (CPU)
     interconnect: str | None = None
     interconnect_bandwidth: float | None = None  # bytes/s per direction per device
-    interconnect_latency: float | None = None    # seconds
+    interconnect_latency: float | None = None    # seconds per hop
+    interconnect_topology: str = "switch"        # switch (every pair at full bandwidth) | mesh
+    interconnect_link_bandwidth: float | None = None  # mesh: bytes/s per direction per peer link
+    exp_rate: float | None = None              # exponentials/s on the special-function units
+    runtime_reserve: float = 0.0               # bytes the runtime holds (CUDA context, workspaces)
     sources: tuple[str, ...] = ()
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -67,9 +73,15 @@ def _number(raw: Mapping[str, Any], key: str, where: str, required: bool = True)
         if required:
             raise InvalidSpecError(where, f"missing '{key}'")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value <= 0):
         raise InvalidSpecError(where, f"'{key}' must be a positive number, got {value!r}")
     return float(value)
+
+
+def _optional(raw: Mapping[str, Any], key: str, where: str) -> float:
+    """A positive number when present, 0 when absent or null."""
+    return 0.0 if raw.get(key) in (None, 0) else _number(raw, key, where)
 
 
 def _peaks(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, float]:
@@ -100,6 +112,15 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         raise InvalidSpecError(where, "'sources' must be a non-empty list of URLs")
     latency = _number(raw, "interconnect_latency_us", where, required=False)
     link_bw = _number(raw, "interconnect_bandwidth_gb_s", where, required=False)
+    per_link = _number(raw, "interconnect_link_gb_s", where, required=False)
+    topology = raw.get("interconnect_topology") or "switch"
+    if topology not in TOPOLOGIES:
+        raise InvalidSpecError(where, f"'interconnect_topology' must be one of {TOPOLOGIES}, got {topology!r}")
+    if topology == "mesh" and not (per_link and link_bw):
+        raise InvalidSpecError(where, "a mesh interconnect needs 'interconnect_link_gb_s' (per peer "
+                                      "link) and 'interconnect_bandwidth_gb_s' (all links)")
+    exp_rate = _number(raw, "exp_rate_tera_s", where, required=False)
+    reserve = _optional(raw, "runtime_reserve_gib", where)
     return DeviceSpec(
         name=str(raw["name"]),
         full_name=str(raw.get("full_name", raw["name"])),
@@ -109,12 +130,16 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         memory_bandwidth=_number(raw, "memory_bandwidth_gb_s", where) * GIGA,
         matrix_peak=matrix,
         vector_peak=_peaks(raw, "vector_peak_tops", where),
-        compute_units=int(raw.get("compute_units") or 0),
-        l1_bytes_per_unit=float(raw.get("l1_kib_per_unit") or 0) * KIB,
-        l2_bytes=float(raw.get("l2_cache_mib") or 0) * MIB,
+        compute_units=int(_optional(raw, "compute_units", where)),
+        l1_bytes_per_unit=_optional(raw, "l1_kib_per_unit", where) * KIB,
+        l2_bytes=_optional(raw, "l2_cache_mib", where) * MIB,
         interconnect=raw.get("interconnect"),
         interconnect_bandwidth=link_bw * GIGA if link_bw else None,
         interconnect_latency=latency * 1e-6 if latency else None,
+        interconnect_topology=topology,
+        interconnect_link_bandwidth=per_link * GIGA if topology == "mesh" else None,
+        exp_rate=exp_rate * TERA if exp_rate else None,
+        runtime_reserve=reserve * GIB,
         sources=tuple(str(s) for s in sources),
         notes=str(raw.get("notes") or ""),
     )
@@ -218,11 +243,24 @@ def measure_copy_bandwidth(mib: int = 256, repeats: int = 5) -> float:
     return 2 * src.nbytes / float(np.median(times))
 
 
-def _physical_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
+def _physical_cores(cpus: set[int] | None = None, root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """Physical cores among the CPUs this process may run on: SMT siblings share a
+    (package, core) pair in sysfs topology, and share that core's SIMD units, so they are
+    counted once. Falls back to the logical count when sysfs has no topology."""
+    if cpus is None:
+        try:
+            cpus = os.sched_getaffinity(0)
+        except AttributeError:  # pragma: no cover - non-Linux
+            return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        try:
+            topo = root / f"cpu{cpu}" / "topology"
+            cores.add(((topo / "physical_package_id").read_text().strip(),
+                       (topo / "core_id").read_text().strip()))
+        except OSError:
+            return len(cpus)
+    return len(cores) or len(cpus)
 
 
 def _nvidia_host() -> DeviceSpec | None:

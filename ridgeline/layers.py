@@ -25,7 +25,7 @@ class Plan:
     """Everything device- and setting-dependent the layer builder needs."""
 
     wb: float                    # bytes per layer weight (linear projections)
-    ab: float                    # bytes per activation, norm weight, embedding, lm_head weight
+    ab: float                    # bytes per activation
     kvb: float                   # bytes per KV-cache element
     matrix_dtype: str            # compute type of matrix ops
     vector_dtype: str            # compute type of element-wise ops
@@ -40,6 +40,19 @@ class Plan:
     pp: int = 1
     ep: int = 1
     micro_batches: int = 1
+    hb: float = 0.0              # bytes per embedding, norm, router and lm_head weight (0: ab)
+    head_dtype: str = ""         # compute type of lm_head and the router ("": matrix_dtype)
+    memory_utilization: float = 1.0  # fraction of device memory the runtime may use
+    expand_kv: bool = False      # eager GQA: K/V copied to every query head (repeat_kv)
+
+    @property
+    def head_bytes(self) -> float:
+        """Bytes per weight of what stays unquantised: embeddings, norms, router, lm_head."""
+        return self.hb or self.ab
+
+    @property
+    def head_matrix_dtype(self) -> str:
+        return self.head_dtype or self.matrix_dtype
 
     @property
     def quant(self) -> Quant:
@@ -47,7 +60,7 @@ class Plan:
 
     @property
     def unquantised(self) -> Quant:
-        return Quant(self.ab)
+        return Quant(self.head_bytes)
 
 
 @dataclass(frozen=True)
@@ -107,45 +120,65 @@ def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool) 
     return np.where(q_len > w, w * (w + 1) / 2 + (q_len - w) * w, full)
 
 
-def eager_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
-                    qk_dim: int, v_dim: int, kv_heads: int, count: int) -> list[Op]:
-    """qk_matmul -> softmax -> sv_matmul: the score matrix goes through memory."""
-    kw = dict(ab=p.ab, kvb=p.kvb, count=count, dtype=p.matrix_dtype)
-    qk = O.qk_matmul(batch, s.heads, kv_heads, q_len, kv_len, qk_dim, **kw)
+@dataclass(frozen=True)
+class AttentionCall:
+    """One attention kernel on one device: its sizes and where its query comes from."""
+
+    batch: Number
+    q_len: Number                # new positions per sequence
+    kv_len: Number               # positions attended to, before any window cap
+    heads: int                   # query heads on the device
+    kv_heads: int                # K/V heads on the device (1 for MLA's shared latent)
+    qk_dim: int
+    v_dim: int
+    count: int                   # layers
+    prefill: bool                # causal over the new tokens (else: decode)
+    q_from: str                  # producer of the query (liveness)
+    latent: bool = False         # absorbed MLA: V is the first v_dim columns of the K row
+
+
+def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
+    """qk_matmul -> softmax -> sv_matmul: the score matrix goes through memory.
+
+    Eager prefill computes the full q x S score matrix and masks it (a sliding window
+    changes the mask, not the work), so flops and bytes both cover every position. Decode
+    reads the cache, which a window caps at W positions. With ``p.expand_kv`` (the eager
+    setting: Hugging Face's ``repeat_kv``) grouped K/V heads are copied to every query head
+    first, so K/V are read per query head; a Plan built without it times the grouped
+    kernels the microbenchmarks run (query heads folded onto one K/V head).
+    """
+    kv = a.kv_len if a.prefill else kv_length(c, a.kv_len)
+    kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype,
+              expand_kv=p.expand_kv and not a.latent and a.kv_heads < a.heads)
+    qk = O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, **kw)
     return [
-        replace(qk, inputs=(q_from,)),
-        O.softmax(batch, s.heads, q_len, kv_len, ab=p.ab, count=count, dtype=p.vector_dtype),
-        O.sv_matmul(batch, s.heads, kv_heads, q_len, kv_len, v_dim, **kw),
+        replace(qk, inputs=(a.q_from,)),
+        O.softmax(a.batch, a.heads, a.q_len, kv, ab=p.ab, count=a.count, dtype=p.vector_dtype),
+        O.sv_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.v_dim, **kw),
     ]
 
 
-def fused_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
-                    qk_dim: int, v_dim: int, kv_heads: int, count: int, prefill: bool) -> list[Op]:
-    """Flash attention (and its decode variants): tiles on chip, K/V read once per query tile."""
-    pairs = attended_pairs(c, q_len, kv_len, causal=prefill)
-    keys = kv_length(c, kv_len)
-    positions = np.maximum(pairs / p.tile_rows, keys) if prefill else keys
-    ops = [O.flash_attention(batch, s.heads, kv_heads, q_len, pairs, positions, qk_dim, v_dim,
-                             ab=p.ab, kvb=p.kvb, count=count, dtype=p.matrix_dtype,
-                             inputs=(q_from,))]
-    if p.attention == "paged" and not prefill:  # the block table: 4 bytes per block
-        ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + batch * keys / p.kv_block * 4)
-    if p.attention == "flash-decoding" and not prefill:
-        splits = np.maximum(1, np.ceil(p.compute_units / (batch * s.heads)))
-        ops.append(O.split_combine(batch, s.heads, splits, v_dim, count=count, dtype=p.vector_dtype))
+def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
+    """Flash attention (and its decode variants): tiles on chip, K/V read once per query
+    tile; the causal mask and a sliding window skip whole tiles, in flops and bytes alike."""
+    pairs = attended_pairs(c, a.q_len, a.kv_len, causal=a.prefill)
+    keys = kv_length(c, a.kv_len)
+    positions = np.maximum(pairs / p.tile_rows, keys) if a.prefill else keys
+    ops = [O.flash_attention(a.batch, a.heads, a.kv_heads, a.q_len, pairs, positions, a.qk_dim,
+                             a.v_dim, ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype,
+                             inputs=(a.q_from,), v_in_k=a.latent)]
+    if p.attention == "paged" and not a.prefill:  # the block table: 4 bytes per block
+        ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + a.batch * keys / p.kv_block * 4)
+    if p.attention == "flash-decoding" and not a.prefill:
+        splits = np.maximum(1, np.ceil(p.compute_units / (a.batch * a.heads)))
+        ops.append(O.split_combine(a.batch, a.heads, splits, a.v_dim, count=a.count,
+                                   dtype=p.vector_dtype))
     return ops
 
 
-def attention_core(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, q_from: str,
-                   prefill: bool, qk_dim: int | None = None, v_dim: int | None = None,
-                   kv_heads: int | None = None) -> list[Op]:
-    qk_dim, v_dim = qk_dim or c.head_dim, v_dim or c.head_dim
-    kv_heads = kv_heads or s.kv_heads
-    if p.attention == "eager":
-        return eager_attention(c, s, batch, q_len, kv_length(c, kv_len), p, q_from, qk_dim,
-                               v_dim, kv_heads, s.layers)
-    return fused_attention(c, s, batch, q_len, kv_len, p, q_from, qk_dim, v_dim, kv_heads,
-                           s.layers, prefill)
+def attention_core(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
+    build = eager_attention if p.attention == "eager" else fused_attention
+    return build(c, a, p)
 
 
 def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
@@ -161,7 +194,8 @@ def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
     if c.rotary:
         ops.append(O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L,
                           dtype=p.vector_dtype))
-    ops += attention_core(c, s, batch, q_len, kv_len, p, "rope" if c.rotary else "q_proj", prefill)
+    ops += attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, s.kv_heads, c.head_dim,
+                                           c.head_dim, L, prefill, "rope" if c.rotary else "q_proj"), p)
     ops.append(O.linear("o_proj", tokens, q_out, h, q=p.quant, ab=p.ab, count=L,
                         dtype=p.matrix_dtype, inputs=(ops[-1].name,)))
     return ops
@@ -172,7 +206,9 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
     """Multi-head latent attention (DeepSeek-V2/V3). The cache holds one compressed latent
     (kv_lora_rank) plus the shared rotary key (qk_rope_head_dim) per token. Prefill
     decompresses K and V with kv_b_proj and runs ordinary attention; decode absorbs the
-    up-projections into the query and output (attention over the latent, MQA-like)."""
+    up-projections into the query and output (attention over the latent, MQA-like): W_UK
+    and W_UV are separate per head, so q_absorb and v_absorb are GEMMs batched over the
+    heads, each head reading its own (nope x r) or (r x v_d) matrix."""
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
     r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
     lin = dict(q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype)
@@ -189,13 +225,17 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
     ops.append(replace(rope, inputs=("q_proj", "kv_a_proj")))
     if prefill:
         ops.append(O.linear("kv_b_proj", tokens, r, s.heads * (nope + v_d), inputs=("kv_a_proj",), **lin))
-        core = attention_core(c, s, batch, q_len, kv_len, p, "rope", prefill, nope + rope_d, v_d, s.heads)
+        core = attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, s.heads, nope + rope_d,
+                                               v_d, L, prefill, "rope"), p)
         ops += core
         last = core[-1].name
     else:
-        ops.append(O.linear("q_absorb", tokens * s.heads, nope, r, inputs=("rope",), **lin))
-        ops += attention_core(c, s, batch, q_len, kv_len, p, "q_absorb", prefill, r + rope_d, r, 1)
-        ops.append(O.linear("v_absorb", tokens * s.heads, r, v_d, inputs=(ops[-1].name,), **lin))
+        ops.append(O.linear("q_absorb", tokens * s.heads, nope, r, inputs=("rope",), experts=s.heads,
+                            **lin))
+        ops += attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, 1, r + rope_d, r, L,
+                                               prefill, "q_absorb", latent=True), p)
+        ops.append(O.linear("v_absorb", tokens * s.heads, r, v_d, inputs=(ops[-1].name,),
+                            experts=s.heads, **lin))
         last = "v_absorb"
     ops.append(O.linear("o_proj", tokens, s.heads * v_d, h, inputs=(last,), **lin))
     return ops
@@ -229,7 +269,7 @@ def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
     the all-to-all dispatch/combine under expert parallelism."""
     h, k, count = c.hidden_size, c.num_experts_per_tok, s.moe_layers
     ops = [O.linear("router", tokens, h, c.num_experts, q=p.unquantised, ab=p.ab, count=count,
-                    dtype=p.matrix_dtype, inputs=(source,))]
+                    dtype=p.head_matrix_dtype, inputs=(source,))]
     routed = tokens * k / p.ep  # token slots this device's experts serve
     hit = expected_experts(c.num_experts, k, tokens) / p.ep
     if p.ep > 1:
@@ -273,14 +313,14 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     s = shard(c, p)
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
     vec = dict(ab=p.ab, count=L, dtype=p.vector_dtype)
-    ops = [O.norm("attn_norm", tokens, h, wb=p.ab, inputs=("x",), **vec)]
+    ops = [O.norm("attn_norm", tokens, h, wb=p.head_bytes, inputs=("x",), **vec)]
     build = latent_attention if c.is_mla else standard_attention
     ops += build(c, s, batch, q_len, kv_len, p, prefill)
     ops += tp_all_reduce("attn_allreduce", tokens, c, p, L, "o_proj")
     ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", "o_proj"), **vec))
     mlp_source = "attn_norm"
     if not c.parallel_attn:
-        ops.append(O.norm("mlp_norm", tokens, h, wb=p.ab, inputs=("attn_add",), **vec))
+        ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("attn_add",), **vec))
         mlp_source = "mlp_norm"
     mlp = mlp_block(c, s, tokens, p, mlp_source)
     ops += mlp
@@ -290,22 +330,38 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     return ops
 
 
-def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan) -> list[Op]:
-    """embed before the layers; final_norm and lm_head after (lm_head on the last position
-    only, its vocabulary split over tensor-parallel devices)."""
+EMBED_OPS = ("embed", "embed_allreduce")  # the head ops that run before the layers
+
+
+def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan,
+             logit_rows: Number | None = None) -> list[Op]:
+    """embed (before the layers, ``EMBED_OPS``), then final_norm and lm_head on
+    ``logit_rows`` positions (default ``batch``: the last position of each sequence, as in
+    prefill; decode computes every new position, so verifying k draft tokens computes
+    batch x (k+1) logits).
+
+    Under tensor parallelism the embedding and lm_head are split along the vocabulary
+    (Megatron-LM's VocabParallelEmbedding): the partial lookups are summed by an all-reduce,
+    and the vocabulary slices of the logits are gathered."""
     tokens = batch * q_len
-    h = c.hidden_size
+    logit_rows = batch + 0 * q_len if logit_rows is None else logit_rows
+    h, hb = c.hidden_size, p.head_bytes
     vocab = math.ceil(c.vocab_size / p.tp)
-    ops = [
-        O.embed(tokens, h, wb=p.ab, ab=p.ab, dtype=p.vector_dtype),
-        O.norm("final_norm", tokens, h, ab=p.ab, wb=p.ab, count=1, dtype=p.vector_dtype,
+    before = [O.embed(tokens, h, wb=hb, ab=p.ab, dtype=p.vector_dtype)]
+    after = [
+        O.norm("final_norm", tokens, h, ab=p.ab, wb=hb, count=1, dtype=p.vector_dtype,
                inputs=("x",)),
-        O.linear("lm_head", batch + 0 * q_len, h, vocab, q=p.unquantised, ab=p.ab, count=1,
-                 dtype=p.matrix_dtype, inputs=("final_norm",)),
+        O.linear("lm_head", logit_rows, h, vocab, q=p.unquantised, ab=p.ab, count=1,
+                 dtype=p.head_matrix_dtype, inputs=("final_norm",)),
     ]
+    if p.tp > 1:
+        before.append(O.collective("embed_allreduce", tokens * h, p.tp, ab=p.ab, count=1,
+                                   inputs=("embed",)))
+        after.append(O.collective("logits_gather", logit_rows * vocab * p.tp, p.tp, ab=p.ab,
+                                  count=1, kind="all_gather", inputs=("lm_head",)))
     if p.pp > 1:  # activations cross each pipeline boundary once per micro-batch
-        ops.append(O.collective("pp_send", tokens * h, p.pp, ab=p.ab, count=p.pp - 1, kind="send"))
-    return ops
+        after.append(O.collective("pp_send", tokens * h, p.pp, ab=p.ab, count=p.pp - 1, kind="send"))
+    return before + after
 
 
 def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan,
@@ -318,13 +374,16 @@ def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan
     """
     micro = batch / p.micro_batches if p.micro_batches > 1 else batch
     if stage == "prefill":
-        q, kv, prefill = length, length, True
+        q, kv, prefill, rows = length, length, True, micro + 0 * length
     elif stage == "decode":
         q, kv, prefill = q_len + 0 * length, length + q_len, False
+        rows = micro * q
     else:
         raise ValueError(f"stage must be 'prefill' or 'decode', got {stage!r}")
-    heads = head_ops(c, micro, q, p)
-    return [heads[0], *layer_ops(c, micro, q, kv, p, prefill), *heads[1:]]
+    heads = head_ops(c, micro, q, p, rows)
+    before = [op for op in heads if op.name in EMBED_OPS]
+    after = [op for op in heads if op.name not in EMBED_OPS]
+    return [*before, *layer_ops(c, micro, q, kv, p, prefill), *after]
 
 
 def pipeline_factors(p: Plan) -> tuple[float, float]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .hardware import DeviceSpec
 from .layers import Plan, shard
 from .model import ModelConfig
 from .ops import Op
@@ -61,16 +62,39 @@ def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
     if p.scale_bytes:
         groups = linear / p.group_size if p.group_size else linear / c.hidden_size
         scales = groups * p.scale_bytes
-    layers = linear * p.wb + scales + (parts["norms"] + parts.get("router", 0)) * p.ab
-    table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * p.ab
+    hb = p.head_bytes
+    layers = linear * p.wb + scales + (parts["norms"] + parts.get("router", 0)) * hb
+    table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * hb
     head = 0 if c.tie_word_embeddings and p.pp == 1 else table
     ends = max(table, head) if p.pp > 1 else table + head
-    return layers + ends + c.hidden_size * p.ab
+    return layers + ends + c.hidden_size * hb
+
+
+ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")  # one byte per weight: weight_bytes counts parameters
+
+
+def total_parameters(c: ModelConfig) -> float:
+    """Every parameter of the model (biases left out, as in ``layer_parameters``)."""
+    return weight_bytes(c, ONE_BYTE)
 
 
 def active_parameters(c: ModelConfig) -> float:
     """Parameters a token touches in one forward pass (MoE: only its top-k experts)."""
-    return weight_bytes(c, Plan(1, 1, 1, "fp16", "fp16"), active=True)
+    return weight_bytes(c, ONE_BYTE, active=True)
+
+
+def usable_bytes(device: DeviceSpec, p: Plan) -> float:
+    """Device memory the serving runtime may fill: ``memory_utilization`` x capacity less
+    the runtime's fixed reserve (CUDA context, library workspaces), as vLLM budgets it
+    (``gpu_memory_utilization`` x total memory, minus non-torch memory)."""
+    return device.memory_capacity * p.memory_utilization - device.runtime_reserve
+
+
+def kv_capacity_bytes(c: ModelConfig, device: DeviceSpec, p: Plan, activation_bytes: Number = 0.0
+                      ) -> Number:
+    """Bytes available to the KV cache on one device: usable memory less the weights and
+    the peak activations of the largest step (``activation_bytes``); never below 0."""
+    return np.maximum(usable_bytes(device, p) - weight_bytes(c, p) - activation_bytes, 0.0)
 
 
 def kv_bytes_per_token(c: ModelConfig, p: Plan) -> float:

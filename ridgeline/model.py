@@ -160,6 +160,10 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         raise InvalidConfigError(where, f"num_attention_heads ({heads}) is not a multiple of "
                                         f"num_key_value_heads ({kv_heads})")
     mla = _mla_fields(raw)
+    if raw.get("head_dim") is None and not mla and hidden % heads:
+        raise InvalidConfigError(where, f"hidden_size ({hidden}) is not a multiple of "
+                                        f"num_attention_heads ({heads}); set head_dim if the "
+                                        "model's heads are not hidden_size / heads wide")
     head_dim = _positive(raw, where, "head_dim", default=hidden // heads)
     if mla:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]

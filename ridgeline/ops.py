@@ -41,6 +41,7 @@ class Op:
     vector_flops: Number = 0   # vector-unit work beside the matrix work (dequantising, fused softmax)
     comm_bytes: Number = 0     # bytes each device sends over the interconnect
     comm_hops: Number = 0      # sequential link hops of a collective (each costs the link latency)
+    exps: Number = 0           # exponentials (softmax), run on the special-function units
     matrix: bool = False       # runs on matrix units (GEMM/GEMV) rather than vector units
     dtype: str = "fp16"        # data type the arithmetic runs in
     inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
@@ -95,25 +96,30 @@ def linear(name: str, tokens: Number, k: int, n: int, *, q: Quant, ab: float, co
 
 
 def qk_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
+              expand_kv: bool = False) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
-    K is read once per KV head (grouped heads share it); the score matrix is written out.
+    K is read once per KV head (grouped heads share it), or once per query head with
+    ``expand_kv`` (Hugging Face's eager path copies K/V to every query head with
+    ``repeat_kv`` first); the score matrix is written out.
     """
     return Op("qk_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
               act_read_bytes=batch * q_len * heads * head_dim * ab,
-              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
               act_write_bytes=batch * heads * q_len * kv_len * ab, matrix=True, dtype=dtype,
               inputs=("q",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
                                         q_len=q_len, kv_len=kv_len, head_dim=head_dim))
 
 
 def sv_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str) -> Op:
-    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops."""
+              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
+              expand_kv: bool = False) -> Op:
+    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops (V per query
+    head with ``expand_kv``, as in :func:`qk_matmul`)."""
     return Op("sv_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
               act_read_bytes=batch * heads * q_len * kv_len * ab,
-              kv_read_bytes=batch * kv_len * kv_heads * head_dim * kvb,
+              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
               act_write_bytes=batch * q_len * heads * head_dim * ab, matrix=True, dtype=dtype,
               inputs=("softmax",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
                                               q_len=q_len, kv_len=kv_len, head_dim=head_dim))
@@ -121,9 +127,11 @@ def sv_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: N
 
 def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: float,
             count: int, dtype: str) -> Op:
-    """Row softmax over the score matrix: 5 ops per element, read and written once."""
+    """Row softmax over the score matrix: 5 ops per element (one of them an exponential),
+    read and written once."""
     elems = batch * heads * q_len * kv_len
-    return Op("softmax", "softmax", count, flops=SOFTMAX_OPS * elems, act_read_bytes=elems * ab,
+    return Op("softmax", "softmax", count, flops=SOFTMAX_OPS * elems, exps=elems,
+              act_read_bytes=elems * ab,
               act_write_bytes=elems * ab, dtype=dtype, inputs=("qk_matmul",),
               dims=_dims(rows=batch * heads * q_len, cols=kv_len))
 
@@ -174,17 +182,21 @@ def rope(tokens: Number, heads: int, kv_heads: int, head_dim: int, *, ab: float,
 
 def flash_attention(batch: Number, heads: int, kv_heads: int, q_len: Number, pairs: Number,
                     kv_read_positions: Number, qk_dim: int, v_dim: int, *, ab: float,
-                    kvb: float, count: int, dtype: str, inputs: tuple[str, ...]) -> Op:
+                    kvb: float, count: int, dtype: str, inputs: tuple[str, ...],
+                    v_in_k: bool = False) -> Op:
     """Fused attention with tiles held on chip: no score matrix in memory.
 
     ``pairs``: (query, key) pairs attended per (sequence, head) after causal/window masking.
-    Matrix work 2*pairs*(qk_dim + v_dim) per head, softmax 5 per pair on vector units;
-    K/V read ``kv_read_positions`` times per KV head (once per query tile that needs them).
+    Matrix work 2*pairs*(qk_dim + v_dim) per head, softmax 5 per pair on vector units (one
+    exponential per pair); K/V read ``kv_read_positions`` times per KV head (once per query
+    tile that needs them), a row of qk_dim + v_dim elements, or of qk_dim alone when V is
+    the first v_dim columns of the cached K row (``v_in_k``: absorbed MLA, as FlashMLA reads it).
     """
+    row = qk_dim if v_in_k else qk_dim + v_dim
     return Op("attention", "attention", count, flops=2 * batch * heads * pairs * (qk_dim + v_dim),
-              vector_flops=SOFTMAX_OPS * batch * heads * pairs,
+              vector_flops=SOFTMAX_OPS * batch * heads * pairs, exps=batch * heads * pairs,
               act_read_bytes=batch * q_len * heads * qk_dim * ab,
-              kv_read_bytes=batch * kv_heads * kv_read_positions * (qk_dim + v_dim) * kvb,
+              kv_read_bytes=batch * kv_heads * kv_read_positions * row * kvb,
               act_write_bytes=batch * q_len * heads * v_dim * ab, matrix=True, dtype=dtype,
               inputs=inputs, dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len,
                                         pairs=pairs, head_dim=qk_dim, v_dim=v_dim))
@@ -204,12 +216,14 @@ def collective(name: str, elems: Number, devices: int, *, ab: float, count: int,
                kind: str = "all_reduce", inputs: tuple[str, ...] = ()) -> Op:
     """Bytes one device sends over the links.
 
-    all_reduce (ring): 2(n-1)/n x message, 2(n-1) latency hops; all_to_all: (n-1)/n x message,
-    n-1 hops; send (pipeline point-to-point): the message, one hop.
+    all_reduce (ring): 2(n-1)/n x message, 2(n-1) latency hops; all_to_all and all_gather
+    (ring): (n-1)/n x message, n-1 hops; send (pipeline point-to-point): the message, one hop.
+    ``elems`` is the full message (all_gather: the gathered result).
     """
     message = elems * ab
     sent, hops = {"all_reduce": (2 * (devices - 1) / devices, 2 * (devices - 1)),
                   "all_to_all": ((devices - 1) / devices, devices - 1),
+                  "all_gather": ((devices - 1) / devices, devices - 1),
                   "send": (1.0, 1)}[kind]
     return Op(name, "comm", count, flops=0 * elems, comm_bytes=sent * message, comm_hops=hops,
               inputs=inputs, dims=_dims(elems=elems, devices=devices, collective=kind))

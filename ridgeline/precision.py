@@ -64,16 +64,28 @@ def vector_dtype(a: str) -> str:
     return a if _is_float(a) and not a.startswith("fp8") else "fp16"
 
 
-SCALE_BYTES_INT = 4.0   # an fp16 scale and an fp16 zero point per group
-SCALE_BYTES_FP8 = 2.0   # an fp16 scale per group
+SCALE_BYTES = 2.0   # an fp16 scale per group
+ZERO_POINT_BYTES = 2.0  # an fp16 zero point per group (zero_points="fp16")
 
 
-def _scale_bytes(w: str) -> float:
+def _scale_bytes(w: str, zero_points: str = "fp16") -> float:
+    """Bytes per quantisation group: integer weights carry an fp16 scale and a zero point,
+    the zero point either fp16 or packed at the weight's own width (AWQ/GPTQ store 4-bit
+    zeros packed eight to an int32: int4 with groups of 128 is 4 + 8 x 2.5/128 = 4.16 bits
+    per weight); float weights (fp8/fp6/fp4) carry a scale only."""
     if w in _INT_LADDER:
-        return SCALE_BYTES_INT
+        zero = ZERO_POINT_BYTES if zero_points == "fp16" else DTYPE_BITS[w] / 8
+        return SCALE_BYTES + zero
     if w.startswith(("fp8", "fp6", "fp4")):
-        return SCALE_BYTES_FP8
+        return SCALE_BYTES
     return 0.0
+
+
+def unquantised_dtype(a: str) -> str:
+    """The type of what stays unquantised whatever --dtype/--w-bits/--a-bits say: embeddings,
+    norms, the MoE router and lm_head are kept in the activation's float type, or fp16 when
+    activations are integers or fp8 (the rule of vLLM/AWQ/GPTQ checkpoints)."""
+    return vector_dtype(a)
 
 
 def flash_tile_rows(on_chip_bytes: float, head_dim: int, ab: float) -> int:
@@ -89,13 +101,14 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
     w, a = settings.w_dtype, settings.a_dtype
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
+    kept = unquantised_dtype(a)
     return Plan(
         wb=dtype_bytes(w),
         ab=ab,
         kvb=dtype_bytes(settings.kv_dtype),
         matrix_dtype=compute,
         vector_dtype=vector_dtype(a),
-        scale_bytes=_scale_bytes(w),
+        scale_bytes=_scale_bytes(w, settings.zero_points),
         group_size=settings.group_size,
         dequant=DTYPE_BITS[w] < DTYPE_BITS[compute] or (not _is_float(w) and _is_float(compute)),
         attention=settings.attention,
@@ -103,4 +116,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         tile_rows=flash_tile_rows(device.l1_bytes_per_unit, head_dim, max(ab, 2.0)),
         compute_units=max(device.compute_units, 1),
         tp=settings.tp, pp=settings.pp, ep=settings.ep, micro_batches=settings.micro_batches,
+        hb=dtype_bytes(kept), head_dtype=_float_fallback(kept, device),
+        memory_utilization=settings.memory_utilization,
+        expand_kv=settings.attention == "eager",
     )

@@ -80,7 +80,9 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         "calibrated", float(profile["bandwidth_gb_s"]) * GIGA, MappingProxyType(matrix),
         MappingProxyType(vector), MappingProxyType(efficiency), MappingProxyType(overhead),
         device=device.name, link_bandwidth=device.interconnect_bandwidth,
-        link_latency=device.interconnect_latency or 0.0, **execution_tables(profile, where))
+        link_latency=device.interconnect_latency or 0.0,
+        link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
+        **execution_tables(profile, where))
 
 
 def execution_tables(profile: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def _stage_table(analysis: Analysis, stage: str):
 
 def summary_lines(analysis: Analysis) -> list[str]:
     """Key numbers as short lines: generation and memory."""
-    lines = []
+    lines = [f"warning: {w}" for w in analysis.extra.get("warnings", [])]
     gen = analysis.generation
     if gen:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
@@ -89,15 +89,26 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      f"total {format_time(gen['total_s'])}   {gen['tokens_per_s']:.4g} tokens/s")
     spec = analysis.extra.get("speculative")
     if spec:
+        even = spec["break_even_acceptance"]
+        smem = spec["memory"]
+        fits = "fits" if smem["fits"] else (f"does NOT fit: {format_bytes(smem['shortfall_bytes'])} over "
+                                            f"the {format_bytes(smem['usable_bytes'])} usable")
         lines.append(f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
-                     f"{spec['expected_tokens_per_step']:.3g} tokens/step, speed-up "
-                     f"{spec['speedup']:.3g}x, break-even acceptance {spec['break_even_acceptance']:.3g}")
+                     f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
+                     f"{spec['tokens_per_s']:.4g} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
+                     f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
+                     f"{'-' if even is None else format(even, '.3g')})")
+        lines.append(f"memory with the draft: {format_bytes(smem['peak_bytes'])} of "
+                     f"{format_bytes(smem['capacity_bytes'])}: {fits}")
     pipe = analysis.extra.get("pipeline")
     if pipe:
         lines.append(f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
                      f"bubble {pipe['bubble_fraction']:.1%}")
     mem = analysis.memory
-    verdict = "fits" if mem["fits"] else f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} short"
+    usable = mem.get("usable_bytes", mem["capacity_bytes"])
+    verdict = "fits" if mem["fits"] else (
+        f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} over the {format_bytes(usable)} usable "
+        "(memory utilization x capacity - runtime reserve)")
     per = f" per device (x{mem['devices']})" if mem.get("devices", 1) > 1 else ""
     lines.append(f"memory{per}: weights {format_bytes(mem['weights_bytes'])} + KV cache "
                  f"{format_bytes(mem['kv_cache_bytes'])} + activations "

@@ -1,7 +1,8 @@
 """Roofline: time and bound of each op against a device's ceilings.
 
 time = max(operations / compute roof, bytes / bandwidth roof) + per-kernel overhead
-(Williams, Waterman, Patterson, "Roofline", CACM 2009). ``spec`` ceilings are datasheet
+(Williams, Waterman, Patterson, "Roofline", CACM 2009), with two more roofs where they
+apply: bytes over the interconnect, and exponentials on the special-function units. ``spec`` ceilings are datasheet
 peaks; ``calibrated`` ones come from a measured device profile (``ridgeline calibrate``).
 """
 from __future__ import annotations
@@ -30,12 +31,22 @@ class Ceilings:
     device: str = ""
     link_bandwidth: float | None = None     # bytes/s per direction between devices
     link_latency: float = 0.0               # seconds per hop
+    link_per_peer: float | None = None      # point-to-point mesh: bytes/s per peer link (None: switched)
+    exp_rate: float | None = None           # exponentials/s (special-function units; None: no roof)
     # execution terms of a device-time profile (empty: today's per-kernel overhead only)
     launch_gap_s: float = 0.0               # device idle between back-to-back kernels (graph)
     host_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # mode -> op -> s/call
     kernels: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> launches
     execution: str = "graph"                # graph | eager | compiled (see composed_time)
     serial: bool = False                    # the host is the device (a CPU)
+
+    def group_bandwidth(self, devices):
+        """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
+        (NVSwitch) gives every group the full link bandwidth; a fully connected mesh
+        (MI300X's xGMI) gives one link per peer, (n - 1) x per-peer, capped at the total."""
+        if self.link_per_peer is None:
+            return self.link_bandwidth
+        return np.minimum((np.asarray(devices) - 1) * self.link_per_peer, self.link_bandwidth)
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -122,13 +133,14 @@ def spec_ceilings(device: DeviceSpec) -> Ceilings:
     return Ceilings("spec", device.memory_bandwidth, device.matrix_peak,
                     MappingProxyType(vector), device=device.name,
                     link_bandwidth=device.interconnect_bandwidth,
-                    link_latency=device.interconnect_latency or 0.0)
+                    link_latency=device.interconnect_latency or 0.0,
+                    link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
 
 
-def roofline_time(compute_s, memory_s, network_s=0.0):
+def roofline_time(compute_s, memory_s, network_s=0.0, exp_s=0.0):
     """The roofline step: the slowest of doing the arithmetic, moving the bytes through
-    device memory, and sending them over the interconnect."""
-    return np.maximum(np.maximum(compute_s, memory_s), network_s)
+    device memory, sending them over the interconnect, and computing the exponentials."""
+    return np.maximum(np.maximum(compute_s, memory_s), np.maximum(network_s, exp_s))
 
 
 def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
@@ -166,22 +178,29 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     compute_s = flops / compute + vector_flops / vector
     memory_s = nbytes / memory
     network_s = _network_seconds(ops, ceilings, nbytes.ndim)
+    exp_s = _stack(ops, "exps", nbytes.ndim) / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
-    # an op either moves bytes through memory or over the link, never both: the larger
-    # of the two is its transfer time, which keeps each op's time a max of two terms
-    transfer_s = np.maximum(memory_s, network_s)
     table.update(
         bytes=nbytes, intensity=intensity, vector_flops=vector_flops,
         comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
-        compute_s=compute_s, memory_s=transfer_s, overhead_s=overhead + 0 * nbytes,
-        time_s=roofline_time(compute_s, memory_s, network_s) + overhead,
+        compute_s=compute_s, memory_s=memory_s, network_s=network_s, exp_s=exp_s + 0 * nbytes,
+        overhead_s=overhead + 0 * nbytes,
+        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead,
         perf=np.minimum(compute, intensity * memory),
-        bound=np.where(network_s > np.maximum(compute_s, memory_s), "network",
-                       np.where(compute_s >= memory_s, "compute", "memory")),
+        bound=_bound(compute_s, memory_s, network_s, exp_s),
         count=np.array([op.count for op in ops], dtype=float).reshape(shape),
     )
     return table
+
+
+BOUNDS = ("compute", "memory", "network", "exp")
+
+
+def _bound(*seconds):
+    """Name of the largest term; ties go to the earlier name (compute before memory)."""
+    stacked = np.stack(np.broadcast_arrays(*seconds))
+    return np.asarray(BOUNDS)[np.argmax(stacked, axis=0)]
 
 
 def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.ndarray:
@@ -193,18 +212,15 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
         raise InvalidWorkloadError(
             f"{ceilings.device} has no interconnect bandwidth in its spec; pass --link-bw GB/s")
     hops = _stack(ops, "comm_hops", ndim)
-    return np.where(comm > 0, comm / ceilings.link_bandwidth + hops * ceilings.link_latency, 0.0)
+    # a point-to-point send uses one link; a collective the group's bandwidth
+    groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]
+    bandwidth = _per_op([ceilings.group_bandwidth(n) for n in groups], comm.shape)
+    return np.where(comm > 0, comm / bandwidth + hops * ceilings.link_latency, 0.0)
 
 
 def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
     """One op's row of :func:`evaluate` (time, perf, bound, bytes...)."""
     return {k: v[0] for k, v in evaluate([op], ceilings).items()}
-
-
-def stage_time(ops: Sequence[Op], ceilings: Ceilings):
-    """Seconds for one forward pass: sum over ops of count x time (arrays broadcast)."""
-    table = evaluate(ops, ceilings)
-    return np.sum(table["count"] * table["time_s"], axis=0)
 
 
 # --- execution modes: device time and host time composed ----------------------------------

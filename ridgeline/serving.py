@@ -42,13 +42,40 @@ def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s:
     return np.where(expected_tokens(k, 1.0) * target_s >= cost, hi, np.nan)
 
 
+def _prefill_and_memory(model, hardware, settings: Settings, batch, seq_len, cached) -> tuple:
+    """Prefill seconds of ``seq_len`` prompt tokens and the memory table with ``cached``
+    tokens per sequence in the cache."""
+    config, device, p, roofs = deployment(model, hardware, settings, None)
+    ops = stage_ops(config, "prefill", batch, seq_len, p)
+    totals, _ = stage_totals(ops, roofs, p)
+    mem = memory_totals(config, device, Workload(batch, seq_len, cached - seq_len + 1), p, ops)
+    return totals["time_s"], mem
+
+
+def _together(target: dict, draft: dict) -> dict:
+    """Target and draft on one device: weights and caches add up, activations do not
+    (the two models run one after the other)."""
+    out = {k: target[k] + draft[k] for k in ("weights_bytes", "kv_cache_bytes")}
+    out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"],
+                                               draft["activations_peak_bytes"])
+    out["peak_bytes"] = sum(out.values())
+    usable = target["usable_bytes"]
+    out.update(capacity_bytes=target["capacity_bytes"], usable_bytes=usable,
+               fits=out["peak_bytes"] <= usable,
+               shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0))
+    return out
+
+
 def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
                 draft_tokens: int = 4, acceptance: float = 0.7, dtype: str | None = None,
                 settings: Settings | None = None, max_k: int = 8, **options: Any) -> dict:
     """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
     tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
     yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
-    for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1)."""
+    for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
+
+    Both models live on the device: ``memory`` adds the draft's weights and KV cache to
+    the target's, and ``ttft_s`` runs both prefills over the prompt."""
     if not 0.0 <= acceptance <= 1.0:
         raise InvalidWorkloadError(f"acceptance must be between 0 and 1, got {acceptance}")
     if draft_tokens < 0:
@@ -64,13 +91,18 @@ def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
     even = break_even_acceptance(ks, draft_s, verify_s, target_s)
     even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
     k = draft_tokens
+    cached = seq_len + k + 1  # the verify pass writes k + 1 positions
+    target_pre, target_mem = _prefill_and_memory(model, hardware, chosen, batch, seq_len, cached)
+    draft_pre, draft_mem = _prefill_and_memory(draft, hardware, chosen, batch, seq_len, cached)
+    tpot = (k * draft_s + verify_s[k]) / tokens[k]
     return plain({
         "draft": str(draft if isinstance(draft, str) else draft.name),
         "draft_tokens": k, "acceptance": acceptance,
         "expected_tokens_per_step": tokens[k], "target_step_s": target_s,
         "draft_step_s": draft_s, "verify_s": verify_s[k],
-        "tpot_s": (k * draft_s + verify_s[k]) / tokens[k],
+        "tpot_s": tpot, "tokens_per_s": batch / tpot, "ttft_s": target_pre + draft_pre,
         "speedup": speedup[k], "break_even_acceptance": even[k],
+        "memory": _together(target_mem, draft_mem),
         "by_draft_tokens": [{"draft_tokens": int(i), "speedup": speedup[i],
                              "break_even_acceptance": even[i]} for i in ks],
     })
@@ -78,9 +110,10 @@ def speculative(model, hardware, draft, *, batch: int = 1, seq_len: int = 512,
 
 def max_batch(model, hardware, seq_len: int, generate: int = 0, *, dtype: str | None = None,
               settings: Settings | None = None, **options: Any) -> int:
-    """Largest batch whose peak memory fits one device. Peak memory is weights plus a
+    """Largest batch whose peak memory fits what the runtime may use on one device
+    (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
     per-sequence amount (KV cache and activations both scale with the batch), so the
-    answer is floor((capacity - weights) / per-sequence bytes); 0 when nothing fits."""
+    answer is floor((usable - weights) / per-sequence bytes); 0 when nothing fits."""
     chosen = make_settings(dtype, settings, options)
     config, device, p, _ = deployment(model, hardware, chosen, None)
     m = p.micro_batches
@@ -88,7 +121,7 @@ def max_batch(model, hardware, seq_len: int, generate: int = 0, *, dtype: str | 
     two = memory_totals(config, device, Workload(2 * m, seq_len, generate), p)
     per_seq = float(two["peak_bytes"] - one["peak_bytes"]) / m
     fixed = float(one["peak_bytes"]) - per_seq * m
-    room = device.memory_capacity - fixed
+    room = float(one["usable_bytes"]) - fixed
     return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
 
 

@@ -37,6 +37,7 @@ def _check_positive(field: str, value: Number) -> None:
 
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
+ZERO_POINTS = ("fp16", "packed")
 EXECUTIONS = ("auto", "graph", "eager", "compiled")
 
 
@@ -56,6 +57,8 @@ class Settings:
     micro_batches: int = 1     # pipeline micro-batches (batch must divide evenly)
     link_bw_gb_s: float = 0.0  # override of the device's interconnect bandwidth (GB/s per direction)
     link_latency_us: float = -1.0  # override of the per-hop link latency (µs); < 0 keeps the spec
+    zero_points: str = "fp16"  # integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)
+    memory_utilization: float = 0.9  # share of device memory the runtime may use (vLLM's gpu_memory_utilization)
     execution: str = "auto"    # graph | eager | compiled; auto: graph on a GPU, eager on a CPU
 
     def __post_init__(self) -> None:
@@ -76,6 +79,12 @@ class Settings:
                 raise InvalidWorkloadError(f"{field} must be a whole number >= 1, got {value!r}")
         if self.group_size < 0:
             raise InvalidWorkloadError(f"group_size must be >= 0 (0: per channel), got {self.group_size}")
+        if self.zero_points not in ZERO_POINTS:
+            raise InvalidWorkloadError(f"unknown zero-point layout {self.zero_points!r}; use one of: "
+                                       f"{', '.join(ZERO_POINTS)}")
+        if not 0 < self.memory_utilization <= 1:
+            raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got "
+                                       f"{self.memory_utilization}; e.g. 0.9")
         if self.link_bw_gb_s < 0:
             raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
 

@@ -35,12 +35,15 @@ def test_llama3_gqa_ops():
     assert pre["k_proj"]["flops"] == 2 * 1024 * 4096 * 1024
     assert pre["k_proj"]["weight_bytes"] == 4096 * 1024 * 2
     assert pre["qk_matmul"]["flops"] == 2 * 32 * 1024 * 1024 * 128
-    assert pre["qk_matmul"]["kv_read_bytes"] == 1024 * 8 * 128 * 2  # K once per KV head
+    # eager GQA: repeat_kv copies K to all 32 query heads before the matmul
+    assert pre["qk_matmul"]["kv_read_bytes"] == 1024 * 32 * 128 * 2
     assert pre["qk_matmul"]["act_read_bytes"] == 1024 * 32 * 128 * 2
     assert pre["rope"]["kv_write_bytes"] == 1024 * 8 * 128 * 2
-    assert dec["sv_matmul"]["kv_read_bytes"] == 1025 * 8 * 128 * 2
+    assert dec["sv_matmul"]["kv_read_bytes"] == 1025 * 32 * 128 * 2
     assert dec["lm_head"]["weight_bytes"] == 128256 * 4096 * 2
-    assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 8 * 128 * 2
+    assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 32 * 128 * 2
+    flash = rows(rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024, attention="flash"), "decode")
+    assert flash["attention"]["kv_read_bytes"] == 8 * 1025 * 256 * 2  # fused: once per KV head
 
 
 def test_falcon_mqa():
@@ -52,7 +55,8 @@ def test_falcon_mqa():
     a = rl.analyze(m, "a100-80gb", batch=1, seq_len=2047)
     dec = rows(a, "decode")
     assert dec["qk_matmul"]["flops"] == 2 * 71 * 2048 * 64
-    assert dec["qk_matmul"]["kv_read_bytes"] == 2048 * 64 * 2
+    # eager copies the one K head to all 71 query heads (repeat_kv) before the matmul
+    assert dec["qk_matmul"]["kv_read_bytes"] == 2048 * 71 * 64 * 2
     assert dec["qk_matmul"]["act_write_bytes"] == 71 * 2048 * 2
     assert "mlp_norm" not in dec and "gate_proj" not in dec  # one shared norm, plain MLP
 
@@ -60,7 +64,9 @@ def test_falcon_mqa():
 def test_memory_fit_and_shortfall():
     a = rl.analyze("llama-2-70b", "a6000", batch=1, seq_len=512)
     assert not a.memory["fits"]
-    assert a.memory["shortfall_bytes"] == pytest.approx(a.memory["peak_bytes"] - 48 * 2**30)
+    # usable = 0.9 (memory_utilization) x 48 GiB - 0.75 GiB runtime reserve = 42.45 GiB
+    assert a.memory["usable_bytes"] == pytest.approx(42.45 * 2**30)
+    assert a.memory["shortfall_bytes"] == pytest.approx(a.memory["peak_bytes"] - 42.45 * 2**30)
     b = rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=512)
     assert b.memory["fits"] and b.memory["shortfall_bytes"] == 0
 

@@ -1,0 +1,286 @@
+"""The defects an independent hand audit found (issue 11), each pinned by a value worked
+out by hand in the comment beside it. Model shapes come from models/catalog/*.json,
+device figures from hardware/*.yaml."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.cli import app
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
+from ridgeline.hardware import _physical_cores, load_device
+from ridgeline.layers import stage_ops
+from ridgeline.memory import kv_capacity_bytes, usable_bytes, weight_bytes
+from ridgeline.model import ModelConfig
+from ridgeline.precision import make_plan
+from ridgeline.roofline import evaluate, spec_ceilings
+from ridgeline.serving import max_batch, speculative
+from ridgeline.workload import Settings
+
+runner = CliRunner()
+
+
+def rows(analysis, stage="decode"):
+    return {r["name"]: r for r in getattr(analysis, stage).records()}
+
+
+# --- MLA -------------------------------------------------------------------------------
+
+def test_mla_absorb_weights_are_per_head():
+    """DeepSeek-V2-Lite: 16 heads, qk_nope 128, kv_lora_rank 512, v_head 128. W_UK and W_UV
+    are per head: 16 x 128 x 512 x 2 bytes = 2,097,152 bytes each per layer."""
+    a = rl.analyze("deepseek-v2-lite", "h100-sxm", dtype="bf16", batch=1, seq_len=4096, generate=256)
+    d = rows(a)
+    assert d["q_absorb"]["weight_bytes"] == 16 * 128 * 512 * 2 == 2_097_152
+    assert d["v_absorb"]["weight_bytes"] == 16 * 512 * 128 * 2 == 2_097_152
+    # one token: each head multiplies its 128-wide q_nope by its 128 x 512 matrix
+    assert d["q_absorb"]["flops"] == 2 * 16 * 128 * 512
+
+
+def test_absorbed_flash_decode_reads_the_latent_once():
+    """V is the first 512 columns of the cached 576-wide row: 4097 x 576 x 2 = 4,719,744
+    bytes per layer (not 4097 x (576 + 512) x 2)."""
+    a = rl.analyze("deepseek-v2-lite", "h100-sxm", dtype="bf16", seq_len=4096, attention="flash")
+    assert rows(a)["attention"]["kv_read_bytes"] == 4097 * 576 * 2 == 4_719_744
+
+
+# --- speculative decoding --------------------------------------------------------------
+
+def test_verify_pass_computes_logits_at_every_position():
+    """Verifying k = 4 draft tokens for 2 sequences: lm_head over 2 x 5 = 10 rows,
+    2 x 10 x 4096 x 32000 operations (Llama-2-7B)."""
+    p = make_plan(Settings(), load_device("a6000"))
+    ops = {op.name: op for op in stage_ops(rl.load_model("llama-2-7b"), "decode", 2, 1024, p, q_len=5)}
+    assert ops["lm_head"].flops == 2 * 10 * 4096 * 32000
+    prefill = {op.name: op for op in stage_ops(rl.load_model("llama-2-7b"), "prefill", 2, 1024, p)}
+    assert prefill["lm_head"].flops == 2 * 2 * 4096 * 32000  # prefill: the last position only
+
+
+def test_speculation_counts_the_draft_in_memory_and_ttft():
+    s = speculative("llama-2-13b", "a100-80gb", "llama-2-7b", seq_len=1024, draft_tokens=4)
+    target = rl.analyze("llama-2-13b", "a100-80gb", seq_len=1024, generate=6)  # 1024 + 5 cached
+    draft = rl.analyze("llama-2-7b", "a100-80gb", seq_len=1024, generate=6)
+    assert s["memory"]["weights_bytes"] == target.memory["weights_bytes"] + draft.memory["weights_bytes"]
+    assert s["memory"]["kv_cache_bytes"] == target.memory["kv_cache_bytes"] + draft.memory["kv_cache_bytes"]
+    assert s["ttft_s"] == pytest.approx(target.prefill.total["time_s"] + draft.prefill.total["time_s"])
+    assert s["tokens_per_s"] == pytest.approx(1 / s["tpot_s"])  # batch 1
+
+
+def test_speculative_cli_headline_and_valid_json():
+    out = runner.invoke(app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--draft", "llama-3.2-1b",
+                              "--draft-tokens", "0", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert data["speculative"]["by_draft_tokens"][0]["break_even_acceptance"] is None
+    table = runner.invoke(app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--generate", "8",
+                                "--draft", "llama-3.2-1b"])
+    assert table.exit_code == 0, table.output
+    spec = speculative("llama-2-7b", "h100-sxm", "llama-3.2-1b", seq_len=512)
+    assert f"TPOT {rl.units.format_time(spec['tpot_s'])}" in table.stdout
+    assert "memory with the draft" in table.stdout
+
+
+# --- parallelism -----------------------------------------------------------------------
+
+def test_all_reduce_costs_hops_times_latency_plus_bytes():
+    """Llama-2-70B decode, tp 8 on H100 SXM: a ring all-reduce of 8192 x 2 bytes sends
+    2 x 7/8 x 16384 = 28,672 bytes over 450 GB/s and crosses 2 x 7 = 14 hops of 0.6 µs
+    (NCCL's NVLink figure): 28672 / 450e9 + 14 x 0.6e-6 = 8.4637 µs."""
+    r = rows(rl.analyze("llama-2-70b", "h100-sxm", tp=8))["attn_allreduce"]
+    assert r["comm_bytes"] == 28_672
+    assert r["time_s"] == pytest.approx(28672 / 450e9 + 14 * 0.6e-6)
+
+
+def test_mesh_bandwidth_depends_on_the_group():
+    """MI300X: one 64 GB/s xGMI link per peer: tp 2 -> 64, tp 4 -> 3 x 64 = 192,
+    tp 8 -> 7 x 64 = 448 GB/s. NVSwitch (H100) gives every group 450."""
+    mesh = spec_ceilings(load_device("mi300x"))
+    assert [float(mesh.group_bandwidth(n)) / 1e9 for n in (2, 4, 8)] == [64, 192, 448]
+    assert spec_ceilings(load_device("h100-sxm")).group_bandwidth(2) == 450e9
+    # Llama-2-70B tp 2 decode on MI300X: 16384 bytes / 64e9 + 2 hops x 0.8 µs = 1.856 µs
+    r = rows(rl.analyze("llama-2-70b", "mi300x", tp=2))["attn_allreduce"]
+    assert r["time_s"] == pytest.approx(16384 / 64e9 + 2 * 0.8e-6)
+    shown = runner.invoke(app, ["hardware", "show", "mi300x"]).stdout
+    assert "fabric                 mesh, 64 GB/s per peer link" in shown
+    assert "link latency           0.8 µs per hop" in shown
+
+
+def test_vocab_parallel_embedding_and_logits_gather():
+    """Llama-2-7B, tp 2, decode batch 1: the embedding all-reduce sends 2 x 1/2 x 4096 x 2
+    = 8192 bytes; gathering 32000 fp16 logits sends (2-1)/2 x 64000 = 32,000 bytes."""
+    d = rows(rl.analyze("llama-2-7b", "h100-sxm", tp=2))
+    assert d["embed_allreduce"]["comm_bytes"] == 8192
+    assert d["logits_gather"]["comm_bytes"] == 32_000
+    assert d["lm_head"]["weight_bytes"] == 16000 * 4096 * 2  # half the vocabulary
+
+
+def test_network_and_memory_seconds_are_separate_columns():
+    table = evaluate(stage_ops(rl.load_model("llama-2-7b"), "decode", 1, 512,
+                               make_plan(Settings(tp=2), load_device("h100-sxm"))),
+                     spec_ceilings(load_device("h100-sxm")))
+    comm = table["comm_bytes"].ravel() > 0
+    memory_s, network_s = table["memory_s"].ravel(), table["network_s"].ravel()
+    assert comm.sum() == 4  # embed_allreduce, attn_allreduce, mlp_allreduce, logits_gather
+    assert np.all(memory_s[comm] == 0) and np.all(network_s[comm] > 0)
+    assert np.all(network_s[~comm] == 0)
+
+
+# --- attention conventions -------------------------------------------------------------
+
+def test_sliding_window_eager_prefill_is_full_then_masked():
+    """Mistral-7B-v0.1 (window 4096), eager prefill of 16384: the full score matrix,
+    2 x 32 x 16384^2 x 128 operations, and K read at all 16384 positions (x 32 query heads
+    x 128 x 2: eager copies K/V per query head). Decode reads the cache, which the window
+    caps at 4096 positions."""
+    a = rl.analyze("mistral-7b-v0.1", "h100-sxm", seq_len=16384)
+    pre, dec = rows(a, "prefill"), rows(a)
+    assert pre["qk_matmul"]["flops"] == 2 * 32 * 16384 * 16384 * 128
+    assert pre["qk_matmul"]["kv_read_bytes"] == 16384 * 32 * 128 * 2
+    assert dec["qk_matmul"]["kv_read_bytes"] == 4096 * 32 * 128 * 2
+    assert dec["qk_matmul"]["flops"] == 2 * 32 * 4096 * 128
+
+
+def test_eager_gqa_reads_kv_per_query_head():
+    """Llama-3-8B (32 query heads, 8 KV heads, d 128), decode with 1024 cached: eager's
+    repeat_kv copies K and V to all 32 heads, so qk and sv each read 1025 x 32 x 128 x 2 =
+    8,396,800 bytes; flash reads each KV head once, 8 x 1025 x (128 + 128) x 2 = 4,198,400;
+    MHA (Llama-2-7B) is unchanged: 1025 x 32 x 128 x 2."""
+    eager = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024))
+    assert eager["qk_matmul"]["kv_read_bytes"] == eager["sv_matmul"]["kv_read_bytes"] == 8_396_800
+    flash = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024, attention="flash"))
+    assert flash["attention"]["kv_read_bytes"] == 4_198_400
+    assert rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))["qk_matmul"]["kv_read_bytes"] \
+        == 1025 * 32 * 128 * 2
+
+
+def test_exponentials_bound_a_flash_attention_2_kernel():
+    """H100 SXM: 16 exp per SM per clock x 132 SMs x 1.98 GHz = 4.18176e12 exp/s (4.182 in
+    hardware/h100-sxm.yaml). Falcon-7B
+    (71 heads, d = 64) flash prefill of 4096 in fp8: 71 x 4096 x 4097/2 = 595,736,576
+    exponentials take 142.45 µs, while the fp8 matrix work (256 ops per pair at 1978.9 T)
+    and the softmax's vector work (5 per pair at 133.8 T) take 77.06 + 22.26 = 99.3 µs."""
+    r = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash",
+                        dtype="fp8_e4m3"), "prefill")["attention"]
+    exps = 71 * 4096 * 4097 / 2
+    assert exps == 595_736_576
+    assert r["bound"] == "exp"
+    assert r["time_s"] == pytest.approx(exps / 4.182e12)
+    # at bf16 the matrix work (2 x 77.06 µs) is the larger term again
+    bf16 = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash",
+                           dtype="bf16"), "prefill")["attention"]
+    assert bf16["bound"] == "compute"
+
+
+# --- quantisation and catalogs ---------------------------------------------------------
+
+@pytest.mark.parametrize("options", [{"dtype": "int4"}, {"w_dtype": "int4"}, {"a_dtype": "int8"},
+                                     {"w_dtype": "int8", "a_dtype": "int8"}])
+def test_embeddings_norms_and_lm_head_stay_16_bit(options):
+    """One rule for every route: Llama-2-7B's lm_head is 32000 x 4096 x 2 bytes, a norm
+    4096 x 2, the embedding row 4096 x 2, and lm_head runs at the fp16 roof."""
+    d = rows(rl.analyze("llama-2-7b", "a6000", **options))
+    assert d["lm_head"]["weight_bytes"] == 32000 * 4096 * 2
+    assert d["lm_head"]["dtype"] == "fp16"
+    assert d["attn_norm"]["weight_bytes"] == d["final_norm"]["weight_bytes"] == 4096 * 2
+    assert d["embed"]["weight_bytes"] == 4096 * 2
+
+
+def test_packed_zero_points():
+    """int4, groups of 128, packed 4-bit zeros: an fp16 scale + a 0.5-byte zero per group,
+    4 + 8 x 2.5 / 128 = 4.15625 bits per weight (fp16 zeros: 4 + 8 x 4 / 128 = 4.25)."""
+    weights = 4096 * 4096
+    packed = rows(rl.analyze("llama-2-7b", "a6000", w_dtype="int4", group_size=128,
+                             zero_points="packed"))["q_proj"]["weight_bytes"]
+    fp16 = rows(rl.analyze("llama-2-7b", "a6000", w_dtype="int4", group_size=128))["q_proj"]["weight_bytes"]
+    assert 8 * packed / weights == 4.15625
+    assert 8 * fp16 / weights == 4.25
+    with pytest.raises(InvalidWorkloadError, match="unknown zero-point layout"):
+        Settings(zero_points="int8")
+
+
+def test_b200_figures():
+    """HGX B200 table: fp32 600 TFLOPS for 8 GPUs -> 75; 7.7 TB/s per GPU."""
+    b200 = load_device("b200")
+    assert b200.matrix_peak["fp32"] == b200.vector_peak["fp32"] == 75e12
+    assert b200.memory_bandwidth == 7700e9
+
+
+def test_physical_cores_count_smt_siblings_once(tmp_path):
+    """4 logical CPUs on 2 cores (SMT pairs 0/2 and 1/3) count 2 cores."""
+    for cpu, core in ((0, 0), (1, 1), (2, 0), (3, 1)):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{core}\n")
+    assert _physical_cores({0, 1, 2, 3}, tmp_path) == 2
+    assert _physical_cores({0, 2}, tmp_path) == 1
+    assert _physical_cores({0, 1, 5}, tmp_path) == 3  # no topology for cpu5: logical count
+
+
+def test_models_commands_show_moe():
+    """Mixtral-8x7B: 32 x (4096^2 x 2 + 4096 x 1024 x 2 + 4096 x 8 + 2 x 4096 + 2 x 3 x
+    4096 x 14336) + 2 x 32000 x 4096 + 4096 = 12,879,925,248 active parameters."""
+    show = runner.invoke(app, ["models", "show", "mixtral-8x7b"])
+    assert show.exit_code == 0
+    assert "active parameters                12.880 B" in show.stdout
+    listing = runner.invoke(app, ["models", "list"]).stdout.splitlines()
+    assert any(line.startswith("mixtral-8x7b") and "MoE 8 experts, top-2" in line for line in listing)
+    assert not any(line.startswith("llama-2-7b") and "MoE" in line for line in listing)
+
+
+# --- inputs the engine refuses or flags ------------------------------------------------
+
+@pytest.mark.parametrize("value", [".nan", ".inf"])
+def test_device_yaml_with_nan_or_inf_is_refused(tmp_path, value):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nvendor: x\nkind: gpu\nmemory_capacity_gib: 8\n"
+                    f"memory_bandwidth_gb_s: {value}\nmatrix_peak_tops: {{fp16: 10}}\n"
+                    "sources: [http://x]\n")
+    out = runner.invoke(app, ["analyze", "llama-2-7b", "-H", str(path)])
+    assert out.exit_code == 2
+    assert "'memory_bandwidth_gb_s' must be a positive number" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_hidden_size_must_split_into_heads():
+    raw = {"model_type": "llama", "hidden_size": 4100, "num_attention_heads": 32,
+           "num_hidden_layers": 2, "intermediate_size": 11008, "vocab_size": 32000}
+    with pytest.raises(InvalidConfigError, match=r"hidden_size \(4100\) is not a multiple of "
+                                                  r"num_attention_heads \(32\)"):
+        ModelConfig.from_hf_config(raw)
+    assert ModelConfig.from_hf_config({**raw, "head_dim": 128}).head_dim == 128
+
+
+def test_sequence_beyond_max_positions_warns():
+    """Llama-2-7B: max_position_embeddings 4096; 4000 + 200 - 1 = 4199 positions."""
+    a = rl.analyze("llama-2-7b", "a6000", seq_len=4000, generate=200)
+    assert a.to_dict()["warnings"] == ["4199 positions exceed llama-2-7b's max_position_embeddings (4096)"]
+    assert "warnings" not in rl.analyze("llama-2-7b", "a6000", seq_len=4000, generate=97).to_dict()
+
+
+# --- memory headroom -------------------------------------------------------------------
+
+def test_headroom_and_runtime_reserve_set_what_fits():
+    """A6000: 48 GiB x 0.9 - 0.75 GiB reserve = 42.45 GiB usable; the KV cache gets what
+    the weights and activations leave of it."""
+    device = load_device("a6000")
+    p = make_plan(Settings(), device)
+    assert usable_bytes(device, p) == pytest.approx(42.45 * 2**30)
+    model = rl.load_model("llama-2-7b")
+    assert kv_capacity_bytes(model, device, p, 1e9) == pytest.approx(
+        42.45 * 2**30 - weight_bytes(model, p) - 1e9)
+    default = max_batch("llama-2-7b", "a6000", 1024, 128)
+    whole = max_batch("llama-2-7b", "a6000", 1024, 128, memory_utilization=1.0)
+    assert default < whole
+    a = rl.analyze("llama-2-7b", "a6000", batch=default, seq_len=1024, generate=128)
+    assert a.memory["fits"] and a.memory["peak_bytes"] <= 42.45 * 2**30
+    assert not rl.analyze("llama-2-7b", "a6000", batch=default + 1, seq_len=1024,
+                          generate=128).memory["fits"]
+    with pytest.raises(InvalidWorkloadError, match="memory utilization must be in"):
+        Settings(memory_utilization=1.5)
+    assert math.isclose(a.memory["runtime_reserve_bytes"], 0.75 * 2**30)
