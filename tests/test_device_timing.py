@@ -203,3 +203,13 @@ def test_graph_replay_and_profiler_agree_on_cuda():
     assert m.method == "cuda_graph" and m.extra["kernels"] >= 1
     assert timing.agreement(m.median_s, m.extra["profiler_s"]) < 0.1
     assert m.extra["host_s"] > 0 and m.extra["launch_gap_s"] >= 0
+
+
+def test_gpu_case_set_replaces_the_suites_cases():
+    from kernels import calibrate, validate
+    from kernels.cases import suite_cases
+    from kernels.cases_gpu import gpu_case_set
+
+    with gpu_case_set():
+        assert calibrate.suite_cases is gpu_cases and validate.suite_cases is gpu_cases
+    assert calibrate.suite_cases is suite_cases and validate.suite_cases is suite_cases
