@@ -234,6 +234,37 @@ def _rope(case: Case, dev: str, cache: float) -> Bench:
     return Bench(fn, sets, check, set_bytes=size)
 
 
+def _rope_decoder(case: Case, dev: str, cache: float) -> Bench:
+    """The rotary embedding exactly as ``kernels.decoder`` runs it: rotate-half
+    (``apply_rope``) on q and k in the model's type, both [B, heads, S, D] views of the
+    projections' [B, S, heads, D] output, cos/sin [S, D]."""
+    from .decoder import apply_rope, rope_tables
+
+    d, r, dt = case.op.dims, case.recipe, TORCH_DTYPES[case.dtype]
+    h, g, hd = int(d["heads"]), int(d["kv_heads"]), int(d["head_dim"])
+    batch = int(r.get("batch", 1))
+    seq = int(d["tokens"]) // batch
+    start = int(r.get("length", 0)) if case.stage == "decode" else 0   # decode: at the cache end
+    cos, sin = (t[start:start + seq].to(dt).to(dev) for t in rope_tables(hd, start + seq))
+
+    def make():
+        return (_randn(batch, seq, h, hd, dtype=dt, device=dev).transpose(1, 2),
+                _randn(batch, seq, g, hd, dtype=dt, device=dev).transpose(1, 2))
+
+    def fn(q, k):
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+    def check():
+        q, _ = make()
+        x, c, s_ = q[:1].double(), cos.double(), sin.double()
+        half = hd // 2
+        ref = x * c + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * s_
+        return rel_error(fn(q, q[:, :g])[0][:1], ref)
+
+    sets, size = _sets(make, cache)
+    return Bench(fn, sets, check, set_bytes=size)
+
+
 SDPA_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
                  "cudnn": "CUDNN_ATTENTION"}
 
@@ -416,6 +447,7 @@ def _int_matmul(case: Case, dev: str, cache: float) -> Bench:
 BUILDERS: dict[str, Callable[[Case, str, float], Bench]] = {
     "linear": _linear, "qk_matmul": _qk, "sv_matmul": _sv, "softmax": _softmax,
     "rmsnorm": _rmsnorm, "residual_add": _residual_add, "silu_mul": _silu_mul, "rope": _rope,
+    "rope_decoder": _rope_decoder,
     "sdpa": _sdpa, "int8_weight_only": _int8_weight_only, "int4_weight_only": _int4_weight_only,
     "int8_matmul": _int_matmul, "fp8_matmul": _int_matmul,
 }

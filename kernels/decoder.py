@@ -332,3 +332,47 @@ def init_weights(model: Decoder, seed: int) -> None:
     cos, sin = rope_tables(model.config.head_dim, model.max_len)
     model.cos.copy_(cos)
     model.sin.copy_(sin)
+
+
+# --- graph-captured decode (CUDA) -----------------------------------------------------
+
+class DecodeGraphs:
+    """The decode step captured in CUDA graphs over the static KV cache, as serving stacks
+    run decode (gpt-fast, vLLM): one replay launches every kernel of a step, so the host's
+    per-op dispatch is gone and only the device's time and its launch gaps remain.
+
+    One graph per cached length ``first .. first + steps - 1``, captured ahead: each replays
+    exactly the kernels that eager decode runs at that length (same shapes, same bytes; the
+    cache is read up to the current length, not to its end), so graph and eager differ only
+    in host and launch cost. The token is a static buffer: each graph reads it, and writes
+    the greedy next token back into it. The graphs share one memory pool and must be replayed
+    in order, as a generation does.
+    """
+
+    def __init__(self, model: Decoder, batch: int, first: int, steps: int):
+        device = model.k_cache.device
+        if device.type != "cuda":
+            raise RidgelineError("graph execution needs a CUDA device (a CPU runs no CUDA "
+                                 "graphs); use --execution eager or compiled")
+        self.first, self.token = first, torch.zeros(batch, dtype=torch.long, device=device)
+        pool = torch.cuda.graph_pool_handle()
+        self.graphs = []
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up at every length: cuBLAS/cuDNN plans, caches
+            for pos in range(first, first + steps):
+                model.decode(self.token, pos)
+        torch.cuda.current_stream().wait_stream(side)
+        for pos in range(first, first + steps):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                self.token.copy_(model.decode(self.token, pos))
+            self.graphs.append(graph)
+        torch.cuda.synchronize()
+
+    def __call__(self, token: Tensor, pos: int) -> Tensor:
+        """One decode step at cached length ``pos`` (the graphs' order); the next token [B]."""
+        if token.data_ptr() != self.token.data_ptr():
+            self.token.copy_(token)
+        self.graphs[pos - self.first].replay()
+        return self.token

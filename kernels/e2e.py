@@ -25,7 +25,7 @@ import numpy as np
 
 from ridgeline.analyze import analyze
 from ridgeline.catalog import user_data_dir
-from ridgeline.errors import RidgelineError
+from ridgeline.errors import ProfileMismatchError, RidgelineError
 from ridgeline.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
 from ridgeline.model import ModelConfig
 from ridgeline.profile import device_key, profile_path
@@ -38,7 +38,8 @@ from .provenance import collect, cpu_model
 from .timing import NOISE_CPU, NOISE_CUDA, summarize
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
-KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile")
+KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile", "execution")
+EXECUTIONS = ("eager", "compiled", "graph")   # how the decoder runs (graph: decode only)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
 
 
 def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
-                 seed: int = 0, quiet_wait_s: float = 0.0) -> dict[str, Any]:
+                 seed: int = 0, quiet_wait_s: float = 0.0, graph: bool = False) -> dict[str, Any]:
     """Warm-up run, then ``repeats`` timed generations of one configuration.
 
     TTFT: quantiles over the repeats' prefills. TPOT: quantiles over every decode step of
@@ -143,6 +144,8 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
         prefill, decode = torch.compile(prefill), torch.compile(decode)
     ttfts, steps, run_means, waited = [], [], [], 0.0
     with torch.inference_mode():
+        if graph:  # decode steps replayed from CUDA graphs; the prefill stays eager
+            decode = graph_decode(model, case)
         time_generation(prefill, decode, tokens, case.generate, device)  # warm-up / compile
         for _ in range(repeats):
             if quiet_wait_s and not device.startswith("cuda"):
@@ -167,17 +170,32 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
 
 # --- predictions -----------------------------------------------------------------------
 
-def engine_settings(dtype: str) -> Settings:
+def engine_settings(dtype: str, execution: str = "auto") -> Settings:
     """Weights, activations and KV cache in ``dtype``; SDPA is a fused (flash-style)
     kernel, so the engine models flash attention when it knows the setting."""
-    return Settings(dtype, dtype, dtype, attention="flash")
+    return Settings(dtype, dtype, dtype, attention="flash", execution=execution)
+
+
+def graph_decode(model, case: Case):
+    """The decoder's decode steps of one case captured in CUDA graphs (kernels.decoder)."""
+    from .decoder import DecodeGraphs
+
+    return DecodeGraphs(model, case.batch, case.prompt, case.generate - 1)
+
+
+def row_execution(row: dict[str, Any]) -> str:
+    """How a result row ran (rows from before execution modes: eager or compiled)."""
+    return row.get("execution") or ("compiled" if row.get("compile") else "eager")
 
 
 def predict(config: ModelConfig, device: DeviceSpec, case: Case, dtype: str,
-            ceilings: Ceilings) -> dict[str, float]:
+            ceilings: Ceilings, execution: str = "auto") -> dict[str, float]:
     """TTFT, TPOT and tokens/s from ``ridgeline.analyze`` for exactly this run."""
+    if device.kind == "cpu" and execution == "graph":
+        execution = "eager"
     result = analyze(config, device, batch=case.batch, seq_len=case.prompt,
-                     generate=case.generate, settings=engine_settings(dtype), ceilings=ceilings)
+                     generate=case.generate, settings=engine_settings(dtype, execution),
+                     ceilings=ceilings)
     gen = result.generation
     return {"ttft_s": gen["ttft_s"], "tpot_s": gen["tpot_s"], "tokens_per_s": gen["tokens_per_s"],
             "decode_ops": sum(r["count"] for r in result.decode.records())}
@@ -267,7 +285,7 @@ class Result:
 
 def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
             device: str | None = None, layers: int | None = None, compile_modes=(False,),
-            repeats: int = 5, hardware: str | None = None, profile: Path | None = None,
+            repeats: int = 5, executions: Sequence[str] | None = None, hardware: str | None = None, profile: Path | None = None,
             threads: int | None = None, seed: int = 0, output: Path | None = None,
             quiet_wait_s: float = 0.0,
             write: bool = True, log: Callable[[str], None] = lambda _m: None) -> Result:
@@ -280,12 +298,20 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
         raise RidgelineError(f"--dtype must be one of {', '.join(ENGINE_DTYPES)}, got '{dtype}'")
     if repeats < 1:
         raise RidgelineError(f"--repeats must be at least 1, got {repeats}")
+    executions = tuple(executions or ("compiled" if c else "eager" for c in compile_modes))
+    unknown = [e for e in executions if e not in EXECUTIONS]
+    if unknown:
+        raise RidgelineError(f"unknown --execution {unknown[0]!r}; use one of: "
+                             f"{', '.join(EXECUTIONS)}")
     if any(c.generate < 2 for c in cases):
         raise RidgelineError("--generate must be at least 2 (the prefill's token + one timed "
                              "decode step)")
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(device)
+    if "graph" in executions and not device.startswith("cuda"):
+        raise RidgelineError("--execution graph needs a CUDA device (a CPU runs no CUDA "
+                             "graphs); use eager or compiled")
     config = truncate(config, layers)
     max_batch = max(c.batch for c in cases)
     max_len = max(c.prompt + c.generate for c in cases)
@@ -298,33 +324,36 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
 
     if device == "cpu":
         torch.set_flush_denormal(True)
+    path = output or default_path(key, config, meta["date"][:10])
     log(f"building {config.name} ({config.num_layers} layers, {dtype}) on {device}")
     model = Decoder(config, dtype, device, max_batch=max_batch, max_len=max_len, seed=seed)
     rows = []
-    for compiled in compile_modes:
+    for execution in executions:
+        compiled = execution == "compiled"
         for case in cases:
             log(f"measuring batch {case.batch}, prompt {case.prompt}, generate {case.generate}"
-                f"{', compiled' if compiled else ''}")
-            measured = measure_case(model, case, device, repeats, compiled, seed, quiet_wait_s)
+                f", {execution}")
+            measured = measure_case(model, case, device, repeats, compiled, seed, quiet_wait_s,
+                                    graph=execution == "graph")
             row = {"model": config.name, "layers": config.num_layers, **asdict(case),
-                   "dtype": dtype, "compile": compiled, "repeats": repeats, **measured}
-            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured))
+                   "dtype": dtype, "compile": compiled, "execution": execution,
+                   "repeats": repeats, **measured}
+            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured,
+                                         execution))
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             row["load_avg_1m"] = os.getloadavg()[0]  # other processes on the machine
             row["spec_bandwidth_gb_s"] = spec.memory_bandwidth / 1e9
             rows.append(row)
-    path = None
-    if write:
-        path = output or default_path(key, config, meta["date"][:10])
-        write_rows(path, meta, rows)
-    return Result(meta, rows, note, path)
+            if write:  # row by row: a run stopped at a time limit keeps what it measured
+                write_rows(path, meta, [row])
+    return Result(meta, rows, note, path if write else None)
 
 
 def run_command(model: str | None, *, device: str | None, batch: Sequence[int], prompt: Sequence[int],
                 generate: int, layers: int | None, dtype: str, compile: bool, repeats: int,
                 threads: int | None, hardware: str, profile: Path | None, output: Path | None,
                 repredict_path: Path | None, quiet_wait_s: float,
-                log: Callable[[str], None]) -> list[str]:
+                log: Callable[[str], None], executions: Sequence[str] = ()) -> list[str]:
     """``ridgeline e2e``: measure every batch x prompt (or, with ``repredict``, predict a
     result file again) and return the report's lines."""
     from ridgeline.model import load_model
@@ -337,9 +366,9 @@ def run_command(model: str | None, *, device: str | None, batch: Sequence[int], 
         raise RidgelineError("--batch and --prompt must be positive")
     cases = [Case(b, p, generate) for b in batch for p in prompt]
     result = run_e2e(load_model(model), cases, dtype=dtype, device=device, layers=layers,
-                     compile_modes=(False, True) if compile else (False,), repeats=repeats,
-                     hardware=hardware, profile=profile, threads=threads, output=output,
-                     quiet_wait_s=quiet_wait_s, log=log)
+                     compile_modes=(False, True) if compile else (False,), executions=executions,
+                     repeats=repeats, hardware=hardware, profile=profile, threads=threads,
+                     output=output, quiet_wait_s=quiet_wait_s, log=log)
     return report_lines(result)
 
 
@@ -348,22 +377,28 @@ def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None,
                    ) -> tuple[Ceilings | None, Path, str]:
     """The calibrated ceilings of the measured device (its profile, checked against
     ``spec``), or None and a note saying why."""
-    profile = profile or profile_path(key)
+    given, profile = profile is not None, profile or profile_path(key)
     if not profile.is_file():
         return None, profile, (f"calibrated: no measured profile at {profile} (run 'ridgeline "
                                "calibrate' on this device); calibrated predictions are empty")
-    ceilings, notes = resolve_ceilings(spec, profile)
+    try:
+        ceilings, notes = resolve_ceilings(spec, profile)
+    except ProfileMismatchError as err:
+        if given:  # asked for by name: say no
+            raise
+        return None, profile, f"calibrated: empty, this device's profile does not apply: {err}"
     for line in notes:
         log(f"warning: {line}")
     return ceilings, profile, f"calibrated: {profile}"
 
 
 def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: str,
-                      calibrated: Ceilings | None, measured: dict[str, Any]) -> dict[str, Any]:
-    spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec))
+                      calibrated: Ceilings | None, measured: dict[str, Any],
+                      execution: str = "auto") -> dict[str, Any]:
+    spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec), execution)
     out = {"engine_ops_per_decode_step": spec_pred["decode_ops"]}
     out.update(prediction_columns("spec", spec_pred, measured))
-    cal = predict(config, spec, case, dtype, calibrated) if calibrated else None
+    cal = predict(config, spec, case, dtype, calibrated, execution) if calibrated else None
     out.update(prediction_columns("calibrated", cal, measured))
     return out
 
@@ -412,7 +447,7 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
         config = truncate(load_model(row["model"]), row["layers"])
         case = Case(row["batch"], row["prompt"], row["generate"])
         rows.append({**row, **predicted_columns(config, row_spec, case, row["dtype"], calibrated,
-                                                row)})
+                                                row, row_execution(row))})
     meta.update(profile=str(used) if calibrated else None, spec_hardware=spec.name,
                 predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 repredicted_from=str(path))
@@ -435,11 +470,16 @@ def write_rows(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> 
             old = json.loads(path.read_text()).get("rows", [])
         except (json.JSONDecodeError, AttributeError):
             old = []
-    fresh = {tuple(r[k] for k in KEY_FIELDS) for r in rows}
-    kept = [r for r in old if tuple(r.get(k) for k in KEY_FIELDS) not in fresh]
-    merged = sorted(kept + rows, key=lambda r: tuple(str(r.get(k)) for k in KEY_FIELDS))
+    fresh = {row_key(r) for r in rows}
+    kept = [r for r in old if row_key(r) not in fresh]
+    merged = sorted(kept + rows, key=lambda r: tuple(str(v) for v in row_key(r)))
     write_atomic(path, json.dumps({"meta": meta, "rows": merged}, indent=2, allow_nan=False,
                                   default=_json_default) + "\n")
+
+
+def row_key(row: dict[str, Any]) -> tuple:
+    """What identifies a configuration in a result file (its execution mode included)."""
+    return (*(row.get(k) for k in KEY_FIELDS[:-1]), row_execution(row))
 
 
 def _json_default(value: Any) -> Any:
@@ -452,10 +492,10 @@ def compile_overhead(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Eager minus compiled, per configuration: the per-op launch and dispatch cost that a
     roofline (bytes and operations only) does not see."""
     out = []
-    eager = {tuple(r[k] for k in KEY_FIELDS[:-1]): r for r in rows if not r["compile"]}
+    eager = {tuple(r[k] for k in KEY_FIELDS[:-2]): r for r in rows if row_execution(r) == "eager"}
     for r in rows:
-        base = eager.get(tuple(r[k] for k in KEY_FIELDS[:-1]))
-        if not r["compile"] or base is None:
+        base = eager.get(tuple(r[k] for k in KEY_FIELDS[:-2]))
+        if row_execution(r) != "compiled" or base is None:
             continue
         out.append({**{k: r[k] for k in KEY_FIELDS[:-1]},
                     "ttft_saved_s": base["measured_ttft_s"] - r["measured_ttft_s"],
@@ -492,7 +532,7 @@ def report_lines(result: Result) -> list[str]:
             cells.append(f"{_ms(r[f'measured_{what}_s']):>9s} " + " ".join(
                 f"{_ms(r[f'predicted_{m}_{what}_s']) + _pct(r[f'error_{m}_{what}']):>15s}"
                 for m in ("spec", "calibrated")))
-        mode = "compiled" if r["compile"] else "eager"
+        mode = row_execution(r)
         lines.append(f"{r['model'][:14]:14s} {r['layers']:3d} {r['batch']:3d} {r['prompt']:5d} "
                      f"{r['generate']:4d} {mode:8s} {cells[0]} {cells[1]}")
     for gap in compile_overhead(result.rows):

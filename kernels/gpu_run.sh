@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command on an NVIDIA GPU machine: calibrate + validate (+ the end-to-end decoder runs
 # of kernels/gpu_e2e.sh with E2E=1), then copy everything to "$OUT" when it is set.
+# (The GPU case set, host terms, graph-mode e2e, transformers and a second GPU are in
+# kernels/gpu_calibrate.sh, gpu_validate.sh and gpu_h200.sh: three commands of under 10 minutes.)
 #
 #   bash kernels/gpu_run.sh            # full suite
 #   QUICK=--quick bash kernels/gpu_run.sh

@@ -15,7 +15,8 @@ from .layers import Plan, head_ops, pipeline_factors, stage_ops
 from .model import ModelConfig
 from .ops import BYTE_FIELDS, Op
 from .resolve import Deployment, as_deployment
-from .roofline import Ceilings, evaluate, roofline_time
+from .roofline import (Ceilings, composed_time, evaluate, execution_terms, has_execution_terms,
+                       roofline_time)
 from .workload import Settings, Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +36,9 @@ def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None
     time_factor, amount = pipeline_factors(p) if p else (1.0, 1.0)
     totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
     totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
+    if has_execution_terms(ceilings):  # a device-time profile: compose device and host
+        composed = composed_time(ops, table, ceilings, ceilings.execution, ceilings.serial)
+        totals.update({k: time_factor * v for k, v in composed.items()})
     return totals, table
 
 
@@ -128,6 +132,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     memory = _affine_sum(move_lo, move_hi, n)
     excess = _positive_part_sum(work_lo - move_lo, work_hi - move_hi, lo, hi_safe)
     per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
+    if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
+        ops = stage_ops(model, "decode", batch, lo, p)
+        device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
+        per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
     time_factor, _ = pipeline_factors(p)
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
 
@@ -146,8 +154,32 @@ def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
     """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
     the first step when the caller already has it."""
     ranges = decode_ranges(model, lo, hi)
+    if queued(ceilings):
+        return sum(queued_decode_sum(model, batch, a, b, p, ceilings) for a, b in ranges)
     return sum(decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None)
                for i, (a, b) in enumerate(ranges))
+
+
+def queued(ceilings: Ceilings) -> bool:
+    """Whether a step's time is the host/device queue rather than a sum over ops."""
+    return (has_execution_terms(ceilings) and not ceilings.serial
+            and ceilings.execution != "graph" and bool(ceilings.host_s.get(ceilings.execution)))
+
+
+def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings):
+    """Sum of queued decode-step times over cached lengths lo..hi (0 where hi < lo), by
+    Simpson's rule on the first, middle and last step: exact where the step time is affine
+    in the cached length (the sum of an affine sequence is n times its middle term), and
+    within the curvature of the queue's max where one regime hands over to the other."""
+    hi_safe = np.maximum(hi, lo)
+    n = hi_safe - lo + 1
+
+    def step(length):
+        ops = stage_ops(model, "decode", batch, length, p)
+        return stage_totals(ops, ceilings, p)[0]["time_s"]
+
+    total = n * (step(lo) + 4 * step((lo + hi_safe) / 2) + step(hi_safe)) / 6
+    return np.where(hi >= lo, total, 0.0)
 
 
 def generation_totals(model: ModelConfig, workload: Workload, p: Plan,

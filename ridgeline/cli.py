@@ -95,6 +95,8 @@ SETTING_FIELDS = {
     "link_latency": ("link_latency_us", float, "Interconnect latency per hop, µs."),
     "zero_points": ("zero_points", str, "Integer weights' zero points: fp16 or packed (AWQ/GPTQ, at the weight's width)."),
     "memory_utilization": ("memory_utilization", float, "Fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9)."),
+    "execution": ("execution", str, "graph, eager or compiled (auto: graph on a GPU, eager "
+                  "on a CPU); matters with a device-time profile."),
 }
 
 
@@ -488,6 +490,7 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
         layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers (prediction too).")] = None,
         dtype: Annotated[str, typer.Option(help="fp32, bf16 or fp16 for weights, activations and KV cache.")] = "bf16",
         compile: Annotated[bool, typer.Option("--compile", help="Also measure under torch.compile (eager is always measured).")] = False,
+        execution: Annotated[Optional[list[str]], typer.Option(help="eager, compiled or graph (CUDA graphs of the decode step); repeat for several (default: eager, and compiled with --compile).")] = None,
         repeats: Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")] = 5,
         threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")] = None,
         hardware: Annotated[str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")] = "host",
@@ -505,6 +508,7 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
                             generate=generate, layers=layers, dtype=dtype, compile=compile,
                             repeats=repeats, threads=threads, hardware=hardware, profile=profile,
                             output=output, repredict_path=repredict, quiet_wait_s=quiet_wait,
+                            executions=tuple(execution or ()),
                             log=lambda msg: typer.echo(msg, err=True)):
         typer.echo(line)
 

@@ -10,6 +10,15 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
                                   # (+ rows_half: tile fill; gemv / gemv_memory: one-row products)
     overhead_us: {default: 6.0, attention: 20.0}          # fixed cost per kernel
 
+A profile measured from the device's side (``timing: device``) also keeps the host apart:
+
+    launch_gap_us: 1.2                                    # device idle between kernels in a graph
+    host_us: {eager: {default: 9.0, rope: 60.0}, compiled: {default: 4.0}}  # dispatch per call
+    kernels_per_op: {eager: {rope: 12, attention: 3}, compiled: {default: 0.6}}
+
+(keys: engine op names such as ``rope``, or efficiency keys, then ``default``), and the
+engine composes them per execution mode (``ridgeline.roofline.composed_time``).
+
 Types the profile did not measure keep their datasheet peak.
 """
 from __future__ import annotations
@@ -86,7 +95,41 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         MappingProxyType(vector), MappingProxyType(efficiency), MappingProxyType(overhead),
         device=device.name, link_bandwidth=device.interconnect_bandwidth,
         link_latency=device.interconnect_latency or 0.0,
-        link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+        link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
+        **execution_tables(profile, where))
+
+
+def execution_tables(profile: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The launch gap, host dispatch per call and kernels per op of each execution mode
+    (``Ceilings`` keywords; none when the profile has no such terms)."""
+    gap = profile.get("launch_gap_us", 0.0)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or gap < 0:
+        raise InvalidSpecError(where, f"'launch_gap_us' must be a number >= 0, got {gap!r}")
+
+    def per_mode(key: str, scale: float) -> dict[str, Any]:
+        table = profile.get(key) or {}
+        if not isinstance(table, Mapping):
+            raise InvalidSpecError(where, f"'{key}' must map an execution mode to a table")
+        return {str(mode): MappingProxyType(_nonnegative_table(table, mode, f"{key}.{mode}",
+                                                               where, scale))
+                for mode in table}
+
+    return {"launch_gap_s": float(gap) * 1e-6,
+            "host_s": MappingProxyType(per_mode("host_us", 1e-6)),
+            "kernels": MappingProxyType(per_mode("kernels_per_op", 1.0))}
+
+
+def _nonnegative_table(raw: Mapping[str, Any], key: str, name: str, where: str,
+                       scale: float) -> dict[str, float]:
+    table = raw.get(key) or {}
+    if not isinstance(table, Mapping):
+        raise InvalidSpecError(where, f"'{name}' must be a mapping")
+    out = {}
+    for op, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise InvalidSpecError(where, f"'{name}.{op}' must be a number >= 0, got {value!r}")
+        out[str(op)] = float(value) * scale
+    return out
 
 
 def measured_on(profile: Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ from .hardware import DeviceSpec, load_device
 from .layers import Plan
 from .model import ModelConfig, load_model
 from .precision import make_plan
-from .roofline import Ceilings, spec_ceilings
+from .roofline import Ceilings, spec_ceilings, with_execution
 from .units import GIGA
 from .workload import Settings
 
@@ -73,14 +73,15 @@ def make_settings(dtype: str | None = None, settings: Settings | None = None,
 def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
     """The interconnect the settings ask for: their link bandwidth / latency where given
     (an override is one figure for every group size: no per-peer mesh links), else the
-    device's."""
+    device's; and the execution mode they ask for (``roofline.with_execution``)."""
     if settings.link_bw_gb_s:
         bandwidth, per_peer = settings.link_bw_gb_s * GIGA, None
     else:
         bandwidth, per_peer = device.interconnect_bandwidth, device.interconnect_link_bandwidth
     latency = (settings.link_latency_us * 1e-6 if settings.link_latency_us >= 0
                else device.interconnect_latency or 0.0)
-    return replace(ceilings, link_bandwidth=bandwidth, link_latency=latency, link_per_peer=per_peer)
+    linked = replace(ceilings, link_bandwidth=bandwidth, link_latency=latency, link_per_peer=per_peer)
+    return with_execution(linked, device, settings.execution)
 
 
 def read_profile(profile: ProfileLike) -> tuple[Mapping[str, Any] | None, str]:

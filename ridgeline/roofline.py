@@ -34,6 +34,12 @@ class Ceilings:
     link_latency: float = 0.0               # seconds per hop
     link_per_peer: float | None = None      # point-to-point mesh: bytes/s per peer link (None: switched)
     exp_rate: float | None = None           # exponentials/s (special-function units; None: no roof)
+    # execution terms of a device-time profile (empty: today's per-kernel overhead only)
+    launch_gap_s: float = 0.0               # device idle between back-to-back kernels (graph)
+    host_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # mode -> op -> s/call
+    kernels: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> launches
+    execution: str = "graph"                # graph | eager | compiled (see composed_time)
+    serial: bool = False                    # the host is the device (a CPU)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -241,3 +247,118 @@ def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
     """One op's row of :func:`evaluate` (time, perf, bound, bytes...)."""
     return {k: v[0] for k, v in evaluate([op], ceilings).items()}
 
+
+# --- execution modes: device time and host time composed ----------------------------------
+#
+# A profile measured from the device's side (graph replay, profiler kernel durations) gives
+# each op's device time d_i; the host's dispatch cost h_i per call and the kernels k_i each op
+# launches are measured apart. How a step's time follows from them depends on how it runs:
+#
+#   graph     one launch replays every kernel: T = sum_i (d_i + k_i * gap)
+#   eager     the host enqueues op i after h_i more seconds (E_i = h_1 + ... + h_i) and the
+#   compiled  device runs it when both it and the op are ready:
+#                 F_i = max(F_{i-1}, E_i) + d_i + k_i * gap,      F_0 = 0,
+#             so T = F_n = max_k (E_k + sum_{j >= k} (d_j + k_j * gap)): the host's share
+#             counts only where the host is the slower side (max(sum h, sum d) <= T <=
+#             sum h + sum d). ``compiled`` is the same queue with torch.compile's host
+#             costs and kernel counts (fused ops, no graphs).
+#   CPU       no separate device: host and kernels run on one thread, T = sum_i (h_i + d_i).
+#
+# Ceilings without execution terms keep the per-kernel overhead sum in every mode.
+
+EXECUTIONS = ("graph", "eager", "compiled")
+
+
+def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ceilings:
+    """The ceilings set to run in ``execution`` (a Settings value) on ``device``. ``auto``:
+    graph on a GPU or accelerator (what serving stacks run for decode), eager on a CPU (no
+    separate device: host and kernels share a thread, so nothing overlaps)."""
+    from dataclasses import replace
+
+    cpu = device.kind == "cpu"
+    if execution == "auto":
+        execution = "eager" if cpu else "graph"
+    if execution == "graph" and cpu:
+        from .errors import InvalidSettingError
+        raise InvalidSettingError("execution", f"{device.name} is a CPU: it runs no CUDA graphs; "
+                                  "use execution eager or compiled")
+    return replace(ceilings, execution=execution, serial=cpu)
+
+
+def has_execution_terms(ceilings: Ceilings) -> bool:
+    return bool(ceilings.launch_gap_s or ceilings.host_s or ceilings.kernels)
+
+
+def _lookup(table: Mapping[str, float], op: Op, default: float) -> float:
+    """An op's entry: by engine op name, then the efficiency keys, then 'default'."""
+    for key in (op.name, *keys_for(op), "default"):
+        if key in table:
+            return float(table[key])
+    return default
+
+
+def op_kernels(ceilings: Ceilings, op: Op, execution: str) -> float:
+    """Kernels one call of ``op`` launches (a graph replays the eager launches; 1 unknown)."""
+    table = ceilings.kernels.get(execution) or ceilings.kernels.get(
+        "eager" if execution == "graph" else execution) or {}
+    return _lookup(table, op, 1.0)
+
+
+def op_host(ceilings: Ceilings, op: Op, execution: str) -> float:
+    """Host seconds to dispatch one call of ``op`` (0 in a graph: one replay per step)."""
+    if execution == "graph":
+        return 0.0
+    return _lookup(ceilings.host_s.get(execution) or {}, op, 0.0)
+
+
+def step_order(ops: Sequence[Op]) -> np.ndarray:
+    """Indices of ``ops`` in the order one pass runs them: ops before the first repeated op,
+    then the repeated (per-layer) ops layer by layer, then the rest."""
+    counts = [int(op.count) for op in ops]
+    repeated = [i for i, c in enumerate(counts) if c > 1]
+    if not repeated:
+        return np.array([i for i, c in enumerate(counts) if c > 0], dtype=int)
+    first, last = repeated[0], repeated[-1]
+    head = [i for i in range(first) if counts[i] > 0]
+    body = [i for r in range(max(counts[first:last + 1])) for i in range(first, last + 1)
+            if counts[i] > r]
+    tail = [i for i in range(last + 1, len(ops)) for _ in range(counts[i])]
+    return np.array(head + body + tail, dtype=int)
+
+
+def queue_finish(host, device):
+    """F_n of the queue F_i = max(F_{i-1}, E_i) + d_i, E the running sum of ``host``:
+    max_k (E_k + sum_{j >= k} d_j), along axis 0 (calls in order; any trailing shape)."""
+    host, device = np.broadcast_arrays(np.asarray(host, float), np.asarray(device, float))
+    enqueued = np.cumsum(host, axis=0)
+    remaining = np.flip(np.cumsum(np.flip(device, axis=0), axis=0), axis=0)
+    return np.max(enqueued + remaining, axis=0)
+
+
+def execution_terms(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
+                    execution: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per op instance: device seconds (the roofline time, per-kernel overhead included, plus
+    the launch gaps) and host seconds, shaped like ``table['time_s']``."""
+    shape = (len(ops),) + (1,) * (table["time_s"].ndim - 1)
+    gaps = np.array([op_kernels(ceilings, op, execution) for op in ops]).reshape(shape)
+    host = np.array([op_host(ceilings, op, execution) for op in ops]).reshape(shape)
+    return table["time_s"] + gaps * ceilings.launch_gap_s, host + 0 * table["time_s"]
+
+
+def composed_time(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
+                  execution: str, serial: bool) -> dict[str, np.ndarray]:
+    """One pass's seconds in ``execution`` mode (see above): ``time_s``, and the device's and
+    the host's sums ``device_s`` and ``host_s``. ``serial``: the host is the device (a CPU)."""
+    if execution not in EXECUTIONS:
+        from .errors import InvalidWorkloadError
+        raise InvalidWorkloadError(f"unknown execution {execution!r}; use one of: "
+                                   f"{', '.join(EXECUTIONS)}")
+    device, host = execution_terms(ops, table, ceilings, execution)
+    count = table["count"]
+    device_s, host_s = np.sum(count * device, axis=0), np.sum(count * host, axis=0)
+    if serial or execution == "graph" or not np.any(host):
+        time_s = device_s + host_s
+    else:
+        order = step_order(ops)
+        time_s = queue_finish(host[order], device[order])
+    return {"time_s": time_s, "device_s": device_s, "host_s": host_s}

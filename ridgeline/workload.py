@@ -38,6 +38,7 @@ def _check_positive(field: str, value: Number) -> None:
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
+EXECUTIONS = ("auto", "graph", "eager", "compiled")
 
 
 def setting(default, help: str):
@@ -66,6 +67,8 @@ class Settings:
     zero_points: str = setting("fp16", "integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)")
     memory_utilization: float = setting(
         0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)")
+    execution: str = setting(
+        "auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
 
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
@@ -76,6 +79,9 @@ class Settings:
         if self.attention not in ATTENTION_KERNELS:
             raise InvalidWorkloadError(f"unknown attention kernel {self.attention!r}; use one of: "
                                        f"{', '.join(ATTENTION_KERNELS)}")
+        if self.execution not in EXECUTIONS:
+            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: "
+                                       f"{', '.join(EXECUTIONS)}")
         for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

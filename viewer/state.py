@@ -47,6 +47,8 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "a_dtype": ("activations", DTYPES),
     "kv_dtype": ("KV cache", DTYPES),
     "attention": ("attention kernel", workload.ATTENTION_KERNELS),
+    "execution": ("execution", workload.EXECUTIONS),
+    "zero_points": ("zero points", workload.ZERO_POINTS),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.
 SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens",
