@@ -112,6 +112,37 @@ def e2e_section(name: str, snap: dict[str, Any]) -> list[str]:
     return [f"### `{name}`", "", provenance(snap["meta"]) + ".", "", *e2e_table(rows), ""]
 
 
+def serving_rows(name: str, snap: dict[str, Any]) -> list[str]:
+    """One row per roofline mode: measured and simulated p50/p90 of TTFT and latency."""
+    trace, rows = snap["trace"], []
+    for mode, comp in snap["comparison"].items():
+        cells = []
+        for what in ("ttft_s", "latency_s"):
+            for q in ("p50", "p90"):
+                m, s = comp[what]["measured"][q], comp[what]["simulated"][q]
+                cells.append(f"{ms(m)} / {ms(s)} ({pct(s / m - 1)})")
+        rows.append(f"| `{name}` | {snap['model']} ({snap['layers']} layers) | {trace['requests']} at "
+                    f"{trace['rate']:g}/s | {snap.get('repeats', 1)} | {mode} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def serving_section(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    if not found:
+        return []
+    lines = ["## Serving: a real continuous-batching server against the simulation", "",
+             "`ridgeline simulate-check` (see [docs/serving.md](../docs/serving.md)): requests "
+             "replayed on Hugging Face transformers' continuous batching and simulated with "
+             "the matching scheduler settings. Cells: measured / simulated ms (error).", "",
+             "| run | model | requests | repeats | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 |",
+             "|---" * 9 + "|"]
+    for name, snap in found:
+        lines += serving_rows(name, snap)
+    lines.append("")
+    for name, snap in found:
+        lines.append(f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}")
+    return lines + [""]
+
+
 def snapshot_files(folder: Path = SNAPSHOTS) -> list[Path]:
     """Every snapshot JSON, top folder first, then the named sub-folders, in name order."""
     top = sorted(folder.glob("*.json"))
@@ -119,7 +150,7 @@ def snapshot_files(folder: Path = SNAPSHOTS) -> list[Path]:
 
 
 def render(folder: Path = SNAPSHOTS) -> str:
-    kernels, e2e = [], []
+    kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
         snap = json.loads(path.read_text())
         name = str(path.relative_to(folder))
@@ -127,11 +158,13 @@ def render(folder: Path = SNAPSHOTS) -> str:
             kernels += kernel_section(name, snap)
         elif snap.get("rows") and "measured_ttft_s" in snap["rows"][0]:
             e2e += e2e_section(name, snap)
+        elif "comparison" in snap and "trace" in snap:
+            serving.append((name, snap))
     out = [HEADER, "## Kernels: held-out validation", "",
            "Per op class: |error| median and 90th percentile, and the signed median (bias).", "",
            *kernels, "## End to end: a whole decoder", "",
            "Times in ms; predicted in brackets with its error. `mode`: eager, compiled "
-           "(torch.compile) or graph (CUDA-graph decode).", "", *e2e]
+           "(torch.compile) or graph (CUDA-graph decode).", "", *e2e, *serving_section(serving)]
     return "\n".join(out).rstrip() + "\n"
 
 
