@@ -70,7 +70,7 @@ def _positive_table(raw: Mapping[str, Any], key: str, where: str, scale: float) 
 def load_profile(path: str | Path) -> dict[str, Any]:
     """Read and check a profile YAML; raise one-line errors for anything malformed."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise RidgelineError(f"no device profile at {path}; run 'ridgeline calibrate' first")
     raw = read_yaml(path)
     where = str(path)

@@ -363,3 +363,11 @@ def test_analyze_table_needs_no_pandas():
             "print(r.exit_code, 'verdict:' in r.output, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "True", "False"]
+
+
+@pytest.mark.parametrize("path, message", [("/dev/zero", "is not a regular file"),
+                                           ("/tmp", "is a folder; pass the file itself")])
+def test_profile_that_is_not_a_file(path, message):
+    result = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "a6000", "--profile", path])
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output
