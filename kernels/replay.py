@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.catalog import REPORTS_DIR
-from ridgeline.roofline import Ceilings, evaluate
+from ridgeline.roofline import Ceilings, Curve, RowTable, evaluate
 
 from .cases import case_from_dict
 
@@ -34,7 +34,10 @@ def ceilings_to_dict(c: Ceilings) -> dict[str, Any]:
     return {"mode": c.mode, "bandwidth": c.bandwidth, "matrix_peak": dict(c.matrix_peak),
             "vector_peak": dict(c.vector_peak),
             "efficiency": {k: dict(v) for k, v in c.efficiency.items()},
-            "overhead_s": dict(c.overhead_s), "device": c.device}
+            "overhead_s": dict(c.overhead_s), "device": c.device,
+            "row_curves": {k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)}
+                               for kn, cv in zip(v.shapes, v.curves)]
+                           for k, v in c.row_curves.items()}}
 
 
 def ceilings_from_dict(raw: Mapping[str, Any]) -> Ceilings:
@@ -42,7 +45,17 @@ def ceilings_from_dict(raw: Mapping[str, Any]) -> Ceilings:
                     MappingProxyType(dict(raw.get("vector_peak") or {})),
                     MappingProxyType({k: MappingProxyType(dict(v))
                                       for k, v in (raw.get("efficiency") or {}).items()}),
-                    MappingProxyType(dict(raw.get("overhead_s") or {})), device=raw.get("device", ""))
+                    MappingProxyType(dict(raw.get("overhead_s") or {})), device=raw.get("device", ""),
+                    row_curves=MappingProxyType({k: _table(v) for k, v in
+                                                 (raw.get("row_curves") or {}).items()}))
+
+
+def _table(raw: Sequence[Mapping[str, Any]]) -> RowTable:
+    return RowTable(tuple((float(e["k"]), float(e["n"])) for e in raw), tuple(_curve(e) for e in raw))
+
+
+def _curve(raw: Mapping[str, Any]) -> Curve:
+    return Curve(tuple(float(v) for v in raw["x"]), tuple(float(v) for v in raw["y"]))
 
 
 def predict(ops: Sequence, ceilings: Ceilings) -> dict[str, np.ndarray]:

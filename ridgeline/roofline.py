@@ -17,6 +17,37 @@ from .ops import BYTE_FIELDS, Op
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A measured quantity as a function of one size, interpolated linearly in the size's
+    log and held flat beyond the outermost knots."""
+
+    x: tuple[float, ...]     # increasing knots: rows of a skinny product
+    y: tuple[float, ...]     # the value at each knot
+
+    def at(self, size):
+        return np.interp(np.log(np.asarray(size, dtype=float)), np.log(self.x), self.y)
+
+
+@dataclass(frozen=True)
+class RowTable:
+    """A class's measured fraction of the roofline bound for skinny products: one curve in
+    rows per measured (K, N) shape; between shapes, the mean of the curves weighted by
+    inverse squared distance in (log K, log N) (a measured shape gives its own curve)."""
+
+    shapes: tuple[tuple[float, float], ...]    # (k, n) of each curve
+    curves: tuple[Curve, ...]
+
+    def at(self, rows, k: float, n: float):
+        values = np.stack([np.broadcast_to(c.at(rows), np.shape(rows)) for c in self.curves])
+        kn = np.log(np.array(self.shapes, dtype=float))
+        d2 = (kn[:, 0] - np.log(k)) ** 2 + (kn[:, 1] - np.log(n)) ** 2
+        if np.any(d2 < 1e-12):
+            return values[int(np.argmin(d2))]
+        weights = 1.0 / d2
+        return np.tensordot(weights / weights.sum(), values, axes=1)
+
+
+@dataclass(frozen=True)
 class Ceilings:
     """The roofs an op is timed against."""
 
@@ -30,6 +61,10 @@ class Ceilings:
     device: str = ""
     link_bandwidth: float | None = None     # bytes/s per direction between devices
     link_latency: float = 0.0               # seconds per hop
+    # calibrated only: per class, the measured fraction of the roofline bound (max of the
+    # matrix and memory roofs, never above 1) by rows and shape, replacing the class's
+    # efficiency terms (skinny products, where libraries switch kernels between row counts)
+    row_curves: Mapping[str, RowTable] = field(default_factory=dict)
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -44,6 +79,9 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
+        fraction = self.row_fraction(op)
+        if fraction is not None:
+            return peak * fraction
         terms = self.terms(op)
         return peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
                                                               bool(terms.get("gemv")))
@@ -51,12 +89,30 @@ class Ceilings:
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
         a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
+        bandwidth = self.bandwidth
+        fraction = self.row_fraction(op)
+        if fraction is not None:
+            return bandwidth * fraction
         terms = self.terms(op)
-        rate = self.bandwidth * terms.get("memory", 1.0)
+        rate = bandwidth * terms.get("memory", 1.0)
         rows = tile_rows(op) if "gemv_memory" in terms else None
         if rows is None:
             return rate
-        return np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
+        return np.where(np.asarray(rows) == 1, bandwidth * terms["gemv_memory"], rate)
+
+    def row_fraction(self, op: Op):
+        """The class's measured fraction of the bound at the op's rows and shape (a GEMM's m,
+        k, n), or None when its most specific key has efficiency terms instead (or the op is
+        not a GEMM)."""
+        for key in keys_for(op):
+            if key in self.row_curves:
+                dims = op.dims
+                if "m" not in dims or "k" not in dims or "n" not in dims:
+                    return None
+                return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
+            if key in self.efficiency:
+                return None
+        return None
 
     def overhead(self, op: Op) -> float:
         for key in keys_for(op):
@@ -94,9 +150,14 @@ def _tile_fill(op: Op, rows_half: float | None, gemv: bool = False):
     attention has one query row); spec ceilings never do, and ops without rows are not affected.
     A class whose one-row products dispatch to a matrix-vector kernel (BLAS GEMV: no tiles)
     says so with ``gemv``: its one-row ops get fill 1."""
-    rows = tile_rows(op) if rows_half else None
-    if rows is None:
+    return tile_fill(tile_rows(op) if rows_half else None, rows_half, gemv)
+
+
+def tile_fill(rows, rows_half: float | None, gemv: bool = False):
+    """``_tile_fill`` for row counts (arrays broadcast); rows None or rows_half 0: fill 1."""
+    if rows is None or not rows_half:
         return 1.0
+    rows = np.asarray(rows, dtype=float)
     fill = rows / (rows + rows_half)
     # with ``gemv`` set, a one-row product runs a matrix-vector kernel with no tiles to fill
     return np.where(rows == 1, 1.0, fill) if gemv else fill
