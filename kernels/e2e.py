@@ -487,20 +487,3 @@ def report_lines(result: Result) -> list[str]:
     if result.path is not None:
         lines.append(f"wrote {result.path}")
     return lines
-
-
-def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Measured beside predicted as a Markdown table (the README's)."""
-    def cell(r: dict[str, Any], what: str, mode: str) -> str:
-        value = r[f"predicted_{mode}_{what}_s"]
-        return "-" if value is None else f"{value * 1e3:.0f} ({r[f'error_{mode}_{what}']:+.0%})"
-
-    lines = ["| model | layers | batch | prompt | mode | TTFT ms | spec | calibrated "
-             "| TPOT ms | spec | calibrated |", "|---" * 11 + "|"]
-    for r in rows:
-        mode = "compiled" if r["compile"] else "eager"
-        lines.append(f"| {r['model']} | {r['layers']} | {r['batch']} | {r['prompt']} | {mode} "
-                     f"| {r['measured_ttft_s'] * 1e3:.0f} | {cell(r, 'ttft', 'spec')} "
-                     f"| {cell(r, 'ttft', 'calibrated')} | {r['measured_tpot_s'] * 1e3:.1f} "
-                     f"| {cell(r, 'tpot', 'spec')} | {cell(r, 'tpot', 'calibrated')} |")
-    return "\n".join(lines)

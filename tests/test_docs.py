@@ -1,0 +1,142 @@
+"""The README and docs stay true: their command examples print what they quote, their links
+stay inside the repository, the JSON output matches the published schema, every dashboard
+URL key is documented, and reports/RESULTS.md is generated from the committed snapshots.
+
+Examples are fenced ``bash`` blocks whose lines start with ``$ ``: the command runs in a
+shell from the repository root (``ridgeline`` as ``python -m ridgeline``), and the lines
+after it, up to the next ``$`` or the end of the block, must equal its output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ridgeline as rl
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def examples(page: Path) -> list[tuple[str, str, list[str]]]:
+    """(where, command, expected lines) for every ``$ `` line of a bash block."""
+    found, block, where = [], None, ""
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        if line.startswith("```"):
+            block = [] if line.strip() == "```bash" and block is None else None
+            where = ""
+            continue
+        if block is None:
+            continue
+        if line.startswith("$ "):
+            where = f"{page.relative_to(ROOT)}:{number}"
+            found.append((where, line[2:], []))
+        elif found and found[-1][0] == where:
+            found[-1][2].append(line.rstrip())
+    return found
+
+
+ALL_EXAMPLES = [e for page in PAGES for e in examples(page)]
+
+
+def run_example(command: str) -> list[str]:
+    python = shlex.quote(sys.executable)
+    shell = re.sub(r"(^|\|\s*)ridgeline ", rf"\1{python} -m ridgeline ", command)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    return [line.rstrip() for line in done.stdout.splitlines()]
+
+
+def test_docs_have_examples():
+    assert len(ALL_EXAMPLES) >= 8
+    assert all(expected for _, _, expected in ALL_EXAMPLES), "an example quotes no output"
+
+
+@pytest.mark.parametrize("where,command,expected", ALL_EXAMPLES, ids=[e[0] for e in ALL_EXAMPLES])
+def test_example_prints_what_the_docs_quote(where, command, expected):
+    assert run_example(command) == expected, f"{where}: the docs quote other output; run it and update"
+
+
+def test_quickstart_is_two_commands():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.strip().splitlines() if line.strip()]
+    assert len(lines) == 2
+    assert "pip install -e ." in lines[0] and "ridgeline analyze" in lines[0]
+    assert "pytest" in lines[1]
+
+
+def test_readme_is_short_with_a_table_of_contents():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) < 11_000
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    for heading in headings:
+        anchor = re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+        assert f"(#{anchor})" in text, f"table of contents lacks {heading!r}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_stay_inside_the_repository(page):
+    for target in LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        assert path.is_relative_to(ROOT), f"{page.name} links outside the repository: {target}"
+        assert path.exists(), f"{page.name} links to a missing file: {target}"
+
+
+SCHEMA_CASES = [
+    ("llama-2-7b", "a6000", {"batch": 1, "seq_len": 2048, "generate": 128}),
+    ("llama-2-7b", "a6000", {"generate": 1}),
+    ("mixtral-8x7b", "h100-sxm", {"batch": 8, "generate": 16, "w_dtype": "int4", "group_size": 128}),
+    ("deepseek-v2-lite", "h100-sxm", {"generate": 4, "attention": "flash"}),
+    ("llama-2-70b", "h100-sxm", {"batch": 8, "generate": 4, "tp": 4, "pp": 2, "micro_batches": 2}),
+]
+
+
+@pytest.mark.parametrize("model,device,options", SCHEMA_CASES, ids=[c[0] for c in SCHEMA_CASES])
+def test_json_output_matches_the_schema(model, device, options):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
+    out = rl.analyze(model, device, **options).to_dict()
+    text = json.dumps(out, allow_nan=False)     # NaN is not JSON
+    jsonschema.validate(json.loads(text), schema)
+
+
+def test_every_dashboard_url_key_is_documented():
+    from viewer.state import controls
+
+    text = (ROOT / "docs" / "dashboard.md").read_text()
+    documented = set(re.findall(r"^\| `(\w+)` \|", text, flags=re.M))
+    assert {c.key for c in controls()} <= documented
+
+
+def test_results_md_is_generated_from_the_snapshots():
+    from kernels.results import RESULTS, render
+
+    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.results"
+
+
+def test_results_table_formats_a_recorded_row():
+    from kernels.results import e2e_table
+
+    row = {"model": "m", "layers": 2, "batch": 4, "prompt": 128, "compile": False,
+           "measured_ttft_s": 16.6794, "measured_tpot_s": 0.0757,
+           "predicted_spec_ttft_s": 17.5, "error_spec_ttft": 17.5 / 16.6794 - 1,
+           "predicted_spec_tpot_s": None, "error_spec_tpot": None,
+           "predicted_calibrated_ttft_s": 0.00512, "error_calibrated_ttft": -0.5,
+           "predicted_calibrated_tpot_s": 0.0666, "error_calibrated_tpot": 0.0666 / 0.0757 - 1}
+    # 16679 ms measured, 17500 ms spec (+5 %), 5.12 ms calibrated (-50 %); TPOT 75.7 vs 66.6 (-12 %)
+    assert e2e_table([row])[-1] == ("| m | 2 | 4 | 128 | eager | 16679 | 17500 (+5%) | 5.12 (-50%) "
+                                    "| 75.7 | - | 66.6 (-12%) |")
