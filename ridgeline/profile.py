@@ -88,11 +88,11 @@ def _row_table(raw: Any, where: str) -> RowTable:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (k, n)):
             raise InvalidSpecError(where, f"each shape needs positive 'k' and 'n', got {k!r}, {n!r}")
         shapes.append((float(k), float(n)))
-    return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", 1.0, at_most=1.0)
+    return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", at_most=1.0)
                                          for e in raw))
 
 
-def _curve(raw: Any, where: str, x: str, y: str, scale: float, at_most: float | None = None) -> Curve:
+def _curve(raw: Any, where: str, x: str, y: str, at_most: float | None = None) -> Curve:
     """A measured curve: increasing positive knots ``x`` and positive values ``y`` (at most
     ``at_most``: a fraction of a measured roof is never above 1)."""
     xs, ys = (raw or {}).get(x), (raw or {}).get(y)
@@ -107,7 +107,7 @@ def _curve(raw: Any, where: str, x: str, y: str, scale: float, at_most: float | 
     if any(v <= 0 or (at_most is not None and v > at_most) for v in ys):
         bound = f" and at most {at_most:g}" if at_most is not None else ""
         raise InvalidSpecError(where, f"every '{y}' must be positive{bound}")
-    return Curve(tuple(xs), tuple(v * scale for v in ys))
+    return Curve(tuple(xs), tuple(ys))
 
 
 def slug(text: str) -> str:

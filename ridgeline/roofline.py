@@ -89,16 +89,15 @@ class Ceilings:
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
         a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
-        bandwidth = self.bandwidth
         fraction = self.row_fraction(op)
         if fraction is not None:
-            return bandwidth * fraction
+            return self.bandwidth * fraction
         terms = self.terms(op)
-        rate = bandwidth * terms.get("memory", 1.0)
+        rate = self.bandwidth * terms.get("memory", 1.0)
         rows = tile_rows(op) if "gemv_memory" in terms else None
         if rows is None:
             return rate
-        return np.where(np.asarray(rows) == 1, bandwidth * terms["gemv_memory"], rate)
+        return np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
 
     def row_fraction(self, op: Op):
         """The class's measured fraction of the bound at the op's rows and shape (a GEMM's m,

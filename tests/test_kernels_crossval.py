@@ -73,3 +73,28 @@ def test_summary_puts_the_cross_validated_figure_beside_the_held_out_one():
 def test_profile_row_tables_are_checked(curves, problem):
     with pytest.raises(InvalidSpecError, match=problem):
         calibrated_ceilings({**PROFILE, "row_curves": curves}, load_device("a6000"))
+
+
+def test_row_tables_round_trip_through_a_snapshot():
+    from kernels.replay import ceilings_from_dict, ceilings_to_dict, predict
+    from kernels.cases import build_op
+
+    curves = {"linear@fp32": [{"k": 896, "n": 4864, "rows": [1, 2, 16], "fraction": [0.4, 0.2, 0.6]},
+                              {"k": 2048, "n": 2048, "rows": [1, 4], "fraction": [0.5, 0.3]}]}
+    ceilings = calibrated_ceilings({**PROFILE, "row_curves": curves}, load_device("a6000"))
+    again = ceilings_from_dict(ceilings_to_dict(ceilings))
+    ops = [build_op({"builder": "linear", "m": m, "k": 1024, "n": 3072, "dtype": "fp32"}) for m in (1, 3, 40)]
+    assert predict(ops, again)["time_s"] == pytest.approx(predict(ops, ceilings)["time_s"], rel=1e-12)
+    assert again.row_curves["linear@fp32"].shapes == ((896.0, 4864.0), (2048.0, 2048.0))
+
+
+def test_row_tables_broadcast_over_workload_arrays():
+    import ridgeline as rl
+
+    curves = {"linear@bf16": [{"k": 2048, "n": 2048, "rows": [1, 4, 64], "fraction": [0.5, 0.2, 0.7]}]}
+    c = calibrated_ceilings({**PROFILE, "row_curves": curves}, load_device("a6000"))
+    batches = np.array([1, 3, 64])
+    frame = rl.sweep("llama-3.2-1b", "a6000", batches, np.array([128]), generate=4, ceilings=c)
+    single = [rl.analyze("llama-3.2-1b", "a6000", batch=int(b), seq_len=128, generate=4,
+                         ceilings=c).generation["tpot_s"] for b in batches]
+    assert frame["tpot_s"].to_numpy() == pytest.approx(single, rel=1e-9)

@@ -201,7 +201,7 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     for op, t in zip(ops, measured):
         assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
     # between calibrated row counts the fraction is interpolated in log rows: m = 20 lies
-    # between 16 and 24 (both 0.5); m = 1.5 would lie halfway in log between 1 and 2
+    # between 16 and 24 (both 0.5)
     assert c.row_fraction(build_op({"builder": "linear", "m": 20, "k": 2048, "n": 2048,
                                     "dtype": "fp32"})) == pytest.approx(0.5, rel=1e-3)
 
