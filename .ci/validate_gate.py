@@ -58,9 +58,11 @@ def measure(threads: int | None, keep: Path | None) -> list[str]:
                                  output_dir=out, progress=False)
         print(f"measured in {time.perf_counter() - start:.0f} s: {headline(result)}")
         for row in result["summary"]:
+            cv = (f"  leave-one-model-out {row['cv_median_abs']:.1%} / {row['cv_p90_abs']:.1%}"
+                  if row.get("cv_count") else "")
             print(f"  {row['op_class']:12s} n={row['count']:3d}  calibrated median "
                   f"{row['calibrated_median_abs']:.1%} p90 {row['calibrated_p90_abs']:.1%}  "
-                  f"spec median {row['spec_median_abs']:.1%}")
+                  f"spec median {row['spec_median_abs']:.1%}{cv}")
         return verdict(result)
 
 

@@ -23,35 +23,48 @@ from ridgeline import ops as O
 from ridgeline.layers import Plan, stage_ops
 from ridgeline.model import load_model
 from ridgeline.ops import Op, Quant
+from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES
 from ridgeline.units import dtype_bytes
 
 # --- which shapes ----------------------------------------------------------------------
 
-CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "gemma-7b")  # GQA and MHA
-VALIDATION_MODELS = ("llama-3-8b", "phi-3-mini")
+# Held out in every dimension (``held_out_overlap``): validation's models, batch sizes,
+# context lengths and widths (every K and N of the models' GEMMs) are all absent from
+# calibration. head_dim is not: 64, 96 and 128 cover most of the catalog.
+CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "phi-3-mini")  # GQA and MHA
+VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")                           # GQA and MHA
 QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
 QUICK_VALIDATION_MODELS = ("llama-3-8b",)
 
 # (batch, tokens) per stage; prefill lengths per dtype (fp32 GEMMs are slow on a CPU)
 WORKLOADS = {
-    "calibration": {"prefill": {"fp32": [(1, 128), (1, 384)], "bf16": [(1, 128), (1, 384)],
-                                "fp16": [(1, 128), (1, 384)]},
-                    "decode": [(1, 512), (4, 2048), (32, 256)]},
-    "validation": {"prefill": {"fp32": [(1, 256)], "bf16": [(1, 256), (2, 256)],
-                               "fp16": [(1, 256), (2, 256)]},
-                   "decode": [(1, 1024), (8, 512), (64, 256)]},
+    "calibration": {"prefill": {"fp32": [(2, 64), (2, 192)], "bf16": [(2, 64), (2, 192)],
+                                "fp16": [(2, 64), (2, 192)]},
+                    "decode": [(2, 512), (4, 2048), (32, 256)]},
+    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320), (3, 160)],
+                               "fp16": [(1, 320), (3, 160)]},
+                   "decode": [(1, 1536), (8, 768), (48, 384)]},
 }
 QUICK_WORKLOADS = {
-    "calibration": {"prefill": {"fp32": [(1, 128)], "bf16": [(1, 384)], "fp16": [(1, 384)]},
-                    "decode": [(1, 512), (4, 2048), (32, 256)]},
-    "validation": {"prefill": {"fp32": [(1, 256)], "bf16": [(1, 256)], "fp16": [(1, 256)]},
-                   "decode": [(1, 1024), (8, 512)]},
+    "calibration": {"prefill": {"fp32": [(2, 64)], "bf16": [(2, 192)], "fp16": [(2, 192)]},
+                    "decode": [(2, 512), (4, 2048), (32, 256)]},
+    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320)], "fp16": [(1, 320)]},
+                   "decode": [(1, 1536), (8, 768)]},
 }
 LINEAR_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 QUANT_OPS = ("o_proj", "gate_proj", "down_proj")      # weight-only kernels, decode
 INT4_GROUP = 128
 SWEEP_M = (2, 4, 24, 96, 192, 384, 768)                # empirical roofline: bf16 m x 4096 x 4096
 SWEEP_KN = 4096
+# Skinny products: every row count from 1 to 16, then about sqrt(2) steps to 256, per data
+# type, at (K, N) shapes of calibration models spanning their widths, long K and long N
+# (``ridgeline.roofline.RowTable`` interpolates them); fp32 rows stop at GRID_MAX_FP32_FLOPS
+GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
+QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
+GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (3584, 18944),
+           (18944, 3584))
+QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
+GRID_MAX_FP32_FLOPS = 1.2e10
 
 OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
 
@@ -105,9 +118,10 @@ def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
     ab = dtype_bytes(dtype)
     if w_dtype is None:
         return Plan(ab, ab, ab, dtype, dtype, attention=attention)
-    scale_bytes = 2.0 if not group_size else 4.0
+    # per channel: one 16-bit scale (the size of one fp8 group scale); per group: scale + zero
+    scale_bytes = SCALE_BYTES + ZERO_POINT_BYTES if group_size else SCALE_BYTES
     return Plan(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
-                     group_size=group_size, dequant=True, attention=attention)
+                group_size=group_size, dequant=True, attention=attention)
 
 
 @lru_cache(maxsize=512)
@@ -245,6 +259,18 @@ def sweep_cases(dtype: str = "bf16", split: str = "validation") -> list[Case]:
             for m in SWEEP_M]
 
 
+def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+    """Skinny products on a dense grid of row counts per data type (calibration only): the
+    libraries switch kernels between row counts, so the efficiency curve is measured, not
+    assumed."""
+    ms, kns = (QUICK_GRID_M, QUICK_GRID_KN) if quick else (GRID_M, GRID_KN)
+    return [Case(f"grid/m{m}x{k}x{n}/{dtype}", "gemv" if m <= 16 else "gemm", "linear", dtype,
+                 MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": dtype}),
+                 split="calibration", stage="grid")
+            for dtype in dtypes for k, n in kns for m in ms
+            if dtype != "fp32" or 2 * m * k * n <= GRID_MAX_FP32_FLOPS]
+
+
 def dedupe(cases: Iterable[Case]) -> list[Case]:
     """First case of each shape key (gate_proj and up_proj are one measurement)."""
     seen, out = set(), []
@@ -272,25 +298,59 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
                 cases += _stage_cases(model, "prefill", batch, length, dtype, split, opts)
             for batch, length in loads["decode"]:
                 cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
-    if split == "validation":
+    if split == "calibration":
+        cases += grid_cases(opts.dtypes, quick)
+    else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)
         cases += sweep[::2] if quick else sweep
-        # held out: drop shapes any calibration run (full or quick) measures, e.g. the
-        # decode MLP activation, whose shape does not depend on the context length
-        fitted = {c.shape_key() for q in (False, True)
-                  for c in suite_cases("calibration", opts, q)}
-        cases = [c for c in cases if c.shape_key() not in fitted]
     return dedupe(cases)
 
 
 def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:
-    """Raise if a validation shape was also a calibration shape."""
+    """Raise if a validation shape was also a calibration shape, or if validation shares a
+    model, batch size, context length or width with calibration (``held_out_overlap``)."""
+    calibration, validation = list(calibration), list(validation)
     fitted = {c.shape_key(): c.name for c in calibration}
     shared = [(c.name, fitted[c.shape_key()]) for c in validation if c.shape_key() in fitted]
     if shared:
         raise ValueError(f"{len(shared)} validation cases share their shape with calibration "
                          f"cases, e.g. {shared[0][0]} = {shared[0][1]}")
+    overlap = {dim: values for dim, values in held_out_overlap(calibration, validation).items()
+               if values}
+    if overlap:
+        dim, values = next(iter(overlap.items()))
+        raise ValueError(f"validation is not held out in {', '.join(overlap)}: calibration "
+                         f"also uses {dim} {', '.join(map(str, sorted(values, key=str)))}")
+
+
+def case_dimensions(case: Case) -> dict[str, set]:
+    """The dimensions a case is drawn from: its model, batch size and context length (model
+    stages), and its widths (the K and N of the model's GEMMs: hidden and intermediate
+    sizes, query and key/value widths; a bare GEMM's K and N). A grid or sweep GEMM's m is a row count, not a batch: the grid measures them all."""
+    r = case.recipe
+    if "model" in r:
+        cfg = load_model(r["model"])
+        widths = {cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim,
+                  cfg.num_kv_heads * cfg.head_dim}
+        return {"model": {r["model"]}, "batch": {int(r["batch"])}, "length": {int(r["length"])},
+                "width": widths}
+    return {"model": set(), "batch": set(), "length": set(),
+            "width": {int(r[d]) for d in ("k", "n") if d in r}}
+
+
+def held_out_overlap(calibration: Iterable[Case], validation: Iterable[Case]) -> dict[str, set]:
+    """Per dimension (model, batch, length, width), the values validation shares with
+    calibration; all empty when validation is held out in every dimension."""
+    def values(cases):
+        out: dict[str, set] = {"model": set(), "batch": set(), "length": set(), "width": set()}
+        for case in cases:
+            for dim, vals in case_dimensions(case).items():
+                out[dim] |= vals
+        return out
+
+    cal, val = values(calibration), values(validation)
+    return {dim: cal[dim] & val[dim] for dim in cal}
 
 
 def attention_dims(case: Case) -> Mapping[str, Any]:

@@ -3,11 +3,12 @@
 ``kernels.cases`` sizes its cases for a CPU core; on an H100 most of them finish in a few
 microseconds and measure launch cost. These load the device:
 
-- prefill of 512, 2048 and 8192 tokens (calibration: 1024 and 4096, other models);
-- decode at batch 1 to 256 with 512 to 32768 cached tokens (K/V of a set kept under
-  ``MAX_KV_TOKENS`` batch x tokens so that the rotated input sets fit the GPU's memory);
-- GQA and MHA models in both splits (calibration qwen2-7b, gemma-7b; validation
-  llama-3-8b, phi-3-mini), as in ``kernels.cases``;
+- prefill of 512, 2048 and 8192 tokens (calibration: 1536 and 6144 at batch 2);
+- decode at batch 1 to 256 with 512 to 32768 cached tokens (calibration: batches 2-128,
+  1536-24576 tokens; K/V of a set kept under ``MAX_KV_TOKENS`` batch x tokens so that the
+  rotated input sets fit the GPU's memory);
+- GQA and MHA models in both splits (calibration qwen2-7b, phi-3-mini; validation
+  llama-3-8b, llama-2-7b), held out in every dimension as in ``kernels.cases``;
 - fp8 ``torch._scaled_mm`` in prefill, int4 weight-only in decode, SDPA through the flash,
   cuDNN and memory-efficient backends;
 - the rotary embedding exactly as ``kernels.decoder.apply_rope`` runs it (rotate-half in
@@ -30,21 +31,24 @@ from typing import Any
 
 from .cases import Case, Options, _stage_cases, dedupe, sweep_cases
 
-CALIBRATION_MODELS = ("qwen2-7b", "gemma-7b")          # GQA, MHA
-VALIDATION_MODELS = ("llama-3-8b", "phi-3-mini")       # GQA, MHA
+CALIBRATION_MODELS = ("qwen2-7b", "phi-3-mini")       # GQA, MHA (widths 3584 / 3072)
+VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")       # GQA, MHA (width 4096)
 MAX_KV_TOKENS = 2**20                                  # batch x cached tokens per case
+# held out in every dimension (kernels.cases.check_disjoint): no model, batch, length or
+# width of validation is measured in calibration
 WORKLOADS = {
-    "calibration": {"prefill": [(1, 1024), (1, 4096)],
-                    "decode": [(1, 1024), (1, 16384), (16, 2048), (128, 1024), (32, 8192)]},
+    "calibration": {"prefill": [(2, 1536), (2, 6144)],
+                    "decode": [(2, 1536), (2, 24576), (16, 3072), (128, 1536), (32, 6144)]},
     "validation": {"prefill": [(1, 512), (1, 2048), (1, 8192)],
                    "decode": [(1, 512), (1, 32768), (8, 4096), (64, 2048), (256, 512),
                               (256, 4096)]},
 }
-QUICK = {"calibration": {"prefill": [(1, 1024)], "decode": [(1, 1024), (32, 8192)]},
+QUICK = {"calibration": {"prefill": [(2, 1536)], "decode": [(2, 1536), (32, 6144)]},
          "validation": {"prefill": [(1, 2048)], "decode": [(1, 512), (64, 2048)]}}
 # --device cpu: the same plumbing on tiny shapes (a dry run; no GPU figure comes from it)
 DRY = {"models": {"calibration": ("qwen2-0.5b",), "validation": ("llama-3.2-1b",)},
-       "prefill": [(1, 16)], "decode": [(1, 64)]}
+       "calibration": {"prefill": [(2, 16)], "decode": [(2, 64)]},
+       "validation": {"prefill": [(1, 24)], "decode": [(1, 96)]}}
 REFERENCE_KERNELS = {("sdpa", "math"), ("int8_weight_only", "")}
 DTYPES = ("bf16",)                                     # what serving runs; fp16 and fp32 are in
 CUDA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # kernels.cases' set
@@ -76,7 +80,7 @@ def gpu_cases(split: str, opts: Options | None = None, quick: bool = False) -> l
     models = CALIBRATION_MODELS if split == "calibration" else VALIDATION_MODELS
     loads = (QUICK if quick else WORKLOADS)[split]
     if dry:
-        models, loads = DRY["models"][split], DRY
+        models, loads = DRY["models"][split], DRY[split]
     cases: list[Case] = []
     for model in models[:1] if quick else models:
         for dtype in opts.dtypes:

@@ -1,12 +1,10 @@
 """Fit the calibrated roofline's per-class terms to measured calibration cases (pure numpy).
 
-Model of one kernel class (same op kind, kernel and data type), the engine's own roofline:
+Model of one kernel class (same op kind, kernel and data type), the engine's own roofline
+(``ridgeline.roofline.roofline_time`` and ``tile_fill``):
 
     t = max(C / (e_compute * fill) + V, M / e_memory) + overhead
     fill = rows / (rows + rows_half)   (1 for one-row products of a 'gemv' class)
-
-A 'gemv' class (plain projections: BLAS runs a one-row product as a matrix-vector kernel)
-fits its one-row cases' memory efficiency apart, ``gemv_memory``, the other terms held.
 
 with C = flops / measured matrix peak, V = vector work (dequantising) / vector peak (not
 scaled: the engine runs it at the device's vector roof) and M = bytes / measured copy
@@ -17,25 +15,53 @@ for classes with rows (GEMM m, attention q_len) ``rows_half`` is the row count a
 the tile rate is reached. They are found by grid search minimising the mean squared log
 error over the class's calibration cases, with a weak pull of each efficiency towards 1 so
 that a term no case constrains (a class that is never compute-bound) stays at the roof.
+
+A fraction of a measured roof is never above 1. The search also looks above 1; a class whose
+best fit wants more is *refused* that value (it gets the best fit at or below 1) and listed in
+``ProfileFit.refused``: its bytes or flops, or the roof it is measured against, are wrong.
+
+Plain projections (skinny products: BLAS switches kernels between row counts, not
+monotonically) are predicted through a measured *row table* instead: for each (K, N) shape
+of the row-count grid (``kernels.cases.grid_cases``), the fraction of the roofline bound
+max(C, M) the class reaches after its fixed overhead at each row count, at most 1; the engine
+interpolates it in log rows and between shapes in (log K, log N) (``ridgeline.roofline.RowTable``).
+K and N get their own axes because the measurement says so: in the committed EPYC profile the
+grid's seven shapes reach 0.45 to 0.77 of the bound at m = 1 in fp32, 0.40 to 0.51 in bf16.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ridgeline.roofline import Ceilings, evaluate, tile_rows
+from ridgeline.roofline import (Ceilings, Curve, RowTable, evaluate, roofline_time, tile_fill,
+                                tile_rows)
 
-EFF_GRID = np.geomspace(0.01, 4.0, 97)
+# fractions of a roof: 1.0 is a grid point; the points above 1 only detect a wish to exceed it
+EFF_GRID = np.geomspace(0.01, 1.0, 74)
+WANT_GRID = np.concatenate([EFF_GRID, np.geomspace(1.0, 4.0, 24)[1:]])
 OVERHEAD_GRID = np.concatenate([[0.0], np.geomspace(0.2e-6, 3e-3, 49)])
 ROWS_HALF_GRID = np.array([0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256], dtype=float)
 PULL = 2e-3          # weight of (log efficiency)^2 in the loss
 NOISY_WEIGHT = 0.3   # noisy measurements count less
 PLAIN_LINEAR = "linear"
 MIN_TILED_CASES = 3   # a GEMV class fits its one-row products apart when this many others remain
+MIN_CURVE_ROWS = 8    # a plain GEMM class with this many distinct row counts gets a row curve
+REFUSE_ABOVE = 1.05   # a wish above this fraction of a roof is reported (below: noise)
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    """What a profile takes from its calibration rows."""
+
+    efficiency: dict[str, dict[str, float]]          # class -> terms
+    overhead_s: dict[str, float]                     # class -> seconds per call
+    row_curves: dict[str, list[dict[str, Any]]]      # class -> [{k, n, rows, fraction}]
+    report: dict[str, Any]                           # class -> cases and errors
+    refused: list[dict[str, Any]]                    # class, term, wanted fraction, cases
 
 
 def fit_key(op) -> str:
@@ -48,7 +74,7 @@ def fit_key(op) -> str:
 def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Matrix, vector and memory seconds of each op at 100% of the given roofs, no overhead
     (the tile fill and the efficiencies scale the matrix part only, as in ``Ceilings.compute_roof``)."""
-    bare = replace(ceilings, efficiency={}, overhead_s={})
+    bare = replace(ceilings, efficiency={}, overhead_s={}, row_curves={})
     table = evaluate(list(ops), bare)
     compute = np.ravel(table["compute_s"]).astype(float)
     vector = np.ravel(table["vector_flops"]).astype(float) / np.array(
@@ -57,23 +83,20 @@ def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndar
 
 
 def _fill(rows: np.ndarray | None, half: float, gemv: bool):
-    """ridgeline.roofline._tile_fill for arrays of rows (one-row linear ops: GEMV, fill 1)."""
-    if rows is None:
-        return 1.0
-    rows = np.asarray(rows, dtype=float)
-    fill = rows / (rows + half)
-    return np.where(rows == 1, 1.0, fill) if gemv else fill
+    return tile_fill(rows, half, gemv)
 
 
 def model_time(compute_s, vector_s, memory_s, fill, e_compute, e_memory, overhead_s=0.0):
     """The class model above, for arrays of cases (and, broadcast, grids of terms)."""
-    return np.maximum(compute_s / fill / e_compute + vector_s, memory_s / e_memory) + overhead_s
+    return roofline_time(compute_s / fill / e_compute + vector_s, memory_s / e_memory) + overhead_s
 
 
 def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarray,
               weights: np.ndarray | None = None, rows: np.ndarray | None = None,
-              vector_s: np.ndarray | None = None, gemv: bool = False) -> dict[str, float]:
-    """Best (compute, memory, overhead[, rows_half]) for one class by exhaustive grid search.
+              vector_s: np.ndarray | None = None, gemv: bool = False) -> dict[str, Any]:
+    """Best (compute, memory, overhead[, rows_half]) for one class by exhaustive grid search,
+    efficiencies at most 1; ``wanted`` holds the efficiencies above 1 an unbounded search
+    would have chosen (empty when none).
 
     With ``rows`` (the m of each GEMM) the compute efficiency also follows the tile fill
     m / (m + rows_half) of ``ridgeline.roofline``; rows_half = 0 (no effect) wins ties.
@@ -82,70 +105,157 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     v = np.zeros_like(c) if vector_s is None else np.asarray(vector_s, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
     halves = ROWS_HALF_GRID if rows is not None else np.zeros(1)
-    ec, em = EFF_GRID[:, None, None], EFF_GRID[None, :, None]
-    pull = PULL * (np.log(EFF_GRID)[:, None] ** 2 + np.log(EFF_GRID)[None, :] ** 2)
-    best_loss, best = np.inf, (0, 0, 0, 0)
+    ec, em = WANT_GRID[:, None, None], WANT_GRID[None, :, None]
+    pull = PULL * (np.log(WANT_GRID)[:, None] ** 2 + np.log(WANT_GRID)[None, :] ** 2)
+    inside = (WANT_GRID[:, None] <= 1.0) & (WANT_GRID[None, :] <= 1.0)
+    best = {"bounded": (np.inf, (0, 0, 0, 0)), "free": (np.inf, (0, 0, 0, 0))}
     for h, half in enumerate(halves):
         fill = _fill(rows, half, gemv)
         roof = model_time(c, v, m, fill, ec, em)                    # [ec, em, case]
         for n, oh in enumerate(OVERHEAD_GRID):   # one overhead at a time keeps memory small
             loss = (np.log((roof + oh) / t) ** 2 * w).sum(-1) / w.sum() + pull
-            a, b = np.unravel_index(np.argmin(loss), loss.shape)
-            if loss[a, b] < best_loss:
-                best_loss, best = loss[a, b], (a, b, n, h)
-    i, j, k, h = best
+            for name, masked in (("free", loss), ("bounded", np.where(inside, loss, np.inf))):
+                a, b = np.unravel_index(np.argmin(masked), masked.shape)
+                if masked[a, b] < best[name][0]:
+                    best[name] = (masked[a, b], (a, b, n, h))
+    i, j, k, h = best["bounded"][1]
+    fi, fj = best["free"][1][:2]
+    wanted = {term: float(WANT_GRID[x]) for term, x in (("compute", fi), ("memory", fj))
+              if WANT_GRID[x] > REFUSE_ABOVE}
     fill = _fill(rows, halves[h], gemv)
-    pred = model_time(c, v, m, fill, EFF_GRID[i], EFF_GRID[j], OVERHEAD_GRID[k])
-    return {"compute": float(EFF_GRID[i]), "memory": float(EFF_GRID[j]),
+    pred = model_time(c, v, m, fill, WANT_GRID[i], WANT_GRID[j], OVERHEAD_GRID[k])
+    return {"compute": float(WANT_GRID[i]), "memory": float(WANT_GRID[j]),
             "overhead_s": float(OVERHEAD_GRID[k]), "rows_half": float(halves[h]),
-            **_errors(pred, t)}
+            "wanted": wanted, **_errors(pred, t)}
+
+
+def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
+                  weights: np.ndarray | None = None) -> dict[str, Any]:
+    """A class's fraction of the roofline bound by rows, per measured (K, N) shape, and its
+    overhead. ``dims`` holds each case's (m, k, n).
+
+    Shapes measured at ``MIN_CURVE_ROWS`` or more row counts (the grid) become the table's
+    curves. For each overhead on the grid, a curve's value at each row count is the median of
+    bound / (measured - overhead) there, at most 1; the overhead kept is the one whose table
+    (read as the engine reads it: ``ridgeline.roofline.RowTable``) gives the least weighted
+    squared log error over all the class's cases, the other shapes' included. ``wanted``
+    lists the (k, n, rows) whose median is above 1.
+    """
+    b, t = np.asarray(bound_s, dtype=float), np.asarray(measured_s, dtype=float)
+    dims = np.asarray(dims, dtype=float)
+    w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
+    shapes = sorted({(k, n) for _, k, n in dims
+                     if np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS})
+    by_shape = {kn: np.flatnonzero((dims[:, 1] == kn[0]) & (dims[:, 2] == kn[1]))
+                for kn in {(k, n) for _, k, n in dims}}
+    best = (np.inf, None)
+    for oh in OVERHEAD_GRID:
+        busy = t - oh
+        if (busy <= 0).any():
+            break                       # the overhead grid increases: no larger one fits
+        raw = [_knots(dims[by_shape[kn], 0], b[by_shape[kn]] / busy[by_shape[kn]]) for kn in shapes]
+        table = RowTable(tuple(shapes), tuple(Curve(tuple(x), tuple(np.minimum(y, 1.0)))
+                                              for x, y in raw))
+        pred = np.empty_like(t)
+        for (k, n), idx in by_shape.items():
+            pred[idx] = b[idx] / table.at(dims[idx, 0], k, n) + oh
+        loss = (np.log(pred / t) ** 2 * w).sum() / w.sum()
+        if loss < best[0]:
+            best = (loss, (oh, raw, table, pred))
+    oh, raw, table, pred = best[1]
+    entries = [{"k": float(k), "n": float(n), "rows": [float(x) for x in curve.x],
+                "fraction": [round(float(y), 4) for y in curve.y]}
+               for (k, n), curve in zip(table.shapes, table.curves)]
+    wanted = [(k, n, float(x), float(y)) for (k, n), (xs, ys) in zip(shapes, raw)
+              for x, y in zip(xs, ys) if y > REFUSE_ABOVE]
+    return {"table": entries, "overhead_s": float(oh), "wanted": wanted, **_errors(pred, t)}
+
+
+def _knots(rows: np.ndarray, fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct row counts and the median fraction at each."""
+    knots = np.unique(rows)
+    return knots, np.array([np.median(fraction[rows == k]) for k in knots])
+
+
+def _has_grid(dims: np.ndarray) -> bool:
+    """Some (k, n) shape is measured at MIN_CURVE_ROWS row counts or more."""
+    shapes = {(k, n) for _, k, n in dims}
+    return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS
+               for k, n in shapes)
+
+
+def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
+    """Case indices per class, plus (``pooled``) fallbacks 'kind@dtype' and 'kind'."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        key = fit_key(op)
+        groups[key].append(i)
+        if not pooled:
+            continue
+        pooled_key = f"{op.kind}@{op.dtype}"
+        if pooled_key != key and op.kind != "linear":  # 'linear@dtype': the plain GEMM class
+            groups[pooled_key].append(i)
+        groups[op.kind].append(i)
+    return groups
 
 
 def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings: Ceilings,
-                      ) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, Any]]:
-    """Efficiency and overhead tables for a profile, from ok calibration rows and their ops.
+                      pooled: bool = True) -> ProfileFit:
+    """Efficiency, overhead and row-curve tables for a profile, from ok calibration rows and
+    their ops.
 
     Keys: each fitted class (``fit_key``), then pooled fallbacks 'kind@dtype' and 'kind' for
-    ops of classes not calibrated (the engine's ``keys_for`` looks them up in that order).
+    ops of classes not calibrated (the engine's ``keys_for`` looks them up in that order);
+    ``pooled=False`` leaves those out (cross-validation predicts calibrated classes only).
     """
     rows = list(rows)
     compute_s, vector_s, memory_s = roof_seconds(ops, ceilings)
     measured = np.array([r["measured_s"] for r in rows], dtype=float)
     weights = np.array([NOISY_WEIGHT if r.get("noisy") else 1.0 for r in rows])
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, op in enumerate(ops):
-        key = fit_key(op)
-        groups[key].append(i)
-        pooled = f"{op.kind}@{op.dtype}"
-        if pooled != key and op.kind != "linear":  # 'linear@dtype' is the plain GEMM class
-            groups[pooled].append(i)
-        groups[op.kind].append(i)
-    efficiency, overhead, report = {}, {}, {}
-    for key in sorted(groups):
-        idx = np.array(groups[key])
+    efficiency, overhead, curves, report, refused = {}, {}, {}, {}, []
+    for key, members in sorted(_groups(ops, pooled).items()):
+        idx = np.array(members)
         rows_m = [tile_rows(ops[i]) for i in idx]
-        rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
-        # plain GEMMs (BLAS) run one-row products as GEMV; the quantised kernels do not
-        gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
-        one = rows == 1 if gemv and rows is not None else np.zeros(idx.size, dtype=bool)
-        split = one.any() and (~one).sum() >= MIN_TILED_CASES
-        tiled = idx[~one] if split else idx
-        terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
-                          None if rows is None else rows[~one] if split else rows,
-                          vector_s[tiled], gemv=gemv)
-        efficiency[key] = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
-        if terms["rows_half"]:
-            efficiency[key]["rows_half"] = terms["rows_half"]
-        if gemv and (terms["rows_half"] or split):
-            efficiency[key]["gemv"] = 1.0
-        if split:
-            g = idx[one]
-            efficiency[key]["gemv_memory"] = round(fit_gemv_memory(
-                compute_s[g], vector_s[g], memory_s[g], measured[g], weights[g], terms), 4)
-        overhead[key] = terms["overhead_s"]
-        report[key] = _report(efficiency[key], terms["overhead_s"], compute_s[idx], vector_s[idx],
-                              memory_s[idx], measured[idx], rows)
-    return efficiency, overhead, report
+        class_rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
+        dims = np.array([[ops[i].dims.get(d, 0) for d in ("m", "k", "n")] for i in idx], dtype=float)
+        if key.startswith(PLAIN_LINEAR + "@") and _has_grid(dims):
+            bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
+            table = fit_row_table(bound, measured[idx], dims, weights[idx])
+            curves[key], overhead[key] = table["table"], table["overhead_s"]
+            report[key] = {k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
+            refused += [{"class": key, "term": f"fraction at m={m:g} of {k:g}x{n:g}",
+                         "wanted": round(f, 3), "cases": int(idx.size)}
+                        for k, n, m, f in table["wanted"]]
+            continue
+        terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights)
+        efficiency[key], overhead[key] = terms["efficiency"], terms["overhead_s"]
+        report[key] = _report(efficiency[key], overhead[key], compute_s[idx], vector_s[idx],
+                              memory_s[idx], measured[idx], class_rows)
+        refused += [{"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
+                    for term, f in terms["wanted"].items()]
+    return ProfileFit(efficiency, overhead, curves, report, refused)
+
+
+def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights) -> dict[str, Any]:
+    """One class's efficiency terms: tile fill where it has rows, and for plain GEMMs (BLAS
+    runs one-row products as GEMV; the quantised kernels do not) the one-row products apart."""
+    gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
+    one = rows == 1 if gemv and rows is not None else np.zeros(idx.size, dtype=bool)
+    split = one.any() and (~one).sum() >= MIN_TILED_CASES
+    tiled = idx[~one] if split else idx
+    terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
+                      None if rows is None else rows[~one] if split else rows,
+                      vector_s[tiled], gemv=gemv)
+    eff = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
+    if terms["rows_half"]:
+        eff["rows_half"] = terms["rows_half"]
+    if gemv and (terms["rows_half"] or split):
+        eff["gemv"] = 1.0
+    if split:
+        g = idx[one]
+        eff["gemv_memory"] = round(fit_gemv_memory(
+            compute_s[g], vector_s[g], memory_s[g], measured[g], weights[g], terms), 4)
+    return {"efficiency": eff, "overhead_s": terms["overhead_s"], "wanted": terms["wanted"]}
 
 
 def fit_gemv_memory(compute_s, vector_s, memory_s, measured_s, weights, terms) -> float:

@@ -25,7 +25,6 @@ format (``client: transformers``).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict

@@ -29,10 +29,12 @@ class RunConfig:
     cache_bytes: float          # last-level cache (CPU) or L2 (GPU)
     budget_s: float
     min_reps: int
+    quiet_wait_s: float = 0.0   # CPU: before each case, wait up to this long for other load to go
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "threads": self.threads, "cache_bytes": self.cache_bytes,
-                "budget_s": self.budget_s, "min_reps": self.min_reps}
+                "budget_s": self.budget_s, "min_reps": self.min_reps,
+                "quiet_wait_s": self.quiet_wait_s}
 
 
 def default_threads() -> int:
@@ -42,7 +44,8 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def setup(device: str = "cpu", threads: int | None = None, quick: bool = False) -> RunConfig:
+def setup(device: str = "cpu", threads: int | None = None, quick: bool = False,
+          quiet_wait_s: float = 0.0) -> RunConfig:
     """Fix the thread count and read the cache size the inputs must outgrow."""
     import torch
 
@@ -64,7 +67,7 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False) 
 
         cache = _llc_bytes() or 32 * 2**20
     return RunConfig(device, threads, cache, QUICK_BUDGET_S if quick else FULL_BUDGET_S,
-                     5 if quick else 7)
+                     5 if quick else 7, quiet_wait_s if device == "cpu" else 0.0)
 
 
 def _matmul_seconds(dtype, device: str, n: int = 512, reps: int = 2) -> float:
@@ -124,6 +127,10 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
 
     row: dict[str, Any] = {**case.to_dict(), **op_fields(case), "status": "ok", "reason": "",
                            "rel_error": None, "tolerance": tolerance(case)}
+    if cfg.quiet_wait_s:
+        from .e2e import wait_for_quiet
+
+        row["quiet_waited_s"] = round(wait_for_quiet(cfg.quiet_wait_s), 2)
     bench, start = None, time.perf_counter()
     try:
         bench = make_bench(case, cfg.device, cfg.cache_bytes)

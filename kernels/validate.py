@@ -20,7 +20,7 @@ import numpy as np
 
 from ridgeline.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.errors import RidgelineError
-from ridgeline.profile import (device_key, load_profile, profile_ceilings, profile_path,
+from ridgeline.profile import (calibrated_ceilings, device_key, load_profile, profile_ceilings, profile_path,
                                recorded_device)
 from ridgeline.report import write_atomic
 from ridgeline.roofline import Ceilings, spec_ceilings
@@ -51,37 +51,81 @@ def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> 
     return rows
 
 
-def summarize(rows: Sequence[Mapping[str, Any]]):
-    """Per op class and overall: count, median / p90 |error| and bias, for both modes."""
+def summarize(rows: Sequence[Mapping[str, Any]],
+              cross_validated: Sequence[Mapping[str, Any]] = ()):
+    """Per op class and overall: count, median / p90 |error| and bias, for both modes; beside
+    them the leave-one-model-out figures (``cv_*``) of the calibration rows of that class
+    (``cross_validate``), where given."""
     import pandas as pd
 
     frame = pd.DataFrame([r for r in rows if r["status"] == "ok"])
+    cv = pd.DataFrame(list(cross_validated), columns=["op_class", "error_cv"])
     out = []
     if frame.empty:
         return pd.DataFrame(out)
-    groups = [(c, frame[frame.op_class == c]) for c in sorted(frame.op_class.unique())]
-    for name, part in groups + [("all", frame)]:
+    classes = sorted(frame.op_class.unique())
+    groups = [(c, frame[frame.op_class == c], cv[cv.op_class == c]) for c in classes]
+    for name, part, cv_part in groups + [("all", frame, cv)]:
         entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
         for mode in MODES:
             err = part[f"error_{mode}"].to_numpy(dtype=float)
             entry[f"{mode}_median_abs"] = float(np.median(np.abs(err)))
             entry[f"{mode}_p90_abs"] = float(np.quantile(np.abs(err), 0.9))
             entry[f"{mode}_bias"] = float(np.median(err))
+        err = np.abs(cv_part["error_cv"].to_numpy(dtype=float))
+        entry.update(cv_count=int(err.size),
+                     cv_median_abs=float(np.median(err)) if err.size else None,
+                     cv_p90_abs=float(np.quantile(err, 0.9)) if err.size else None)
         out.append(entry)
     return pd.DataFrame(out)
+
+
+def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+                   spec_device) -> list[dict[str, Any]]:
+    """Leave one model out: for each calibration model, fit the profile's classes on every
+    other calibration row (the row-count grid, which belongs to no model, always stays in)
+    and predict that model's rows with the profile's measured roofs. Pure: the profile and
+    its stored calibration rows in, one signed error per predicted row out."""
+    from .calibrate import base_ceilings
+    from .fit import fit_profile_terms
+
+    ops = [case_from_dict(r).op for r in rows]
+    models = [r["recipe"].get("model") for r in rows]
+    base = base_ceilings(dict(profile), spec_device)
+    default = profile["overhead_us"]["default"]
+    out = []
+    for model in sorted({m for m in models if m}):
+        train = [i for i, m in enumerate(models) if m != model]
+        test = [i for i, m in enumerate(models) if m == model]
+        fit = fit_profile_terms([rows[i] for i in train], [ops[i] for i in train], base,
+                                pooled=False)
+        fold = calibrated_ceilings({**profile, "efficiency": fit.efficiency,
+                                    "row_curves": fit.row_curves,
+                                    "overhead_us": {"default": default,
+                                                    **{k: v * 1e6 for k, v in fit.overhead_s.items()}}},
+                                   spec_device)
+        predicted = predict([ops[i] for i in test], fold)["time_s"]
+        measured = np.array([rows[i]["measured_s"] for i in test], dtype=float)
+        out += [{"name": rows[i]["name"], "model": model, "op_class": rows[i]["op_class"],
+                 "error_cv": float(e)} for i, e in zip(test, relative_error(predicted, measured))]
+    return out
 
 
 def rich_summary(summary, title: str):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
+    cv = "cv_median_abs" in summary
     for col in ("op class", "cases", "noisy", "spec median |err|", "spec p90", "spec bias",
-                "calibrated median |err|", "calibrated p90", "calibrated bias"):
+                "calibrated median |err|", "calibrated p90", "calibrated bias",
+                *(("leave-one-model-out median / p90 (cases)",) if cv else ())):
         table.add_column(col, justify="left" if col == "op class" else "right")
     for r in summary.to_dict("records"):
+        extra = ((f"{r['cv_median_abs']:.1%} / {r['cv_p90_abs']:.1%} ({r['cv_count']})"
+                  if r.get("cv_count") else "-",) if cv else ())
         table.add_row(r["op_class"], str(r["count"]), str(r["noisy"]),
                       *(f"{r[f'{m}_{s}']:+.1%}" if s == "bias" else f"{r[f'{m}_{s}']:.1%}"
-                        for m in MODES for s in ("median_abs", "p90_abs", "bias")),
+                        for m in MODES for s in ("median_abs", "p90_abs", "bias")), *extra,
                       style="bold" if r["op_class"] == "all" else None)
     return table
 
@@ -137,19 +181,20 @@ def resolve_profile(device: str, key: str, path: Path | None) -> tuple[Path, dic
 
 def shown_path(path: Path) -> str:
     """A path inside the checkout relative to it (as committed files name each other)."""
-    root = REPORTS_DIR.parent
-    return str(path.relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+    root, full = REPORTS_DIR.parent.resolve(), Path(path).resolve()
+    return str(full.relative_to(root)) if full.is_relative_to(root) else str(path)
 
 
 def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
              profile: Path | None = None, output_dir: Path | None = None, progress: bool = True,
+             quiet_wait_s: float = 0.0,
              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the validation suite; returns the result and the files written."""
     from .calibrate import spec_device_for
     from .provenance import collect, device_name
     from .suite import device_options, run_cases, setup
 
-    cfg = setup(device, threads, quick)
+    cfg = setup(device, threads, quick, quiet_wait_s)
     key = device_key(device, device_name(device), cfg.threads)
     prof_path, prof = resolve_profile(device, key, profile)
     spec_device = spec_device_for(device, cfg.threads)
@@ -160,10 +205,11 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     opts, skipped = device_options(device)
     cases = suite_cases("validation", opts, quick)
     check_disjoint(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True),
-                   cases)
+                   cases)  # held out in shape, model, batch, length and width
     log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
+    cv = profile_cross_validation(prof_path, prof, spec_device, log)
     rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
-    summary = summarize(rows)
+    summary = summarize(rows, cv)
     result = {
         "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
                  "run": cfg.to_dict(), "profile": shown_path(prof_path),
@@ -172,6 +218,7 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
         "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,
+        "cross_validation": cv,
     }
     stem = snapshot_stem(key) + ("-quick" if quick else "")
     folder = Path(output_dir) if output_dir else user_data_dir() / "validation"
@@ -196,8 +243,9 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     calibrated, _ = profile_ceilings(prof, recorded_device(prof, str(prof_path)), where=str(prof_path))
     ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]), "calibrated": calibrated}
     rows = add_predictions(result["rows"], ceilings)
-    result.update(ceilings={m: c.to_dict() for m, c in ceilings.items()},
-                  summary=summarize(rows).to_dict("records"), rows=rows)
+    cv = profile_cross_validation(prof_path, prof, recorded_device(prof, str(prof_path)), log)
+    result.update(cross_validation=cv, ceilings={m: c.to_dict() for m, c in ceilings.items()},
+                  summary=summarize(rows, cv).to_dict("records"), rows=rows)
     meta["profile_meta"] = prof.get("meta", {})
     meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                            "commit": git_commit(), "profile": shown_path(prof_path),
@@ -207,6 +255,18 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     paths = write_snapshot(result, folder, stem)
     log(f"re-predicted {len(rows)} rows of {snapshot.name} with {prof_path.name}")
     return result, paths
+
+
+def profile_cross_validation(path: Path, profile: Mapping[str, Any], spec_device,
+                             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """``cross_validate`` on the calibration rows stored beside a profile (none stored: no
+    cross-validation, said once)."""
+    from .calibrate import calibration_rows
+
+    if not Path(path).with_suffix(".calibration.csv").is_file():
+        log(f"no calibration rows beside {Path(path).name}: no leave-one-model-out figure")
+        return []
+    return cross_validate(profile, calibration_rows(path), spec_device)
 
 
 def failures(result: Mapping[str, Any]) -> list[str]:

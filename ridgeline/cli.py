@@ -721,10 +721,14 @@ def _check_device(device: str) -> None:
         raise typer.BadParameter(f"--device must be cpu or cuda, got '{device}'")
 
 
+QuietWaitOpt = Annotated[float, typer.Option("--quiet-wait", help="CPU: before each case, wait up to this many seconds for other processes to go idle.")]
+
+
 @app.command()
 def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml).")] = None,
-              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None) -> None:
+              refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None,
+              quiet_wait: QuietWaitOpt = 0.0) -> None:
     """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
     _check_device(device)
     if refit is not None:
@@ -735,7 +739,7 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
     require_torch("'ridgeline calibrate'")
     from kernels.calibrate import calibrate as run
 
-    run(device, quick=quick, threads=threads, output=output,
+    run(device, quick=quick, threads=threads, output=output, quiet_wait_s=quiet_wait,
         log=lambda msg: typer.echo(msg, err=True))
 
 
@@ -743,7 +747,8 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
 def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
              profile: ProfileOpt = None,
              output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).")] = None,
-             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.")] = None) -> None:
+             repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.")] = None,
+             quiet_wait: QuietWaitOpt = 0.0) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     _check_device(device)
     from kernels.validate import failures, rich_summary
@@ -757,7 +762,8 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
         from kernels.validate import validate as run
 
         result, paths = run(device, quick=quick, threads=threads, profile=profile,
-                            output_dir=output_dir, log=lambda msg: typer.echo(msg, err=True))
+                            output_dir=output_dir, quiet_wait_s=quiet_wait,
+                            log=lambda msg: typer.echo(msg, err=True))
     import pandas as pd
 
     console().print(rich_summary(pd.DataFrame(result["summary"]),

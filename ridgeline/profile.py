@@ -9,6 +9,8 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
     efficiency: {linear: {compute: 0.93, memory: 0.88}}   # per op kind, on calibration shapes
                                   # (+ rows_half: tile fill; gemv / gemv_memory: one-row products)
     overhead_us: {default: 6.0, attention: 20.0}          # fixed cost per kernel
+    row_curves: {linear@fp32: [{k: 896, n: 4864, rows: [1, ...], fraction: [0.31, ...]}]}
+                                  # skinny products: fraction of the bound per measured shape
 
 A profile measured from the device's side (``timing: device``) also keeps the host apart:
 
@@ -32,7 +34,7 @@ from typing import Any
 from .catalog import PROFILES_DIR, user_data_dir
 from .errors import InvalidSpecError, ProfileMismatchError, RidgelineError
 from .hardware import DeviceSpec, read_yaml
-from .roofline import Ceilings
+from .roofline import Ceilings, Curve, RowTable
 from .units import GIGA, TERA
 
 
@@ -96,6 +98,8 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         device=device.name, link_bandwidth=device.interconnect_bandwidth,
         link_latency=device.interconnect_latency or 0.0,
         link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
+        row_curves=MappingProxyType({k: _row_table(v, f"{where}: row_curves.{k}")
+                                     for k, v in (profile.get("row_curves") or {}).items()}),
         **execution_tables(profile, where))
 
 
@@ -219,6 +223,38 @@ def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
                    device=device.name, link_bandwidth=device.interconnect_bandwidth,
                    link_latency=device.interconnect_latency or 0.0,
                    link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+
+
+def _row_table(raw: Any, where: str) -> RowTable:
+    """One curve per measured (k, n) shape: [{k, n, rows: [...], fraction: [...]}, ...]."""
+    if not isinstance(raw, list) or not raw or not all(isinstance(e, Mapping) for e in raw):
+        raise InvalidSpecError(where, "must be a list of {k, n, rows, fraction} shapes")
+    shapes = []
+    for entry in raw:
+        k, n = entry.get("k"), entry.get("n")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (k, n)):
+            raise InvalidSpecError(where, f"each shape needs positive 'k' and 'n', got {k!r}, {n!r}")
+        shapes.append((float(k), float(n)))
+    return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", at_most=1.0)
+                                         for e in raw))
+
+
+def _curve(raw: Any, where: str, x: str, y: str, at_most: float | None = None) -> Curve:
+    """A measured curve: increasing positive knots ``x`` and positive values ``y`` (at most
+    ``at_most``: a fraction of a measured roof is never above 1)."""
+    xs, ys = (raw or {}).get(x), (raw or {}).get(y)
+    if not isinstance(xs, list) or not isinstance(ys, list) or not xs or len(xs) != len(ys):
+        raise InvalidSpecError(where, f"needs lists '{x}' and '{y}' of the same length")
+    try:
+        xs, ys = [float(v) for v in xs], [float(v) for v in ys]
+    except (TypeError, ValueError):
+        raise InvalidSpecError(where, f"'{x}' and '{y}' must hold numbers") from None
+    if any(v <= 0 for v in xs) or any(b <= a for a, b in zip(xs, xs[1:])):
+        raise InvalidSpecError(where, f"'{x}' must be positive and increasing")
+    if any(v <= 0 or (at_most is not None and v > at_most) for v in ys):
+        bound = f" and at most {at_most:g}" if at_most is not None else ""
+        raise InvalidSpecError(where, f"every '{y}' must be positive{bound}")
+    return Curve(tuple(xs), tuple(ys))
 
 
 def slug(text: str) -> str:

@@ -19,6 +19,44 @@ from .ops import BYTE_FIELDS, Op
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A measured quantity as a function of one size, interpolated linearly in the size's
+    log and held flat beyond the outermost knots."""
+
+    x: tuple[float, ...]     # increasing knots: rows of a skinny product
+    y: tuple[float, ...]     # the value at each knot
+
+    def at(self, size):
+        return np.interp(np.log(np.asarray(size, dtype=float)), np.log(self.x), self.y)
+
+
+@dataclass(frozen=True)
+class RowTable:
+    """A class's measured fraction of the roofline bound for skinny products: one curve in
+    rows per measured (K, N) shape; between shapes, the mean of the curves weighted by
+    inverse squared distance in (log K, log N) (a measured shape gives its own curve)."""
+
+    shapes: tuple[tuple[float, float], ...]    # (k, n) of each curve
+    curves: tuple[Curve, ...]
+
+    @classmethod
+    def from_entries(cls, raw) -> RowTable:
+        """What ``Ceilings.to_dict`` wrote: [{k, n, x: rows, y: fractions}, ...]."""
+        return cls(tuple((float(e["k"]), float(e["n"])) for e in raw),
+                   tuple(Curve(tuple(float(v) for v in e["x"]), tuple(float(v) for v in e["y"]))
+                         for e in raw))
+
+    def at(self, rows, k: float, n: float):
+        values = np.stack([np.broadcast_to(c.at(rows), np.shape(rows)) for c in self.curves])
+        kn = np.log(np.array(self.shapes, dtype=float))
+        d2 = (kn[:, 0] - np.log(k)) ** 2 + (kn[:, 1] - np.log(n)) ** 2
+        if np.any(d2 < 1e-12):
+            return values[int(np.argmin(d2))]
+        weights = 1.0 / d2
+        return np.tensordot(weights / weights.sum(), values, axes=1)
+
+
+@dataclass(frozen=True)
 class Ceilings:
     """The roofs an op is timed against."""
 
@@ -40,6 +78,10 @@ class Ceilings:
     kernels: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> launches
     execution: str = "graph"                # graph | eager | compiled (see composed_time)
     serial: bool = False                    # the host is the device (a CPU)
+    # calibrated only: per class, the measured fraction of the roofline bound (max of the
+    # matrix and memory roofs, never above 1) by rows and shape, replacing the class's
+    # efficiency terms (skinny products, where libraries switch kernels between row counts)
+    row_curves: Mapping[str, RowTable] = field(default_factory=dict)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -56,7 +98,14 @@ class Ceilings:
                 "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
                 "overhead_s": dict(self.overhead_s), "device": self.device,
                 "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency,
-                "link_per_peer": self.link_per_peer, "exp_rate": self.exp_rate}
+                "link_per_peer": self.link_per_peer, "exp_rate": self.exp_rate,
+                "launch_gap_s": self.launch_gap_s,
+                "host_s": {k: dict(v) for k, v in self.host_s.items()},
+                "kernels": {k: dict(v) for k, v in self.kernels.items()},
+                "execution": self.execution, "serial": self.serial,
+                "row_curves": {k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)}
+                                   for kn, cv in zip(v.shapes, v.curves)]
+                               for k, v in self.row_curves.items()}}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
@@ -71,7 +120,13 @@ class Ceilings:
                    frozen(raw.get("overhead_s")), device=raw.get("device", ""),
                    link_bandwidth=raw.get("link_bandwidth"),
                    link_latency=float(raw.get("link_latency") or 0.0),
-                   link_per_peer=raw.get("link_per_peer"), exp_rate=raw.get("exp_rate"))
+                   link_per_peer=raw.get("link_per_peer"), exp_rate=raw.get("exp_rate"),
+                   launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
+                   host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
+                   kernels=MappingProxyType({k: frozen(v) for k, v in (raw.get("kernels") or {}).items()}),
+                   execution=raw.get("execution", "graph"), serial=bool(raw.get("serial", False)),
+                   row_curves=MappingProxyType({k: RowTable.from_entries(v) for k, v in
+                                                (raw.get("row_curves") or {}).items()}))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -86,6 +141,9 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
+        fraction = self.row_fraction(op)
+        if fraction is not None:
+            return peak * fraction
         terms = self.terms(op)
         return peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
                                                               bool(terms.get("gemv")))
@@ -93,12 +151,29 @@ class Ceilings:
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
         a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
+        fraction = self.row_fraction(op)
+        if fraction is not None:
+            return self.bandwidth * fraction
         terms = self.terms(op)
         rate = self.bandwidth * terms.get("memory", 1.0)
         rows = tile_rows(op) if "gemv_memory" in terms else None
         if rows is None:
             return rate
         return np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
+
+    def row_fraction(self, op: Op):
+        """The class's measured fraction of the bound at the op's rows and shape (a GEMM's m,
+        k, n), or None when its most specific key has efficiency terms instead (or the op is
+        not a GEMM)."""
+        for key in keys_for(op):
+            if key in self.row_curves:
+                dims = op.dims
+                if "m" not in dims or "k" not in dims or "n" not in dims:
+                    return None
+                return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
+            if key in self.efficiency:
+                return None
+        return None
 
     def overhead(self, op: Op) -> float:
         for key in keys_for(op):
@@ -136,9 +211,14 @@ def _tile_fill(op: Op, rows_half: float | None, gemv: bool = False):
     attention has one query row); spec ceilings never do, and ops without rows are not affected.
     A class whose one-row products dispatch to a matrix-vector kernel (BLAS GEMV: no tiles)
     says so with ``gemv``: its one-row ops get fill 1."""
-    rows = tile_rows(op) if rows_half else None
-    if rows is None:
+    return tile_fill(tile_rows(op) if rows_half else None, rows_half, gemv)
+
+
+def tile_fill(rows, rows_half: float | None, gemv: bool = False):
+    """``_tile_fill`` for row counts (arrays broadcast); rows None or rows_half 0: fill 1."""
+    if rows is None or not rows_half:
         return 1.0
+    rows = np.asarray(rows, dtype=float)
     fill = rows / (rows + rows_half)
     # with ``gemv`` set, a one-row product runs a matrix-vector kernel with no tiles to fill
     return np.where(rows == 1, 1.0, fill) if gemv else fill

@@ -33,7 +33,7 @@ from .memory import kv_bytes_per_token
 from .model import ModelConfig
 from .roofline import Ceilings, evaluate
 from .traces import Arrivals
-from .workload import Settings, Workload
+from .workload import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -103,7 +103,10 @@ def test_gpu_cases_load_the_device_and_stay_disjoint():
     assert max(int(c.recipe["length"]) for c in decode) == 32768
     assert all(int(c.recipe["batch"]) * int(c.recipe["length"]) <= MAX_KV_TOKENS for c in decode)
     models = {c.recipe.get("model") for c in validation} - {None}
-    assert models == {"llama-3-8b", "phi-3-mini"}        # GQA and MHA
+    assert models == {"llama-3-8b", "llama-2-7b"}        # GQA and MHA
+    from kernels.cases import held_out_overlap
+
+    assert not any(held_out_overlap(calibration, validation).values())  # every dimension
 
 
 def test_reference_kernels_are_reported_apart():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from kernels import cases as K
@@ -34,17 +35,17 @@ def test_every_op_class_is_covered_and_cases_are_unique():
 
 
 def test_linear_case_is_the_engine_op():
-    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x256/q_proj/bf16")
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x320/q_proj/bf16")
     op = case.op
-    assert dict(op.dims) == {"m": 256, "k": 4096, "n": 4096, "experts": 1}
-    assert op.flops == 2 * 256 * 4096 * 4096
+    assert dict(op.dims) == {"m": 320, "k": 4096, "n": 4096, "experts": 1}
+    assert op.flops == 2 * 320 * 4096 * 4096
     assert op.weight_bytes == 4096 * 4096 * 2
-    assert op.act_read_bytes == 256 * 4096 * 2 and op.act_write_bytes == 256 * 4096 * 2
+    assert op.act_read_bytes == 320 * 4096 * 2 and op.act_write_bytes == 320 * 4096 * 2
     assert case.op_class == "gemm" and case.kernel == "linear" and op.dtype == "bf16"
 
 
 def test_decode_linear_is_gemv_with_m_equal_batch():
-    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/decode/b8x512/down_proj/fp32")
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/decode/b8x768/down_proj/fp32")
     assert case.op_class == "gemv"
     assert dict(case.op.dims) == {"m": 8, "k": 14336, "n": 4096, "experts": 1}
 
@@ -62,12 +63,12 @@ def test_sdpa_math_reads_kv_per_query_head():
 
 
 def test_flash_case_uses_the_engine_fused_op_and_knows_kv_len():
-    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x256/sdpa/fp32/flash")
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/prefill/b1x320/sdpa/fp32/flash")
     op = case.op
     assert (op.name, op.kind) == ("attention", "attention")
-    assert op.dims["pairs"] == 256 * 257 / 2  # causal
+    assert op.dims["pairs"] == 320 * 321 / 2  # causal
     dims = K.attention_dims(case)
-    assert (dims["q_len"], dims["kv_len"], dims["kv_heads"]) == (256, 256, 8)
+    assert (dims["q_len"], dims["kv_len"], dims["kv_heads"]) == (320, 320, 8)
 
 
 def test_eager_silu_mul_moves_five_passes():
@@ -102,3 +103,52 @@ def test_case_round_trips_through_json():
 def test_unknown_builder_is_an_error():
     with pytest.raises(ValueError, match="unknown op recipe builder"):
         K.build_op({"builder": "nope"})
+
+
+@pytest.mark.parametrize("dim", ["model", "batch", "length", "width"])
+@pytest.mark.parametrize("quick", [False, True])
+def test_validation_is_held_out_in_every_dimension(dim, quick):
+    opts = Options(("fp32", "bf16"), ("math", "flash"))
+    cal = suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True)
+    val = suite_cases("validation", opts, quick)
+    assert K.held_out_overlap(cal, val)[dim] == set()
+    # and the dimension is really there on both sides (a check that cannot pass vacuously)
+    used = {d for c in val for d in K.case_dimensions(c)[dim]}
+    fitted = {d for c in cal for d in K.case_dimensions(c)[dim]}
+    assert used and fitted
+
+
+def test_case_dimensions_of_a_model_case_are_its_gemm_widths():
+    case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/decode/b8x768/q_proj/bf16")
+    # Llama-3-8B: hidden 4096, intermediate 14336, 32 x 128 query and 8 x 128 key/value widths
+    assert K.case_dimensions(case) == {"model": {"llama-3-8b"}, "batch": {8}, "length": {768},
+                                       "width": {4096, 14336, 1024}}
+
+
+def test_check_disjoint_names_a_shared_dimension():
+    cal = suite_cases("calibration", quick=True)
+    val = [c for c in suite_cases("validation", quick=True)]
+    shared_batch = K._stage_cases("llama-3-8b", "decode", 4, 1536, "bf16", "validation", Options())
+    with pytest.raises(ValueError, match="not held out in batch: calibration also uses batch 4"):
+        check_disjoint(cal, val + shared_batch)
+
+
+def test_grid_measures_every_row_count_to_16_then_log_steps_to_256():
+    grid = K.grid_cases(("fp32", "bf16"))
+    for dtype in ("fp32", "bf16"):
+        rows = sorted({c.op.dims["m"] for c in grid if c.dtype == dtype and c.op.dims["k"] == 2048
+                       and c.op.dims["n"] == 2048})
+        assert rows == [*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256]
+        steps = np.diff(np.log(rows[15:]))
+        assert steps.max() <= np.log(1.5) + 1e-9       # 16, 24, 32, 48, ...: at most x1.5
+    assert {c.split for c in grid} == {"calibration"}
+    # fp32 stops where one product would pass 12 GFLOP (3584 x 18944: m <= 88)
+    big = [c.op.dims["m"] for c in grid if c.dtype == "fp32" and c.op.dims["k"] == 3584]
+    assert max(big) == 64 and 2 * 64 * 3584 * 18944 <= K.GRID_MAX_FP32_FLOPS
+
+
+def test_weight_only_scale_bytes_are_the_engines():
+    from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES
+
+    assert K.precision("bf16", w_dtype="int8").scale_bytes == SCALE_BYTES == 2.0
+    assert K.precision("bf16", w_dtype="int4", group_size=128).scale_bytes == SCALE_BYTES + ZERO_POINT_BYTES == 4.0

@@ -59,8 +59,9 @@ def _tiny_cases(split, opts=None, quick=False):
     """Three small cases per split, from different models (held out)."""
     from kernels.cases import Case
 
-    model, length = ("qwen2-0.5b", 40) if split == "calibration" else ("llama-3.2-1b", 24)
-    base = {"model": model, "stage": "decode", "batch": 1, "length": length, "dtype": "fp32"}
+    # held out in model, batch, length and widths, as validate checks
+    model, batch, length = ("qwen2-0.5b", 1, 40) if split == "calibration" else ("llama-3.2-1b", 2, 24)
+    base = {"model": model, "stage": "decode", "batch": batch, "length": length, "dtype": "fp32"}
     out = []
     for op, kernel, cls in (("k_proj", "linear", "gemv"), ("softmax", "softmax", "softmax"),
                             ("attn_add", "residual_add", "elementwise")):

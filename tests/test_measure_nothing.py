@@ -118,4 +118,6 @@ def test_validate_repredict_of_a_committed_snapshot_is_pure(tmp_path, monkeypatc
     assert [r["error_calibrated"] for r in new["rows"] if r["status"] == "ok"] == \
         pytest.approx([r["error_calibrated"] for r in ok], rel=1e-12)
     assert new["ceilings"]["spec"] == {**old["ceilings"]["spec"], "link_bandwidth": None,
-                                       "link_latency": 0.0, "link_per_peer": None, "exp_rate": None}
+                                       "link_latency": 0.0, "link_per_peer": None, "exp_rate": None,
+                                       "launch_gap_s": 0.0, "host_s": {}, "kernels": {},
+                                       "execution": "graph", "serial": False}

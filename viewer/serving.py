@@ -22,7 +22,7 @@ from ridgeline.traces import poisson
 
 from . import ids
 from .figures import SERIES_COLORS, base_layout
-from .state import page_from_path, parse_query, settings_of
+from .state import page_from_path, parse_query
 
 MOST_RATES = 12
 
