@@ -55,6 +55,9 @@ class Scheduler:
     kv_blocks: int | None = None    # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
     admit_margin: float = 0.0       # new prompts wait while fewer than this fraction of blocks are
                                     # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
+    step_overhead_s: float = 0.0    # host seconds per step beyond the model's forward (scheduling,
+                                    # batch tensors, sampling): measured, `simulate-check --fit-overhead`
+    request_overhead_s: float = 0.0  # host seconds per request in the step, on top
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "token_budget"):
@@ -69,6 +72,14 @@ class Scheduler:
                 raise InvalidWorkloadError(f"{name.replace('_', '-')} must be in [0, 1), got {value}")
         if self.kv_blocks is not None and self.kv_blocks < 1:
             raise InvalidWorkloadError(f"kv-blocks must be >= 1, got {self.kv_blocks}")
+        for name in ("step_overhead_s", "request_overhead_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1e3:  # also refuses NaN
+                raise InvalidWorkloadError(f"{name.replace('_', '-')} must be >= 0 seconds, got {value}")
+
+    def host_s(self, requests: int) -> float:
+        """Host seconds a step of ``requests`` requests spends beyond the forward."""
+        return self.step_overhead_s + self.request_overhead_s * requests
 
 
 # --- the step cost -------------------------------------------------------------------
@@ -353,6 +364,9 @@ class _Server:
         return chunk
 
     def cost_of(self, chunk: np.ndarray) -> float:
+        return self.forward_of(chunk) + self.s.host_s(int(np.count_nonzero(chunk)))
+
+    def forward_of(self, chunk: np.ndarray) -> float:
         done = self.run[4]
         if self.pure:
             cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done

@@ -158,3 +158,35 @@ def test_bad_settings_say_what_to_change(scheduler, message):
 def test_kv_cache_too_small_for_the_model():
     with pytest.raises(RidgelineError, match="no room for a KV cache"):
         simulate("llama-2-70b", "a6000", poisson(1.0, 3, 100, 10))
+
+
+def test_host_overhead_on_a_single_request():
+    """A 100-token prompt (one step: the budget holds it) and N = 20 output tokens run in
+    N steps, each with one request, so each step adds step + request overhead:
+    a = 3 ms + 1 ms x 1 = 4 ms. TTFT = analyze's TTFT + a; latency = analyze's TTFT +
+    (N - 1) x TPOT + N x a = ... + 20 x 4 ms = ... + 80 ms; TPOT = analyze's TPOT + a."""
+    prompt, n, a = 100, 20, 0.003 + 0.001
+    g = analyze(MODEL, DEVICE, batch=1, seq_len=prompt, generate=n).generation
+    s = Scheduler(step_overhead_s=0.003, request_overhead_s=0.001)
+    r = simulate(MODEL, DEVICE, poisson(1.0, 1, prompt, n), s)
+    assert r.requests["ttft_s"][0] == pytest.approx(g["ttft_s"] + a, rel=1e-9)
+    assert r.requests["latency_s"][0] == pytest.approx(g["ttft_s"] + (n - 1) * g["tpot_s"] + 0.080,
+                                                       rel=1e-9)
+    assert r.requests["tpot_s"][0] == pytest.approx(g["tpot_s"] + a, rel=1e-9)
+
+
+def test_host_overhead_scales_with_requests_in_the_step():
+    """Two requests arriving together share every step: each step costs what it did
+    without overhead plus 3 ms + 2 x 1 ms, so the total simulated time grows by 5 ms a
+    step (the schedule itself does not change with the overhead)."""
+    both = Arrivals(np.zeros(2), np.array([64, 64]), np.array([8, 8]), "two")
+    plain = simulate(MODEL, DEVICE, both, Scheduler())
+    more = simulate(MODEL, DEVICE, both, Scheduler(step_overhead_s=0.003, request_overhead_s=0.001))
+    assert plain.summary["steps"] == more.summary["steps"] == 8
+    np.testing.assert_allclose(more.timeline["step_s"] - plain.timeline["step_s"], 0.005, rtol=1e-9)
+
+
+@pytest.mark.parametrize("field, value", [("step_overhead_s", -1e-3), ("request_overhead_s", float("nan"))])
+def test_host_overhead_must_be_seconds(field, value):
+    with pytest.raises(RidgelineError, match=field.replace("_", "-")):
+        Scheduler(**{field: value})
