@@ -312,9 +312,20 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
 
 
 def matching_scheduler(server: ServerSettings) -> Scheduler:
+    """transformers' policy: its budget and batch, the FIFO margin, no prefix sharing, and
+    its sdpa path's attention, one kernel over the whole step under a block-diagonal mask."""
     return Scheduler(max_batch=server.max_requests_per_batch, token_budget=server.max_batch_tokens,
                      chunked_prefill=True, prefix_hit=0.0, kv_blocks=server.num_blocks,
-                     admit_margin=HF_FIFO_MARGIN)
+                     admit_margin=HF_FIFO_MARGIN, batch_attention="masked")
+
+
+def recorded_scheduler(data: dict[str, Any]) -> Scheduler:
+    """The scheduler a recorded run was simulated with (runs from before a field existed
+    get its default, as they were simulated), else today's match of its server."""
+    if "scheduler" not in data:
+        return matching_scheduler(ServerSettings(**data["server"]))
+    known = Scheduler.__dataclass_fields__
+    return Scheduler(**{k: v for k, v in data["scheduler"].items() if k in known})
 
 
 def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
@@ -358,7 +369,9 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
             for key in ("step_s", "forward_s", "attention_s", "other_s", "tokens", "requests"):
                 row[f"{part}_{key}"] = float(b[key][mask].sum())
             for mode, d in deployments.items():
-                row[f"{part}_predicted_{mode}_s"] = float(predicted_steps(d, steps, server)[mask].sum())
+                for tag, masked in (("varlen", False), ("masked", True)):
+                    row[f"{part}_predicted_{mode}_{tag}_s"] = float(
+                        predicted_steps(d, steps, server, masked)[mask].sum())
         for key in ("prepare_s", "sample_s", "update_s"):
             row[key] = float(np.sum(steps[key]))
         rows.append(row)
@@ -458,7 +471,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None) -> dict[str
     calibrated, _, _ = calibrated_for(meta["device_key"], spec, None)  # today's committed profile
     config = truncate(load_model(data["model"]), data["layers"])
     server = ServerSettings(**data["server"])
-    sims = simulations(config, spec, calibrated, arrivals, matching_scheduler(server),
+    sims = simulations(config, spec, calibrated, arrivals, recorded_scheduler(data),
                        overhead or data.get("overhead"))
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
@@ -496,7 +509,7 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
              f"{b['all_other_s']:.2f} s (prepare {b['prepare_s']:.2f}, sample {b['sample_s']:.2f}, "
              f"update {b['update_s']:.2f})"]
     for part in ("decode", "prefill"):
-        predicted = ", ".join(f"{k.split('_')[2]} {v:.2f} s ({v / b[f'{part}_forward_s'] - 1:+.0%})"
+        predicted = ", ".join(f"{' '.join(k.split('_')[2:4])} {v:.2f} s ({v / b[f'{part}_forward_s'] - 1:+.0%})"
                               for k, v in b.items() if k.startswith(f"{part}_predicted_"))
         lines.append(f"  {part}: {b[f'{part}_steps']:.0f} steps, {b[f'{part}_tokens']:.0f} tokens, "
                      f"forward {b[f'{part}_forward_s']:.2f} s (attention {b[f'{part}_attention_s']:.2f} s), "
@@ -515,14 +528,23 @@ def step_mix(query: list[int], past: list[int]) -> tuple[list[int], list[tuple[i
     return fresh, chunks, len(decoded), float(sum(decoded))
 
 
-def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings) -> np.ndarray:
+def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
+                    masked: bool = False) -> np.ndarray:
     """The engine's seconds for every recorded step's own mix (transformers' scheduler
-    decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables."""
-    from ridgeline.simulate import build_step_cost, step_time
+    decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables, or
+    with ``masked`` ``simulate.masked_step_time`` (one attention over the whole step)."""
+    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
 
     cost = build_step_cost(deployment.model, deployment.plan, deployment.ceilings,
                            server.max_batch_tokens, server.max_requests_per_batch)
-    return np.array([step_time(cost, *step_mix(q, p)) for q, p in zip(steps["query"], steps["past"])])
+    out = []
+    for q, p in zip(steps["query"], steps["past"]):
+        if masked:
+            fresh = sum(x for x, y in zip(q, p) if y == 0)
+            out.append(masked_step_time(cost, fresh, sum(q) - fresh, len(q), float(sum(q) + sum(p))))
+        else:
+            out.append(step_time(cost, *step_mix(q, p)))
+    return np.array(out)
 
 
 def breakdown(steps: dict[str, list]) -> dict[str, np.ndarray]:

@@ -190,3 +190,32 @@ def test_host_overhead_scales_with_requests_in_the_step():
 def test_host_overhead_must_be_seconds(field, value):
     with pytest.raises(RidgelineError, match=field.replace("_", "-")):
         Scheduler(**{field: value})
+
+
+def test_masked_attention_one_sequence_is_varlen_and_more_with_several():
+    """One attention over the whole step (transformers' sdpa path): with one sequence it is
+    that sequence's own pass (a chunk of 32 over 100 cached: the same T x keys pairs,
+    32 x 132); with 8 chunks of 32 over 100 cached each every query meets all 8 x 132
+    keys, 8 times the pairs of the per-sequence kernels, so the step costs more (8 decodes
+    read the same keys once either way: memory-bound on an A6000, no cheaper)."""
+    from ridgeline.resolve import resolve
+    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
+
+    d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+    assert masked_step_time(cost, 0, 32, 1, 132.0) == pytest.approx(step_time(cost, [], [(32, 100)], 0, 0.0), rel=1e-12)
+    assert masked_step_time(cost, 0, 256, 8, 8 * 132.0) > step_time(cost, [], [(32, 100)] * 8, 0, 0.0)
+    assert masked_step_time(cost, 0, 8, 8, 808.0) >= step_time(cost, [], [], 8, 800.0)
+    with pytest.raises(RidgelineError, match="batch-attention must be one of"):
+        Scheduler(batch_attention="dense")
+
+
+def test_masked_attention_serves_the_same_schedule():
+    """The attention policy changes step costs, not the tokens served: every request gets
+    its tokens and the steps are as many (the trace is far below saturation)."""
+    trace = poisson(0.5, 20, 64, 16, seed=3)
+    a = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256))
+    b = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256,
+                                                          batch_attention="masked"))
+    assert a.summary["computed_tokens"] == b.summary["computed_tokens"]
+    assert np.all(b.timeline["step_s"] >= a.timeline["step_s"] * (1 - 1e-12))
