@@ -369,9 +369,9 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
             for key in ("step_s", "forward_s", "attention_s", "other_s", "tokens", "requests"):
                 row[f"{part}_{key}"] = float(b[key][mask].sum())
             for mode, d in deployments.items():
-                for tag, masked in (("varlen", False), ("masked", True)):
+                for tag in ("varlen", "masked", "none"):
                     row[f"{part}_predicted_{mode}_{tag}_s"] = float(
-                        predicted_steps(d, steps, server, masked)[mask].sum())
+                        predicted_steps(d, steps, server, tag)[mask].sum())
         for key in ("prepare_s", "sample_s", "update_s"):
             row[key] = float(np.sum(steps[key]))
         rows.append(row)
@@ -509,11 +509,21 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
              f"{b['all_other_s']:.2f} s (prepare {b['prepare_s']:.2f}, sample {b['sample_s']:.2f}, "
              f"update {b['update_s']:.2f})"]
     for part in ("decode", "prefill"):
-        predicted = ", ".join(f"{' '.join(k.split('_')[2:4])} {v:.2f} s ({v / b[f'{part}_forward_s'] - 1:+.0%})"
-                              for k, v in b.items() if k.startswith(f"{part}_predicted_"))
+        forward, attention = b[f"{part}_forward_s"], b[f"{part}_attention_s"]
         lines.append(f"  {part}: {b[f'{part}_steps']:.0f} steps, {b[f'{part}_tokens']:.0f} tokens, "
-                     f"forward {b[f'{part}_forward_s']:.2f} s (attention {b[f'{part}_attention_s']:.2f} s), "
-                     f"other {b[f'{part}_other_s']:.2f} s; engine for the same mixes: {predicted}")
+                     f"forward {forward:.2f} s (attention {attention:.2f} s, the rest "
+                     f"{forward - attention:.2f} s), other {b[f'{part}_other_s']:.2f} s")
+        for mode in sorted({k.split("_")[2] for k in b if k.startswith(f"{part}_predicted_")}):
+            got = {t: b.get(f"{part}_predicted_{mode}_{t}_s") for t in ("varlen", "masked", "none")}
+            if None in got.values():
+                continue
+            rest = got["none"]
+            lines.append(
+                f"    engine ({mode}) for the same mixes: forward varlen {got['varlen']:.2f} s "
+                f"({got['varlen'] / forward - 1:+.0%}), masked {got['masked']:.2f} s "
+                f"({got['masked'] / forward - 1:+.0%}); the rest {rest:.2f} s "
+                f"({rest / (forward - attention) - 1:+.0%}); attention varlen "
+                f"{got['varlen'] - rest:.2f} s, masked {got['masked'] - rest:.2f} s")
     return lines
 
 
@@ -529,17 +539,24 @@ def step_mix(query: list[int], past: list[int]) -> tuple[list[int], list[tuple[i
 
 
 def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
-                    masked: bool = False) -> np.ndarray:
+                    attention: str = "varlen") -> np.ndarray:
     """The engine's seconds for every recorded step's own mix (transformers' scheduler
-    decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables, or
-    with ``masked`` ``simulate.masked_step_time`` (one attention over the whole step)."""
+    decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables
+    (``attention`` varlen), ``simulate.masked_step_time`` (masked: one attention over the
+    whole step) or the step without its attention ops (none)."""
+    from dataclasses import replace
+
     from ridgeline.simulate import build_step_cost, masked_step_time, step_time
 
     cost = build_step_cost(deployment.model, deployment.plan, deployment.ceilings,
                            server.max_batch_tokens, server.max_requests_per_batch)
+    if attention == "none":
+        zero = lambda t: tuple(np.zeros_like(a) for a in t)  # noqa: E731
+        cost = replace(cost, fresh=zero(cost.fresh), chunk=zero(cost.chunk), decode=zero(cost.decode),
+                       overhead_s=np.zeros_like(cost.overhead_s))
     out = []
     for q, p in zip(steps["query"], steps["past"]):
-        if masked:
+        if attention == "masked":
             fresh = sum(x for x, y in zip(q, p) if y == 0)
             out.append(masked_step_time(cost, fresh, sum(q) - fresh, len(q), float(sum(q) + sum(p))))
         else:

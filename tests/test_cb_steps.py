@@ -3,6 +3,7 @@ functions of recorded steps (no torch, no transformers)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,6 +67,10 @@ def test_predicted_steps_are_the_simulators_step_time():
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
     expected = [step_time(cost, [], [], 2, 52.0), step_time(cost, [30], [], 1, 41.0)]
     np.testing.assert_allclose(predicted_steps(d, s, server), expected, rtol=1e-12)
+    # without attention: 2 decodes cost their token ops and lm_head alone
+    bare = step_time(cost, [], [], 2, 0.0) - step_time(cost, [], [], 0, 0.0)
+    assert predicted_steps(d, s, server, "none")[0] == pytest.approx(cost.token_s[2] + cost.head_s[2], rel=1e-12)
+    assert bare > 0
 
 
 def test_overhead_from_a_file_without_steps(tmp_path):
@@ -75,3 +80,42 @@ def test_overhead_from_a_file_without_steps(tmp_path):
         overhead_from(old)
     with pytest.raises(RidgelineError, match="no serving run at"):
         overhead_from(tmp_path / "missing.json")
+
+
+SERVING = Path(__file__).resolve().parent.parent / "reports" / "validation" / "serving"
+CALIBRATION = SERVING / "serving-cpu-amd-epyc-1t-qwen2-0.5b-2rps-seed7-2026-11-23.json"
+SCORED = [SERVING / f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{r}-2026-11-23.json" for r in ("1rps", "0.5rps")]
+
+
+@pytest.mark.parametrize("path", [CALIBRATION, *SCORED], ids=lambda p: p.name)
+def test_recorded_steps_add_up(path):
+    """Every replay's recorded steps: the phases add up to the step (prepare + forward +
+    sample + update, and forward + other); the steps' CPU seconds are at most the replay's
+    (which also counts the polls between steps); every request's prompt and its output
+    tokens after the first went through the model once: sum of query tokens =
+    sum(prompt) + sum(output - 1)."""
+    data = json.loads(path.read_text())
+    trace = data["trace"]
+    computed = sum(trace["prompt_tokens"]) + sum(n - 1 for n in trace["output_tokens"])
+    assert len(data["measured_steps"]) == data["repeats"]
+    for steps, run in zip(data["measured_steps"], data["measured_runs"]):
+        parts = sum(np.asarray(steps[k]) for k in ("prepare_s", "forward_s", "sample_s", "update_s"))
+        np.testing.assert_allclose(parts, steps["step_s"], rtol=1e-9, atol=1e-12)
+        b = breakdown(steps)
+        np.testing.assert_allclose(b["forward_s"] + b["other_s"], b["step_s"], rtol=1e-12)
+        assert np.all(b["attention_s"] <= b["forward_s"]) and np.all(b["other_s"] > 0)
+        assert sum(steps["step_s"]) <= run["cpu_s"] * (1 + 1e-12)
+        assert int(b["tokens"].sum()) == computed
+        assert max(b["tokens"]) <= data["server"]["max_batch_tokens"]
+        assert max(b["requests"]) <= data["server"]["max_requests_per_batch"]
+
+
+@pytest.mark.parametrize("path", SCORED, ids=lambda p: p.name)
+def test_scored_runs_used_the_terms_of_the_calibration_trace(path):
+    """The host terms a scored run simulated with are the fit to the calibration run (a
+    different seed, rate and lengths), recomputed from that file alone."""
+    recorded = json.loads(path.read_text())["overhead"]
+    again = overhead_from(CALIBRATION)
+    for key in ("step_overhead_s", "request_overhead_s", "steps"):
+        assert recorded[key] == pytest.approx(again[key], rel=1e-12)
+    assert Path(recorded["from"]).name == CALIBRATION.name
