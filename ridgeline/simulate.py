@@ -82,7 +82,7 @@ class Scheduler:
         for name in ("step_overhead_s", "request_overhead_s"):
             value = getattr(self, name)
             if not 0.0 <= value < 1e3:  # also refuses NaN
-                raise InvalidWorkloadError(f"{name.replace('_', '-')} must be >= 0 seconds, got {value}")
+                raise InvalidWorkloadError(f"{name[:-2].replace('_', '-')} must be >= 0 seconds, got {value}")
 
     def host_s(self, requests: int) -> float:
         """Host seconds a step of ``requests`` requests spends beyond the forward."""

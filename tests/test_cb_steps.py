@@ -119,3 +119,23 @@ def test_scored_runs_used_the_terms_of_the_calibration_trace(path):
     for key in ("step_overhead_s", "request_overhead_s", "steps"):
         assert recorded[key] == pytest.approx(again[key], rel=1e-12)
     assert Path(recorded["from"]).name == CALIBRATION.name
+
+
+def test_fit_overhead_command_prints_the_options():
+    """`simulate-check --fit-overhead` reads the committed calibration run and prints the
+    simulate options it fits (the same numbers overhead_from returns); a file without
+    steps and a missing file are one-line errors."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    runner = CliRunner()
+    terms = overhead_from(CALIBRATION)
+    result = runner.invoke(app, ["simulate-check", "--fit-overhead", str(CALIBRATION)])
+    assert result.exit_code == 0
+    assert result.output.startswith(f"--step-overhead {terms['step_overhead_s']:.6f} "
+                                    f"--request-overhead {terms['request_overhead_s']:.6f}")
+    wall = SERVING / "serving-cpu-amd-epyc-1t-qwen2-0.5b-2rps-wall-2026-11-23.json"
+    for path, message in ((wall, "has no recorded steps"), (SERVING / "missing.json", "no serving run at")):
+        result = runner.invoke(app, ["simulate-check", "--fit-overhead", str(path)])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

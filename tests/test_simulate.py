@@ -188,7 +188,7 @@ def test_host_overhead_scales_with_requests_in_the_step():
 
 @pytest.mark.parametrize("field, value", [("step_overhead_s", -1e-3), ("request_overhead_s", float("nan"))])
 def test_host_overhead_must_be_seconds(field, value):
-    with pytest.raises(RidgelineError, match=field.replace("_", "-")):
+    with pytest.raises(RidgelineError, match=field[:-2].replace("_", "-") + " must be >= 0 seconds"):
         Scheduler(**{field: value})
 
 
