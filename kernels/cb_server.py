@@ -116,12 +116,14 @@ class _Clock:
 
 
 def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
-                   log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+                   log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """transformers' own scheduler and model runner, stepped in this thread on a virtual
     clock that advances by each step's CPU seconds (``time.thread_time``: scheduling,
     forward pass, sampling and the update), so other processes sharing the core do not
     stretch it. Requests join when the clock passes their arrival (at a step boundary, as
-    in the background-thread server); an idle server jumps to the next arrival."""
+    in the background-thread server); an idle server jumps to the next arrival. Besides the
+    per-request arrays, ``steps`` holds every step's CPU seconds split by phase and its mix
+    (:class:`StepTimer`)."""
     from transformers.generation.continuous_batching import requests as hf_requests
 
     rng = np.random.default_rng(seed)
@@ -135,17 +137,105 @@ def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int 
     clock, real_time = _Clock(), hf_requests.time
     hf_requests.time = clock
     try:
-        _step_all(manager, processor, [prompts[0][:16]], [2], np.zeros(1), clock)  # warm-up
-        clock.now = 0.0
-        return _step_all(manager, processor, prompts, [int(n) for n in arrivals.output],
-                         arrivals.time_s, clock, log)
+        with StepTimer(model) as timer:
+            _step_all(manager, processor, [prompts[0][:16]], [2], np.zeros(1), clock, timer)  # warm-up
+            clock.now = 0.0
+            timer.reset()
+            out = _step_all(manager, processor, prompts, [int(n) for n in arrivals.output],
+                            arrivals.time_s, clock, timer, log)
+        return {**out, "steps": timer.steps}
     finally:
         hf_requests.time = real_time
         manager.batch_processor = None
 
 
+class StepTimer:
+    """CPU seconds (``time.thread_time``) of each transformers step, split by phase:
+    ``prepare_s`` (scheduling and batch tensors: ``prepare_next_batch``), ``forward_s`` (the
+    model's forward, timed by hooks on the model: the torch work the engine predicts, with
+    the paged cache's reads and writes inside attention), ``attention_s`` (the part of the
+    forward inside the attention function: cache update, GQA repeat, SDPA), ``sample_s``
+    (the rest of the generation step: logits to fp32, argmax, output copy) and ``update_s``
+    (``update_batch`` and delivering results). ``step_s`` is the whole step on the same
+    clock. The step's mix: ``query`` and ``past`` (tokens computed and tokens already
+    cached, one entry per request in the batch, in batch order)."""
+
+    PHASES = ("prepare_s", "forward_s", "attention_s", "sample_s", "update_s", "step_s")
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.reset()
+
+    def reset(self) -> None:
+        self.steps: dict[str, list] = {k: [] for k in (*self.PHASES, "query", "past")}
+        self._forward = self._attention = 0.0
+
+    def __enter__(self) -> StepTimer:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        impl = self.model.config._attn_implementation
+        inner = ALL_ATTENTION_FUNCTIONS[impl]
+
+        def timed_attention(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self._attention += time.thread_time() - start
+
+        def before(_module, _args, _kwargs):
+            self._forward_start = time.thread_time()
+
+        def after(_module, _args, _output):
+            self._forward += time.thread_time() - self._forward_start
+
+        self._restore = (ALL_ATTENTION_FUNCTIONS, impl, impl in ALL_ATTENTION_FUNCTIONS._local_mapping,
+                         ALL_ATTENTION_FUNCTIONS._local_mapping.get(impl))
+        ALL_ATTENTION_FUNCTIONS[impl] = timed_attention
+        self._hooks = [self.model.register_forward_pre_hook(before, with_kwargs=True),
+                       self.model.register_forward_hook(after)]
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        table, impl, had, previous = self._restore
+        if had:
+            table._local_mapping[impl] = previous
+        else:
+            table._local_mapping.pop(impl, None)
+        for hook in self._hooks:
+            hook.remove()
+
+    def step(self, manager, processor, clock: _Clock) -> float:
+        """Run one step if a batch is ready, record it, and advance ``clock`` by its CPU
+        seconds: past the generation before ``update_batch`` stamps the tokens (a token
+        is out at the end of its forward), then past the update. Returns the seconds."""
+        t0 = time.thread_time()
+        if not processor.prepare_next_batch():
+            busy = time.thread_time() - t0
+            clock.now += busy
+            return busy
+        t1 = time.thread_time()
+        batch = processor.inputs_and_outputs.requests_in_batch
+        query = [int(f.query_length) for f in batch]
+        past = [int(f.state.position_offset) - q for f, q in zip(batch, query)]
+        self._forward = self._attention = 0.0
+        manager._generation_step()
+        t2 = time.thread_time()
+        clock.now += t2 - t0
+        processor.update_batch()
+        t3 = time.thread_time()
+        clock.now += t3 - t2
+        for key, value in (("prepare_s", t1 - t0), ("forward_s", self._forward),
+                           ("attention_s", self._attention),
+                           ("sample_s", t2 - t1 - self._forward), ("update_s", t3 - t2),
+                           ("step_s", t3 - t0), ("query", query), ("past", past)):
+            self.steps[key].append(value)
+        return t3 - t0
+
+
 def _step_all(manager, processor, prompts: list, outputs: list[int], arrival: np.ndarray,
-              clock: _Clock, log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+              clock: _Clock, timer: StepTimer,
+              log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
     n, nxt, results, ids, total = len(prompts), 0, {}, [], 0.0
     while len(results) < n:
         if not processor.has_pending_requests() and manager.input_queue.empty():
@@ -154,17 +244,7 @@ def _step_all(manager, processor, prompts: list, outputs: list[int], arrival: np
             ids.append(manager.add_request(prompts[nxt], request_id=f"v{nxt}", max_new_tokens=outputs[nxt],
                                            record_timestamps=True, eos_token_id=-1))
             nxt += 1
-        start = time.thread_time()
-        if processor.prepare_next_batch():
-            manager._generation_step()
-            busy = time.thread_time() - start
-            clock.now += busy  # tokens are stamped at the end of their step
-            total += busy
-            start = time.thread_time()
-            processor.update_batch()
-        busy = time.thread_time() - start
-        clock.now += busy
-        total += busy
+        total += timer.step(manager, processor, clock)
         while True:
             out = manager.get_result(timeout=0) if not manager.output_router.output_queue.empty() else None
             if out is None:
@@ -232,9 +312,20 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
 
 
 def matching_scheduler(server: ServerSettings) -> Scheduler:
+    """transformers' policy: its budget and batch, the FIFO margin, no prefix sharing, and
+    its sdpa path's attention, one kernel over the whole step under a block-diagonal mask."""
     return Scheduler(max_batch=server.max_requests_per_batch, token_budget=server.max_batch_tokens,
                      chunked_prefill=True, prefix_hit=0.0, kv_blocks=server.num_blocks,
-                     admit_margin=HF_FIFO_MARGIN)
+                     admit_margin=HF_FIFO_MARGIN, batch_attention="masked")
+
+
+def recorded_scheduler(data: dict[str, Any]) -> Scheduler:
+    """The scheduler a recorded run was simulated with (runs from before a field existed
+    get its default, as they were simulated), else today's match of its server."""
+    if "scheduler" not in data:
+        return matching_scheduler(ServerSettings(**data["server"]))
+    known = Scheduler.__dataclass_fields__
+    return Scheduler(**{k: v for k, v in data["scheduler"].items() if k in known})
 
 
 def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
@@ -247,43 +338,88 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
     return out
 
 
+def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
+                overhead: dict[str, float] | None) -> dict[str, Any]:
+    """The trace simulated per roofline mode, and again with the measured host terms."""
+    from dataclasses import replace
+
+    from kernels.e2e import engine_settings
+
+    roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+    scheds = {"": sched}
+    if overhead:
+        scheds["+overhead"] = replace(sched, step_overhead_s=overhead["step_overhead_s"],
+                                      request_overhead_s=overhead["request_overhead_s"])
+    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings("bf16"), ceilings=r)
+            for mode, r in roofs.items() for tag, s in scheds.items()}
+
+
+def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
+                   server: ServerSettings) -> dict[str, Any]:
+    """Recorded steps, summed per replay (median over replays): the whole step, the forward
+    (and the attention inside it), the rest; and each roofline mode's engine seconds for
+    the same steps' mixes, for steps that only decode and steps with a prompt chunk."""
+    rows = []
+    for steps in runs:
+        b = breakdown(steps)
+        row = {"steps": float(len(b["step_s"]))}
+        for part, mask in (("all", np.ones_like(b["decode_only"])), ("decode", b["decode_only"]),
+                           ("prefill", ~b["decode_only"])):
+            row[f"{part}_steps"] = float(mask.sum())
+            for key in ("step_s", "forward_s", "attention_s", "other_s", "tokens", "requests"):
+                row[f"{part}_{key}"] = float(b[key][mask].sum())
+            for mode, d in deployments.items():
+                for tag in ("varlen", "masked", "none"):
+                    row[f"{part}_predicted_{mode}_{tag}_s"] = float(
+                        predicted_steps(d, steps, server, tag)[mask].sum())
+        for key in ("prepare_s", "sample_s", "update_s"):
+            row[key] = float(np.sum(steps[key]))
+        rows.append(row)
+    return {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
+
+
 def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
               rate: float = 1.0, prompt: tuple[int, int] = (32, 192),
               output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
               server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
+              overhead: dict[str, float] | None = None,
               log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
-    """Replay the trace on transformers ``repeats`` times, simulate it, write the JSON."""
+    """Replay the trace on transformers ``repeats`` times, simulate it (and with the host
+    ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON."""
+    import os
+
     import torch
     import transformers
 
     from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, measured_key, provenance, spec_device
+    from ridgeline.resolve import resolve
 
     torch.set_num_threads(1)
     arrivals = make_trace(requests, rate, prompt, output, seed)
     config: ModelConfig = truncate(load_model(model), layers)
     hf = build_model(model, layers, seed)
-    runs = []
+    runs, steps = [], []
     replay_with = replay if clock == "wall" else replay_virtual
+    load = [os.getloadavg()]
     for i in range(repeats):
         log(f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
             f"transformers {transformers.__version__}")
-        runs.append(replay_with(hf, arrivals, server, seed, log))
+        run = replay_with(hf, arrivals, server, seed, log)
+        if "steps" in run:
+            steps.append(run.pop("steps"))
+        runs.append(run)
+        load.append(os.getloadavg())
     measured = {k: np.median([r[k] for r in runs], axis=0) for k in runs[0]}
     spec = spec_device("cpu", None)
     key = measured_key("cpu")
     calibrated, profile, note = calibrated_for(key, spec, None)
     sched = matching_scheduler(server)
-    settings = engine_settings("bf16")
-    sims = {"spec": simulate(config, spec, arrivals, sched, settings=settings,
-                             ceilings=spec_ceilings(spec))}
-    if calibrated is not None:
-        sims["calibrated"] = simulate(config, spec, arrivals, sched, settings=settings,
-                                      ceilings=calibrated)
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead)
     meta = provenance("cpu", spec, profile if calibrated is not None else None)
     meta.update(kind="serving", server=f"transformers {transformers.__version__} "
                 "ContinuousBatchingManager (fifo scheduler, sdpa attention, bf16)",
-                clock=CLOCKS[clock], profile_note=note,
+                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load,
                 load_note="measured on a 2-core machine shared with other developers' jobs "
                 f"(load average {meta.get('loadavg')}): per-request medians over the repeats")
     result = {
@@ -293,6 +429,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
                   "output": list(output), "seed": seed, "arrival_s": arrivals.time_s.tolist(),
                   "prompt_tokens": arrivals.prompt.tolist(), "output_tokens": arrivals.output.tolist()},
         "server": asdict(server), "scheduler": asdict(sched), "repeats": repeats,
+        "overhead": overhead,
         "measured": {k: v.tolist() for k, v in measured.items()},
         "measured_runs": [{k: v.tolist() for k, v in r.items()} for r in runs],
         "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
@@ -304,37 +441,49 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
                  **{f"simulated_{mode}_s": float(np.sum(sim.timeline["step_s"]))
                     for mode, sim in sims.items()}},
     }
-    stem = f"serving-{key}-{config.name}-{rate:g}rps" + ("-wall" if clock == "wall" else "")
+    if steps:
+        roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+        deployments = {m: resolve(config, spec, settings=engine_settings("bf16"), ceilings=r)
+                       for m, r in roofs.items()}
+        result["step_breakdown"] = step_breakdown(steps, deployments, server)
+        result["measured_steps"] = steps
+    stem = f"serving-{key}-{config.name}-{rate:g}rps" + (f"-seed{seed}" if seed else "") + \
+        ("-wall" if clock == "wall" else "")
     path = out or SERVING_DIR / f"{stem}-{meta['date'][:10]}.json"
     write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
     return result, path
 
 
-def resimulate(path: Path) -> dict[str, Any]:
+def resimulate(path: Path, overhead: dict[str, float] | None = None) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
     host as recorded: its bandwidth from the file; the profile the run used) and compare
-    with its measurements. Returns the result; never writes."""
+    with its measurements; with ``overhead`` (or the terms the run recorded), also with the
+    host terms. Returns the result; never writes."""
     from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, recorded_spec
+    from ridgeline.resolve import resolve
 
-    if not Path(path).is_file():
-        raise RidgelineError(f"no serving run at {path}")
-    data = json.loads(Path(path).read_text())
+    data = _load_run(path)
     meta, trace = data["meta"], data["trace"]
     arrivals = Arrivals(np.asarray(trace["arrival_s"]), np.asarray(trace["prompt_tokens"]),
                         np.asarray(trace["output_tokens"]), str(path))
     spec = recorded_spec(meta, None)
     calibrated, _, _ = calibrated_for(meta["device_key"], spec, None)  # today's committed profile
     config = truncate(load_model(data["model"]), data["layers"])
-    sched = matching_scheduler(ServerSettings(**data["server"]))
-    roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-    sims = {mode: simulate(config, spec, arrivals, sched, settings=engine_settings("bf16"),
-                           ceilings=r) for mode, r in roofs.items()}
+    server = ServerSettings(**data["server"])
+    sims = simulations(config, spec, calibrated, arrivals, recorded_scheduler(data),
+                       overhead or data.get("overhead"))
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
-    return {"comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
-            "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
-                                for m, sim in sims.items()}}}
+    out = {"comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+           "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
+                               for m, sim in sims.items()}}}
+    if data.get("measured_steps"):
+        roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+        deployments = {m: resolve(config, spec, settings=engine_settings("bf16"), ceilings=r)
+                       for m, r in roofs.items()}
+        out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
+    return out
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -345,7 +494,123 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     for mode, table in result["comparison"].items():
         for key in ("ttft_s", "latency_s"):
             m, s, e = (table[key][x] for x in ("measured", "simulated", "error"))
-            lines.append(f"{mode:10s} {key:9s} p50 measured {m['p50']:.3f} s simulated "
+            lines.append(f"{mode:20s} {key:9s} p50 measured {m['p50']:.3f} s simulated "
                          f"{s['p50']:.3f} s ({e['p50']:+.0%}); p90 measured {m['p90']:.3f} s "
                          f"simulated {s['p90']:.3f} s ({e['p90']:+.0%})")
+    return lines + breakdown_lines(result.get("step_breakdown"))
+
+
+def breakdown_lines(b: dict[str, float] | None) -> list[str]:
+    """The recorded steps' CPU seconds by phase, and the engine's for the same mixes."""
+    if not b:
+        return []
+    lines = [f"steps (median replay): {b['steps']:.0f}, {b['all_step_s']:.2f} CPU s: forward "
+             f"{b['all_forward_s']:.2f} s (attention {b['all_attention_s']:.2f} s), other "
+             f"{b['all_other_s']:.2f} s (prepare {b['prepare_s']:.2f}, sample {b['sample_s']:.2f}, "
+             f"update {b['update_s']:.2f})"]
+    for part in ("decode", "prefill"):
+        forward, attention = b[f"{part}_forward_s"], b[f"{part}_attention_s"]
+        lines.append(f"  {part}: {b[f'{part}_steps']:.0f} steps, {b[f'{part}_tokens']:.0f} tokens, "
+                     f"forward {forward:.2f} s (attention {attention:.2f} s, the rest "
+                     f"{forward - attention:.2f} s), other {b[f'{part}_other_s']:.2f} s")
+        for mode in sorted({k.split("_")[2] for k in b if k.startswith(f"{part}_predicted_")}):
+            got = {t: b.get(f"{part}_predicted_{mode}_{t}_s") for t in ("varlen", "masked", "none")}
+            if None in got.values():
+                continue
+            rest = got["none"]
+            lines.append(
+                f"    engine ({mode}) for the same mixes: forward varlen {got['varlen']:.2f} s "
+                f"({got['varlen'] / forward - 1:+.0%}), masked {got['masked']:.2f} s "
+                f"({got['masked'] / forward - 1:+.0%}); the rest {rest:.2f} s "
+                f"({rest / (forward - attention) - 1:+.0%}); attention varlen "
+                f"{got['varlen'] - rest:.2f} s, masked {got['masked'] - rest:.2f} s")
     return lines
+
+
+# --- the step breakdown (pure functions of a recorded run) ------------------------------
+
+def step_mix(query: list[int], past: list[int]) -> tuple[list[int], list[tuple[int, int]], int, float]:
+    """A recorded step as ``simulate.step_time`` takes it: fresh prompt chunks, chunks
+    over a cache (tokens, cached), decodes and the decodes' cached tokens summed."""
+    fresh = [q for q, p in zip(query, past) if p == 0]
+    chunks = [(q, p) for q, p in zip(query, past) if p > 0 and q > 1]
+    decoded = [p for q, p in zip(query, past) if p > 0 and q == 1]
+    return fresh, chunks, len(decoded), float(sum(decoded))
+
+
+def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
+                    attention: str = "varlen") -> np.ndarray:
+    """The engine's seconds for every recorded step's own mix (transformers' scheduler
+    decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables
+    (``attention`` varlen), ``simulate.masked_step_time`` (masked: one attention over the
+    whole step) or the step without its attention ops (none)."""
+    from dataclasses import replace
+
+    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
+
+    cost = build_step_cost(deployment.model, deployment.plan, deployment.ceilings,
+                           server.max_batch_tokens, server.max_requests_per_batch)
+    if attention == "none":
+        zero = lambda t: tuple(np.zeros_like(a) for a in t)  # noqa: E731
+        cost = replace(cost, fresh=zero(cost.fresh), chunk=zero(cost.chunk), decode=zero(cost.decode),
+                       overhead_s=np.zeros_like(cost.overhead_s))
+    out = []
+    for q, p in zip(steps["query"], steps["past"]):
+        if attention == "masked":
+            fresh = sum(x for x, y in zip(q, p) if y == 0)
+            out.append(masked_step_time(cost, fresh, sum(q) - fresh, len(q), float(sum(q) + sum(p))))
+        else:
+            out.append(step_time(cost, *step_mix(q, p)))
+    return np.array(out)
+
+
+def breakdown(steps: dict[str, list]) -> dict[str, np.ndarray]:
+    """Per step: the forward, everything else (``step_s - forward_s``: scheduling, batch
+    tensors, sampling, the update), tokens computed and requests in the batch."""
+    step = np.asarray(steps["step_s"], dtype=float)
+    forward = np.asarray(steps["forward_s"], dtype=float)
+    return {"step_s": step, "forward_s": forward, "other_s": step - forward,
+            "attention_s": np.asarray(steps["attention_s"], dtype=float),
+            "tokens": np.array([sum(q) for q in steps["query"]]),
+            "requests": np.array([len(q) for q in steps["query"]]),
+            "decode_only": np.array([all(x == 1 for x in q) and all(p > 0 for p in ps)
+                                     for q, ps in zip(steps["query"], steps["past"])])}
+
+
+def fit_overhead(runs: list[dict[str, list]]) -> dict[str, float]:
+    """The host terms of the simulator's server model from recorded steps (every replay's):
+    least squares of each step's non-forward CPU seconds on [1, requests in the step],
+    ``other = step_overhead_s + request_overhead_s * requests``; a negative per-request
+    slope is dropped (the fixed term is then the mean). Measures nothing."""
+    parts = [breakdown(r) for r in runs]
+    other = np.concatenate([b["other_s"] for b in parts])
+    requests = np.concatenate([b["requests"] for b in parts]).astype(float)
+    if other.size < 3:
+        raise RidgelineError(f"{other.size} recorded steps are too few to fit the host overhead")
+    design = np.column_stack([np.ones_like(requests), requests])
+    (fixed, per_request), *_ = np.linalg.lstsq(design, other, rcond=None)
+    if per_request < 0:
+        fixed, per_request = float(other.mean()), 0.0
+    fitted = fixed + per_request * requests
+    return {"step_overhead_s": float(max(fixed, 0.0)), "request_overhead_s": float(per_request),
+            "steps": int(other.size), "mean_other_s": float(other.mean()),
+            "rms_residual_s": float(np.sqrt(np.mean((other - fitted) ** 2)))}
+
+
+def overhead_from(path: Path) -> dict[str, float]:
+    """``fit_overhead`` of a recorded ``simulate-check`` run (its ``measured_steps``),
+    with the file it came from."""
+    data = _load_run(path)
+    if not data.get("measured_steps"):
+        raise RidgelineError(f"{path} has no recorded steps (it was made before steps were "
+                             "recorded); record one with simulate-check")
+    return {**fit_overhead(data["measured_steps"]), "from": str(path)}
+
+
+def _load_run(path: Path) -> dict[str, Any]:
+    if not Path(path).is_file():
+        raise RidgelineError(f"no serving run at {path}")
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise RidgelineError(f"{path} is not a simulate-check JSON file: {err}") from None

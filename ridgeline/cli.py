@@ -550,6 +550,9 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              prefix_hit: Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt found in the prefix cache.")] = 0.0,
              kv_blocks: Annotated[Optional[int], typer.Option("--kv-blocks", help="Paged KV blocks (default: what memory leaves).")] = None,
              admit_margin: Annotated[float, typer.Option("--admit-margin", help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
+             step_overhead: Annotated[float, typer.Option("--step-overhead", help="Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
+             request_overhead: Annotated[float, typer.Option("--request-overhead", help="Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
+             batch_attention: Annotated[str, typer.Option("--batch-attention", help="varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask (transformers' sdpa).")] = "varlen",
              seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")] = None,
              tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="TPOT target, seconds.")] = None,
@@ -571,7 +574,9 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
     sched = Scheduler(max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
-                      prefix_hit=prefix_hit, kv_blocks=kv_blocks, admit_margin=admit_margin)
+                      prefix_hit=prefix_hit, kv_blocks=kv_blocks, admit_margin=admit_margin,
+                      step_overhead_s=step_overhead, request_overhead_s=request_overhead,
+                      batch_attention=batch_attention)
     base = load_trace(trace).scaled(time_scale) if trace is not None else None
 
     def arrivals(at: float):
@@ -649,16 +654,30 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")] = None,
                    requests: Annotated[int, typer.Option(help="Requests in the Poisson trace.")] = 48,
                    rate: Annotated[float, typer.Option(help="Requests per second.")] = 2.0,
+                   prompt_range: Annotated[tuple[int, int], typer.Option("--prompt-range", help="Prompt tokens, uniform on MIN MAX.")] = (32, 192),
+                   output_range: Annotated[tuple[int, int], typer.Option("--output-range", help="Output tokens, uniform on MIN MAX.")] = (16, 48),
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
                    clock: Annotated[str, typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); wall: its background thread in real time.")] = "cpu",
+                   overhead_from: Annotated[Optional[Path], typer.Option("--overhead-from", help="Also simulate with the host terms fitted to this recorded run (another trace).")] = None,
+                   fit_overhead: Annotated[Optional[Path], typer.Option("--fit-overhead", help="Measure nothing: fit the host terms (seconds per step, per request) to this recorded run's steps and print them.")] = None,
                    resimulate: Annotated[Optional[Path], typer.Option(help="Measure nothing: simulate this recorded run's trace again with today's engine and print the comparison.")] = None,
                    output: OutputOpt = None) -> None:
     """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
+    from kernels.cb_server import overhead_from as fitted
+
+    overhead = fitted(overhead_from) if overhead_from is not None else None
+    if fit_overhead is not None:
+        terms = fitted(fit_overhead)
+        typer.echo(f"--step-overhead {terms['step_overhead_s']:.6f} --request-overhead "
+                   f"{terms['request_overhead_s']:.6f}  ({terms['steps']} steps of {fit_overhead}: "
+                   f"mean {terms['mean_other_s'] * 1e3:.3f} ms beside the forward, rms residual "
+                   f"{terms['rms_residual_s'] * 1e3:.3f} ms)")
+        return
     if resimulate is not None:
         from kernels.cb_server import report_lines, resimulate as rerun
 
-        for line in report_lines(rerun(resimulate)):
+        for line in report_lines(rerun(resimulate, overhead)):
             typer.echo(line)
         return
     try:
@@ -671,9 +690,11 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
 
     if requests < 2 or rate <= 0 or repeats < 1 or clock not in ("cpu", "wall"):
         raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu or wall")
-    result, path = run_check(model, layers=layers, requests=requests, rate=rate, repeats=repeats,
-                             seed=seed, clock=clock, out=output,
-                             log=lambda msg: typer.echo(msg, err=True))
+    if not 1 <= prompt_range[0] <= prompt_range[1] or not 1 <= output_range[0] <= output_range[1]:
+        raise typer.BadParameter("--prompt-range and --output-range take MIN MAX with 1 <= MIN <= MAX")
+    result, path = run_check(model, layers=layers, requests=requests, rate=rate, prompt=prompt_range,
+                             output=output_range, repeats=repeats, seed=seed, clock=clock, out=output,
+                             overhead=overhead, log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)
     typer.echo(f"wrote {path}", err=True)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 ATTENTION_OPS = ("qk_matmul", "softmax", "sv_matmul", "attention", "attn_combine")
 HEAD_OPS = ("lm_head",)
 PERCENTILES = (50, 90, 99)
+BATCH_ATTENTION = ("varlen", "masked")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ class Scheduler:
     kv_blocks: int | None = None    # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
     admit_margin: float = 0.0       # new prompts wait while fewer than this fraction of blocks are
                                     # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
+    step_overhead_s: float = 0.0    # host seconds per step beyond the model's forward (scheduling,
+                                    # batch tensors, sampling): measured, `simulate-check --fit-overhead`
+    request_overhead_s: float = 0.0  # host seconds per request in the step, on top
+    batch_attention: str = "varlen"  # varlen: each sequence attends to its own keys (vLLM, flash);
+                                    # masked: one attention over all the step's queries and keys
+                                    # under a block-diagonal mask (transformers' sdpa/eager paths)
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "token_budget"):
@@ -69,6 +76,17 @@ class Scheduler:
                 raise InvalidWorkloadError(f"{name.replace('_', '-')} must be in [0, 1), got {value}")
         if self.kv_blocks is not None and self.kv_blocks < 1:
             raise InvalidWorkloadError(f"kv-blocks must be >= 1, got {self.kv_blocks}")
+        if self.batch_attention not in BATCH_ATTENTION:
+            raise InvalidWorkloadError(f"batch-attention must be one of {', '.join(BATCH_ATTENTION)}, "
+                                       f"got {self.batch_attention!r}")
+        for name in ("step_overhead_s", "request_overhead_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1e3:  # also refuses NaN
+                raise InvalidWorkloadError(f"{name[:-2].replace('_', '-')} must be >= 0 seconds, got {value}")
+
+    def host_s(self, requests: int) -> float:
+        """Host seconds a step of ``requests`` requests spends beyond the forward."""
+        return self.step_overhead_s + self.request_overhead_s * requests
 
 
 # --- the step cost -------------------------------------------------------------------
@@ -207,6 +225,21 @@ def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], d
         memory = memory + wa[:, c] + wb[:, c] * cached
         present = present | cost.cached_has
     return cost.factor * (float(total) + cost.attention_s(compute, memory, present))
+
+
+def masked_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float) -> float:
+    """Seconds of one step whose attention is one kernel over all its T = ``fresh`` +
+    ``cached`` query tokens and all its ``keys`` (every sequence's cached and new tokens),
+    masked block-diagonally, as transformers' sdpa path runs it: every (query, key) pair of
+    the step is computed, T x keys, which is the engine's pass of T tokens over keys - T
+    cached ones. Token ops and the lm_head as in :func:`step_time`."""
+    tokens = fresh + cached
+    total = (cost.token_s[tokens] + cost.fresh_only_s[fresh] + cost.cached_only_s[cached]
+             + cost.head_s[sequences])
+    qa, qb, wa, wb = cost.chunk
+    over = keys - tokens
+    compute, memory = qa[:, tokens] + qb[:, tokens] * over, wa[:, tokens] + wb[:, tokens] * over
+    return cost.factor * (float(total) + cost.attention_s(compute, memory, cost.cached_has))
 
 
 # --- KV capacity ---------------------------------------------------------------------
@@ -353,7 +386,15 @@ class _Server:
         return chunk
 
     def cost_of(self, chunk: np.ndarray) -> float:
+        return self.forward_of(chunk) + self.s.host_s(int(np.count_nonzero(chunk)))
+
+    def forward_of(self, chunk: np.ndarray) -> float:
         done = self.run[4]
+        if self.s.batch_attention == "masked":
+            active = chunk > 0
+            fresh = int(chunk[active & (done == 0)].sum())
+            return masked_step_time(self.cost, fresh, int(chunk.sum()) - fresh, int(active.sum()),
+                                    float((done + chunk)[active].sum()))
         if self.pure:
             cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
             return self.cost.decode_time(len(done), float(cached.sum()))

@@ -158,3 +158,64 @@ def test_bad_settings_say_what_to_change(scheduler, message):
 def test_kv_cache_too_small_for_the_model():
     with pytest.raises(RidgelineError, match="no room for a KV cache"):
         simulate("llama-2-70b", "a6000", poisson(1.0, 3, 100, 10))
+
+
+def test_host_overhead_on_a_single_request():
+    """A 100-token prompt (one step: the budget holds it) and N = 20 output tokens run in
+    N steps, each with one request, so each step adds step + request overhead:
+    a = 3 ms + 1 ms x 1 = 4 ms. TTFT = analyze's TTFT + a; latency = analyze's TTFT +
+    (N - 1) x TPOT + N x a = ... + 20 x 4 ms = ... + 80 ms; TPOT = analyze's TPOT + a."""
+    prompt, n, a = 100, 20, 0.003 + 0.001
+    g = analyze(MODEL, DEVICE, batch=1, seq_len=prompt, generate=n).generation
+    s = Scheduler(step_overhead_s=0.003, request_overhead_s=0.001)
+    r = simulate(MODEL, DEVICE, poisson(1.0, 1, prompt, n), s)
+    assert r.requests["ttft_s"][0] == pytest.approx(g["ttft_s"] + a, rel=1e-9)
+    assert r.requests["latency_s"][0] == pytest.approx(g["ttft_s"] + (n - 1) * g["tpot_s"] + 0.080,
+                                                       rel=1e-9)
+    assert r.requests["tpot_s"][0] == pytest.approx(g["tpot_s"] + a, rel=1e-9)
+
+
+def test_host_overhead_scales_with_requests_in_the_step():
+    """Two requests arriving together share every step: each step costs what it did
+    without overhead plus 3 ms + 2 x 1 ms, so the total simulated time grows by 5 ms a
+    step (the schedule itself does not change with the overhead)."""
+    both = Arrivals(np.zeros(2), np.array([64, 64]), np.array([8, 8]), "two")
+    plain = simulate(MODEL, DEVICE, both, Scheduler())
+    more = simulate(MODEL, DEVICE, both, Scheduler(step_overhead_s=0.003, request_overhead_s=0.001))
+    assert plain.summary["steps"] == more.summary["steps"] == 8
+    np.testing.assert_allclose(more.timeline["step_s"] - plain.timeline["step_s"], 0.005, rtol=1e-9)
+
+
+@pytest.mark.parametrize("field, value", [("step_overhead_s", -1e-3), ("request_overhead_s", float("nan"))])
+def test_host_overhead_must_be_seconds(field, value):
+    with pytest.raises(RidgelineError, match=field[:-2].replace("_", "-") + " must be >= 0 seconds"):
+        Scheduler(**{field: value})
+
+
+def test_masked_attention_one_sequence_is_varlen_and_more_with_several():
+    """One attention over the whole step (transformers' sdpa path): with one sequence it is
+    that sequence's own pass (a chunk of 32 over 100 cached: the same T x keys pairs,
+    32 x 132); with 8 chunks of 32 over 100 cached each every query meets all 8 x 132
+    keys, 8 times the pairs of the per-sequence kernels, so the step costs more (8 decodes
+    read the same keys once either way: memory-bound on an A6000, no cheaper)."""
+    from ridgeline.resolve import resolve
+    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
+
+    d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+    assert masked_step_time(cost, 0, 32, 1, 132.0) == pytest.approx(step_time(cost, [], [(32, 100)], 0, 0.0), rel=1e-12)
+    assert masked_step_time(cost, 0, 256, 8, 8 * 132.0) > step_time(cost, [], [(32, 100)] * 8, 0, 0.0)
+    assert masked_step_time(cost, 0, 8, 8, 808.0) >= step_time(cost, [], [], 8, 800.0)
+    with pytest.raises(RidgelineError, match="batch-attention must be one of"):
+        Scheduler(batch_attention="dense")
+
+
+def test_masked_attention_serves_the_same_schedule():
+    """The attention policy changes step costs, not the tokens served: every request gets
+    its tokens and the steps are as many (the trace is far below saturation)."""
+    trace = poisson(0.5, 20, 64, 16, seed=3)
+    a = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256))
+    b = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256,
+                                                          batch_attention="masked"))
+    assert a.summary["computed_tokens"] == b.summary["computed_tokens"]
+    assert np.all(b.timeline["step_s"] >= a.timeline["step_s"] * (1 - 1e-12))
