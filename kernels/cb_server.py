@@ -475,7 +475,9 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None) -> dict[str
                        overhead or data.get("overhead"))
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
-    out = {"comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+    out = {"simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
+                         for mode, sim in sims.items()},
+           "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
            "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
                                for m, sim in sims.items()}}}
     if data.get("measured_steps"):
