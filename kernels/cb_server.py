@@ -602,17 +602,14 @@ def fit_overhead(runs: list[dict[str, list]]) -> dict[str, float]:
 def overhead_from(path: Path) -> dict[str, float]:
     """``fit_overhead`` of a recorded ``simulate-check`` run (its ``measured_steps``),
     with the file it came from."""
-    data = _load_run(path)
+    data = _load_run(path, ("measured",))
     if not data.get("measured_steps"):
         raise RidgelineError(f"{path} has no recorded steps (it was made before steps were "
                              "recorded); record one with simulate-check")
     return {**fit_overhead(data["measured_steps"]), "from": str(path)}
 
 
-def _load_run(path: Path) -> dict[str, Any]:
-    if not Path(path).is_file():
-        raise RidgelineError(f"no serving run at {path}")
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise RidgelineError(f"{path} is not a simulate-check JSON file: {err}") from None
+def _load_run(path: Path, keys: tuple[str, ...] = ("meta", "trace", "measured")) -> dict[str, Any]:
+    from kernels.provenance import read_result
+
+    return read_result(path, "serving run", keys)

@@ -34,7 +34,7 @@ from ridgeline.resolve import measuring_device, resolve_ceilings
 from ridgeline.roofline import Ceilings, spec_ceilings
 from ridgeline.workload import Settings
 
-from .provenance import collect, cpu_model
+from .provenance import collect, cpu_model, read_result
 from .timing import NOISE_CPU, NOISE_CUDA, summarize
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
@@ -428,14 +428,12 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
     writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
     from ridgeline.model import load_model
 
-    if not path.is_file():
-        raise RidgelineError(f"no e2e result at {path}")
+    data = read_result(path, "ridgeline e2e result", ("meta", "rows"))
     stem = path.stem.removesuffix("-repredicted")
     target = Path(output) if output else Path.cwd() / f"{stem}-repredicted.json"
     if target.resolve() == path.resolve():
         raise RidgelineError(f"--repredict writes a new file, not over its input {path}; "
                              "pass -o NEW.json")
-    data = json.loads(path.read_text())
     meta = dict(data["meta"])
     spec = recorded_spec(meta, hardware)
     calibrated, used, note = calibrated_for(meta["device_key"], spec, profile)

@@ -14,6 +14,26 @@ from typing import Any
 from ridgeline.catalog import ROOT
 
 
+def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dict[str, Any]:
+    """A result file a measure-nothing command reads (a validation snapshot, an e2e or a
+    serving run): its JSON, or one line saying why it is not one."""
+    import json
+
+    from ridgeline.errors import RidgelineError
+
+    path = Path(path)
+    if not path.is_file():
+        raise RidgelineError(f"no {what} at {path}")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RidgelineError(f"{path} is not a {what} (malformed JSON: {err})") from None
+    missing = [k for k in keys if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise RidgelineError(f"{path} is not a {what} (no {', '.join(missing)})")
+    return data
+
+
 def git_commit(root: Path = ROOT) -> str:
     """HEAD's hash, '+dirty' when the tree has uncommitted changes; 'none' outside git."""
     def git(*args: str) -> str:

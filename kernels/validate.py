@@ -231,12 +231,10 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     spec ceilings as recorded, calibrated ceilings from ``profile`` (default: the one it
     used) on the datasheet that profile records. A pure function of its files: writes
     ``<stem>-repredicted.*`` into ``output_dir`` (default: the current folder)."""
-    from .provenance import git_commit
+    from .provenance import git_commit, read_result
 
     snapshot = Path(snapshot)
-    if not snapshot.is_file():
-        raise RidgelineError(f"no validation snapshot at {snapshot}")
-    result = json.loads(snapshot.read_text())
+    result = read_result(snapshot, "validation snapshot", ("meta", "ceilings", "rows"))
     meta = result["meta"]
     prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
     prof = load_profile(prof_path)

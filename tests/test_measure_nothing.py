@@ -121,3 +121,20 @@ def test_validate_repredict_of_a_committed_snapshot_is_pure(tmp_path, monkeypatc
                                        "link_latency": 0.0, "link_per_peer": None, "exp_rate": None,
                                        "launch_gap_s": 0.0, "host_s": {}, "kernels": {},
                                        "execution": "graph", "serial": False}
+
+
+@pytest.mark.parametrize("command, what", [
+    (["validate", "--repredict"], "validation snapshot"),
+    (["e2e", "--repredict"], "ridgeline e2e result"),
+    (["simulate-check", "--resimulate"], "serving run"),
+])
+@pytest.mark.parametrize("text, problem", [("{\"meta\": ", "malformed JSON"), ("{}", "(no meta")])
+def test_measure_nothing_commands_refuse_a_file_that_is_not_their_result(
+        command, what, text, problem, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*command, str(bad)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert f"is not a {what}" in result.output and problem in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]   # nothing written
