@@ -140,3 +140,96 @@ def test_results_table_formats_a_recorded_row():
     # 16679 ms measured, 17500 ms spec (+5 %), 5.12 ms calibrated (-50 %); TPOT 75.7 vs 66.6 (-12 %)
     assert e2e_table([row])[-1] == ("| m | 2 | 4 | 128 | eager | 16679 | 17500 (+5%) | 5.12 (-50%) "
                                     "| 75.7 | - | 66.6 (-12%) |")
+
+
+REPORTS = ROOT / "reports"
+
+
+def pct_pair(median: float, p90: float) -> str:
+    """How the docs quote a median / p90 pair: '1.6 % / 3.8 %'."""
+    return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
+
+
+def signed(x: float) -> str:
+    """How the docs quote a signed error: '+20 %', '−5 %'."""
+    return f"{'+' if x >= 0 else '−'}{abs(x) * 100:.0f} %"
+
+
+def test_measurement_doc_quotes_the_committed_kernel_results():
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    cpu = json.loads((REPORTS / "validation" / "cpu-amd-epyc-1t-2026-11-23.json").read_text())
+    summary = {r["op_class"]: r for r in cpu["summary"]}
+    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("sweep", "sweep"), ("cases", "all")):
+        quoted = pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
+        assert f"{name} {quoted}" in text, (name, quoted)
+    assert f"{len(cpu['rows'])} cases" in text
+    assert "calibration rows " + pct_pair(summary["all"]["cv_median_abs"], summary["all"]["cv_p90_abs"]) in text
+    assert f"attention (p90 {summary['attention']['calibrated_p90_abs'] * 100:.0f} %" in text
+    norms = [r["error_calibrated"] for r in cpu["rows"]
+             if r["op_class"] == "norm" and r["stage"] == "prefill" and r["status"] == "ok"]
+    assert f"prefill RMSNorm ({signed(max(norms))} to {signed(min(norms))}" in text
+    h100 = json.loads((REPORTS / "validation" / "cuda-nvidia-h100-80gb-hbm3-2026-11-23.json").read_text())
+    every = next(r for r in h100["summary"] if r["op_class"] == "all")
+    assert pct_pair(every["calibrated_median_abs"], every["calibrated_p90_abs"]) in text
+    import yaml
+
+    refused = yaml.safe_load((REPORTS / "profiles" / "cuda-nvidia-h100-80gb-hbm3.yaml").read_text())["refused"]
+    assert f"(up to {max(r['wanted'] for r in refused):g}) for {len(refused)} terms" in text
+
+
+def test_measurement_doc_quotes_the_committed_e2e_and_row_table():
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    rows = [r for path in sorted((REPORTS / "validation").glob("e2e-cpu-amd-epyc-1t-*.json"))
+            for r in json.loads(path.read_text())["rows"]]
+    odd = [r for r in rows if r["model"] == "qwen2-0.5b" and r["batch"] == 4]
+    rest = [r for r in rows if r not in odd]
+    ttft = [r["error_calibrated_ttft"] for r in rows]              # every row
+    tpot = [r["error_calibrated_tpot"] for r in rest]
+    assert f"TTFT within {signed(min(ttft))} … {signed(max(ttft))}" in text
+    assert f"TPOT within {signed(min(tpot))} … {signed(max(tpot))}" in text
+    worst = sorted(r["error_calibrated_tpot"] for r in odd)
+    assert f"predicted {worst[0] * 100:.0f}–{worst[-1] * 100:.0f} % too slow" in text
+    import yaml
+
+    profile = yaml.safe_load((REPORTS / "profiles" / "cpu-amd-epyc-1t.yaml").read_text())
+    [curve] = [c for c in profile["row_curves"]["linear@bf16"] if (c["k"], c["n"]) == (896, 4864)]
+    at = dict(zip(curve["rows"], curve["fraction"]))
+    assert (f"dips to {at[4]:.2f} of the bound at m = 4 against {at[3]:.2f} at m = 3 and "
+            f"{at[5]:.2f} at m = 5") in text
+
+
+def serving_cells(comparison: dict) -> str:
+    """One simulated row of docs/serving.md's tables: p50/p90 TTFT, p50/p90 latency."""
+    cells = []
+    for key, digits in (("ttft_s", 3), ("ttft_s", 3), ("latency_s", 2), ("latency_s", 2)):
+        q = "p50" if len(cells) % 2 == 0 else "p90"
+        cells.append(f"{comparison[key]['simulated'][q]:.{digits}f} s ({signed(comparison[key]['error'][q])})")
+    return " | ".join(cells)
+
+
+@pytest.mark.parametrize("rate", ["1rps", "0.5rps"])
+def test_serving_doc_quotes_the_committed_runs(rate):
+    text = (ROOT / "docs" / "serving.md").read_text()
+    run = json.loads((REPORTS / "validation" / "serving" /
+                      f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json").read_text())
+    for mode, label in (("calibrated", "calibrated profile"),
+                        ("calibrated+overhead", "calibrated + host terms"), ("spec", "spec (host)")):
+        busy = run["busy"][f"simulated_{mode}_s"]
+        assert f"| simulated, {label} | {serving_cells(run['comparison'][mode])} | {busy:.1f} |" in text
+    measured = run["comparison"]["calibrated"]
+    assert (f"| transformers (measured) | {measured['ttft_s']['measured']['p50']:.3f} s | "
+            f"{measured['ttft_s']['measured']['p90']:.3f} s | {measured['latency_s']['measured']['p50']:.2f} s"
+            ) in text
+    steps = run["step_breakdown"]
+    if rate == "1rps":
+        for stage in ("decode", "prefill"):
+            rest = steps[f"{stage}_forward_s"] - steps[f"{stage}_attention_s"]
+            assert (f"{steps[f'{stage}_forward_s']:.2f} s | {steps[f'{stage}_attention_s']:.2f} s | "
+                    f"{rest:.2f} s | {steps[f'{stage}_other_s']:.2f} s |") in text
+            predicted = [steps[f"{stage}_predicted_calibrated_{how}_s"] for how in ("varlen", "masked", "none")]
+            wanted = [steps[f"{stage}_forward_s"]] * 2 + [rest]
+            assert " | ".join(f"{p:.2f} s ({signed(p / w - 1)})" for p, w in zip(predicted, wanted)) in text
+    else:
+        rest = steps["decode_forward_s"] - steps["decode_attention_s"]
+        assert (f"{int(steps['decode_steps'])} decode steps, {rest:.2f} s measured against "
+                f"{steps['decode_predicted_calibrated_none_s']:.2f} s") in text
