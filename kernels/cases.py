@@ -23,7 +23,7 @@ from ridgeline import ops as O
 from ridgeline.layers import Plan, stage_ops
 from ridgeline.model import load_model
 from ridgeline.ops import Op, Quant
-from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES
+from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES, attention_key_block
 from ridgeline.units import dtype_bytes
 
 # --- which shapes ----------------------------------------------------------------------
@@ -41,7 +41,7 @@ WORKLOADS = {
     "calibration": {"prefill": {"fp32": [(2, 64), (2, 192)], "bf16": [(2, 64), (2, 192)],
                                 "fp16": [(2, 64), (2, 192)]},
                     "decode": [(2, 512), (4, 2048), (32, 256)]},
-    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320), (3, 160)],
+    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320), (3, 160), (1, 1536)],
                                "fp16": [(1, 320), (3, 160)]},
                    "decode": [(1, 1536), (8, 768), (48, 384)]},
 }
@@ -65,8 +65,34 @@ GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (
            (18944, 3584))
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
+# Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
+# group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
+# P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
+ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
+ATTENTION_GRID_HEAD_DIMS = (64, 96, 128)
+ATTENTION_GRID_KV = (512, 2048)
+QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
+QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
+QUICK_ATTENTION_GRID_KV = (512,)
+ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
 
 OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
+# Kernels no serving stack runs for speed: measured and shown, but reported apart from the
+# headline figures. SDPA's math backend (the fallback when no fused kernel applies) makes
+# fp32 copies of K and V and writes the whole score matrix; on a CPU its time is mostly
+# page faults on those fresh allocations (glibc maps each allocation above its 32 MiB
+# threshold anew: with MALLOC_MMAP_THRESHOLD_ raised, llama-2-7b's batch-8 decode runs 5x
+# faster). On CUDA, also ``_weight_int8pack_mm``.
+REFERENCE_KERNELS = {"cpu": frozenset({("sdpa", "math")}),
+                     "cuda": frozenset({("sdpa", "math"), ("int8_weight_only", "")})}
+
+
+def is_reference(case: Case | Mapping[str, Any], device: str = "cuda") -> bool:
+    """A kernel reported apart from the headline on ``device`` (``REFERENCE_KERNELS``)."""
+    kernel = case["kernel"] if isinstance(case, Mapping) else case.kernel
+    backend = case.get("backend", "") if isinstance(case, Mapping) else case.backend
+    backend = backend if isinstance(backend, str) else ""   # a CSV's empty cell reads as NaN
+    return (kernel, backend) in REFERENCE_KERNELS.get(device, REFERENCE_KERNELS["cuda"])
 
 
 @dataclass(frozen=True)
@@ -111,13 +137,14 @@ def _plain(value: Any) -> Any:
 # --- recipes -> Op (pure, replayable) ----------------------------------------------------
 
 def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
-              group_size: int = 0) -> Plan:
+              group_size: int = 0, key_block: int = 0) -> Plan:
     """Plan of a case: everything in ``dtype``; weight-only quantised weights in
     ``w_dtype`` with a bf16 scale per channel (int8) or scale + zero per group (int4),
-    converted up inside the kernel - what torch's int8/int4 weight-only kernels store."""
+    converted up inside the kernel - what torch's int8/int4 weight-only kernels store;
+    the fused attention's causal key block as the engine has it on the case's device."""
     ab = dtype_bytes(dtype)
     if w_dtype is None:
-        return Plan(ab, ab, ab, dtype, dtype, attention=attention)
+        return Plan(ab, ab, ab, dtype, dtype, attention=attention, key_block=key_block)
     # per channel: one 16-bit scale (the size of one fp8 group scale); per group: scale + zero
     scale_bytes = SCALE_BYTES + ZERO_POINT_BYTES if group_size else SCALE_BYTES
     return Plan(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
@@ -130,34 +157,55 @@ def _stage(model: str, stage: str, batch: int, length: int, p: Plan) -> dict[str
 
 
 def _engine_op(r: Mapping[str, Any]) -> Op:
-    p = precision(r["dtype"], r.get("attention", "eager"), r.get("w_dtype"), r.get("group_size", 0))
+    p = precision(r["dtype"], r.get("attention", "eager"), r.get("w_dtype"), r.get("group_size", 0),
+                  r.get("key_block", 0))
     op = _stage(r["model"], r["stage"], int(r["batch"]), int(r["length"]), p)[r["op"]]
     return replace(op, name=r["rename"]) if r.get("rename") else op
 
 
 def _sdpa_math(r: Mapping[str, Any]) -> Op:
-    """PyTorch's math backend = the eager path in one call: qk_matmul, softmax, sv_matmul
-    summed (the score matrix goes through memory). With GQA it expands K/V to every head
-    first, so K/V are read per query head (kv_heads = heads)."""
+    """PyTorch's math backend (``_scaled_dot_product_attention_math``) as ``torch.profiler``
+    shows it run, pass by pass: bf16/fp16 inputs converted to fp32 first (it computes in
+    fp32, so the op is an fp32 op whatever the inputs), grouped K/V expanded to every query
+    head with ``repeat_interleave`` (prefill; decode folds the group onto the query axis, as
+    the benchmark calls it, and reads K/V once per K/V head), q and K^T scaled (one pass
+    each), the full q x kv score matrix written, masked (causal), soft-maxed and read back
+    by the second product, and the output converted back. The cache is read once from
+    memory (``kv_read_bytes``); every later pass is activation traffic."""
     base = {**r, "attention": "eager"}
-    parts = [_engine_op({**base, "op": name}) for name in ("qk_matmul", "softmax", "sv_matmul")]
-    qk = parts[0]
-    expand = (qk.dims["heads"] / qk.dims["kv_heads"]) if qk.dims["kv_heads"] else 1.0
-    total = {f: sum(getattr(p, f) for p in parts) for f in
-             ("flops", "act_read_bytes", "act_write_bytes", "kv_read_bytes")}
-    total["kv_read_bytes"] = total["kv_read_bytes"] * expand
-    return Op("sdpa_math", "attention", qk.count, matrix=True, dtype=qk.dtype,
-              dims=qk.dims, **total)
+    qk, sv = (_engine_op({**base, "op": name}) for name in ("qk_matmul", "sv_matmul"))
+    d = qk.dims
+    b, h, g, q, kv, hd = (float(d[k]) for k in ("batch", "heads", "kv_heads", "q_len",
+                                                 "kv_len", "head_dim"))
+    ab, f32 = dtype_bytes(r["dtype"]), 4.0
+    queries, keys, scores = b * h * q * hd, b * g * kv * hd, b * h * q * kv
+    per_head = keys * (h / g if q > 1 and g != h else 1.0)    # K (or V) after the expansion
+    passes = [((queries + per_head) * f32, (queries + per_head) * f32),   # scale q, K^T
+              ((queries + per_head) * f32, scores * f32),                # q @ K^T
+              (scores * f32, scores * f32),                              # softmax
+              ((scores + per_head) * f32, queries * f32)]                # P @ V
+    if ab < f32:
+        passes += [((queries + 2 * keys) * ab, (queries + 2 * keys) * f32),  # to fp32
+                   (queries * f32, queries * ab)]                            # output back
+    if per_head > keys:
+        passes.append((2 * keys * f32, 2 * per_head * f32))             # repeat_interleave
+    if r["stage"] == "prefill":
+        passes.append((scores * f32, scores * f32))                     # causal mask
+    read, write = (sum(x[i] for x in passes) for i in (0, 1))
+    return Op("sdpa_math", "attention", qk.count, flops=qk.flops + sv.flops,
+              kv_read_bytes=2 * keys * ab, act_read_bytes=read - 2 * keys * ab,
+              act_write_bytes=write, matrix=True, dtype="fp32", dims=qk.dims)
 
 
 def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
     """silu(gate) * up in eager PyTorch is two kernels: silu writes a temporary that the
-    multiply reads back, so 3 reads and 2 writes per element instead of 2 and 1."""
+    multiply reads back. The temporary is written and read again at once, at the address
+    the allocator handed out the call before, so it stays in the cache: memory sees 2 reads
+    and 1 write per element, as for the fused kernel (counting it as 3 and 2 had its class
+    want 1.27 of the copy roof on the development EPYC); the extra pass is time on the
+    vector units, in the class's fit."""
     op = _engine_op({**r, "op": "mlp_act"})
-    elems = op.dims["tokens"] * op.dims["width"]
-    ab = dtype_bytes(r["dtype"])
-    return replace(op, name="mlp_act_eager", act_read_bytes=3 * elems * ab,
-                   act_write_bytes=2 * elems * ab)
+    return replace(op, name="mlp_act_eager")
 
 
 def _int_matmul(r: Mapping[str, Any]) -> Op:
@@ -175,8 +223,20 @@ def _linear(r: Mapping[str, Any]) -> Op:
                     q=Quant(ab), ab=ab, count=1, dtype=r["dtype"], inputs=())
 
 
+def _attention_grid(r: Mapping[str, Any]) -> Op:
+    """A decode attention kernel at a grid point: ``kernel`` qk_matmul / sv_matmul (eager) or
+    attention (fused), one query token per head, ``rows`` query heads per K/V head."""
+    b, g, kv, d = (int(r[k]) for k in ("batch", "kv_heads", "kv_len", "head_dim"))
+    h, ab = g * int(r["rows"]), dtype_bytes(r["dtype"])
+    kw = dict(ab=ab, kvb=ab, count=1, dtype=r["dtype"])
+    if r["kernel"] == "attention":
+        return O.flash_attention(b, h, g, 1, kv, kv, d, d, inputs=(), **kw)
+    build = {"qk_matmul": O.qk_matmul, "sv_matmul": O.sv_matmul}[r["kernel"]]
+    return build(b, h, g, 1, kv, d, **kw)
+
+
 BUILDERS = {"engine": _engine_op, "sdpa_math": _sdpa_math, "mlp_act_eager": _mlp_act_eager,
-            "int_matmul": _int_matmul, "linear": _linear}
+            "int_matmul": _int_matmul, "linear": _linear, "attention_grid": _attention_grid}
 
 
 def build_op(recipe: Mapping[str, Any]) -> Op:
@@ -222,6 +282,8 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
         else:
             rename = {"flash": None}.get(backend, f"sdpa_{backend}")
             recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention"}
+            if stage == "prefill" and attention_key_block(opts.device):
+                recipe["key_block"] = attention_key_block(opts.device)
             if rename:
                 recipe["rename"] = rename
             add("sdpa", "attention", "sdpa", recipe, backend)
@@ -271,6 +333,32 @@ def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
             if dtype != "fp32" or 2 * m * k * n <= GRID_MAX_FP32_FLOPS]
 
 
+def attention_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+    """Decode attention on a grid of rows per K/V head x head_dim x cache length, per kernel
+    and data type (calibration only): the kernels switch paths by rows and head_dim, so the
+    decode rate is measured there, not assumed (``kernels.fit`` makes it a row table)."""
+    rows, dims, kvs = ((QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS,
+                        QUICK_ATTENTION_GRID_KV) if quick else
+                       (ATTENTION_GRID_ROWS, ATTENTION_GRID_HEAD_DIMS, ATTENTION_GRID_KV))
+    kernels = {"qk_matmul": ("qk_matmul", ""), "sv_matmul": ("sv_matmul", ""),
+               "attention": ("sdpa", "flash")}
+    cases = []
+    for dtype in dtypes:
+        for name, (kernel, backend) in kernels.items():
+            for d in dims:
+                for kv in kvs:
+                    for r in rows:
+                        recipe = {"builder": "attention_grid", "kernel": name, "rows": r,
+                                  "batch": ATTENTION_GRID_BATCH,
+                                  "kv_heads": ATTENTION_GRID_KV_HEADS, "kv_len": kv,
+                                  "head_dim": d, "dtype": dtype}
+                        suffix = f"/{backend}" if backend else ""
+                        cases.append(Case(f"agrid/{name}/r{r}xd{d}xkv{kv}/{dtype}{suffix}",
+                                          "attention", kernel, dtype, MappingProxyType(recipe),
+                                          backend, split="calibration", stage="decode"))
+    return cases
+
+
 def dedupe(cases: Iterable[Case]) -> list[Case]:
     """First case of each shape key (gate_proj and up_proj are one measurement)."""
     seen, out = set(), []
@@ -300,6 +388,8 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
                 cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
     if split == "calibration":
         cases += grid_cases(opts.dtypes, quick)
+        if "flash" in opts.sdpa_backends:
+            cases += attention_grid_cases(opts.dtypes, quick)
     else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)
@@ -356,5 +446,7 @@ def held_out_overlap(calibration: Iterable[Case], validation: Iterable[Case]) ->
 def attention_dims(case: Case) -> Mapping[str, Any]:
     """batch, heads, kv_heads, q_len, kv_len, head_dim of an attention case (the fused op's
     dims count attended pairs instead of the KV length; the eager op of the same recipe has it)."""
+    if case.recipe.get("builder") == "attention_grid":
+        return build_op({**case.recipe, "kernel": "qk_matmul"}).dims
     recipe = {k: v for k, v in case.recipe.items() if k not in ("rename", "builder")}
     return _engine_op({**recipe, "attention": "eager", "op": "qk_matmul"}).dims

@@ -29,7 +29,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from .cases import Case, Options, _stage_cases, dedupe, sweep_cases
+from .cases import Case, Options, _stage_cases, dedupe, is_reference, sweep_cases
 
 CALIBRATION_MODELS = ("qwen2-7b", "phi-3-mini")       # GQA, MHA (widths 3584 / 3072)
 VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")       # GQA, MHA (width 4096)
@@ -49,16 +49,8 @@ QUICK = {"calibration": {"prefill": [(2, 1536)], "decode": [(2, 1536), (32, 6144
 DRY = {"models": {"calibration": ("qwen2-0.5b",), "validation": ("llama-3.2-1b",)},
        "calibration": {"prefill": [(2, 16)], "decode": [(2, 64)]},
        "validation": {"prefill": [(1, 24)], "decode": [(1, 96)]}}
-REFERENCE_KERNELS = {("sdpa", "math"), ("int8_weight_only", "")}
 DTYPES = ("bf16",)                                     # what serving runs; fp16 and fp32 are in
 CUDA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # kernels.cases' set
-
-
-def is_reference(case: Case | Mapping[str, Any]) -> bool:
-    """A kernel that no serving stack runs for speed (reported apart from the headline)."""
-    kernel = case["kernel"] if isinstance(case, Mapping) else case.kernel
-    backend = case.get("backend", "") if isinstance(case, Mapping) else case.backend
-    return (kernel, backend or "") in REFERENCE_KERNELS
 
 
 def _decoder_rope_cases(model: str, stage: str, batch: int, length: int, dtype: str,

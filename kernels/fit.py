@@ -227,13 +227,49 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                          "wanted": round(f, 3), "cases": int(idx.size)}
                         for k, n, m, f in table["wanted"]]
             continue
+        decode = _decode_grid(key, [ops[i] for i in idx])
+        if decode is not None:   # decode attention: a row table by (rows per K/V head, head_dim)
+            table_idx, dims = idx[decode[0]], decode[1]
+            bound = roofline_time(compute_s[table_idx] + vector_s[table_idx], memory_s[table_idx])
+            table = fit_row_table(bound, measured[table_idx], dims, weights[table_idx])
+            curves[key] = table["table"]
+            report[key + " (decode table)"] = {k: table[k] for k in ("cases", "median_abs_error",
+                                                                      "max_abs_error")}
+            refused += [{"class": key, "term": f"fraction at {m:g} rows, head_dim {k:g}",
+                         "wanted": round(f, 3), "cases": int(table_idx.size)}
+                        for k, _, m, f in table["wanted"]]
+            idx = idx[~decode[0]]
+            class_rows = None if class_rows is None else class_rows[~decode[0]]
+            if not idx.size:
+                overhead[key] = table["overhead_s"]
+                continue
         terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights)
         efficiency[key], overhead[key] = terms["efficiency"], terms["overhead_s"]
-        report[key] = _report(efficiency[key], overhead[key], compute_s[idx], vector_s[idx],
+        if decode is not None:
+            overhead[key] = table["overhead_s"]   # one overhead per class: the table's
+        report[key] = _report(efficiency[key], terms["overhead_s"], compute_s[idx], vector_s[idx],
                               memory_s[idx], measured[idx], class_rows)
         refused += [{"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
                     for term, f in terms["wanted"].items()]
     return ProfileFit(efficiency, overhead, curves, report, refused)
+
+
+def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | None:
+    """For one attention kernel class (``attention:name@dtype``): which of its cases are
+    decode (one query token) and their (rows per K/V head, head_dim, 1), when some head_dim
+    was measured at ``MIN_CURVE_ROWS`` row counts or more (the attention grid); else None.
+    The CPU kernels switch paths by rows and head_dim as BLAS does by m (a one-row q . K^T
+    runs 2-3x slower per key than two rows in bf16, and per head_dim 64, 96 and 128 the
+    fp32 rates differ 5x), so decode attention is a measured table, not a fitted curve."""
+    if not key.startswith("attention:"):
+        return None
+    decode = np.array([np.all(np.asarray(op.dims.get("q_len", 0)) == 1) and "head_dim" in op.dims
+                       for op in ops], dtype=bool)
+    if not decode.any():
+        return None
+    dims = np.array([[float(tile_rows(op)), float(op.dims["head_dim"]), 1.0]
+                     for op, d in zip(ops, decode) if d], dtype=float)
+    return (decode, dims) if _has_grid(dims) else None
 
 
 def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights) -> dict[str, Any]:

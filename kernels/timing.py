@@ -121,14 +121,17 @@ def _measure_cpu(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, mi
     start = time.perf_counter()
     while time.perf_counter() - start < warmup_s:
         step()
-    timer = benchmark.Timer(stmt="step()", globals={"step": step},
-                            num_threads=torch.get_num_threads())
+    threads = torch.get_num_threads()
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=threads,
+                            timer=clock)
     found = timer.blocked_autorange(min_run_time=max(budget_s, MIN_SAMPLE_S * min_reps))
     inner = found.number_per_run
     samples = list(found.times)[:max_reps]
     while len(samples) < min_reps:
         samples.append(timer.timeit(inner).median)
-    return summarize(samples, inner=inner, sets=n, method="torch.utils.benchmark",
+    method = "torch.utils.benchmark" + ("/thread_time" if threads == 1 else "")
+    return summarize(samples, inner=inner, sets=n, method=method,
                      noise_threshold=noise_threshold)
 
 

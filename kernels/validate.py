@@ -25,7 +25,7 @@ from ridgeline.profile import (calibrated_ceilings, device_key, load_profile, pr
 from ridgeline.report import write_atomic
 from ridgeline.roofline import Ceilings, spec_ceilings
 
-from .cases import case_from_dict, check_disjoint, suite_cases
+from .cases import case_from_dict, check_disjoint, is_reference, suite_cases
 from .replay import MODES, predict, relative_error
 
 CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
@@ -52,20 +52,28 @@ def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> 
 
 
 def summarize(rows: Sequence[Mapping[str, Any]],
-              cross_validated: Sequence[Mapping[str, Any]] = ()):
+              cross_validated: Sequence[Mapping[str, Any]] = (), device: str = "cpu"):
     """Per op class and overall: count, median / p90 |error| and bias, for both modes; beside
     them the leave-one-model-out figures (``cv_*``) of the calibration rows of that class
-    (``cross_validate``), where given."""
+    (``cross_validate``), where given. Reference kernels (``cases.is_reference`` on
+    ``device``) are left out of the classes and get their own row, ``reference``, beside
+    ``headline`` (every other case); ``all`` counts both."""
     import pandas as pd
 
     frame = pd.DataFrame([r for r in rows if r["status"] == "ok"])
-    cv = pd.DataFrame(list(cross_validated), columns=["op_class", "error_cv"])
+    cv = pd.DataFrame(list(cross_validated), columns=["op_class", "error_cv", "kernel", "backend"])
     out = []
     if frame.empty:
         return pd.DataFrame(out)
-    classes = sorted(frame.op_class.unique())
-    groups = [(c, frame[frame.op_class == c], cv[cv.op_class == c]) for c in classes]
-    for name, part, cv_part in groups + [("all", frame, cv)]:
+    ref = np.array([is_reference(r, device) for r in frame.to_dict("records")], dtype=bool)
+    ref_cv = np.array([is_reference(r, device) for r in cv.to_dict("records")], dtype=bool)
+    head, head_cv = frame[~ref], cv[~ref_cv]     # the classes: headline kernels only
+    groups = [(c, head[head.op_class == c], head_cv[head_cv.op_class == c])
+              for c in sorted(head.op_class.unique())]
+    groups.append(("all", frame, cv))
+    if ref.any():
+        groups += [("headline", head, head_cv), ("reference", frame[ref], cv[ref_cv])]
+    for name, part, cv_part in groups:
         entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
         for mode in MODES:
             err = part[f"error_{mode}"].to_numpy(dtype=float)
@@ -107,6 +115,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
         predicted = predict([ops[i] for i in test], fold)["time_s"]
         measured = np.array([rows[i]["measured_s"] for i in test], dtype=float)
         out += [{"name": rows[i]["name"], "model": model, "op_class": rows[i]["op_class"],
+                 "kernel": rows[i]["kernel"], "backend": rows[i].get("backend"),
                  "error_cv": float(e)} for i, e in zip(test, relative_error(predicted, measured))]
     return out
 
@@ -209,7 +218,7 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
     cv = profile_cross_validation(prof_path, prof, spec_device, log)
     rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
-    summary = summarize(rows, cv)
+    summary = summarize(rows, cv, device)
     result = {
         "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
                  "run": cfg.to_dict(), "profile": shown_path(prof_path),
@@ -243,7 +252,8 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     rows = add_predictions(result["rows"], ceilings)
     cv = profile_cross_validation(prof_path, prof, recorded_device(prof, str(prof_path)), log)
     result.update(cross_validation=cv, ceilings={m: c.to_dict() for m, c in ceilings.items()},
-                  summary=summarize(rows, cv).to_dict("records"), rows=rows)
+                  summary=summarize(rows, cv, meta.get("device_kind", "cpu")).to_dict("records"),
+                  rows=rows)
     meta["profile_meta"] = prof.get("meta", {})
     meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                            "commit": git_commit(), "profile": shown_path(prof_path),

@@ -95,6 +95,17 @@ def flash_tile_rows(on_chip_bytes: float, head_dim: int, ab: float) -> int:
     return int(max(16, min(math.ceil(elements / (4 * head_dim)), head_dim)))
 
 
+# Keys per block of the fused attention kernel where it computes whole blocks under a causal
+# mask: PyTorch's CPU flash kernel (its kv split size, 512). GPU flash kernels skip masked
+# tiles of 64-128 keys: counted exactly causal (0).
+ATTENTION_KEY_BLOCK = {"cpu": 512}
+
+
+def attention_key_block(kind: str) -> int:
+    """The fused attention kernel's causal key block on a device of ``kind`` (0: exact)."""
+    return ATTENTION_KEY_BLOCK.get(kind, 0)
+
+
 def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Plan:
     """The per-analysis context of the layer builder: byte widths, compute types,
     quantisation terms, the attention kernel and the parallel layout."""
@@ -114,6 +125,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         attention=settings.attention,
         kv_block=settings.kv_block,
         tile_rows=flash_tile_rows(device.l1_bytes_per_unit, head_dim, max(ab, 2.0)),
+        key_block=attention_key_block(device.kind),
         compute_units=max(device.compute_units, 1),
         tp=settings.tp, pp=settings.pp, ep=settings.ep, micro_batches=settings.micro_batches,
         hb=dtype_bytes(kept), head_dtype=_float_fallback(kept, device),

@@ -141,36 +141,35 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
-        fraction = self.row_fraction(op)
-        if fraction is not None:
-            return peak * fraction
         terms = self.terms(op)
-        return peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
-                                                              bool(terms.get("gemv")))
+        roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
+                                                             bool(terms.get("gemv")))
+        return _measured_or(self.row_fraction(op), peak, roof)
 
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
         a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
-        fraction = self.row_fraction(op)
-        if fraction is not None:
-            return self.bandwidth * fraction
         terms = self.terms(op)
         rate = self.bandwidth * terms.get("memory", 1.0)
         rows = tile_rows(op) if "gemv_memory" in terms else None
-        if rows is None:
-            return rate
-        return np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
+        if rows is not None:
+            rate = np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
+        return _measured_or(self.row_fraction(op), self.bandwidth, rate)
 
     def row_fraction(self, op: Op):
-        """The class's measured fraction of the bound at the op's rows and shape (a GEMM's m,
-        k, n), or None when its most specific key has efficiency terms instead (or the op is
-        not a GEMM)."""
+        """The class's measured fraction of the bound at the op's rows and shape, or None
+        when its most specific key has efficiency terms only (or the op has no such shape):
+        a GEMM's (m, k, n); a decode attention op's (query rows per K/V head, head_dim),
+        NaN where its query length is not 1 (a prompt chunk: the class's terms price it)."""
         for key in keys_for(op):
             if key in self.row_curves:
                 dims = op.dims
-                if "m" not in dims or "k" not in dims or "n" not in dims:
-                    return None
-                return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
+                if "m" in dims and "k" in dims and "n" in dims:
+                    return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
+                if "q_len" in dims and "head_dim" in dims:
+                    fraction = self.row_curves[key].at(tile_rows(op), dims["head_dim"], 1.0)
+                    return np.where(np.asarray(dims["q_len"]) == 1, fraction, np.nan)
+                return None
             if key in self.efficiency:
                 return None
         return None
@@ -187,6 +186,17 @@ class Ceilings:
             if key in self.efficiency:
                 return self.efficiency[key]
         return {}
+
+
+def _measured_or(fraction, roof, otherwise):
+    """``roof`` x the measured fraction where there is one (not None, not NaN), else
+    ``otherwise``."""
+    if fraction is None:
+        return otherwise
+    fraction = np.asarray(fraction, dtype=float)
+    measured = roof * np.where(np.isnan(fraction), 1.0, fraction)
+    out = np.where(np.isnan(fraction), otherwise, measured)
+    return out if out.ndim else float(out)
 
 
 def tile_rows(op: Op):

@@ -50,16 +50,32 @@ def test_decode_linear_is_gemv_with_m_equal_batch():
     assert dict(case.op.dims) == {"m": 8, "k": 14336, "n": 4096, "experts": 1}
 
 
-def test_sdpa_math_reads_kv_per_query_head():
+def test_sdpa_math_decode_folds_the_group_and_counts_its_passes():
     base = {"model": "llama-3-8b", "stage": "decode", "batch": 2, "length": 511, "dtype": "fp32"}
     math_op = K.build_op({"builder": "sdpa_math", **base})
     qk = K.build_op({"builder": "engine", **base, "op": "qk_matmul"})
     sv = K.build_op({"builder": "engine", **base, "op": "sv_matmul"})
-    sm = K.build_op({"builder": "engine", **base, "op": "softmax"})
-    assert math_op.flops == qk.flops + sm.flops + sv.flops
-    # 32 query heads share 8 KV heads: the math backend expands K/V 4x
-    assert math_op.kv_read_bytes == 4 * (qk.kv_read_bytes + sv.kv_read_bytes)
-    assert math_op.kv_read_bytes == 2 * 2 * 512 * 32 * 128 * 4
+    assert math_op.flops == qk.flops + sv.flops and math_op.dtype == "fp32"
+    # b=2, h=32, g=8, q=1, kv=512, d=128: queries 8192, K (and V) 1,048,576 elements read
+    # once per K/V head (the decode group rides on the query axis), scores 32,768
+    assert math_op.kv_read_bytes == 2 * 1_048_576 * 4
+    # reads: scale (8192 + 1048576) + q@K^T (8192 + 1048576) + softmax 32768
+    #        + P@V (32768 + 1048576) = 3,227,648 elements, less the cache's first read
+    assert math_op.act_read_bytes == 3_227_648 * 4 - 2 * 1_048_576 * 4
+    # writes: scale 1,056,768 + scores 32,768 + softmax 32,768 + output 8,192
+    assert math_op.act_write_bytes == 1_130_496 * 4
+
+
+def test_sdpa_math_prefill_converts_expands_and_masks():
+    base = {"model": "llama-3-8b", "stage": "prefill", "batch": 1, "length": 320, "dtype": "bf16"}
+    math_op = K.build_op({"builder": "sdpa_math", **base})
+    assert math_op.dtype == "fp32"            # bf16 inputs: the math backend runs in fp32
+    # queries 1,310,720; K 327,680 per tensor, 1,310,720 after the 4x expansion; scores
+    # 3,276,800. Writes (bytes): scale 2,621,440 x 4; scores, mask, softmax 3 x 3,276,800 x 4;
+    # output 1,310,720 x 4; to fp32 (1,310,720 + 655,360) x 4; back to bf16 1,310,720 x 2;
+    # expansion 2,621,440 x 4
+    assert math_op.act_write_bytes == 76_021_760
+    assert math_op.kv_read_bytes == 2 * 327_680 * 2
 
 
 def test_flash_case_uses_the_engine_fused_op_and_knows_kv_len():

@@ -38,7 +38,8 @@ def test_fit_keys():
     base = {"model": "qwen2-0.5b", "stage": "decode", "batch": 1, "length": 100, "dtype": "bf16"}
     assert fit_key(build_op({"builder": "engine", **base, "op": "q_proj"})) == "linear@bf16"
     assert fit_key(build_op({"builder": "engine", **base, "op": "softmax"})) == "softmax:softmax@bf16"
-    assert fit_key(build_op({"builder": "sdpa_math", **base})) == "attention:sdpa_math@bf16"
+    # the math backend computes in fp32 whatever its inputs: one class for both
+    assert fit_key(build_op({"builder": "sdpa_math", **base})) == "attention:sdpa_math@fp32"
     wo = build_op({"builder": "engine", **base, "op": "o_proj", "w_dtype": "int8",
                    "rename": "int8_weight_only"})
     assert fit_key(wo) == "linear:int8_weight_only@bf16"
@@ -267,3 +268,71 @@ def test_fit_refuses_above_one_on_recorded_cpu_data():
     refused = {(r["class"], r["term"]): r["wanted"] for r in fit.refused}
     assert refused[("elementwise:attn_add@fp32", "memory")] > 1.05
     assert fit.efficiency["elementwise:attn_add@fp32"]["memory"] == 1.0
+
+
+def _grid_row(m, t, dtype="bf16", k=2048, n=2048):
+    return {"name": f"grid/m{m}x{k}x{n}/{dtype}", "stage": "grid", "status": "ok",
+            "dtype": dtype, "recipe": {"builder": "linear", "m": m, "k": k, "n": n},
+            "measured_s": t}
+
+
+def test_grid_breaks_finds_points_slower_than_both_neighbours():
+    from kernels.calibrate import grid_breaks
+
+    rows = [_grid_row(1, 1.0), _grid_row(2, 1.1), _grid_row(3, 1.5), _grid_row(4, 1.2),
+            _grid_row(5, 1.2), _grid_row(6, 1.6),            # last point: no larger neighbour
+            _grid_row(3, 9.0, dtype="fp32"),                  # a curve of one point
+            {**_grid_row(2, 5.0), "stage": "decode"}]         # not a grid row
+    # m=3: 1.5 > 1.25 x max(1.1, 1.2) = 1.5? no - equal is not a break
+    assert grid_breaks(rows) == []
+    rows[2]["measured_s"] = 1.51
+    assert grid_breaks(rows) == [2]
+    rows[1]["measured_s"] = 2.0                              # m=2 vs 1.0 and 1.51: 2.0 > 1.89
+    assert grid_breaks(rows) == [1]                          # m=3 no longer above its m=2
+
+
+def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
+    """An attention class measured on the decode grid: its decode cases become a row table by
+    (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
+    cases keep fitted terms, and an array of query lengths takes each where it applies."""
+    from kernels.cases import attention_grid_cases
+    from ridgeline.hardware import load_device
+    from ridgeline.profile import calibrated_ceilings
+
+    def fraction(rows, d):   # one row slow, a dip at 4, and head_dim 128 half as fast
+        base = 0.1 if rows == 1 else 0.3 if rows == 4 else 0.5
+        return base / 2 if d == 128 else base
+
+    grid = [c for c in attention_grid_cases(("fp32",), quick=True) if c.kernel == "qk_matmul"]
+    prefill = [build_op({"builder": "engine", "model": m, "stage": "prefill", "batch": 2,
+                         "length": n, "dtype": "fp32", "op": "qk_matmul"})
+               for m in ("qwen2-0.5b", "llama-3.2-1b") for n in (64, 192)]
+    ops = [c.op for c in grid] + prefill
+    compute, _, memory = roof_seconds(ops, CEIL)
+    bound = np.maximum(compute, memory)
+    overhead = OVERHEAD_GRID[15]
+    decode_t = [bound[i] / fraction(op.dims["heads"] / op.dims["kv_heads"], op.dims["head_dim"])
+                + overhead for i, op in enumerate(ops[:len(grid)])]
+    prefill_t = list(bound[len(grid):] / 0.6 + overhead)  # 60 % of the roof at full tiles
+    fit = fit_profile_terms([{"measured_s": t} for t in decode_t + prefill_t], ops, CEIL)
+    key = "attention:qk_matmul@fp32"
+    entries = {e["k"]: e for e in fit.row_curves[key]}
+    assert sorted(entries) == [64, 128]
+    # one case per knot: any overhead reproduces them, and the fraction takes what is left
+    assert entries[128]["fraction"] == pytest.approx(
+        [fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
+    assert key in fit.efficiency                          # prefill: fitted terms
+    profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2},
+               "vector_peak_tops": {"fp32": 0.2}, "row_curves": fit.row_curves,
+               "efficiency": fit.efficiency, "overhead_us": {key: fit.overhead_s[key] * 1e6}}
+    c = calibrated_ceilings(profile, load_device("a6000"))
+    for op, t in zip(ops[:len(grid)], decode_t):
+        assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
+    assert np.isnan(c.row_fraction(prefill[0]))           # a prompt: the table does not apply
+    # a decode op between measured head_dims is weighted towards the nearer one; a query
+    # length array takes the table where it is 1 and the terms elsewhere
+    both = replace(ops[0], dims={**ops[0].dims, "q_len": np.array([1, 2])})
+    roof = c.compute_roof(both)
+    table_part = CEIL.matrix_peak["fp32"] * c.row_fraction(ops[0])
+    assert roof[0] == pytest.approx(table_part) and roof[1] != pytest.approx(table_part)
+

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -36,6 +37,7 @@ def test_rotation_sets_outgrow_the_cache():
 
 
 def test_measure_cpu_rotates_and_returns_ordered_quantiles():
+    torch = pytest.importorskip("torch")
     seen = []
 
     def fn(x):
@@ -43,11 +45,28 @@ def test_measure_cpu_rotates_and_returns_ordered_quantiles():
         return sum(range(200))
 
     m = measure(fn, [(0,), (1,), (2,)], budget_s=0.01, min_reps=5, warmup_s=0.001)
-    assert isinstance(m, Measurement) and m.method == "torch.utils.benchmark"
+    assert isinstance(m, Measurement)
+    # one thread: the thread's own CPU time; more: wall time
+    assert m.method == ("torch.utils.benchmark/thread_time" if torch.get_num_threads() == 1
+                        else "torch.utils.benchmark")
     assert 0 < m.p20_s <= m.median_s <= m.p80_s
     assert m.reps >= 5 and m.inner >= 1 and m.sets == 3
     assert set(seen) == {0, 1, 2}
     assert math.isfinite(m.spread)
+
+
+def test_one_thread_is_timed_by_its_own_cpu_time():
+    """A one-thread kernel is timed by the thread's CPU time: a sleep inside the call costs
+    nothing on that clock (time given to other processes is not the kernel's)."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        m = measure(lambda: time.sleep(0.002), [()], budget_s=0.05, min_reps=5, warmup_s=0.0)
+    finally:
+        torch.set_num_threads(threads)
+    assert m.method == "torch.utils.benchmark/thread_time"
+    assert m.median_s < 0.5e-3   # wall time would be at least the 2 ms slept
 
 
 def test_measure_needs_inputs():
