@@ -275,7 +275,8 @@ def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
     - ``attention`` again, as it runs for a lone query token: transformers folds the query
       heads onto their K/V head (``pack_gqa``) and repeats nothing.
 
-    Copies are element-wise ops (no arithmetic), two kernels (K and V) per layer.
+    Copies are element-wise ops (no arithmetic), two kernels (K and V) per layer. The
+    attention is the fused kernel whatever ``p.attention`` says: ``sdpa`` calls one.
     Latent attention (MLA) is not modelled: transformers' cache holds other tensors there."""
     if config.is_mla:
         raise InvalidWorkloadError(f"batch-attention gather models transformers' sdpa path for "

@@ -272,4 +272,4 @@ def test_serving_doc_quotes_the_gather_resimulations():
         if tag == "1rps":
             assert (f"add up to {gather['busy']['simulated_calibrated_s']:.1f} s against transformers' "
                     f"{gather['busy']['measured_cpu_s']:.1f} CPU s at 1 request/s") in text
-    assert f"({prefill[1]} and {prefill[2]} on those steps' forward)" in text
+    assert f"({prefill[1]} and {prefill[2]} on those steps' forward:" in text

@@ -10,7 +10,7 @@ from ridgeline import analyze
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import load_device
 from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
-from ridgeline.simulate import Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.simulate import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
 from ridgeline.traces import Arrivals, poisson
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
@@ -67,11 +67,13 @@ def in_system_time_average(r) -> float:
     return area / r.summary["duration_s"]
 
 
-def test_littles_law():
+@pytest.mark.parametrize("attention", ["varlen", "gather"])
+def test_littles_law(attention):
     """L = lambda W: the time-average number in the system (timeline) equals the arrival
     rate times the mean time in the system (per-request latencies), within 2 % (requests
     arriving mid-step are counted from the next step start)."""
-    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3), Scheduler(max_batch=64))
+    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3),
+                 Scheduler(max_batch=64, batch_attention=attention))
     lam = len(r.requests["arrival_s"]) / r.summary["duration_s"]
     assert r.summary["mean_running"] > 4  # a loaded server, not one request at a time
     assert in_system_time_average(r) == pytest.approx(lam * r.requests["latency_s"].mean(), rel=0.02)
@@ -80,8 +82,8 @@ def test_littles_law():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budget=st.integers(16, 600), batch=st.integers(1, 12), blocks=st.integers(40, 200),
        hit=st.sampled_from([0.0, 0.5]), margin=st.sampled_from([0.0, 0.15]),
-       chunked=st.booleans(), seed=st.integers(0, 3))
-def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed):
+       chunked=st.booleans(), seed=st.integers(0, 3), attention=st.sampled_from(BATCH_ATTENTION))
+def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed, attention):
     """Every request gets exactly its output tokens; the model runs every prompt and
     output token once (the last output token needs no pass), minus prefix hits, plus
     whatever preemptions threw away; the cache ends empty and never overflows."""
@@ -92,7 +94,7 @@ def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed)
         budget = max(budget, int(np.max(prompt + out)))
     arrivals = Arrivals(np.sort(rng.uniform(0, 2, n)), prompt, out)
     sched = Scheduler(max_batch=batch, token_budget=budget, kv_blocks=blocks, prefix_hit=hit,
-                      admit_margin=margin, chunked_prefill=chunked)
+                      admit_margin=margin, chunked_prefill=chunked, batch_attention=attention)
     r = simulate(MODEL, DEVICE, arrivals, sched)
     s = r.summary
     assert np.all(np.isfinite(r.requests["latency_s"]))
