@@ -10,7 +10,8 @@ transformers' background thread in real time, requests submitted at their arriva
 advances by each step's CPU seconds, so a machine shared with other jobs does not stretch
 the measured times (it only slows the run down). The trace is replayed ``repeats`` times; each request keeps its median. The
 simulator then serves the same trace with transformers' scheduler settings (token budget,
-requests per batch, the FIFO scheduler's 15 % admission margin, no prefix sharing), with
+requests per batch, the FIFO scheduler's 15 % admission margin, no prefix sharing) and its
+sdpa path's attention (``batch_attention`` "gather": ``simulate.gather_ops``), with
 step costs from the device's calibrated profile when one was measured on this CPU model and
 thread count, else the datasheet (``spec``) roofline; both are written, nothing is fitted.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from ridgeline.traces import Arrivals
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
+# how the step breakdown prices recorded steps' attention: simulate's batch-attention
+# policies, and none (the forward without its attention)
+ATTENTION_TAGS = ("varlen", "masked", "gather", "none")
 CLOCKS = {"cpu": "virtual: each step advances the clock by its CPU seconds (time.thread_time) "
                  "in the stepping thread; transformers' scheduler and model runner, stepped here",
           "wall": "wall: transformers' background generation thread, requests submitted at "
@@ -313,10 +317,11 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
 
 def matching_scheduler(server: ServerSettings) -> Scheduler:
     """transformers' policy: its budget and batch, the FIFO margin, no prefix sharing, and
-    its sdpa path's attention, one kernel over the whole step under a block-diagonal mask."""
+    its sdpa path's attention as it runs it (``simulate.gather_ops``): the cache written and
+    read back by index, K/V repeated for GQA, one masked SDPA over the whole step."""
     return Scheduler(max_batch=server.max_requests_per_batch, token_budget=server.max_batch_tokens,
                      chunked_prefill=True, prefix_hit=0.0, kv_blocks=server.num_blocks,
-                     admit_margin=HF_FIFO_MARGIN, batch_attention="masked")
+                     admit_margin=HF_FIFO_MARGIN, batch_attention="gather")
 
 
 def recorded_scheduler(data: dict[str, Any]) -> Scheduler:
@@ -341,8 +346,6 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
 def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
                 overhead: dict[str, float] | None) -> dict[str, Any]:
     """The trace simulated per roofline mode, and again with the measured host terms."""
-    from dataclasses import replace
-
     from kernels.e2e import engine_settings
 
     roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
@@ -363,15 +366,15 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
     for steps in runs:
         b = breakdown(steps)
         row = {"steps": float(len(b["step_s"]))}
+        predicted = {(mode, tag): predicted_steps(d, steps, server, tag)
+                     for mode, d in deployments.items() for tag in ATTENTION_TAGS}
         for part, mask in (("all", np.ones_like(b["decode_only"])), ("decode", b["decode_only"]),
                            ("prefill", ~b["decode_only"])):
             row[f"{part}_steps"] = float(mask.sum())
             for key in ("step_s", "forward_s", "attention_s", "other_s", "tokens", "requests"):
                 row[f"{part}_{key}"] = float(b[key][mask].sum())
-            for mode, d in deployments.items():
-                for tag in ("varlen", "masked", "none"):
-                    row[f"{part}_predicted_{mode}_{tag}_s"] = float(
-                        predicted_steps(d, steps, server, tag)[mask].sum())
+            for (mode, tag), seconds in predicted.items():
+                row[f"{part}_predicted_{mode}_{tag}_s"] = float(seconds[mask].sum())
         for key in ("prepare_s", "sample_s", "update_s"):
             row[key] = float(np.sum(steps[key]))
         rows.append(row)
@@ -454,11 +457,13 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     return result, path
 
 
-def resimulate(path: Path, overhead: dict[str, float] | None = None) -> dict[str, Any]:
+def resimulate(path: Path, overhead: dict[str, float] | None = None,
+               batch_attention: str | None = None) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
     host as recorded: its bandwidth from the file; the profile the run used) and compare
     with its measurements; with ``overhead`` (or the terms the run recorded), also with the
-    host terms. Returns the result; never writes."""
+    host terms; with ``batch_attention``, under that policy instead of the recorded one
+    (``scheduler`` in the result says which). Returns the result; never writes."""
     from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, recorded_spec
     from ridgeline.resolve import resolve
@@ -471,11 +476,14 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None) -> dict[str
     calibrated, _, _ = calibrated_for(meta["device_key"], spec, None)  # today's committed profile
     config = truncate(load_model(data["model"]), data["layers"])
     server = ServerSettings(**data["server"])
-    sims = simulations(config, spec, calibrated, arrivals, recorded_scheduler(data),
-                       overhead or data.get("overhead"))
+    sched = recorded_scheduler(data)
+    if batch_attention is not None:
+        sched = replace(sched, batch_attention=batch_attention)
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"))
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
-    out = {"simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
+    out = {"scheduler": asdict(sched),
+           "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
                          for mode, sim in sims.items()},
            "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
            "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
@@ -516,16 +524,16 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
                      f"forward {forward:.2f} s (attention {attention:.2f} s, the rest "
                      f"{forward - attention:.2f} s), other {b[f'{part}_other_s']:.2f} s")
         for mode in sorted({k.split("_")[2] for k in b if k.startswith(f"{part}_predicted_")}):
-            got = {t: b.get(f"{part}_predicted_{mode}_{t}_s") for t in ("varlen", "masked", "none")}
-            if None in got.values():
+            got = {t: b.get(f"{part}_predicted_{mode}_{t}_s") for t in ATTENTION_TAGS}
+            if got["none"] is None:
                 continue
-            rest = got["none"]
+            rest = got.pop("none")
+            tags = [t for t, v in got.items() if v is not None]  # files from before a policy lack it
             lines.append(
-                f"    engine ({mode}) for the same mixes: forward varlen {got['varlen']:.2f} s "
-                f"({got['varlen'] / forward - 1:+.0%}), masked {got['masked']:.2f} s "
-                f"({got['masked'] / forward - 1:+.0%}); the rest {rest:.2f} s "
-                f"({rest / (forward - attention) - 1:+.0%}); attention varlen "
-                f"{got['varlen'] - rest:.2f} s, masked {got['masked'] - rest:.2f} s")
+                f"    engine ({mode}) for the same mixes: forward "
+                + ", ".join(f"{t} {got[t]:.2f} s ({got[t] / forward - 1:+.0%})" for t in tags)
+                + f"; the rest {rest:.2f} s ({rest / (forward - attention) - 1:+.0%}); attention "
+                + ", ".join(f"{t} {got[t] - rest:.2f} s" for t in tags))
     return lines
 
 
@@ -545,22 +553,25 @@ def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
     """The engine's seconds for every recorded step's own mix (transformers' scheduler
     decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables
     (``attention`` varlen), ``simulate.masked_step_time`` (masked: one attention over the
-    whole step) or the step without its attention ops (none)."""
-    from dataclasses import replace
-
-    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
+    whole step), ``simulate.gather_step_time`` (gather: that attention as transformers'
+    sdpa path runs it) or the step without its attention ops (none)."""
+    from ridgeline.simulate import build_step_cost, gather_step_time, masked_step_time, step_time
 
     cost = build_step_cost(deployment.model, deployment.plan, deployment.ceilings,
-                           server.max_batch_tokens, server.max_requests_per_batch)
+                           server.max_batch_tokens, server.max_requests_per_batch,
+                           "gather" if attention == "gather" else "varlen")
     if attention == "none":
         zero = lambda t: tuple(np.zeros_like(a) for a in t)  # noqa: E731
         cost = replace(cost, fresh=zero(cost.fresh), chunk=zero(cost.chunk), decode=zero(cost.decode),
                        overhead_s=np.zeros_like(cost.overhead_s))
     out = []
     for q, p in zip(steps["query"], steps["past"]):
+        fresh = sum(x for x, y in zip(q, p) if y == 0)
+        mix = (fresh, sum(q) - fresh, len(q), float(sum(q) + sum(p)))
         if attention == "masked":
-            fresh = sum(x for x, y in zip(q, p) if y == 0)
-            out.append(masked_step_time(cost, fresh, sum(q) - fresh, len(q), float(sum(q) + sum(p))))
+            out.append(masked_step_time(cost, *mix))
+        elif attention == "gather":
+            out.append(gather_step_time(cost, *mix, any(y > 0 for y in p)))
         else:
             out.append(step_time(cost, *step_mix(q, p)))
     return np.array(out)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,9 +28,10 @@ import numpy as np
 from .analyze import memory_totals, plain
 from .resolve import Deployment, as_deployment
 from .errors import InvalidWorkloadError
-from .layers import Plan, pipeline_factors, stage_ops
+from .layers import Plan, pipeline_factors, shard, stage_ops
 from .memory import kv_bytes_per_token
 from .model import ModelConfig
+from .ops import Op, flash_attention
 from .roofline import Ceilings, evaluate
 from .traces import Arrivals
 from .workload import Workload
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 ATTENTION_OPS = ("qk_matmul", "softmax", "sv_matmul", "attention", "attn_combine")
 HEAD_OPS = ("lm_head",)
 PERCENTILES = (50, 90, 99)
-BATCH_ATTENTION = ("varlen", "masked")
+BATCH_ATTENTION = ("varlen", "masked", "gather")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class Scheduler:
     request_overhead_s: float = 0.0  # host seconds per request in the step, on top
     batch_attention: str = "varlen"  # varlen: each sequence attends to its own keys (vLLM, flash);
                                     # masked: one attention over all the step's queries and keys
-                                    # under a block-diagonal mask (transformers' sdpa/eager paths)
+                                    # under a block-diagonal mask; gather: masked as transformers'
+                                    # sdpa path runs it (cache copied out, GQA heads repeated)
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "token_budget"):
@@ -109,6 +111,7 @@ class StepCost:
     count: np.ndarray           # [K] instances per pass (layers)
     window: int | None          # sliding window: attention sees at most this many keys
     factor: float               # pipeline stages a step passes through
+    gather: GatherCost | None = None  # transformers' sdpa step (batch_attention "gather")
 
     def decode_time(self, n: int, cached: float) -> float:
         """``step_time`` of n decodes alone, in scalars (the simulator's hot path)."""
@@ -139,8 +142,9 @@ def _token_time(table: dict, rows: list[int]) -> np.ndarray:
 
 
 def build_step_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: int,
-                    max_batch: int) -> StepCost:
-    """Tabulate every term a step's cost needs, with six vectorised engine calls."""
+                    max_batch: int, batch_attention: str = "varlen") -> StepCost:
+    """Tabulate every term a step's cost needs, with six vectorised engine calls (two more
+    for ``batch_attention`` "gather": :func:`build_gather_cost`)."""
     tokens = np.arange(1, max_tokens + 1)
     batches = np.arange(1, max_batch + 1)
     fresh_ops = stage_ops(config, "prefill", 1, tokens, p)
@@ -196,7 +200,8 @@ def build_step_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: i
         fresh_has=np.array([any(op.name == n for op in fresh_ops) for n in names]),
         cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names]),
         overhead_s=overhead, count=np.array([float(info[n].count) for n in names]),
-        window=config.sliding_window, factor=time_factor)
+        window=config.sliding_window, factor=time_factor,
+        gather=build_gather_cost(config, p, roofs, max_tokens) if batch_attention == "gather" else None)
 
 
 def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], decodes: int,
@@ -227,19 +232,123 @@ def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], d
     return cost.factor * (float(total) + cost.attention_s(compute, memory, present))
 
 
+def _token_part(cost: StepCost, fresh: int, cached: int, sequences: int) -> float:
+    """The ops a step runs over all its tokens at once, and the lm_head."""
+    return float(cost.token_s[fresh + cached] + cost.fresh_only_s[fresh] + cost.cached_only_s[cached]
+                 + cost.head_s[sequences])
+
+
 def masked_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float) -> float:
     """Seconds of one step whose attention is one kernel over all its T = ``fresh`` +
     ``cached`` query tokens and all its ``keys`` (every sequence's cached and new tokens),
-    masked block-diagonally, as transformers' sdpa path runs it: every (query, key) pair of
-    the step is computed, T x keys, which is the engine's pass of T tokens over keys - T
-    cached ones. Token ops and the lm_head as in :func:`step_time`."""
+    masked block-diagonally: every (query, key) pair of the step is computed, T x keys,
+    which is the engine's pass of T tokens over keys - T cached ones. Token ops and the
+    lm_head as in :func:`step_time`."""
     tokens = fresh + cached
-    total = (cost.token_s[tokens] + cost.fresh_only_s[fresh] + cost.cached_only_s[cached]
-             + cost.head_s[sequences])
     qa, qb, wa, wb = cost.chunk
     over = keys - tokens
     compute, memory = qa[:, tokens] + qb[:, tokens] * over, wa[:, tokens] + wb[:, tokens] * over
-    return cost.factor * (float(total) + cost.attention_s(compute, memory, cost.cached_has))
+    return cost.factor * (_token_part(cost, fresh, cached, sequences)
+                          + cost.attention_s(compute, memory, cost.cached_has))
+
+
+# --- transformers' sdpa step ----------------------------------------------------------------
+
+GATHER_OPS = ("kv_write", "kv_gather", "kv_repeat", "attention", "attention")
+
+
+def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
+    """What transformers' ``sdpa`` attention runs in each layer for a continuous-batching
+    step of ``tokens`` query tokens (T, every sequence's new tokens side by side) over
+    ``keys`` keys (K, every sequence's cached and new tokens), in ``GATHER_OPS`` order:
+
+    - ``kv_write``: the new tokens' K and V written into the paged cache by index
+      (``index_copy_``, one kernel each): T rows of kv_heads x head_dim, read and written;
+    - ``kv_gather``: when any sequence of the step has a cache, the whole K and V of the
+      step read back into contiguous tensors (``index_select``): K rows, read and written;
+    - ``kv_repeat``: with grouped K/V heads and more than one query token, K and V copied
+      to every query head (``repeat_kv``; SDPA gets a mask, so not ``enable_gqa``): K rows
+      of kv_heads read, K rows of heads written;
+    - ``attention``: PyTorch's fused SDPA (the CPU flash kernel) with the additive mask,
+      which skips no tile: all T x K pairs, K/V read per query head (heads = kv_heads
+      after the repeat), the T x K mask read once;
+    - ``attention`` again, as it runs for a lone query token: transformers folds the query
+      heads onto their K/V head (``pack_gqa``) and repeats nothing.
+
+    Copies are element-wise ops (no arithmetic), two kernels (K and V) per layer. The
+    attention is the fused kernel whatever ``p.attention`` says: ``sdpa`` calls one.
+    Latent attention (MLA) is not modelled: transformers' cache holds other tensors there."""
+    if config.is_mla:
+        raise InvalidWorkloadError(f"batch-attention gather models transformers' sdpa path for "
+                                   f"MHA/GQA/MQA attention; {config.name} uses latent attention (MLA)")
+    s = shard(config, p)
+    d, row = config.head_dim, s.kv_heads * config.head_dim
+    zero = 0 * (tokens + keys)  # every field of every op shaped like the workload
+    copy = dict(kind="elementwise", count=2 * s.layers, flops=zero, weight_bytes=zero,
+                act_read_bytes=zero, act_write_bytes=zero, kv_read_bytes=zero, kv_write_bytes=zero,
+                dtype=p.vector_dtype)
+    ops = [Op("kv_write", **{**copy, "act_read_bytes": zero + tokens * row * p.ab,
+                             "kv_write_bytes": zero + tokens * row * p.kvb}),
+           Op("kv_gather", **{**copy, "kv_read_bytes": zero + keys * row * p.kvb,
+                              "act_write_bytes": zero + keys * row * p.kvb}),
+           Op("kv_repeat", **{**copy, "act_read_bytes": zero + keys * row * p.kvb,
+                              "act_write_bytes": zero + keys * s.heads * d * p.kvb})]
+    for kv_heads in (s.heads, s.kv_heads):
+        op = flash_attention(1, s.heads, kv_heads, tokens, tokens * keys, zero + keys, d, d, ab=p.ab,
+                             kvb=p.kvb, count=s.layers, dtype=p.matrix_dtype, inputs=())
+        ops.append(replace(op, act_read_bytes=op.act_read_bytes + tokens * keys * p.ab,
+                           weight_bytes=zero, kv_write_bytes=zero))
+    return ops
+
+
+@dataclass(frozen=True)
+class GatherCost:
+    """:func:`gather_ops`, tabulated by the step's query tokens T ([op, T+1]): compute,
+    memory and exponential seconds at no keys (a) and per key (b). At a given T every op is
+    affine in the step's keys K, and each is one kernel over the whole step."""
+
+    a: np.ndarray           # [3, op, T+1]: compute, memory, exp seconds with K = 0
+    b: np.ndarray           # [3, op, T+1]: their slopes per key
+    overhead_s: np.ndarray  # [op]
+    count: np.ndarray       # [op] kernels per pass
+    grouped: bool           # fewer K/V heads than query heads
+
+    def seconds(self, tokens: int, keys: float, reads: bool) -> float:
+        """The ops a step of ``tokens`` query tokens over ``keys`` keys runs; ``reads``:
+        some sequence of the step has a cache to read back."""
+        several = tokens > 1
+        on = np.array([True, reads, several and self.grouped, several or not self.grouped,
+                       self.grouped and not several])
+        per_op = np.max(self.a[:, :, tokens] + self.b[:, :, tokens] * keys, axis=0) + self.overhead_s
+        return float(np.dot(self.count * on, per_op))
+
+
+def build_gather_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: int) -> GatherCost:
+    """Two vectorised engine calls: :func:`gather_ops` for T = 1..max_tokens at K = 0 and 1."""
+    tokens = np.arange(1, max_tokens + 1)
+    at = [evaluate(gather_ops(config, p, tokens, k), roofs) for k in (0, 1)]
+
+    def table(t: dict) -> np.ndarray:
+        rows = [np.broadcast_to(t[key], (len(GATHER_OPS), max_tokens)) for key in ("compute_s", "memory_s", "exp_s")]
+        return np.concatenate([np.zeros((3, len(GATHER_OPS), 1)), np.stack(rows)], axis=2)
+
+    a = table(at[0])
+    s = shard(config, p)
+    return GatherCost(a=a, b=table(at[1]) - a,
+                      overhead_s=np.broadcast_to(at[0]["overhead_s"], (len(GATHER_OPS), max_tokens))[:, 0].copy(),
+                      count=np.ravel(at[0]["count"]).astype(float), grouped=s.kv_heads < s.heads)
+
+
+def gather_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float,
+                     reads: bool) -> float:
+    """Seconds of one step as transformers' sdpa path runs it (:func:`gather_ops`): token
+    ops and the lm_head as in :func:`step_time`, then per layer the cache written, read
+    back when ``reads``, repeated for GQA and one masked attention over T x ``keys``."""
+    if cost.gather is None:
+        raise ValueError("build the step cost with batch_attention='gather'")
+    tokens = fresh + cached
+    return cost.factor * (_token_part(cost, fresh, cached, sequences)
+                          + cost.gather.seconds(tokens, keys, reads))
 
 
 # --- KV capacity ---------------------------------------------------------------------
@@ -390,11 +499,13 @@ class _Server:
 
     def forward_of(self, chunk: np.ndarray) -> float:
         done = self.run[4]
-        if self.s.batch_attention == "masked":
+        if self.s.batch_attention != "varlen":
             active = chunk > 0
             fresh = int(chunk[active & (done == 0)].sum())
-            return masked_step_time(self.cost, fresh, int(chunk.sum()) - fresh, int(active.sum()),
-                                    float((done + chunk)[active].sum()))
+            mix = (fresh, int(chunk.sum()) - fresh, int(active.sum()), float((done + chunk)[active].sum()))
+            if self.s.batch_attention == "gather":
+                return gather_step_time(self.cost, *mix, bool(np.any(done[active] > 0)))
+            return masked_step_time(self.cost, *mix)
         if self.pure:
             cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
             return self.cost.decode_time(len(done), float(cached.sum()))
@@ -452,7 +563,7 @@ def simulate(model: Deployment | str | ModelConfig, hardware, arrivals: Arrivals
             f"without chunked prefill a request of {longest} tokens (prompt + output - 1, "
             f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
             "raise it or allow chunked prefill")
-    cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch)
+    cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch, s.batch_attention)
     blocks = kv_block_count(config, device, p, s)
     block = p.kv_block
     largest = int(np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1,

@@ -30,6 +30,23 @@ def test_trace_and_matching_scheduler():
     assert trace.time_s[0] == 0 and trace.prompt.min() >= 32 and trace.output.max() <= 8
     s = matching_scheduler(ServerSettings())
     assert (s.token_budget, s.max_batch, s.admit_margin, s.prefix_hit) == (256, 16, 0.15, 0.0)
+    assert s.batch_attention == "gather"  # transformers' sdpa path as it runs (simulate.gather_ops)
     sim = simulate("qwen2-0.5b", "a6000", trace, s)
     table = compare({k: sim.requests[k] for k in ("ttft_s", "latency_s", "queue_s")}, sim)
     assert table["ttft_s"]["error"]["p50"] == 0.0  # the simulation against itself
+
+
+def test_transformers_sdpa_on_cpu_repeats_kv_and_runs_the_flash_kernel():
+    """What batch-attention gather models (simulate.gather_ops): transformers' sdpa path
+    always passes its additive block-diagonal mask, so on a CPU it does not ask SDPA for
+    grouped heads (repeat_kv copies K/V to every query head instead), and with that mask
+    and bf16 tensors PyTorch picks its fused flash kernel, not the math backend."""
+    from torch.nn.attention import SDPBackend
+    from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
+
+    q = torch.zeros(1, 14, 6, 64, dtype=torch.bfloat16)
+    kv = torch.zeros(1, 2, 80, 64, dtype=torch.bfloat16)
+    mask = torch.zeros(1, 1, 6, 80, dtype=torch.bfloat16)
+    assert not use_gqa_in_sdpa(mask, kv, kv)
+    full = kv.repeat_interleave(7, dim=1)
+    assert torch._fused_sdp_choice(q, full, full, mask, 0.0, False) == int(SDPBackend.FLASH_ATTENTION)

@@ -139,3 +139,19 @@ def test_fit_overhead_command_prints_the_options():
     for path, message in ((wall, "has no recorded steps"), (SERVING / "missing.json", "no serving run at")):
         result = runner.invoke(app, ["simulate-check", "--fit-overhead", str(path)])
         assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_predicted_gather_steps_know_which_steps_read_the_cache():
+    """gather prices a recorded mix with simulate.gather_step_time: T tokens over every
+    sequence's keys; a step of fresh prompts only reads no cache back."""
+    from ridgeline.resolve import resolve
+    from ridgeline.simulate import build_step_cost, gather_step_time
+
+    d = resolve("qwen2-0.5b", "a6000", dtype="bf16")
+    s = steps_of([0.001] * 3, [[1, 1], [30, 1], [20, 12]], [[12, 40], [0, 41], [0, 0]])
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
+    # (fresh, cached, sequences, keys, reads): 2 decodes over 13 + 41 keys; a fresh 30
+    # and a decode over 30 + 42 keys; two fresh prompts over their own 32 keys
+    expected = [gather_step_time(cost, 0, 2, 2, 54.0, True), gather_step_time(cost, 30, 1, 2, 72.0, True),
+                gather_step_time(cost, 32, 0, 2, 32.0, False)]
+    np.testing.assert_allclose(predicted_steps(d, s, ServerSettings(), "gather"), expected, rtol=1e-12)

@@ -222,14 +222,54 @@ def test_serving_doc_quotes_the_committed_runs(rate):
             ) in text
     steps = run["step_breakdown"]
     if rate == "1rps":
+        from kernels.cb_server import resimulate
+
+        live = resimulate(REPORTS / "validation" / "serving" /  # the gather prices: not in the file
+                          f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json")["step_breakdown"]
         for stage in ("decode", "prefill"):
             rest = steps[f"{stage}_forward_s"] - steps[f"{stage}_attention_s"]
             assert (f"{steps[f'{stage}_forward_s']:.2f} s | {steps[f'{stage}_attention_s']:.2f} s | "
                     f"{rest:.2f} s | {steps[f'{stage}_other_s']:.2f} s |") in text
-            predicted = [steps[f"{stage}_predicted_calibrated_{how}_s"] for how in ("varlen", "masked", "none")]
-            wanted = [steps[f"{stage}_forward_s"]] * 2 + [rest]
+            predicted = [steps[f"{stage}_predicted_calibrated_{how}_s"] for how in ("varlen", "masked")]
+            predicted += [live[f"{stage}_predicted_calibrated_{how}_s"] for how in ("gather", "none")]
+            wanted = [steps[f"{stage}_forward_s"]] * 3 + [rest]
             assert " | ".join(f"{p:.2f} s ({signed(p / w - 1)})" for p, w in zip(predicted, wanted)) in text
+        price = {how: live[f"decode_predicted_calibrated_{how}_s"] - live["decode_predicted_calibrated_none_s"]
+                 for how in ("varlen", "masked", "gather")}
+        assert (f"comes to {price['gather']:.2f} s against {steps['decode_attention_s']:.2f} s measured "
+                f"(per sequence {price['varlen']:.2f} s, masked {price['masked']:.2f} s)") in " ".join(text.split())
+        chunks = live["prefill_predicted_calibrated_gather_s"] - live["prefill_predicted_calibrated_none_s"]
+        assert (f"attention comes to {chunks:.2f} s against {steps['prefill_attention_s']:.2f} s measured"
+                ) in " ".join(text.split())
     else:
         rest = steps["decode_forward_s"] - steps["decode_attention_s"]
         assert (f"{int(steps['decode_steps'])} decode steps, {rest:.2f} s measured against "
                 f"{steps['decode_predicted_calibrated_none_s']:.2f} s") in text
+
+
+def test_serving_doc_quotes_the_gather_resimulations():
+    """The masked and gather rows of docs/serving.md's policy table: the committed runs'
+    comparisons and kernels.cb_server.resimulate under gather (measures nothing); the
+    gather prompt-chunk steps' forward and the busy seconds quoted beside it."""
+    from kernels.cb_server import resimulate
+
+    text = " ".join((ROOT / "docs" / "serving.md").read_text().split())
+
+    def cells(c):
+        return " | ".join(signed(c[k]["error"][q]) for k in ("ttft_s", "latency_s") for q in ("p50", "p90"))
+
+    prefill = []
+    for tag, label in (("0.5rps", "0.5 request/s"), ("1rps", "1 request/s"),
+                       ("2rps-seed7", "2 requests/s (the calibration trace)")):
+        path = REPORTS / "validation" / "serving" / f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{tag}-2026-11-23.json"
+        run = json.loads(path.read_text())
+        gather = resimulate(path, batch_attention="gather")
+        assert gather["scheduler"]["batch_attention"] == "gather"
+        assert f"| {label}, masked (committed) | {cells(run['comparison']['calibrated'])} |" in text
+        assert f"| {label}, gather | {cells(gather['comparison']['calibrated'])} |" in text
+        b = gather["step_breakdown"]
+        prefill.append(signed(b["prefill_predicted_calibrated_gather_s"] / b["prefill_forward_s"] - 1))
+        if tag == "1rps":
+            assert (f"add up to {gather['busy']['simulated_calibrated_s']:.1f} s against transformers' "
+                    f"{gather['busy']['measured_cpu_s']:.1f} CPU s at 1 request/s") in text
+    assert f"({prefill[1]} and {prefill[2]} on those steps' forward:" in text

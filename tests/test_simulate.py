@@ -10,7 +10,7 @@ from ridgeline import analyze
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import load_device
 from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
-from ridgeline.simulate import Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.simulate import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
 from ridgeline.traces import Arrivals, poisson
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
@@ -67,11 +67,13 @@ def in_system_time_average(r) -> float:
     return area / r.summary["duration_s"]
 
 
-def test_littles_law():
+@pytest.mark.parametrize("attention", ["varlen", "gather"])
+def test_littles_law(attention):
     """L = lambda W: the time-average number in the system (timeline) equals the arrival
     rate times the mean time in the system (per-request latencies), within 2 % (requests
     arriving mid-step are counted from the next step start)."""
-    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3), Scheduler(max_batch=64))
+    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3),
+                 Scheduler(max_batch=64, batch_attention=attention))
     lam = len(r.requests["arrival_s"]) / r.summary["duration_s"]
     assert r.summary["mean_running"] > 4  # a loaded server, not one request at a time
     assert in_system_time_average(r) == pytest.approx(lam * r.requests["latency_s"].mean(), rel=0.02)
@@ -80,8 +82,8 @@ def test_littles_law():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budget=st.integers(16, 600), batch=st.integers(1, 12), blocks=st.integers(40, 200),
        hit=st.sampled_from([0.0, 0.5]), margin=st.sampled_from([0.0, 0.15]),
-       chunked=st.booleans(), seed=st.integers(0, 3))
-def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed):
+       chunked=st.booleans(), seed=st.integers(0, 3), attention=st.sampled_from(BATCH_ATTENTION))
+def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed, attention):
     """Every request gets exactly its output tokens; the model runs every prompt and
     output token once (the last output token needs no pass), minus prefix hits, plus
     whatever preemptions threw away; the cache ends empty and never overflows."""
@@ -92,7 +94,7 @@ def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed)
         budget = max(budget, int(np.max(prompt + out)))
     arrivals = Arrivals(np.sort(rng.uniform(0, 2, n)), prompt, out)
     sched = Scheduler(max_batch=batch, token_budget=budget, kv_blocks=blocks, prefix_hit=hit,
-                      admit_margin=margin, chunked_prefill=chunked)
+                      admit_margin=margin, chunked_prefill=chunked, batch_attention=attention)
     r = simulate(MODEL, DEVICE, arrivals, sched)
     s = r.summary
     assert np.all(np.isfinite(r.requests["latency_s"]))
@@ -219,3 +221,92 @@ def test_masked_attention_serves_the_same_schedule():
                                                           batch_attention="masked"))
     assert a.summary["computed_tokens"] == b.summary["computed_tokens"]
     assert np.all(b.timeline["step_s"] >= a.timeline["step_s"] * (1 - 1e-12))
+
+
+# --- transformers' sdpa step (batch_attention "gather") ------------------------------------
+
+def _qwen_flash():
+    from ridgeline.resolve import resolve
+
+    return resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
+
+
+def test_gather_ops_bytes_by_hand():
+    """Qwen2-0.5B (24 layers, 14 query heads, 2 K/V heads, head_dim 64), bf16, a step of
+    T = 40 query tokens over K = 1000 keys. One K (or V) row is 2 x 64 x 2 B = 256 B.
+    kv_write: 40 rows read and written, 10 240 B each way; kv_gather: 1000 rows, 256 000 B
+    each way; kv_repeat: 256 000 B read, 1000 x 14 x 64 x 2 = 1 792 000 B written; each of
+    the three is two kernels (K, V) per layer: 48. Attention with the heads repeated:
+    2 x 14 x 40 x 1000 x (64 + 64) = 143 360 000 flops, K/V read per query head
+    14 x 1000 x 128 x 2 = 3 584 000 B, the query 40 x 14 x 64 x 2 = 71 680 B plus the mask
+    40 x 1000 x 2 = 80 000 B, the output 71 680 B, 24 kernels; its tiles hold T = 40 rows.
+    For a lone query token the query heads fold onto the 2 K/V heads: 512 000 B of K/V."""
+    from ridgeline.roofline import tile_rows
+    from ridgeline.simulate import GATHER_OPS, gather_ops
+
+    d = _qwen_flash()
+    write, gather, repeat, attn, folded = gather_ops(d.model, d.plan, 40, 1000)
+    assert tuple(op.name for op in (write, gather, repeat, attn, folded)) == GATHER_OPS
+    assert (write.act_read_bytes, write.kv_write_bytes) == (10_240, 10_240)
+    assert (gather.kv_read_bytes, gather.act_write_bytes) == (256_000, 256_000)
+    assert (repeat.act_read_bytes, repeat.act_write_bytes) == (256_000, 1_792_000)
+    assert write.count == gather.count == repeat.count == 48 and attn.count == 24
+    assert write.flops == gather.flops == repeat.flops == 0
+    assert attn.flops == 143_360_000 and attn.kv_read_bytes == 3_584_000
+    assert (attn.act_read_bytes, attn.act_write_bytes) == (151_680, 71_680)
+    assert tile_rows(attn) == 40 and tile_rows(folded) == 40 * 7
+    assert folded.kv_read_bytes == 512_000 and folded.flops == attn.flops
+
+
+def test_gather_lone_decode_by_hand():
+    """One sequence decoding over 1000 cached tokens on an A6000 datasheet roofline
+    (768 GB/s, no per-kernel overhead), K = 1001 keys: transformers' step is the masked
+    step (the engine's decode attention, memory-bound) plus the new token's K/V written
+    (48 kernels x 512 B), the 1001 keys read back (48 x 512 x 1001 B) and the mask
+    (24 x 2 x 1001 B): (24 576 + 24 600 576 + 48 048) B / 768 GB/s = 32.1 us."""
+    from ridgeline.simulate import build_step_cost, gather_step_time, masked_step_time
+
+    d = _qwen_flash()
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
+    extra = gather_step_time(cost, 0, 1, 1, 1001.0, True) - masked_step_time(cost, 0, 1, 1, 1001.0)
+    assert extra == pytest.approx((48 * 512 + 48 * 512 * 1001 + 24 * 2 * 1001) / 768e9, rel=1e-9)
+    # a step with no cache to read (fresh prompts only) gathers nothing: 48 x 512 x K B less
+    with_read = gather_step_time(cost, 64, 0, 2, 64.0, True)
+    assert with_read - gather_step_time(cost, 64, 0, 2, 64.0, False) == pytest.approx(48 * 512 * 64 / 768e9, rel=1e-9)
+
+
+@pytest.mark.parametrize("tokens, keys, reads", [(1, 300.0, True), (7, 820.0, True), (155, 786.0, True),
+                                                 (96, 96.0, False), (256, 2900.0, True)])
+def test_gather_table_is_the_engine_on_its_ops(tokens, keys, reads):
+    """The tabulated step (affine in the keys at each T) equals the engine evaluating
+    gather_ops at the step's own T and K, here on the committed CPU profile (per-kernel
+    overheads, tile fill by rows)."""
+    from ridgeline.resolve import resolve
+    from ridgeline.roofline import evaluate
+    from ridgeline.simulate import _token_part, build_step_cost, gather_ops, gather_step_time
+
+    roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), load_device("a6000"))
+    d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash", ceilings=roofs)
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
+    t = evaluate(gather_ops(d.model, d.plan, tokens, keys), d.ceilings)
+    on = np.array([True, reads, tokens > 1, tokens > 1, tokens == 1])
+    direct = float(np.sum((t["count"] * t["time_s"]).ravel()[on]))
+    fresh = tokens if not reads else 0
+    got = gather_step_time(cost, fresh, tokens - fresh, 3, keys, reads) - _token_part(cost, fresh, tokens - fresh, 3)
+    assert got == pytest.approx(direct, rel=1e-9)
+
+
+def test_gather_costs_more_than_masked_and_serves_the_same_tokens():
+    """Repeating the K/V heads and copying the cache only add work: every step of a run
+    costs at least its masked price, and the tokens served are the same."""
+    trace = poisson(0.5, 20, 64, 16, seed=3)
+    sched = dict(max_batch=16, token_budget=256)
+    masked = simulate("qwen2-0.5b", "a6000", trace, Scheduler(**sched, batch_attention="masked"), attention="flash")
+    gather = simulate("qwen2-0.5b", "a6000", trace, Scheduler(**sched, batch_attention="gather"), attention="flash")
+    assert gather.summary["computed_tokens"] == masked.summary["computed_tokens"]
+    assert np.all(gather.timeline["step_s"] > masked.timeline["step_s"])
+
+
+def test_gather_refuses_latent_attention():
+    with pytest.raises(RidgelineError, match="latent attention"):
+        simulate("deepseek-v2-lite", "h100-sxm", poisson(1.0, 2, 64, 4), Scheduler(batch_attention="gather"))
