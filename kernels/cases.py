@@ -89,7 +89,7 @@ REFERENCE_KERNELS = {"cpu": frozenset({("sdpa", "math")}),
 
 def is_reference(case: Case | Mapping[str, Any], device: str = "cuda") -> bool:
     """A kernel reported apart from the headline on ``device`` (``REFERENCE_KERNELS``)."""
-    kernel = case["kernel"] if isinstance(case, Mapping) else case.kernel
+    kernel = case.get("kernel", "") if isinstance(case, Mapping) else case.kernel
     backend = case.get("backend", "") if isinstance(case, Mapping) else case.backend
     backend = backend if isinstance(backend, str) else ""   # a CSV's empty cell reads as NaN
     return (kernel, backend) in REFERENCE_KERNELS.get(device, REFERENCE_KERNELS["cuda"])

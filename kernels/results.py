@@ -70,7 +70,7 @@ def kernel_table(summary: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["| class | n | noisy | calibrated median / p90 / bias | spec median / p90 / bias |",
              "|---|---|---|---|---|"]
     for s in summary:
-        name = f"**{s['op_class']}**" if s["op_class"] == "all" else s["op_class"]
+        name = f"**{s['op_class']}**" if s["op_class"] in ("all", "headline") else s["op_class"]
         cal = f"{abs_pct(s.get('calibrated_median_abs'))} / {abs_pct(s.get('calibrated_p90_abs'))} / {pct(s.get('calibrated_bias'), 1)}"
         spec = f"{abs_pct(s.get('spec_median_abs'))} / {abs_pct(s.get('spec_p90_abs'))} / {pct(s.get('spec_bias'), 1)}"
         lines.append(f"| {name} | {s['count']} | {s.get('noisy', 0)} | {cal} | {spec} |")

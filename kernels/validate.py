@@ -74,6 +74,8 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     if ref.any():
         groups += [("headline", head, head_cv), ("reference", frame[ref], cv[ref_cv])]
     for name, part, cv_part in groups:
+        if part.empty:
+            continue
         entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
         for mode in MODES:
             err = part[f"error_{mode}"].to_numpy(dtype=float)

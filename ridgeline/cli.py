@@ -552,7 +552,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              admit_margin: Annotated[float, typer.Option("--admit-margin", help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
              step_overhead: Annotated[float, typer.Option("--step-overhead", help="Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
              request_overhead: Annotated[float, typer.Option("--request-overhead", help="Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
-             batch_attention: Annotated[str, typer.Option("--batch-attention", help="varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask (transformers' sdpa).")] = "varlen",
+             batch_attention: Annotated[str, typer.Option("--batch-attention", help="varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
              seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")] = None,
              tpot_slo: Annotated[Optional[float], typer.Option("--tpot-slo", help="TPOT target, seconds.")] = None,

@@ -117,8 +117,9 @@ def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool,
     A kernel that takes keys in blocks of ``key_block`` and masks inside a block computes
     every key of each block a query row reaches: the rows of block b (b = 0..n-1, n =
     ceil(S / B)) compute min(S, (b + 1) B) keys each, B^2 n(n-1)/2 + (S - (n-1)B) S in all
-    (S^2 up to S = B). PyTorch's CPU flash kernel has B = 512: with ``is_causal`` it takes
-    as long as without it up to S = 512, and 0.76 of it at S = 1024 (this formula: 0.75)."""
+    (S^2 up to S = B). PyTorch's CPU flash kernel has B = 512 (its key split): with
+    ``is_causal`` it took as long as without it up to S = 512 on the development EPYC, and
+    0.76 of it at S = 1024 (this formula: 0.75)."""
     if not causal:
         return q_len * kv_length(c, kv_len)
     full = q_len * (q_len + 1) / 2

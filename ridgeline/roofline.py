@@ -46,6 +46,11 @@ class RowTable:
                    tuple(Curve(tuple(float(v) for v in e["x"]), tuple(float(v) for v in e["y"]))
                          for e in raw))
 
+    @property
+    def max_rows(self) -> float:
+        """The most rows any curve was measured at."""
+        return max(c.x[-1] for c in self.curves)
+
     def at(self, rows, k: float, n: float):
         values = np.stack([np.broadcast_to(c.at(rows), np.shape(rows)) for c in self.curves])
         kn = np.log(np.array(self.shapes, dtype=float))
@@ -159,16 +164,19 @@ class Ceilings:
     def row_fraction(self, op: Op):
         """The class's measured fraction of the bound at the op's rows and shape, or None
         when its most specific key has efficiency terms only (or the op has no such shape):
-        a GEMM's (m, k, n); a decode attention op's (query rows per K/V head, head_dim),
-        NaN where its query length is not 1 (a prompt chunk: the class's terms price it)."""
+        a GEMM's (m, k, n); an attention op's (query rows per K/V head, head_dim) where those
+        rows are within the measured ones (a decode, a few tokens of a step; the CPU kernel
+        computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
+        they are more (a prompt: the class's terms price it)."""
         for key in keys_for(op):
             if key in self.row_curves:
                 dims = op.dims
                 if "m" in dims and "k" in dims and "n" in dims:
                     return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
                 if "q_len" in dims and "head_dim" in dims:
-                    fraction = self.row_curves[key].at(tile_rows(op), dims["head_dim"], 1.0)
-                    return np.where(np.asarray(dims["q_len"]) == 1, fraction, np.nan)
+                    table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
+                    fraction = table.at(rows, dims["head_dim"], 1.0)
+                    return np.where(rows <= table.max_rows, fraction, np.nan)
                 return None
             if key in self.efficiency:
                 return None

@@ -132,6 +132,22 @@ def test_sliding_window_caps_kv():
     assert attended_pairs(m, 8000, 8000, causal=True) == 4096 * 4097 / 2 + (8000 - 4096) * 4096
 
 
+
+def test_causal_flash_in_key_blocks():
+    """A kernel that takes keys in blocks of 512 computes S^2 pairs up to S = 512; at S = 1300
+    (n = 3 blocks): rows 0-511 compute 512 keys, rows 512-1023 compute 1024, rows 1024-1299
+    all 1300: 512 x 512 + 512 x 1024 + 276 x 1300 = 262,144 + 524,288 + 358,800 = 1,145,232."""
+    m = rl.load_model("llama-3-8b")
+    assert attended_pairs(m, 320, 320, causal=True, key_block=512) == 320 * 320
+    assert attended_pairs(m, 1300, 1300, causal=True, key_block=512) == 1_145_232
+    assert attended_pairs(m, 1300, 1300, causal=True) == 1300 * 1301 / 2    # exact causal
+    # the host CPU's plan has PyTorch's CPU key block; a GPU's counts exactly causal
+    host = rl.analyze("llama-3-8b", "host", seq_len=320, generate=1, attention="flash", dtype="bf16")
+    gpu = rl.analyze("llama-3-8b", "a6000", seq_len=320, generate=1, attention="flash", dtype="bf16")
+    flops = [rows(a, "prefill")["attention"]["flops"] for a in (host, gpu)]
+    assert flops == [2 * 32 * 320 * 320 * 256, 2 * 32 * 320 * 321 / 2 * 256]
+
+
 # --- mixture of experts and latent attention ------------------------------------------
 
 def test_mixtral_weights_and_active_parameters():

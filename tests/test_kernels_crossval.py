@@ -62,6 +62,27 @@ def test_summary_puts_the_cross_validated_figure_beside_the_held_out_one():
     assert "leave-one-model-out" in text and "20.0% / 36.0% (3)" in text
 
 
+def test_reference_kernels_are_summarised_apart_from_the_headline():
+    """SDPA's math backend is a reference kernel: the classes and 'headline' leave it out,
+    'reference' has it, 'all' counts both."""
+    rows = [{"status": "ok", "op_class": "attention", "noisy": False, "error_spec": -0.5,
+             "kernel": "sdpa", "backend": b, "error_calibrated": e}
+            for b, e in (("flash", 0.02), ("flash", -0.04), ("math", 0.6))]
+    cv = [{"op_class": "attention", "kernel": "sdpa", "backend": b, "error_cv": e}
+          for b, e in (("flash", 0.1), ("math", 0.5))]
+    summary = summarize(rows, cv, "cpu").set_index("op_class")
+    assert summary.loc["attention", "count"] == 2 and summary.loc["headline", "count"] == 2
+    assert summary.loc["attention", "calibrated_median_abs"] == pytest.approx(0.03)
+    assert summary.loc["reference", "count"] == 1 and summary.loc["all", "count"] == 3
+    assert summary.loc["reference", "calibrated_median_abs"] == pytest.approx(0.6)
+    assert summary.loc["headline", "cv_median_abs"] == pytest.approx(0.1)
+    assert summary.loc["reference", "cv_median_abs"] == pytest.approx(0.5)
+    # on CUDA the int8 weight-only kernel is a reference too; on a CPU it is what runs
+    int8 = [{**rows[0], "kernel": "int8_weight_only", "backend": ""}]
+    assert "reference" not in summarize(int8, (), "cpu").set_index("op_class").index
+    assert "reference" in summarize(int8, (), "cuda").set_index("op_class").index
+
+
 @pytest.mark.parametrize("curves, problem", [
     ({"linear@fp32": [{"k": 896, "n": 896, "rows": [1, 2], "fraction": [0.5, 1.2]}]},
      "every 'fraction' must be positive and at most 1"),
