@@ -200,6 +200,24 @@ def test_measurement_doc_quotes_the_committed_kernel_results():
     assert f"(up to {max(r['wanted'] for r in refused):g}) for {len(refused)} terms" in text
 
 
+def test_measurement_doc_quotes_the_committed_attention_grid():
+    """The decode-attention grid's two quoted facts, from the committed calibration CSV: one
+    query row per K/V head takes 2.5x as long as two (fused bf16, head_dim 128, both cache
+    lengths); a one-row fp32 q.K^T reads keys about half as fast at head_dim 128 as at 64."""
+    import pandas as pd
+
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    rows = pd.read_csv(REPORTS / "profiles" / "cpu-amd-epyc-1t.calibration.csv").set_index("name")
+    t = rows["measured_s"]
+    for kv in (512, 2048):
+        ratio = t[f"agrid/attention/r1xd128xkv{kv}/bf16/flash"] / t[f"agrid/attention/r2xd128xkv{kv}/bf16/flash"]
+        assert f"{ratio:.1f}" == "2.5"
+        per_key = (t[f"agrid/qk_matmul/r1xd128xkv{kv}/fp32"] / 128) / (t[f"agrid/qk_matmul/r1xd64xkv{kv}/fp32"] / 64)
+        assert 1.8 < per_key < 2.5
+    assert "takes 2.5× as long for one query row per K/V head as for two" in text
+    assert "about half as fast at head_dim 128 as at 64" in text
+
+
 def test_measurement_doc_quotes_the_committed_e2e():
     text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
     rows = [r for path in sorted((REPORTS / "validation").glob("e2e-cpu-amd-epyc-1t-*.json"))
