@@ -66,9 +66,9 @@ GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
-# group, MQA-like and a step's few tokens, up to 256) x head_dim, at two cache lengths, per kernel (eager q.K^T and
+# group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
 # P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
-ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128, 256)
+ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
 ATTENTION_GRID_HEAD_DIMS = (64, 96, 128)
 ATTENTION_GRID_KV = (512, 2048)
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
