@@ -258,9 +258,9 @@ def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | Non
     """For one attention kernel class (``attention:name@dtype``): which of its cases are
     decode (one query token) and their (rows per K/V head, head_dim, 1), when some head_dim
     was measured at ``MIN_CURVE_ROWS`` row counts or more (the attention grid); else None.
-    The CPU kernels switch paths by rows and head_dim as BLAS does by m (a one-row q . K^T
-    runs 2-3x slower per key than two rows in bf16, and per head_dim 64, 96 and 128 the
-    fp32 rates differ 5x), so decode attention is a measured table, not a fitted curve."""
+    The CPU kernels switch paths by rows and head_dim as BLAS does by m (docs/measurement.md
+    quotes the committed CSV: the fused bf16 kernel takes 2.5x as long for one row per K/V
+    head as for two), so decode attention is a measured table, not a fitted curve."""
     if not key.startswith("attention:"):
         return None
     decode = np.array([np.all(np.asarray(op.dims.get("q_len", 0)) == 1) and "head_dim" in op.dims

@@ -202,8 +202,7 @@ def _measured_or(fraction, roof, otherwise):
     if fraction is None:
         return otherwise
     fraction = np.asarray(fraction, dtype=float)
-    measured = roof * np.where(np.isnan(fraction), 1.0, fraction)
-    out = np.where(np.isnan(fraction), otherwise, measured)
+    out = np.where(np.isnan(fraction), otherwise, roof * np.nan_to_num(fraction, nan=1.0))
     return out if out.ndim else float(out)
 
 
