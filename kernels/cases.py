@@ -257,6 +257,7 @@ class Options:
     sdpa_backends: tuple[str, ...] = ("math", "flash")
     device: str = "cpu"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    int8: bool = True              # int8 x int8 products run natively (not a scalar fallback)
 
 
 def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str,
@@ -300,7 +301,7 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
             add(f"{name}.int4wo", "quant", "int4_weight_only",
                 {"builder": "engine", **base, "op": name, "w_dtype": "int4",
                  "group_size": INT4_GROUP, "rename": "int4_weight_only"}, f"g{INT4_GROUP}")
-    if dtype == "bf16" and stage == "prefill":
+    if dtype == "bf16" and stage == "prefill" and opts.int8:
         for name in QUANT_OPS:
             op = _engine_op({**base, "op": name})
             dims = {"m": int(op.dims["m"]), "k": int(op.dims["k"]), "n": int(op.dims["n"])}

@@ -34,7 +34,7 @@ from ridgeline.resolve import measuring_device, resolve_ceilings
 from ridgeline.roofline import Ceilings, spec_ceilings
 from ridgeline.workload import Settings
 
-from .provenance import collect, cpu_model, read_result
+from .provenance import collect, measured_key, read_result
 from .timing import NOISE_CPU, NOISE_CUDA, summarize
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
@@ -231,15 +231,6 @@ def resolve_device(device: str | None) -> str:
         raise RidgelineError("--device cuda: torch sees no CUDA device (CPU build of torch, "
                              "or no driver); use --device cpu")
     return device
-
-
-def measured_key(device: str) -> str:
-    """File stem of the measured device, as ``ridgeline calibrate`` names its profile."""
-    import torch
-
-    if device.startswith("cuda"):
-        return device_key("cuda", torch.cuda.get_device_name(device))
-    return device_key("cpu", cpu_model(), torch.get_num_threads())
 
 
 def spec_device(device: str, hardware: str | None) -> DeviceSpec:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.catalog import ROOT
+from ridgeline.hardware import cpu_signature
 
 
 def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dict[str, Any]:
@@ -49,6 +50,23 @@ def git_commit(root: Path = ROOT) -> str:
     except (OSError, subprocess.SubprocessError):
         dirty = False
     return head + ("+dirty" if dirty else "")
+
+
+def measured_key(device: str, threads: int | None = None) -> str:
+    """File stem of the device measured here, as 'ridgeline calibrate' names its profile:
+    'cuda-nvidia-h100-80gb-hbm3', or 'cpu-<model>-f<family>m<model>-<threads>t'."""
+    from ridgeline.hardware import cpu_key_name
+    from ridgeline.profile import device_key
+
+    if device.startswith("cuda"):
+        import torch
+
+        return device_key("cuda", torch.cuda.get_device_name(device))
+    if threads is None:
+        import torch
+
+        threads = torch.get_num_threads()
+    return device_key("cpu", cpu_key_name(), threads)
 
 
 def cpu_model() -> str:
@@ -116,6 +134,7 @@ def collect(device: str, threads: int | None = None) -> dict[str, Any]:
         "device_kind": device,
         "device": device_name(device),
         "cpu": cpu_model(),
+        "cpu_signature": cpu_signature(),
         "threads": threads,
         "loadavg": _loadavg(),   # other processes competing for the cores while measuring
     }

@@ -73,12 +73,16 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False,
 def _matmul_seconds(dtype, device: str, n: int = 512, reps: int = 2) -> float:
     import torch
 
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    a @ b
+    if dtype == torch.int8:  # int8 x int8 -> int32, as calibrate's int8 GEMM
+        a = torch.randint(-8, 8, (n, n), dtype=dtype, device=device)
+        b, mm = torch.randint(-8, 8, (n, n), dtype=dtype, device=device), torch._int_mm
+    else:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b, mm = torch.randn(n, n, device=device).to(dtype), torch.matmul
+    mm(a, b)
     start = time.perf_counter()
     for _ in range(reps):
-        a @ b
+        mm(a, b)
     if device == "cuda":
         torch.cuda.synchronize()
     return (time.perf_counter() - start) / reps
@@ -87,8 +91,9 @@ def _matmul_seconds(dtype, device: str, n: int = 512, reps: int = 2) -> float:
 def device_options(device: str) -> tuple[Options, dict[str, str]]:
     """Data types and sdpa backends worth covering here, and why others are left out.
 
-    fp16 on a CPU without native fp16 arithmetic runs matmul through a scalar fallback,
-    hundreds of times slower than fp32: it is skipped, with the measured ratio as reason.
+    bf16 or fp16 on a CPU without native arithmetic for it (fp16 on AMD Zen 5, bf16 on Zen 3)
+    runs matmul through a scalar fallback, tens to hundreds of times slower than fp32: it is
+    skipped, with the measured ratio as reason.
     """
     import torch
 
@@ -101,13 +106,16 @@ def device_options(device: str) -> tuple[Options, dict[str, str]]:
         dtypes.append("fp16")
         backends = ("math", "flash", "efficient", "cudnn")
     else:
-        ratio = _matmul_seconds(torch.float16, device) / _matmul_seconds(torch.float32, device)
-        if ratio > 3:
-            skipped["fp16"] = f"fp16 matmul runs {ratio:.0f}x slower than fp32 on this CPU (no native kernel)"
-        else:
-            dtypes.append("fp16")
+        fp32 = _matmul_seconds(torch.float32, device)
+        for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("int8", torch.int8)):
+            ratio = _matmul_seconds(dtype, device) / fp32
+            if ratio > 3:
+                skipped[name] = f"{name} matmul runs {ratio:.0f}x slower than fp32 on this CPU (no native kernel)"
+            elif name not in dtypes and name != "int8":
+                dtypes.append(name)
+        dtypes = [d for d in dtypes if d not in skipped]
         backends = ("math", "flash")
-    return Options(tuple(dtypes), backends, device), skipped
+    return Options(tuple(dtypes), backends, device, int8="int8" not in skipped), skipped
 
 
 def op_fields(case: Case) -> dict[str, Any]:

@@ -202,11 +202,11 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the validation suite; returns the result and the files written."""
     from .calibrate import spec_device_for
-    from .provenance import collect, device_name
+    from .provenance import collect, device_name, measured_key
     from .suite import device_options, run_cases, setup
 
     cfg = setup(device, threads, quick, quiet_wait_s)
-    key = device_key(device, device_name(device), cfg.threads)
+    key = measured_key(device, cfg.threads)
     prof_path, prof = resolve_profile(device, key, profile)
     spec_device = spec_device_for(device, cfg.threads)
     calibrated, notes = profile_ceilings(prof, spec_device, where=str(prof_path))

@@ -46,6 +46,8 @@ def cli_advice(err: RidgelineError) -> str:
         option = {field: name for name, (field, kind, _h) in SETTING_FIELDS.items()
                   if kind != "bits" and "dtype" not in name}.get(err.setting, err.setting)
         return f" (set with --{option.replace('_', '-')})"
+    if isinstance(err, ProfileMismatchError) and err.device == "this host":
+        return " (ridgeline calibrate --device cpu)"
     if isinstance(err, ProfileMismatchError):
         home = "host" if err.home.startswith("the host") else err.home
         return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")

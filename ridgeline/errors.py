@@ -81,7 +81,7 @@ class ProfileMismatchError(RidgelineError):
 
     def __init__(self, profile: str, measured_on: str, device: str, home: str,
                  transferable: bool):
-        self.home = home
+        self.home, self.device = home, device
         self.transferable = transferable
         fix = (f"analyse {home} with it, or transfer its fractions to {device} (same "
                "architecture)" if transferable else f"analyse {home} with it, or calibrate {device}")

@@ -363,7 +363,8 @@ def _cpu_host(info: Mapping[str, str], bandwidth: float, how: str) -> DeviceSpec
         vector_peak=MappingProxyType({"fp32": peaks["fp32"]}),
         compute_units=cores, l2_bytes=_llc_bytes(),
         sources=(f"detected: /proc/cpuinfo flags x cores x max clock; {how}",),
-        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle)), "cpu": cpu_name(info)},
+        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle)), "cpu": cpu_name(info),
+               "cpu_signature": cpu_signature(info)},
     )
 
 
@@ -371,6 +372,29 @@ def cpu_name(info: Mapping[str, str] | None = None) -> str:
     """The CPU's marketing name ('AMD EPYC 9J14 96-Core Processor')."""
     info = _cpuinfo() if info is None else info
     return info.get("model name") or platform.processor() or platform.machine()
+
+
+# The vector extensions PyTorch's CPU kernels (oneDNN, its own) dispatch on: two CPUs that
+# differ in any of them run other kernels (bf16 matmul is ~90x slower without avx512_bf16).
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
+                "amx_bf16", "amx_int8")
+
+
+def cpu_signature(info: Mapping[str, str] | None = None) -> str:
+    """What decides which kernels a CPU runs and how fast: vendor, family/model and the
+    vector extensions of KERNEL_FLAGS ('AuthenticAMD 25/1: avx2 fma'). A VM may show two
+    different CPUs under one marketing name ('AMD EPYC'); their signatures differ."""
+    info = _cpuinfo() if info is None else info
+    flags = set(info.get("flags", "").split())
+    isa = " ".join(f for f in KERNEL_FLAGS if f in flags) or "no vector extensions"
+    return f"{info.get('vendor_id', 'unknown')} {info.get('cpu family', '?')}/{info.get('model', '?')}: {isa}"
+
+
+def cpu_key_name(info: Mapping[str, str] | None = None) -> str:
+    """The name a measured CPU's files are keyed by: its marketing name and family/model
+    ('AMD EPYC f25m1'), so that two CPUs a VM shows under one name keep apart."""
+    info = _cpuinfo() if info is None else info
+    return f"{cpu_name(info)} f{info.get('cpu family', '?')}m{info.get('model', '?')}"
 
 
 def _fingerprint(info: Mapping[str, str]) -> tuple:
@@ -402,8 +426,10 @@ def _read_host_cache(key: tuple) -> DeviceSpec | None:
         raw = json.loads(host_cache_path(key).read_text())
         if raw.get("fingerprint") != repr(key):
             return None
+        if "cpu_signature" not in (raw.get("extra") or {}):
+            return None  # written before signatures were recorded: detect again
         device = device_from_dict(raw["device"], "host cache")
-        return _replace_extra(device, raw.get("extra") or {})
+        return _replace_extra(device, raw["extra"])
     except (OSError, ValueError, KeyError, TypeError, InvalidSpecError):
         return None  # no cache, or one written by another version: detect again
 

@@ -189,13 +189,26 @@ def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer
     if device.kind != "cpu" or device.name != "host":
         raise ProfileMismatchError(where, measured_on(profile), device.name, "the host on that CPU",
                                    False)
-    cpu = meta.get("cpu") or meta.get("device")
-    here = device.extra.get("cpu")
-    notes = ()
+    return calibrated_ceilings(profile, device), cpu_notes(meta, device, where)
+
+
+def cpu_notes(meta: Mapping[str, Any], host: DeviceSpec, where: str) -> tuple[str, ...]:
+    """Whether a CPU profile was measured on this host's CPU. Another signature (family,
+    model or vector extensions: other kernels) is refused; another marketing name with the
+    same signature, or a profile that records no signature, is noted."""
+    cpu, here = meta.get("cpu") or meta.get("device"), host.extra.get("cpu")
+    sig, here_sig = meta.get("cpu_signature"), host.extra.get("cpu_signature")
+    if sig and here_sig and sig != here_sig:
+        raise ProfileMismatchError(where, f"another CPU ('{cpu}', {sig}; this host's: {here_sig})",
+                                   "this host", "the host on that CPU", False)
     if cpu and here and cpu != here:
-        notes = (f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': "
-                 "its roofs may not hold here",)
-    return calibrated_ceilings(profile, device), notes
+        return (f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': "
+                "its roofs may not hold here",)
+    if not sig and here_sig:
+        return (f"profile {where} records no CPU signature (calibrated before they were "
+                f"recorded), so it cannot be checked against this host's ({here_sig}); "
+                "calibrate again to be sure its roofs hold here",)
+    return ()
 
 
 def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,

@@ -142,7 +142,7 @@ def test_causal_flash_in_key_blocks():
     assert attended_pairs(m, 1300, 1300, causal=True, key_block=512) == 1_145_232
     assert attended_pairs(m, 1300, 1300, causal=True) == 1300 * 1301 / 2    # exact causal
     # the host CPU's plan has PyTorch's CPU key block; a GPU's counts exactly causal
-    host = rl.analyze("llama-3-8b", "host", seq_len=320, generate=1, attention="flash", dtype="bf16")
+    host = rl.analyze("llama-3-8b", "host", seq_len=320, generate=1, attention="flash", dtype="fp32")
     gpu = rl.analyze("llama-3-8b", "a6000", seq_len=320, generate=1, attention="flash", dtype="bf16")
     flops = [rows(a, "prefill")["attention"]["flops"] for a in (host, gpu)]
     assert flops == [2 * 32 * 320 * 320 * 256, 2 * 32 * 320 * 321 / 2 * 256]

@@ -108,15 +108,51 @@ def test_compare_applies_the_profile_where_it_was_measured():
     assert list(rows["mode"]) == ["calibrated", "spec"]
 
 
-def test_host_profile_from_another_cpu_warns(monkeypatch):
-    profile = load_profile(CPU)
-    host = rl.hardware.detect_host(measure=False, gpu=False)
-    other = replace(host, extra={**host.extra, "cpu": "Some Other CPU"})
-    d = resolve("qwen2-0.5b", other, dtype="bf16", profile=profile)
+ZEN3 = "AuthenticAMD 25/1: avx2 fma"
+
+
+HOST = rl.hardware.detect_host(measure=False, gpu=False)
+
+
+def cpu_host(name: str, signature: str):
+    host = HOST
+    return replace(host, extra={**host.extra, "cpu": name, "cpu_signature": signature})
+
+
+def test_host_profile_from_another_cpu_warns():
+    profile = load_profile(CPU)   # the committed one predates signatures
+    d = resolve("qwen2-0.5b", cpu_host("Some Other CPU", ZEN3), dtype="fp32", profile=profile)
     assert d.mode == "calibrated"
     assert d.notes and "measured on the CPU 'AMD EPYC', this host's is 'Some Other CPU'" in d.notes[0]
-    same = replace(host, extra={**host.extra, "cpu": "AMD EPYC"})
-    assert resolve("qwen2-0.5b", same, dtype="bf16", profile=profile).notes == ()
+    same = resolve("qwen2-0.5b", cpu_host("AMD EPYC", ZEN3), dtype="fp32", profile=profile)
+    assert same.notes == (f"profile given profile records no CPU signature "
+                          "(calibrated before they were recorded), so it cannot be checked against "
+                          f"this host's ({ZEN3}); calibrate again to be sure its roofs hold here",)
+
+
+def test_host_profile_from_a_cpu_of_another_signature_is_refused():
+    """A VM shows Zen 3 and Zen 5 both as 'AMD EPYC': the signature tells them apart."""
+    profile = load_profile(CPU)
+    zen5 = "AuthenticAMD 26/2: avx2 fma avx512f avx512_bf16 avx512_vnni"
+    signed = {**profile, "meta": {**profile["meta"], "cpu_signature": zen5}}
+    assert resolve("qwen2-0.5b", cpu_host("AMD EPYC", zen5), dtype="fp32", profile=signed).notes == ()
+    with pytest.raises(ProfileMismatchError, match=(
+            r"^profile given profile was measured on another CPU \('AMD EPYC', AuthenticAMD 26/2: avx2 fma "
+            r"avx512f avx512_bf16 avx512_vnni; this host's: AuthenticAMD 25/1: avx2 fma\), not this "
+            r"host; analyse the host on that CPU with it, or calibrate this host$")):
+        resolve("qwen2-0.5b", cpu_host("AMD EPYC", ZEN3), dtype="fp32", profile=signed)
+
+
+def test_cpu_signature_and_key_name_from_cpuinfo():
+    from ridgeline.hardware import cpu_key_name, cpu_signature
+
+    info = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143",
+            "model name": "Intel(R) Xeon(R) Platinum 8480+",
+            "flags": "fpu sse avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16 amx_int8"}
+    assert cpu_signature(info) == ("GenuineIntel 6/143: avx2 fma avx512f avx512_bf16 avx512_vnni "
+                                   "amx_bf16 amx_int8")
+    assert cpu_key_name(info) == "Intel(R) Xeon(R) Platinum 8480+ f6m143"
+    assert rl.profile.device_key("cpu", cpu_key_name(info), 1) == "cpu-intel-r-xeon-r-platinum-8480-f6m143-1t"
 
 
 def test_a_profile_that_names_no_device_is_refused(tmp_path):
@@ -169,11 +205,23 @@ def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows()
 def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
     import ridgeline.hardware as hw
 
-    host = hw.detect_host(measure=False, gpu=False)
-    monkeypatch.setattr(hw, "detect_host", lambda *a, **k: replace(
-        host, extra={**host.extra, "cpu": "Some Other CPU"}))
-    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "bf16",
+    monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("Some Other CPU", ZEN3))
+    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32",
                                  "--profile", CPU, "-f", "json"])
     assert result.exit_code == 0
     assert result.stderr.startswith(f"warning: profile {CPU} was measured on the CPU 'AMD EPYC'")
     assert json.loads(result.stdout)["mode"] == "calibrated"
+
+
+def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_path):
+    import ridgeline.hardware as hw
+
+    signed = tmp_path / "zen5.yaml"
+    signed.write_text(open(CPU).read().replace("  cpu: AMD EPYC\n",
+                                               "  cpu: AMD EPYC\n  cpu_signature: 'AuthenticAMD 26/2: avx512_bf16'\n"))
+    monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("AMD EPYC", ZEN3))
+    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32",
+                                 "--profile", str(signed)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "another CPU ('AMD EPYC', AuthenticAMD 26/2" in result.output
+    assert result.output.rstrip().endswith("or calibrate this host (ridgeline calibrate --device cpu)")

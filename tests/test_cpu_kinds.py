@@ -1,0 +1,66 @@
+"""What changes from one CPU to the next: which data types have native kernels, and how
+fast a pure read stream runs against a copy (a CPU whose writes first read their line)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kernels.calibrate import memory_roof
+from kernels.cases import Options, suite_cases
+
+MIB = 1024 * 1024
+LLC = SimpleNamespace(l2_bytes=32 * MIB)
+
+
+def gemv(m: int, weight_mib: float, seconds: float, name: str):
+    weights = weight_mib * MIB
+    op = SimpleNamespace(kind="linear", dims={"m": m, "k": 8192, "n": 2048},
+                         weight_bytes=weights, bytes=weights + 40960)
+    return {"name": name, "measured_s": seconds}, op
+
+
+def profile(copy_gb_s: float) -> dict:
+    return {"bandwidth_gb_s": copy_gb_s, "measurements": {"copy": {"gb_s": copy_gb_s}}}
+
+
+def test_a_read_stream_faster_than_the_copy_sets_the_memory_roof():
+    """Zen 3, one thread: the copy moves 17.7 GB/s (read + write), a 64 MiB GEMV reads
+    (64 MiB + 40 KiB) / 2.463 ms = 27.26 GB/s: the roof is the GEMV's."""
+    rows, ops = zip(gemv(1, 64, 2.463e-3, "m1"), gemv(3, 64, 7.664e-3, "m3"),
+                    gemv(1, 16, 0.3e-3, "small"))   # 56 GB/s, but inside the cache: ignored
+    p = profile(17.7)
+    memory_roof(p, list(rows), list(ops), LLC)
+    rate = (64 * MIB + 40960) / 2.463e-3 / 1e9
+    assert p["bandwidth_gb_s"] == round(rate, 3) == 27.263
+    assert p["measurements"]["stream"] == {"case": "m1", "gb_s": 27.263, "copy_gb_s": 17.7}
+    memory_roof(p, list(rows), list(ops), LLC)          # a refit gives the same roof
+    assert p["bandwidth_gb_s"] == 27.263 and p["measurements"]["stream"]["copy_gb_s"] == 17.7
+
+
+def test_a_copy_faster_than_every_stream_stays_the_roof():
+    rows, ops = zip(gemv(1, 64, 2.463e-3, "m1"))
+    p = profile(39.069)                                 # Zen 5: the copy already reads faster
+    memory_roof(p, list(rows), list(ops), LLC)
+    assert p["bandwidth_gb_s"] == 39.069 and "stream" not in p["measurements"]
+
+
+def test_slow_data_types_are_skipped_with_the_measured_ratio(monkeypatch):
+    """On AMD Zen 3 (AVX2 only) bf16, fp16 and int8 products run a scalar fallback."""
+    import torch
+
+    import kernels.suite as suite
+
+    seconds = {torch.float32: 1.0, torch.bfloat16: 118.0, torch.float16: 2.0, torch.int8: 57.0}
+    monkeypatch.setattr(suite, "_matmul_seconds", lambda dtype, device: seconds[dtype])
+    opts, skipped = suite.device_options("cpu")
+    assert opts.dtypes == ("fp32", "fp16") and not opts.int8
+    assert skipped == {"bf16": "bf16 matmul runs 118x slower than fp32 on this CPU (no native kernel)",
+                       "int8": "int8 matmul runs 57x slower than fp32 on this CPU (no native kernel)"}
+
+
+@pytest.mark.parametrize("int8", [True, False])
+def test_int8_products_are_cased_only_where_they_run_natively(int8):
+    cases = suite_cases("validation", Options(("fp32", "bf16"), ("flash",), "cpu", int8=int8), True)
+    assert any(c.kernel == "int8_matmul" for c in cases) == int8
+    assert any(c.kernel == "int8_weight_only" for c in cases)   # bf16 activations, own kernel
