@@ -249,7 +249,8 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     default = profile["overhead_us"]["default"]
     ops = [case_from_dict(r).op for r in rows]
     memory_roof(profile, rows, ops, spec_device)
-    fit = fit_profile_terms(rows, ops, base_ceilings(profile, spec_device))
+    fit = fit_profile_terms(rows, ops, base_ceilings(profile, spec_device),
+                            cpu=spec_device.kind == "cpu")
     profile["efficiency"] = fit.efficiency
     profile["row_curves"] = fit.row_curves
     profile["overhead_us"] = {"default": default,

@@ -65,8 +65,9 @@ def make_trace(n: int, rate: float, prompt: tuple[int, int], output: tuple[int, 
                     rng.integers(output[0], output[1] + 1, n), f"poisson {rate:g}/s seed {seed}")
 
 
-def build_model(name: str, layers: int | None, seed: int = 0):
-    """A transformers causal LM from the catalog's config.json, random weights, bf16."""
+def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16"):
+    """A transformers causal LM from the catalog's config.json, random weights, in ``dtype``
+    (bf16; fp32 on a CPU without bf16 kernels)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -78,7 +79,8 @@ def build_model(name: str, layers: int | None, seed: int = 0):
         raw["num_hidden_layers"] = layers
     torch.manual_seed(seed)
     config = AutoConfig.for_model(**raw)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    return AutoModelForCausalLM.from_config(config, dtype=torch_dtype, attn_implementation="sdpa")
 
 
 def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
@@ -344,7 +346,7 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
 
 
 def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
-                overhead: dict[str, float] | None) -> dict[str, Any]:
+                overhead: dict[str, float] | None, dtype: str = "bf16") -> dict[str, Any]:
     """The trace simulated per roofline mode, and again with the measured host terms."""
     from kernels.e2e import engine_settings
 
@@ -353,7 +355,7 @@ def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched
     if overhead:
         scheds["+overhead"] = replace(sched, step_overhead_s=overhead["step_overhead_s"],
                                       request_overhead_s=overhead["request_overhead_s"])
-    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings("bf16"), ceilings=r)
+    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype), ceilings=r)
             for mode, r in roofs.items() for tag, s in scheds.items()}
 
 
@@ -381,11 +383,30 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
     return {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
 
 
+STREAM_CASE = "grid/m1x8192x2048/fp32"   # the calibration case that sets a CPU's memory roof
+
+
+def machine_roofs() -> dict[str, Any]:
+    """The copy and the one-row product that set a CPU profile's memory roof, measured now
+    by calibration's own code: a run records them before and after its replays, so a reader
+    can tell whether the machine was in the state its profile was measured in (on a shared
+    VM host the memory rate moves by a third within minutes)."""
+    from kernels.calibrate import measure_bandwidth
+    from kernels.cases import grid_cases
+    from kernels.suite import run_case, setup
+
+    cfg = setup("cpu", 1, quick=True)
+    case = next(c for c in grid_cases(("fp32",), False) if c.name == STREAM_CASE)
+    row = run_case(case, cfg)
+    return {"copy_gb_s": round(measure_bandwidth(cfg)["gb_s"], 3), "stream_case": case.name,
+            "stream_gb_s": round(row["bytes"] / row["measured_s"] / 1e9, 3)}
+
+
 def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
               rate: float = 1.0, prompt: tuple[int, int] = (32, 192),
               output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
               server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
-              overhead: dict[str, float] | None = None,
+              overhead: dict[str, float] | None = None, dtype: str = "bf16",
               log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
     """Replay the trace on transformers ``repeats`` times, simulate it (and with the host
     ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON."""
@@ -401,10 +422,10 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     torch.set_num_threads(1)
     arrivals = make_trace(requests, rate, prompt, output, seed)
     config: ModelConfig = truncate(load_model(model), layers)
-    hf = build_model(model, layers, seed)
+    hf = build_model(model, layers, seed, dtype)
     runs, steps = [], []
     replay_with = replay if clock == "wall" else replay_virtual
-    load = [os.getloadavg()]
+    load, roofs = [os.getloadavg()], {"before": machine_roofs()}
     for i in range(repeats):
         log(f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
             f"transformers {transformers.__version__}")
@@ -413,21 +434,22 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
             steps.append(run.pop("steps"))
         runs.append(run)
         load.append(os.getloadavg())
+    roofs["after"] = machine_roofs()
     measured = {k: np.median([r[k] for r in runs], axis=0) for k in runs[0]}
     spec = spec_device("cpu", None)
     key = measured_key("cpu")
     calibrated, profile, note = calibrated_for(key, spec, None)
     sched = matching_scheduler(server)
-    sims = simulations(config, spec, calibrated, arrivals, sched, overhead)
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead, dtype)
     meta = provenance("cpu", spec, profile if calibrated is not None else None)
     meta.update(kind="serving", server=f"transformers {transformers.__version__} "
-                "ContinuousBatchingManager (fifo scheduler, sdpa attention, bf16)",
-                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load,
+                f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype})",
+                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load, roofs=roofs,
                 load_note="measured on a 2-core machine shared with other developers' jobs "
                 f"(load average {meta.get('loadavg')}): per-request medians over the repeats")
     result = {
         "meta": meta,
-        "model": config.name, "layers": config.num_layers,
+        "model": config.name, "layers": config.num_layers, "dtype": dtype,
         "trace": {"requests": requests, "rate": rate, "prompt": list(prompt),
                   "output": list(output), "seed": seed, "arrival_s": arrivals.time_s.tolist(),
                   "prompt_tokens": arrivals.prompt.tolist(), "output_tokens": arrivals.output.tolist()},
@@ -446,11 +468,12 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     }
     if steps:
         roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings("bf16"), ceilings=r)
+        deployments = {m: resolve(config, spec, settings=engine_settings(dtype), ceilings=r)
                        for m, r in roofs.items()}
         result["step_breakdown"] = step_breakdown(steps, deployments, server)
         result["measured_steps"] = steps
-    stem = f"serving-{key}-{config.name}-{rate:g}rps" + (f"-seed{seed}" if seed else "") + \
+    stem = f"serving-{key}-{config.name}" + ("" if dtype == "bf16" else f"-{dtype}") + \
+        f"-{rate:g}rps" + (f"-seed{seed}" if seed else "") + \
         ("-wall" if clock == "wall" else "")
     path = out or SERVING_DIR / f"{stem}-{meta['date'][:10]}.json"
     write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
@@ -479,7 +502,9 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     sched = recorded_scheduler(data)
     if batch_attention is not None:
         sched = replace(sched, batch_attention=batch_attention)
-    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"))
+    dtype = data.get("dtype", "bf16")   # runs before fp32 was offered were bf16
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"),
+                       dtype)
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
     out = {"scheduler": asdict(sched),
@@ -490,7 +515,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
                                for m, sim in sims.items()}}}
     if data.get("measured_steps"):
         roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings("bf16"), ceilings=r)
+        deployments = {m: resolve(config, spec, settings=engine_settings(dtype), ceilings=r)
                        for m, r in roofs.items()}
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
     return out

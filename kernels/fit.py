@@ -16,8 +16,11 @@ the tile rate is reached. They are found by grid search minimising the mean squa
 error over the class's calibration cases, with a weak pull of each efficiency towards 1 so
 that a term no case constrains (a class that is never compute-bound) stays at the roof.
 
-A fraction of a measured roof is never above 1. The search also looks above 1; a class whose
-best fit wants more is *refused* that value (it gets the best fit at or below 1) and listed in
+A fraction of a measured roof is never above 1, except where a CPU's writes make it so: the
+memory roof is a read stream, and an op whose output lands in a buffer the cache holds moves its
+writes beside its reads, so a class's memory fraction may reach its bytes / read bytes
+(``write_free``: 1.5 for a residual add). The search also looks above; a class whose best fit
+wants more is *refused* that value (it gets the best fit within) and listed in
 ``ProfileFit.refused``: its bytes or flops, or the roof it is measured against, are wrong.
 
 Plain projections (skinny products: BLAS switches kernels between row counts, not
@@ -93,10 +96,12 @@ def model_time(compute_s, vector_s, memory_s, fill, e_compute, e_memory, overhea
 
 def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarray,
               weights: np.ndarray | None = None, rows: np.ndarray | None = None,
-              vector_s: np.ndarray | None = None, gemv: bool = False) -> dict[str, Any]:
+              vector_s: np.ndarray | None = None, gemv: bool = False,
+              memory_cap: float = 1.0) -> dict[str, Any]:
     """Best (compute, memory, overhead[, rows_half]) for one class by exhaustive grid search,
-    efficiencies at most 1; ``wanted`` holds the efficiencies above 1 an unbounded search
-    would have chosen (empty when none).
+    the compute efficiency at most 1 and the memory one at most ``memory_cap`` (``write_free``);
+    ``wanted`` holds the efficiencies above those an unbounded search would have chosen
+    (empty when none).
 
     With ``rows`` (the m of each GEMM) the compute efficiency also follows the tile fill
     m / (m + rows_half) of ``ridgeline.roofline``; rows_half = 0 (no effect) wins ties.
@@ -107,7 +112,7 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     halves = ROWS_HALF_GRID if rows is not None else np.zeros(1)
     ec, em = WANT_GRID[:, None, None], WANT_GRID[None, :, None]
     pull = PULL * (np.log(WANT_GRID)[:, None] ** 2 + np.log(WANT_GRID)[None, :] ** 2)
-    inside = (WANT_GRID[:, None] <= 1.0) & (WANT_GRID[None, :] <= 1.0)
+    inside = (WANT_GRID[:, None] <= 1.0) & (WANT_GRID[None, :] <= memory_cap * (1 + 1e-9))
     best = {"bounded": (np.inf, (0, 0, 0, 0)), "free": (np.inf, (0, 0, 0, 0))}
     for h, half in enumerate(halves):
         fill = _fill(rows, half, gemv)
@@ -120,8 +125,9 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
                     best[name] = (masked[a, b], (a, b, n, h))
     i, j, k, h = best["bounded"][1]
     fi, fj = best["free"][1][:2]
-    wanted = {term: float(WANT_GRID[x]) for term, x in (("compute", fi), ("memory", fj))
-              if WANT_GRID[x] > REFUSE_ABOVE}
+    wanted = {term: float(WANT_GRID[x]) for term, x, cap in (("compute", fi, 1.0),
+                                                             ("memory", fj, memory_cap))
+              if WANT_GRID[x] > REFUSE_ABOVE * cap}
     fill = _fill(rows, halves[h], gemv)
     pred = model_time(c, v, m, fill, WANT_GRID[i], WANT_GRID[j], OVERHEAD_GRID[k])
     return {"compute": float(WANT_GRID[i]), "memory": float(WANT_GRID[j]),
@@ -200,13 +206,15 @@ def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
 
 
 def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings: Ceilings,
-                      pooled: bool = True) -> ProfileFit:
+                      pooled: bool = True, cpu: bool = False) -> ProfileFit:
     """Efficiency, overhead and row-curve tables for a profile, from ok calibration rows and
     their ops.
 
     Keys: each fitted class (``fit_key``), then pooled fallbacks 'kind@dtype' and 'kind' for
     ops of classes not calibrated (the engine's ``keys_for`` looks them up in that order);
     ``pooled=False`` leaves those out (cross-validation predicts calibrated classes only).
+    ``cpu``: memory fractions may reach ``write_free`` (a CPU's write-allocate cache; a GPU
+    writes DRAM sectors without reading them, so its copy roof counts writes at face value).
     """
     rows = list(rows)
     compute_s, vector_s, memory_s = roof_seconds(ops, ceilings)
@@ -243,7 +251,8 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
             if not idx.size:
                 overhead[key] = table["overhead_s"]
                 continue
-        terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights)
+        terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights,
+                           float(write_free(ops[i] for i in idx)) if cpu else 1.0)
         efficiency[key], overhead[key] = terms["efficiency"], terms["overhead_s"]
         if decode is not None:
             overhead[key] = table["overhead_s"]   # one overhead per class: the table's
@@ -272,7 +281,19 @@ def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | Non
     return (decode, dims) if _has_grid(dims) else None
 
 
-def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights) -> dict[str, Any]:
+def write_free(ops: Iterable) -> float:
+    """The most of the memory roof a class can reach: the roof is a read stream, and a write
+    into a buffer the cache holds (an allocator's reused output) costs no read of its line
+    and is written back later, beside the reads, so the fastest an op can run is its reads
+    at the roof. The least bytes / read bytes over the class (1 for reads only; 1.5 for
+    a residual add: two reads, one write)."""
+    ratios = [float(np.min(op.bytes / np.maximum(op.weight_bytes + op.act_read_bytes
+                                                 + op.kv_read_bytes, 1.0))) for op in ops]
+    return max(1.0, min(ratios, default=1.0))
+
+
+def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights,
+               memory_cap: float = 1.0) -> dict[str, Any]:
     """One class's efficiency terms: tile fill where it has rows, and for plain GEMMs (BLAS
     runs one-row products as GEMV; the quantised kernels do not) the one-row products apart."""
     gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
@@ -281,7 +302,7 @@ def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights)
     tiled = idx[~one] if split else idx
     terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
                       None if rows is None else rows[~one] if split else rows,
-                      vector_s[tiled], gemv=gemv)
+                      vector_s[tiled], gemv=gemv, memory_cap=memory_cap)
     eff = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
     if terms["rows_half"]:
         eff["rows_half"] = terms["rows_half"]

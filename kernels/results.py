@@ -48,7 +48,8 @@ def provenance(meta: dict[str, Any]) -> str:
     """One line: what ran where, when, on which code."""
     device = meta.get("device", "?")
     if meta.get("device_kind") == "cpu":
-        device = f"{meta.get('cpu', device)}, {meta.get('threads', '?')} thread(s)"
+        sig = f" ({meta['cpu_signature']})" if meta.get("cpu_signature") else ""
+        device = f"{meta.get('cpu', device)}{sig}, {meta.get('threads', '?')} thread(s)"
     torch = meta.get("torch", "?")
     cuda = f", CUDA {meta['cuda']}" if meta.get("cuda") else ""
     driver = (meta.get("nvml") or {}).get("driver")

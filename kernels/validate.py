@@ -108,7 +108,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
         train = [i for i, m in enumerate(models) if m != model]
         test = [i for i, m in enumerate(models) if m == model]
         fit = fit_profile_terms([rows[i] for i in train], [ops[i] for i in train], base,
-                                pooled=False)
+                                pooled=False, cpu=spec_device.kind == "cpu")
         fold = calibrated_ceilings({**profile, "efficiency": fit.efficiency,
                                     "row_curves": fit.row_curves,
                                     "overhead_us": {"default": default,

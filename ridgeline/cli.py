@@ -660,6 +660,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    output_range: Annotated[tuple[int, int], typer.Option("--output-range", help="Output tokens, uniform on MIN MAX.")] = (16, 48),
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
+                   dtype: Annotated[str, typer.Option(help="Model data type: bf16, or fp32 on a CPU without bf16 kernels (see 'calibrate').")] = "bf16",
                    clock: Annotated[str, typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); wall: its background thread in real time.")] = "cpu",
                    overhead_from: Annotated[Optional[Path], typer.Option("--overhead-from", help="Also simulate with the host terms fitted to this recorded run (another trace).")] = None,
                    fit_overhead: Annotated[Optional[Path], typer.Option("--fit-overhead", help="Measure nothing: fit the host terms (seconds per step, per request) to this recorded run's steps and print them.")] = None,
@@ -692,11 +693,13 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
 
     if requests < 2 or rate <= 0 or repeats < 1 or clock not in ("cpu", "wall"):
         raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu or wall")
+    if dtype not in ("bf16", "fp32"):
+        raise typer.BadParameter(f"--dtype {dtype!r}: transformers' check runs bf16 or fp32")
     if not 1 <= prompt_range[0] <= prompt_range[1] or not 1 <= output_range[0] <= output_range[1]:
         raise typer.BadParameter("--prompt-range and --output-range take MIN MAX with 1 <= MIN <= MAX")
     result, path = run_check(model, layers=layers, requests=requests, rate=rate, prompt=prompt_range,
                              output=output_range, repeats=repeats, seed=seed, clock=clock, out=output,
-                             overhead=overhead, log=lambda msg: typer.echo(msg, err=True))
+                             overhead=overhead, dtype=dtype, log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)
     typer.echo(f"wrote {path}", err=True)

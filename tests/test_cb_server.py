@@ -50,3 +50,29 @@ def test_transformers_sdpa_on_cpu_repeats_kv_and_runs_the_flash_kernel():
     assert not use_gqa_in_sdpa(mask, kv, kv)
     full = kv.repeat_interleave(7, dim=1)
     assert torch._fused_sdp_choice(q, full, full, mask, 0.0, False) == int(SDPBackend.FLASH_ATTENTION)
+
+
+def test_the_check_runs_fp32_where_bf16_has_no_kernel():
+    """On an AVX2-only CPU bf16 products run a scalar fallback; the check builds fp32."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    assert next(build_model("qwen2-0.5b", 1, seed=0, dtype="fp32").parameters()).dtype == torch.float32
+    result = CliRunner().invoke(app, ["simulate-check", "--dtype", "fp16"])
+    assert result.exit_code == 2
+    assert "--dtype 'fp16': transformers' check runs bf16 or fp32" in result.output
+
+
+@pytest.mark.bench
+def test_a_run_records_the_roofs_its_profile_was_measured_by():
+    """machine_roofs times the very case that set the committed Zen 3 profile's roof."""
+    import yaml
+
+    from kernels.cb_server import machine_roofs
+    from ridgeline.catalog import PROFILES_DIR
+
+    stream = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())["measurements"]["stream"]
+    roofs = machine_roofs()
+    assert roofs["stream_case"] == stream["case"]
+    assert roofs["copy_gb_s"] > 0 and roofs["stream_gb_s"] > 0

@@ -64,3 +64,21 @@ def test_int8_products_are_cased_only_where_they_run_natively(int8):
     cases = suite_cases("validation", Options(("fp32", "bf16"), ("flash",), "cpu", int8=int8), True)
     assert any(c.kernel == "int8_matmul" for c in cases) == int8
     assert any(c.kernel == "int8_weight_only" for c in cases)   # bf16 activations, own kernel
+
+
+def test_the_committed_zen3_profile_is_what_todays_fit_gives(tmp_path):
+    """Its calibration ran while the fit changed (meta.commit is '+dirty'): a refit from its
+    CSV with the committed code gives the committed roofs and tables exactly."""
+    import yaml
+
+    from kernels.calibrate import refit
+    from ridgeline.catalog import PROFILES_DIR
+
+    path = PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml"
+    committed = yaml.safe_load(path.read_text())
+    _, again = refit(path, tmp_path / "again.yaml", log=lambda _m: None)
+    for key in ("bandwidth_gb_s", "matrix_peak_tops", "efficiency", "overhead_us", "row_curves",
+                "refused"):
+        assert again[key] == committed[key], key
+    assert again["measurements"]["stream"] == committed["measurements"]["stream"] == {
+        "case": "grid/m1x8192x2048/fp32", "gb_s": 28.351, "copy_gb_s": 19.827}

@@ -309,3 +309,59 @@ def test_serving_doc_quotes_the_gather_resimulations():
             assert (f"add up to {gather['busy']['simulated_calibrated_s']:.1f} s against transformers' "
                     f"{gather['busy']['measured_cpu_s']:.1f} CPU s at 1 request/s") in text
     assert f"({prefill[1]} and {prefill[2]} on those steps' forward:" in text
+
+
+def test_measurement_doc_quotes_the_second_cpu():
+    """The Zen 3 paragraph: skip ratios, roofs, held-out figures, all from the committed
+    profile and snapshot of that CPU."""
+    import yaml
+
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    profile = yaml.safe_load((REPORTS / "profiles" / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
+    snap = json.loads((REPORTS / "validation" / "cpu-amd-epyc-f25m1-1t-2026-11-24.json").read_text())
+    assert f"signature `{snap['meta']['cpu_signature']}`" in text
+    ratios = [profile["meta"]["skipped"][d].split()[3] for d in ("bf16", "fp16", "int8")]
+    assert "int8 products run {}×, {}× and {}× slower".format(*(r.rstrip("x") for r in ratios)) in text
+    meta = profile["meta"]
+    assert f"{meta['calibration_cases']} and {len(snap['rows'])} cases" in text
+    stream = profile["measurements"]["stream"]
+    assert f"The copy moves {stream['copy_gb_s']:.1f} GB/s" in text
+    assert f"8192 × 2048 fp32 product reads {stream['gb_s']:.1f} GB/s" in text
+    assert f"copy {stream['copy_gb_s']:.1f} GB/s, a 64 MiB fp32 GEMV {stream['gb_s']:.1f} GB/s" in text
+    assert f"against a {profile['matrix_peak_tops']['fp32'] * 1e3:.1f} GFLOP/s GEMM roof" in text
+    assert f"reach {profile['efficiency']['elementwise:attn_add@fp32']['memory']:.2f} of the read roof" in text
+    summary = {r["op_class"]: r for r in snap["summary"]}
+
+    def cal(cls):
+        return pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
+
+    head = summary["headline"]
+    assert f"over the {head['count']} headline cases {cal('headline')}" in text
+    assert "leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
+    assert f"over all {summary['all']['count']}, {cal('all')}" in text
+    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("sweep", "sweep"),
+                      ("prefill attention", "attention")):
+        assert f"{name} {cal(cls)}" in text, name
+    assert head["calibrated_bias"] < 0 and f"The bias is −{-head['calibrated_bias'] * 100:.1f} %" in text
+    ok = [r for r in snap["rows"] if r["status"] == "ok"]
+    prompt = [r["flops"] / r["measured_s"] / 1e9 for r in ok
+              if r["name"].startswith("llama-3-8b/prefill") and r["op_class"] == "gemm"]
+    assert f"ran at {min(prompt):.0f}–{max(prompt):.0f} GFLOP/s" in text
+    skinny = [r["error_calibrated"] for r in ok if r["op_class"] == "gemv" and "/b1x" not in r["name"]]
+    assert f"ran up to {-min(skinny) * 100:.0f} % slower" in text
+
+
+def test_serving_doc_quotes_the_second_cpu_runs():
+    text = (ROOT / "docs" / "serving.md").read_text()
+    folder = REPORTS / "validation" / "serving"
+    for tag, label in (("0.25rps-roofs", "0.25/s, roofs recorded"), ("0.25rps", "0.25/s"),
+                       ("0.5rps", "0.5/s (overloaded)")):
+        d = json.loads((folder / f"serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-{tag}-2026-11-24.json").read_text())
+        c = d["comparison"]["calibrated"]
+        cells = [signed(c[k]["error"][q]) for k in ("ttft_s", "latency_s") for q in ("p50", "p90")]
+        busy = f"{d['busy']['measured_cpu_s']:.1f} / {d['busy']['simulated_calibrated_s']:.1f}"
+        assert f"| {label} | {' | '.join(cells)} | {busy} |" in text, label
+    roofs = json.loads((folder / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.25rps-roofs-2026-11-24.json"
+                        ).read_text())["meta"]["roofs"]
+    assert (f"read {roofs['before']['stream_gb_s']:.1f} and {roofs['after']['stream_gb_s']:.1f} GB/s"
+            in " ".join(text.split()))
