@@ -20,7 +20,6 @@ import yaml
 
 from ridgeline.catalog import user_data_dir
 from ridgeline.hardware import device_to_dict
-from ridgeline.profile import device_key
 from ridgeline.report import write_atomic
 from ridgeline.units import GIGA, TERA
 
@@ -265,18 +264,17 @@ def memory_roof(profile: dict[str, Any], rows: list[dict[str, Any]], ops, spec_d
     whose weights alone outsize the last-level cache (a pure read stream; every case's
     inputs come from memory, rotated past 3x that cache). A copy's writes cost more than
     reads on some CPUs (a write first reads its line: on AMD Zen 3 a single-thread copy moves
-    18 GB/s, a GEMV reads 27), so a roof from the copy alone would leave such streams above
-    their roof. The case that set it is recorded under ``measurements.stream``."""
-    measured = profile.get("measurements") or {}
+    about 20 GB/s, a GEMV reads 28), so a roof from the copy alone would leave such streams
+    above their roof. The case that set it is recorded under ``measurements.stream``."""
+    measured = profile.setdefault("measurements", {})
+    measured.pop("stream", None)
     copy = (measured.get("copy") or {}).get("gb_s") or profile["bandwidth_gb_s"]
     streams = [(op.bytes / float(r["measured_s"]) / 1e9, r["name"]) for r, op in zip(rows, ops)
                if op.kind == "linear" and op.dims.get("m") == 1
                and op.weight_bytes >= (spec_device.l2_bytes or 0) > 0]
     rate, name = max(streams, default=(0.0, ""))
-    measured.pop("stream", None)
     if rate > copy:
-        profile.setdefault("measurements", measured)["stream"] = {
-            "case": name, "gb_s": round(rate, 3), "copy_gb_s": round(copy, 3)}
+        measured["stream"] = {"case": name, "gb_s": round(rate, 3), "copy_gb_s": round(copy, 3)}
     profile["bandwidth_gb_s"] = round(max(copy, rate), 3)
 
 

@@ -79,8 +79,9 @@ def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16
         raw["num_hidden_layers"] = layers
     torch.manual_seed(seed)
     config = AutoConfig.for_model(**raw)
-    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
-    return AutoModelForCausalLM.from_config(config, dtype=torch_dtype, attn_implementation="sdpa")
+    from kernels.bench import TORCH_DTYPES
+
+    return AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype], attn_implementation="sdpa")
 
 
 def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
@@ -390,7 +391,7 @@ def machine_roofs() -> dict[str, Any]:
     """The copy and the one-row product that set a CPU profile's memory roof, measured now
     by calibration's own code: a run records them before and after its replays, so a reader
     can tell whether the machine was in the state its profile was measured in (on a shared
-    VM host the memory rate moves by a third within minutes)."""
+    VM host the memory rate moved by a fifth within the hour)."""
     from kernels.calibrate import measure_bandwidth
     from kernels.cases import grid_cases
     from kernels.suite import run_case, setup

@@ -28,7 +28,7 @@ from ridgeline.catalog import user_data_dir
 from ridgeline.errors import ProfileMismatchError, RidgelineError
 from ridgeline.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
 from ridgeline.model import ModelConfig
-from ridgeline.profile import device_key, profile_path
+from ridgeline.profile import profile_path
 from ridgeline.report import write_atomic
 from ridgeline.resolve import measuring_device, resolve_ceilings
 from ridgeline.roofline import Ceilings, spec_ceilings

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.catalog import ROOT
-from ridgeline.hardware import cpu_signature
+from ridgeline.hardware import cpu_name, cpu_signature
 
 
 def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dict[str, Any]:
@@ -71,13 +71,7 @@ def measured_key(device: str, threads: int | None = None) -> str:
 
 def cpu_model() -> str:
     """The CPU's marketing name from /proc/cpuinfo (platform.processor() elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_name()
 
 
 def nvml_state(index: int = 0) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ridgeline.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.errors import RidgelineError
-from ridgeline.profile import (calibrated_ceilings, device_key, load_profile, profile_ceilings, profile_path,
+from ridgeline.profile import (calibrated_ceilings, load_profile, profile_ceilings, profile_path,
                                recorded_device)
 from ridgeline.report import write_atomic
 from ridgeline.roofline import Ceilings, spec_ceilings
