@@ -322,6 +322,20 @@ def test_measurement_doc_quotes_the_second_cpu():
     assert f"signature `{snap['meta']['cpu_signature']}`" in text
     ratios = [profile["meta"]["skipped"][d].split()[3] for d in ("bf16", "fp16", "int8")]
     assert "int8 products run {}×, {}× and {}× slower".format(*(r.rstrip("x") for r in ratios)) in text
+    assert "Zen 3 ({}×, {}× and {}× in its committed profile)".format(*(r.rstrip("x") for r in ratios)) in text
+    bounds = " ".join((REPORTS / "validation" / "BOUNDS.md").read_text().split())
+    assert "int8 products run {}×, {}× and {}× slower".format(*(r.rstrip("x") for r in ratios)) in bounds
+    for run, words in (("run7", "passed at"), ("run8", "passed at")):
+        gate = json.loads((REPORTS / "validation" / "gate-runs" /
+                           f"{run}-cpu-amd-epyc-f25m1-1t-2026-11-24-quick.json").read_text())
+        every = {r["op_class"]: r for r in gate["summary"]}
+        pair = pct_pair(every["all"]["calibrated_median_abs"], every["all"]["calibrated_p90_abs"])
+        assert f"{words} {pair}" in bounds, run
+        if run == "run7":
+            gemv = pct_pair(every["gemv"]["calibrated_median_abs"], every["gemv"]["calibrated_p90_abs"])
+            assert f"its GEMVs {gemv} too slow" in bounds
+    lomo = {r["op_class"]: r for r in gate["summary"]}["all"]
+    assert f"leave-one-model-out {pct_pair(lomo['cv_median_abs'], lomo['cv_p90_abs'])}" in bounds
     meta = profile["meta"]
     assert f"{meta['calibration_cases']} and {len(snap['rows'])} cases" in text
     stream = profile["measurements"]["stream"]
