@@ -7,7 +7,9 @@
 2. Measure (torch, CPU, a few minutes on 2 cores): a quick calibration into a temporary
    profile, then a quick validation on the held-out shapes with it; fails if a case errors
    or the calibrated median / p90 |error| exceeds the bounds in kernels/gate.py
-   (reasoning and the runs behind them: reports/validation/BOUNDS.md).
+   (reasoning and the runs behind them: reports/validation/BOUNDS.md). A failure while the
+   machine's roofs drifted more than 10% from the quick profile's (another tenant of a
+   shared host) is measured again once; the second verdict stands.
 
 Usage: python .ci/validate_gate.py [--replay-only] [--threads N] [--keep DIR]
 Exit 0 on pass, 1 on failure (the reasons printed, one per line).
@@ -42,9 +44,27 @@ def replay() -> list[str]:
     return problems
 
 
-def measure(threads: int | None, keep: Path | None) -> list[str]:
+def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[str]:
+    """Quick calibration, then quick validation with it. A failed verdict while the machine
+    drifted (a roof of the profile measured more than 10% off during the validation: another
+    tenant of the host took or gave back memory rate or core time, ``kernels.state``) says
+    nothing about the model: the pair is measured again, once."""
+    from kernels.gate import verdict
+
+    for attempt in range(1, attempts + 1):
+        result = measure_once(threads, keep)
+        problems, state = verdict(result), result["meta"].get("machine_state") or {}
+        if not problems or not state.get("drifted") or attempt == attempts:
+            return problems + ([f"the machine drifted during the run too ({', '.join(state['drifted'])})"]
+                               if problems and state.get("drifted") else [])
+        print(f"the machine drifted during the run ({', '.join(state['drifted'])}): measuring again")
+    return []
+
+
+def measure_once(threads: int | None, keep: Path | None):
     from kernels.calibrate import calibrate
-    from kernels.gate import headline, verdict
+    from kernels.gate import headline
+    from kernels.state import describe
     from kernels.validate import validate
 
     with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:
@@ -57,13 +77,16 @@ def measure(threads: int | None, keep: Path | None) -> list[str]:
         result, paths = validate("cpu", quick=True, threads=threads, profile=profile,
                                  output_dir=out, progress=False)
         print(f"measured in {time.perf_counter() - start:.0f} s: {headline(result)}")
+        ratios = (result["meta"].get("machine_state") or {}).get("ratios")
+        if ratios:
+            print(f"  {describe(ratios, 'the quick profile')}")
         for row in result["summary"]:
             cv = (f"  leave-one-model-out {row['cv_median_abs']:.1%} / {row['cv_p90_abs']:.1%}"
                   if row.get("cv_count") else "")
             print(f"  {row['op_class']:12s} n={row['count']:3d}  calibrated median "
                   f"{row['calibrated_median_abs']:.1%} p90 {row['calibrated_p90_abs']:.1%}  "
                   f"spec median {row['spec_median_abs']:.1%}{cv}")
-        return verdict(result)
+        return result
 
 
 def main() -> int:

@@ -384,25 +384,6 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
     return {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
 
 
-STREAM_CASE = "grid/m1x8192x2048/fp32"   # the calibration case that sets a CPU's memory roof
-
-
-def machine_roofs() -> dict[str, Any]:
-    """The copy and the one-row product that set a CPU profile's memory roof, measured now
-    by calibration's own code: a run records them before and after its replays, so a reader
-    can tell whether the machine was in the state its profile was measured in (on a shared
-    VM host the memory rate moved by a fifth within the hour)."""
-    from kernels.calibrate import measure_bandwidth
-    from kernels.cases import grid_cases
-    from kernels.suite import run_case, setup
-
-    cfg = setup("cpu", 1, quick=True)
-    case = next(c for c in grid_cases(("fp32",), False) if c.name == STREAM_CASE)
-    row = run_case(case, cfg)
-    return {"copy_gb_s": round(measure_bandwidth(cfg)["gb_s"], 3), "stream_case": case.name,
-            "stream_gb_s": round(row["bytes"] / row["measured_s"] / 1e9, 3)}
-
-
 def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
               rate: float = 1.0, prompt: tuple[int, int] = (32, 192),
               output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
@@ -418,6 +399,9 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
 
     from kernels.e2e import truncate
     from kernels.e2e import calibrated_for, engine_settings, measured_key, provenance, spec_device
+    from kernels.state import measure_state, state_record
+    from kernels.suite import setup
+    from ridgeline.profile import load_profile
     from ridgeline.resolve import resolve
 
     torch.set_num_threads(1)
@@ -426,7 +410,13 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     hf = build_model(model, layers, seed, dtype)
     runs, steps = [], []
     replay_with = replay if clock == "wall" else replay_virtual
-    load, roofs = [os.getloadavg()], {"before": machine_roofs()}
+    spec = spec_device("cpu", None)
+    key = measured_key("cpu")
+    calibrated, profile, note = calibrated_for(key, spec, None)
+    prof, cfg = load_profile(profile) if calibrated is not None else None, setup("cpu", 1)
+    def state():  # the profile's roofs again, before and after the replays (kernels.state)
+        return measure_state(cfg, prof, "cpu") if prof else {}
+    load, states = [os.getloadavg()], [state()]
     for i in range(repeats):
         log(f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
             f"transformers {transformers.__version__}")
@@ -435,17 +425,15 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
             steps.append(run.pop("steps"))
         runs.append(run)
         load.append(os.getloadavg())
-    roofs["after"] = machine_roofs()
+    states.append(state())
     measured = {k: np.median([r[k] for r in runs], axis=0) for k in runs[0]}
-    spec = spec_device("cpu", None)
-    key = measured_key("cpu")
-    calibrated, profile, note = calibrated_for(key, spec, None)
     sched = matching_scheduler(server)
     sims = simulations(config, spec, calibrated, arrivals, sched, overhead, dtype)
     meta = provenance("cpu", spec, profile if calibrated is not None else None)
     meta.update(kind="serving", server=f"transformers {transformers.__version__} "
                 f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype})",
-                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load, roofs=roofs,
+                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load,
+                machine_state=state_record(prof, states) if prof else None,
                 load_note="measured on a 2-core machine shared with other developers' jobs "
                 f"(load average {meta.get('loadavg')}): per-request medians over the repeats")
     result = {

@@ -123,6 +123,14 @@ def _summary_table(result: Mapping[str, Any]) -> str:
     return f"<table>{head}{''.join(body)}</table>"
 
 
+def _state_line(meta: Mapping[str, Any]) -> str:
+    """The machine's state against the profile while the cases ran (``kernels.state``)."""
+    from .state import describe
+
+    ratios = (meta.get("machine_state") or {}).get("ratios")
+    return f"<p><b>{_html.escape(describe(ratios, 'the profile'))}</b></p>" if ratios else ""
+
+
 def report_html(result: Mapping[str, Any]) -> str:
     _, pio = _plotly()
     meta = result["meta"]
@@ -142,7 +150,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} th{{background:#
 <p>Held-out kernel shapes measured on the device and predicted by the roofline in two modes:
 <b>spec</b> (datasheet / detected peaks: {_html.escape(str(meta.get('spec_device_full_name', '')))}) and
 <b>calibrated</b> (profile {_html.escape(str(meta.get('profile', '')))}). Error = predicted / measured - 1.</p>
-<h2>Summary</h2>{_summary_table(result)}
+{_state_line(meta)}<h2>Summary</h2>{_summary_table(result)}
 {''.join(parts)}
 <h2>Cases not measured</h2><ul>{problem_list or '<li>none</li>'}</ul>
 <h2>Provenance</h2><table>{meta_rows}</table>

@@ -86,7 +86,21 @@ def kernel_section(name: str, snap: dict[str, Any]) -> list[str]:
     roofs = roofs_line(snap.get("ceilings", {}))
     if roofs:
         lines += [roofs, ""]
+    state = state_line(meta)
+    if state:
+        lines += [state, ""]
     return lines + kernel_table(snap["summary"]) + [""]
+
+
+def state_line(meta: dict[str, Any]) -> str:
+    """The machine's state against the profile while it ran (runs since it was recorded)."""
+    ratios = (meta.get("machine_state") or {}).get("ratios")
+    if not ratios:
+        return ""
+    from .state import describe
+
+    line = describe(ratios, "the profile")
+    return line[0].upper() + line[1:] + "."
 
 
 def e2e_cell(row: dict[str, Any], what: str, mode: str) -> str:
@@ -140,7 +154,9 @@ def serving_section(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
         lines += serving_rows(name, snap)
     lines.append("")
     for name, snap in found:
-        lines.append(f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}")
+        state = state_line(snap["meta"])
+        lines.append(f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}"
+                     + (f". {state}" if state else ""))
     return lines + [""]
 
 

@@ -203,6 +203,7 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     """Run the validation suite; returns the result and the files written."""
     from .calibrate import spec_device_for
     from .provenance import collect, device_name, measured_key
+    from .state import describe, measure_state, state_record
     from .suite import device_options, run_cases, setup
 
     cfg = setup(device, threads, quick, quiet_wait_s)
@@ -219,13 +220,17 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
                    cases)  # held out in shape, model, batch, length and width
     log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
     cv = profile_cross_validation(prof_path, prof, spec_device, log)
+    before = measure_state(cfg, prof, device)
     rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
+    state = state_record(prof, [before, measure_state(cfg, prof, device)])
+    log(("warning: " if state["drifted"] else "") + describe(state["ratios"], prof_path.name))
     summary = summarize(rows, cv, device)
     result = {
         "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
                  "run": cfg.to_dict(), "profile": shown_path(prof_path),
                  "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
-                 "spec_device_full_name": spec_device.full_name, "skipped": skipped},
+                 "spec_device_full_name": spec_device.full_name, "skipped": skipped,
+                 "machine_state": state},
         "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,

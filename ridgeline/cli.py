@@ -754,9 +754,17 @@ QuietWaitOpt = Annotated[float, typer.Option("--quiet-wait", help="CPU: before e
 def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads: ThreadsOpt = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml).")] = None,
               refit: Annotated[Optional[Path], typer.Option("--refit", help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None,
+              check: Annotated[bool, typer.Option("--check", help="Write nothing: measure the profile's own roofs again (about 20 s) and say whether this machine is still in the state they were measured in; exit 1 if one moved more than 10%.")] = False,
+              profile: ProfileOpt = None,
               quiet_wait: QuietWaitOpt = 0.0) -> None:
     """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
     _check_device(device)
+    if check:
+        require_torch("'ridgeline calibrate --check'")
+        from kernels.state import check as run_check
+
+        record = run_check(device, threads, profile, log=lambda msg: typer.echo(msg, err=True))
+        raise typer.Exit(1 if record["drifted"] else 0)
     if refit is not None:
         from kernels.calibrate import refit as run_refit
 

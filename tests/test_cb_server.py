@@ -65,14 +65,17 @@ def test_the_check_runs_fp32_where_bf16_has_no_kernel():
 
 
 @pytest.mark.bench
-def test_a_run_records_the_roofs_its_profile_was_measured_by():
-    """machine_roofs times the very case that set the committed Zen 3 profile's roof."""
+def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
+    """measure_state re-times the very case that set the committed Zen 3 profile's roof (by
+    name, from the calibration suite), with the copy, its GEMM and the dispatch."""
     import yaml
 
-    from kernels.cb_server import machine_roofs
+    from kernels.state import measure_state, state_ratios
+    from kernels.suite import setup
     from ridgeline.catalog import PROFILES_DIR
 
-    stream = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())["measurements"]["stream"]
-    roofs = machine_roofs()
-    assert roofs["stream_case"] == stream["case"]
-    assert roofs["copy_gb_s"] > 0 and roofs["stream_gb_s"] > 0
+    profile = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
+    now = measure_state(setup("cpu", 1, quick=True), profile, "cpu")
+    assert {"copy", "stream", "fp32 GEMM", "dispatch"} <= set(now)
+    assert all(now[k] > 0 for k in ("copy", "stream", "fp32 GEMM", "dispatch"))
+    assert set(state_ratios(profile, [now])) == {"copy", "stream", "fp32 GEMM", "dispatch"}

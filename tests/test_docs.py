@@ -379,3 +379,33 @@ def test_serving_doc_quotes_the_second_cpu_runs():
                         ).read_text())["meta"]["roofs"]
     assert (f"read {roofs['before']['stream_gb_s']:.1f} and {roofs['after']['stream_gb_s']:.1f} GB/s"
             in " ".join(text.split()))
+
+
+def test_measurement_doc_quotes_the_drifted_state():
+    """The machine's state paragraph: both Zen 3 profiles' roofs, the day's speed ratio of
+    their calibration cases, and the evening validation's recorded state and errors."""
+    import pandas as pd
+    import yaml
+
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    drift = REPORTS / "profiles" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening"
+    morning = yaml.safe_load((REPORTS / "profiles" / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
+    evening = yaml.safe_load(drift.with_suffix(".yaml").read_text())
+    assert (f"memory roof of {morning['bandwidth_gb_s']} GB/s and an fp32 peak of "
+            f"{morning['matrix_peak_tops']['fp32']} TFLOP/s") in text
+    assert (f"the same CPU read {evening['bandwidth_gb_s']} GB/s and "
+            f"{evening['matrix_peak_tops']['fp32']}") in text
+    then = pd.read_csv(REPORTS / "profiles" / "cpu-amd-epyc-f25m1-1t.calibration.csv", index_col="name")
+    now = pd.read_csv(drift.with_suffix(".calibration.csv"), index_col="name")
+    speed = (then.measured_s / now.measured_s).dropna()
+    lo, mid, hi = (f"{q:.2f}" for q in speed.quantile([0.1, 0.5, 0.9]))
+    assert f"its {len(speed)} calibration cases ran at {mid}x their morning speed" in text
+    assert f"{lo}x to {hi}x between the 10th and 90th percentiles" in text
+    snap = json.loads((REPORTS / "validation" / "drift" /
+                       "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.json").read_text())
+    r = snap["meta"]["machine_state"]["ratios"]
+    assert (f"copy {r['copy']:.2f}x, stream {r['stream']:.2f}x, fp32 GEMM {r['fp32 GEMM']:.2f}x "
+            f"and dispatch {r['dispatch']:.2f}x") in text
+    head = next(s for s in snap["summary"] if s["op_class"] == "headline")
+    assert (f"headline median {head['calibrated_median_abs'] * 100:.1f} %, bias "
+            f"{head['calibrated_bias'] * 100:+.1f} %") in text

@@ -107,10 +107,14 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
                 "predicted_calibrated_s", "error_spec", "error_calibrated", "flops", "bytes", "dims"):
         assert key in row
     assert snap["meta"]["commit"] and snap["meta"]["torch"]
+    machine = snap["meta"]["machine_state"]    # the profile's roofs, again before and after
+    assert len(machine["runs"]) == 2 and machine["tolerance"] == 0.1
+    assert {"copy", "fp32 GEMM", "dispatch"} <= set(machine["ratios"]) and "machine state:" in result.output
     csv_lines = next(out.glob("*.csv")).read_text().splitlines()
     assert csv_lines[0].startswith("name,op_class,kernel") and len(csv_lines) == 4
     page = next(out.glob("*.html")).read_text()
     assert "Predicted vs measured" in page and "plotly" in page.lower() and "<script" in page
+    assert "machine state: copy" in page
     assert replay_snapshot(snap)["worse"] == []
 
     # measure nothing: fit again from the stored rows, predict the snapshot again

@@ -48,3 +48,41 @@ def test_gate_replay_only_passes_without_torch():
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "validate gate: passed" in out.stdout
+
+
+def _gate_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_gate", ROOT / ".ci" / "validate_gate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_gate(monkeypatch, results):
+    gate, calls = _gate_module(), []
+
+    def once(threads, keep):
+        calls.append(threads)
+        return results[len(calls) - 1]
+
+    monkeypatch.setattr(gate, "measure_once", once)
+    return gate.measure(1, None), len(calls)
+
+
+def result(errors, drifted=()):
+    return {"rows": rows(errors), "meta": {"machine_state": {"drifted": list(drifted)}}}
+
+
+def test_a_failure_while_the_machine_drifted_is_measured_again_once(monkeypatch):
+    bad, good = [0.5, -0.6, 0.4, 0.3, 0.45], [0.05, -0.08, 0.1]
+    assert run_gate(monkeypatch, [result(bad, ["stream"]), result(good)]) == ([], 2)
+    problems, calls = run_gate(monkeypatch, [result(bad, ["stream"]), result(bad, ["copy"])])
+    assert calls == 2 and "median 45.0%" in problems[0]
+    assert problems[1] == "the machine drifted during the run too (copy)"
+
+
+def test_a_failure_in_a_steady_state_stands_and_a_pass_is_not_repeated(monkeypatch):
+    problems, calls = run_gate(monkeypatch, [result([0.5, -0.6, 0.4, 0.3, 0.45])])
+    assert calls == 1 and len(problems) == 1
+    assert run_gate(monkeypatch, [result([0.05, 0.02], ["stream"])]) == ([], 1)
