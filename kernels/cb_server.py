@@ -389,9 +389,11 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
               output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
               server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
               overhead: dict[str, float] | None = None, dtype: str = "bf16",
+              profile: Path | None = None,
               log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
     """Replay the trace on transformers ``repeats`` times, simulate it (and with the host
-    ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON."""
+    ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON.
+    Calibrated step costs from ``profile``, else this CPU's own profile."""
     import os
 
     import torch
@@ -405,14 +407,14 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     from ridgeline.resolve import resolve
 
     torch.set_num_threads(1)
+    spec = spec_device("cpu", None)
+    key = measured_key("cpu")
+    calibrated, profile, note = calibrated_for(key, spec, profile)
     arrivals = make_trace(requests, rate, prompt, output, seed)
     config: ModelConfig = truncate(load_model(model), layers)
     hf = build_model(model, layers, seed, dtype)
     runs, steps = [], []
     replay_with = replay if clock == "wall" else replay_virtual
-    spec = spec_device("cpu", None)
-    key = measured_key("cpu")
-    calibrated, profile, note = calibrated_for(key, spec, None)
     prof, cfg = load_profile(profile) if calibrated is not None else None, setup("cpu", 1)
     def state():  # the profile's roofs again, before and after the replays (kernels.state)
         return measure_state(cfg, prof, "cpu") if prof else {}
@@ -469,6 +471,17 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     return result, path
 
 
+def recorded_profile(meta: dict[str, Any]) -> Path | None:
+    """The committed profile a run used, in this checkout (a run records the absolute path
+    it had where it ran; the part from ``reports/`` on names it here), or None: then the
+    device key's profile."""
+    parts = Path(str(meta.get("profile") or "")).parts
+    if "reports" not in parts:
+        return None
+    local = REPORTS_DIR.joinpath(*parts[len(parts) - parts[::-1].index("reports"):])
+    return local if local.is_file() else None
+
+
 def resimulate(path: Path, overhead: dict[str, float] | None = None,
                batch_attention: str | None = None) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
@@ -485,7 +498,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     arrivals = Arrivals(np.asarray(trace["arrival_s"]), np.asarray(trace["prompt_tokens"]),
                         np.asarray(trace["output_tokens"]), str(path))
     spec = recorded_spec(meta, None)
-    calibrated, _, _ = calibrated_for(meta["device_key"], spec, None)  # today's committed profile
+    calibrated, _, _ = calibrated_for(meta["device_key"], spec, recorded_profile(meta))
     config = truncate(load_model(data["model"]), data["layers"])
     server = ServerSettings(**data["server"])
     sched = recorded_scheduler(data)

@@ -368,7 +368,10 @@ def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None,
                    ) -> tuple[Ceilings | None, Path, str]:
     """The calibrated ceilings of the measured device (its profile, checked against
     ``spec``), or None and a note saying why."""
-    given, profile = profile is not None, profile or profile_path(key)
+    given, profile = profile is not None, Path(profile or profile_path(key))
+    if given and not profile.is_file():
+        raise RidgelineError(f"--profile {profile}: no such file (ridgeline calibrate writes one; "
+                             "reports/profiles holds the committed ones)")
     if not profile.is_file():
         return None, profile, (f"calibrated: no measured profile at {profile} (run 'ridgeline "
                                "calibrate' on this device); calibrated predictions are empty")

@@ -665,6 +665,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    overhead_from: Annotated[Optional[Path], typer.Option("--overhead-from", help="Also simulate with the host terms fitted to this recorded run (another trace).")] = None,
                    fit_overhead: Annotated[Optional[Path], typer.Option("--fit-overhead", help="Measure nothing: fit the host terms (seconds per step, per request) to this recorded run's steps and print them.")] = None,
                    resimulate: Annotated[Optional[Path], typer.Option(help="Measure nothing: simulate this recorded run's trace again with today's engine and print the comparison.")] = None,
+                   profile: ProfileOpt = None,
                    output: OutputOpt = None) -> None:
     """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
     from kernels.cb_server import overhead_from as fitted
@@ -699,7 +700,8 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
         raise typer.BadParameter("--prompt-range and --output-range take MIN MAX with 1 <= MIN <= MAX")
     result, path = run_check(model, layers=layers, requests=requests, rate=rate, prompt=prompt_range,
                              output=output_range, repeats=repeats, seed=seed, clock=clock, out=output,
-                             overhead=overhead, dtype=dtype, log=lambda msg: typer.echo(msg, err=True))
+                             overhead=overhead, dtype=dtype, profile=profile,
+                             log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)
     typer.echo(f"wrote {path}", err=True)

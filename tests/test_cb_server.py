@@ -79,3 +79,30 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
     assert {"copy", "stream", "fp32 GEMM", "dispatch"} <= set(now)
     assert all(now[k] > 0 for k in ("copy", "stream", "fp32 GEMM", "dispatch"))
     assert set(state_ratios(profile, [now])) == {"copy", "stream", "fp32 GEMM", "dispatch"}
+
+
+def test_a_run_names_its_profile_in_this_checkout():
+    """A run records the absolute path of its profile where it ran; resimulate finds the same
+    committed file here, and falls back to the device key's profile for a user's own."""
+    from kernels.cb_server import recorded_profile
+    from ridgeline.catalog import REPORTS_DIR
+
+    there = "/elsewhere/checkout/reports/profiles/drift/cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
+    assert recorded_profile({"profile": there}) == \
+        REPORTS_DIR / "profiles" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
+    assert recorded_profile({"profile": "/home/u/.local/share/ridgeline/profiles/cpu-x.yaml"}) is None
+    assert recorded_profile({"profile": "/elsewhere/reports/profiles/gone.yaml"}) is None
+    assert recorded_profile({}) is None
+
+
+def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
+    """A profile named on the command line must exist: no run without the prices asked for."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    result = CliRunner().invoke(app, ["simulate-check", "--dtype", "fp32", "--requests", "2",
+                                      "--repeats", "1", "--profile", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2
+    assert f"--profile {tmp_path / 'none.yaml'}: no such file" in result.output
+    assert "Traceback" not in result.output

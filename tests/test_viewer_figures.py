@@ -1,7 +1,6 @@
 """Figure builders of the dashboard, checked against the engine's numbers (no browser)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
