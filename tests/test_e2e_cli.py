@@ -74,13 +74,25 @@ def test_e2e_predictions_equal_analyze_for_the_same_inputs(run):
     assert cal["tpot_s"] > spec["tpot_s"]  # measured roofs are lower than the datasheet's
 
 
-def test_e2e_without_a_profile_says_so(tmp_path):
+def test_e2e_with_a_missing_profile_is_one_line(tmp_path):
+    """A profile named on the command line must exist (without --profile, a device with no
+    profile gets empty calibrated columns and a note: ``calibrated_for``)."""
     result = CliRunner().invoke(app, [*ARGS, "--repeats", "1", "--profile",
                                       str(tmp_path / "none.yaml"), "--output", str(tmp_path / "o.json")])
-    assert result.exit_code == 0, result.output
-    assert "no measured profile" in result.output
-    [row] = json.loads((tmp_path / "o.json").read_text())["rows"]
-    assert row["predicted_calibrated_tpot_s"] is None and row["predicted_spec_tpot_s"] > 0
+    assert result.exit_code == 2
+    assert f"--profile {tmp_path / 'none.yaml'}: no such file" in result.output
+    assert not (tmp_path / "o.json").exists() and "Traceback" not in result.output
+
+
+def test_a_device_without_a_profile_gets_empty_calibrated_columns(tmp_path):
+    from kernels.e2e import calibrated_for
+    from ridgeline.catalog import PROFILES_DIR
+    from ridgeline.hardware import load_device
+
+    assert not (PROFILES_DIR / "cpu-nowhere-1t.yaml").exists()
+    ceilings, path, note = calibrated_for("cpu-nowhere-1t", load_device("a6000"), None)
+    assert ceilings is None and path.name == "cpu-nowhere-1t.yaml"
+    assert note.startswith("calibrated: no measured profile at") and "calibrated predictions are empty" in note
 
 
 @pytest.mark.parametrize("extra, message", [
