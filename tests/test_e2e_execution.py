@@ -110,7 +110,7 @@ def test_client_generates_and_predicts_on_cpu(model_type, tmp_path):
     cfg.mkdir()
     (cfg / "config.json").write_text(json.dumps({**TINY, "model_type": model_type}))
     result = run_hf(str(cfg), [Case(2, 8, 3)], dtype="fp32", device="cpu", repeats=1,
-                    hardware="epyc-9654", profile=tmp_path / "none.yaml",
+                    hardware="epyc-9654", profile=None,
                     output=tmp_path / "hf.json")
     [row] = json.loads((tmp_path / "hf.json").read_text())["rows"]
     assert result.meta["client"] == "transformers" and row["client"] == "transformers"
