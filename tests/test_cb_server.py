@@ -106,3 +106,34 @@ def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert f"--profile {tmp_path / 'none.yaml'}: no such file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_path):
+    """Before and after the replays, the profile's roofs (stubbed here at 0.8x and 0.6x of
+    the committed Zen 3 profile's recorded rates) land in meta.machine_state."""
+    import yaml
+
+    import kernels.state as state
+    from kernels.cb_server import run_check
+    from ridgeline.catalog import PROFILES_DIR
+
+    path = PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml"
+    recorded = state.recorded_roofs(yaml.safe_load(path.read_text()))
+    speeds = iter((0.8, 0.6))
+
+    def stub(cfg, prof, device):
+        s = next(speeds)
+        return {k: v * s for k, v in recorded.items()}
+
+    monkeypatch.setattr(state, "measure_state", stub)
+    from ridgeline.profile import calibrated_ceilings, load_profile
+
+    monkeypatch.setattr("kernels.e2e.resolve_ceilings",   # on any host: no CPU signature check
+                        lambda spec, p: (calibrated_ceilings(load_profile(p), spec), ()))
+    result, _ = run_check("qwen2-0.5b", layers=1, requests=2, rate=4.0, prompt=(8, 8),
+                          output=(2, 2), repeats=1, dtype="fp32", profile=path,
+                          out=tmp_path / "run.json")
+    machine = result["meta"]["machine_state"]
+    assert len(machine["runs"]) == 2
+    assert machine["ratios"] == {k: round((0.8 * 0.6) ** 0.5, 3) for k in recorded}
+    assert machine["drifted"] == list(recorded)

@@ -409,3 +409,21 @@ def test_measurement_doc_quotes_the_drifted_state():
     head = next(s for s in snap["summary"] if s["op_class"] == "headline")
     assert (f"headline median {head['calibrated_median_abs'] * 100:.1f} %, bias "
             f"{head['calibrated_bias'] * 100:+.1f} %") in text
+
+
+def test_measurement_doc_quotes_the_second_drifted_validation():
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    folder = REPORTS / "validation"
+    snap = json.loads((folder / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening-2.json").read_text())
+    morning = json.loads((folder / "cpu-amd-epyc-f25m1-1t-2026-11-24.json").read_text())
+    r = snap["meta"]["machine_state"]["ratios"]
+    assert f"(copy {r['copy']:.2f}x, stream {r['stream']:.2f}x)" in text
+
+    def head(result):
+        return next(s for s in result["summary"] if s["op_class"] == "headline")
+
+    h, m = head(snap), head(morning)
+    assert (f"headline median of {h['calibrated_median_abs'] * 100:.1f} %, bias "
+            f"{h['calibrated_bias'] * 100:+.1f} %") in text
+    assert (f"leave-one-model-out figure, {h['cv_median_abs'] * 100:.1f} % / {h['cv_p90_abs'] * 100:.1f} %, "
+            f"against the morning profile's {m['cv_median_abs'] * 100:.1f} % / {m['cv_p90_abs'] * 100:.1f} %") in text
