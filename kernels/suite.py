@@ -56,6 +56,8 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False,
                              f"{torch.__version__}); use --device cpu")
     if device not in ("cpu", "cuda"):
         raise RidgelineError(f"--device must be cpu or cuda, got {device!r}")
+    if threads is not None and threads < 1:
+        raise RidgelineError(f"--threads must be at least 1, got {threads}")
     threads = threads or default_threads()
     torch.set_num_threads(threads)
     torch.manual_seed(0)

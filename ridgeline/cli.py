@@ -761,6 +761,11 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
               quiet_wait: QuietWaitOpt = 0.0) -> None:
     """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
     _check_device(device)
+    if profile is not None and not check:
+        raise typer.BadParameter("--profile goes with --check (calibrate measures this machine "
+                                 "into --output)")
+    if check and (refit is not None or output is not None):
+        raise typer.BadParameter("--check writes nothing: drop --refit and --output")
     if check:
         require_torch("'ridgeline calibrate --check'")
         from kernels.state import check as run_check

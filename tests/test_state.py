@@ -81,3 +81,16 @@ def test_calibrate_check_without_recorded_roofs_is_one_line(tmp_path):
     result = runner.invoke(app, ["calibrate", "--check", "--threads", "1", "--profile", str(profile)])
     assert result.exit_code == 2
     assert "records no roofs to check" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--check", "--threads", "-1"], "--threads must be at least 1, got -1"),
+    (["--profile", "p.yaml"], "--profile goes with --check"),
+    (["--check", "-o", "out.yaml"], "--check writes nothing: drop --refit and --output"),
+])
+def test_calibrate_check_bad_options_are_one_line(args, message, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["calibrate", *args])
+    assert result.exit_code == 2 and message in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out.yaml").exists()
