@@ -53,18 +53,20 @@ def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[s
 
     for attempt in range(1, attempts + 1):
         result = measure_once(threads, keep)
-        problems, state = verdict(result), result["meta"].get("machine_state") or {}
-        if not problems or not state.get("drifted") or attempt == attempts:
-            return problems + ([f"the machine drifted during the run too ({', '.join(state['drifted'])})"]
-                               if problems and state.get("drifted") else [])
-        print(f"the machine drifted during the run ({', '.join(state['drifted'])}): measuring again")
+        problems = verdict(result)
+        moved = ", ".join((result["meta"].get("machine_state") or {}).get("drifted") or [])
+        if not problems or not moved:
+            return problems
+        if attempt == attempts:
+            return problems + [f"the machine drifted during the run too ({moved})"]
+        print(f"the machine drifted during the run ({moved}): measuring again")
     return []
 
 
 def measure_once(threads: int | None, keep: Path | None):
     from kernels.calibrate import calibrate
     from kernels.gate import headline
-    from kernels.state import describe
+    from kernels.state import recorded_line
     from kernels.validate import validate
 
     with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:
@@ -77,9 +79,9 @@ def measure_once(threads: int | None, keep: Path | None):
         result, paths = validate("cpu", quick=True, threads=threads, profile=profile,
                                  output_dir=out, progress=False)
         print(f"measured in {time.perf_counter() - start:.0f} s: {headline(result)}")
-        ratios = (result["meta"].get("machine_state") or {}).get("ratios")
-        if ratios:
-            print(f"  {describe(ratios, 'the quick profile')}")
+        state = recorded_line(result["meta"], "the quick profile")
+        if state:
+            print(f"  {state}")
         for row in result["summary"]:
             cv = (f"  leave-one-model-out {row['cv_median_abs']:.1%} / {row['cv_p90_abs']:.1%}"
                   if row.get("cv_count") else "")

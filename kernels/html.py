@@ -125,10 +125,10 @@ def _summary_table(result: Mapping[str, Any]) -> str:
 
 def _state_line(meta: Mapping[str, Any]) -> str:
     """The machine's state against the profile while the cases ran (``kernels.state``)."""
-    from .state import describe
+    from .state import recorded_line
 
-    ratios = (meta.get("machine_state") or {}).get("ratios")
-    return f"<p><b>{_html.escape(describe(ratios, 'the profile'))}</b></p>" if ratios else ""
+    line = recorded_line(meta)
+    return f"<p><b>{_html.escape(line)}</b></p>" if line else ""
 
 
 def report_html(result: Mapping[str, Any]) -> str:

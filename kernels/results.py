@@ -94,13 +94,10 @@ def kernel_section(name: str, snap: dict[str, Any]) -> list[str]:
 
 def state_line(meta: dict[str, Any]) -> str:
     """The machine's state against the profile while it ran (runs since it was recorded)."""
-    ratios = (meta.get("machine_state") or {}).get("ratios")
-    if not ratios:
-        return ""
-    from .state import describe
+    from .state import recorded_line
 
-    line = describe(ratios, "the profile")
-    return line[0].upper() + line[1:] + "."
+    line = recorded_line(meta)
+    return line[:1].upper() + line[1:] + "." if line else ""
 
 
 def e2e_cell(row: dict[str, Any], what: str, mode: str) -> str:

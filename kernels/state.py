@@ -14,15 +14,12 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence
+from statistics import geometric_mean
 from typing import Any
 
 from ridgeline.errors import RidgelineError
 
 DRIFT = 0.10   # a roof this far (as a ratio) from its calibration value: the machine drifted
-
-
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def recorded_roofs(profile: Mapping[str, Any]) -> dict[str, float]:
@@ -32,11 +29,11 @@ def recorded_roofs(profile: Mapping[str, Any]) -> dict[str, float]:
     m = profile.get("measurements") or {}
     out = {}
     if (m.get("copy") or {}).get("gb_s"):
-        out["copy"] = _geomean(m["copy"].get("runs_gb_s") or [m["copy"]["gb_s"]])
+        out["copy"] = geometric_mean(m["copy"].get("runs_gb_s") or [m["copy"]["gb_s"]])
     if (m.get("stream") or {}).get("gb_s"):
         out["stream"] = float(m["stream"]["gb_s"])
     for dtype, g in (m.get("gemm") or {}).items():
-        out[f"{dtype} GEMM"] = _geomean(g.get("runs_tops") or [g["tops"]])
+        out[f"{dtype} GEMM"] = geometric_mean(g.get("runs_tops") or [g["tops"]])
     if (m.get("dispatch") or {}).get("us"):
         out["dispatch"] = 1.0 / float(m["dispatch"]["us"])
     return out
@@ -46,7 +43,7 @@ def state_ratios(profile: Mapping[str, Any], runs: Sequence[Mapping[str, float]]
     """Each recorded roof's speed now over its speed at calibration (geometric mean over
     ``runs``, the rates ``measure_state`` returned); roofs a run did not measure are left out."""
     then = recorded_roofs(profile)
-    return {k: round(_geomean([r[k] for r in runs]) / then[k], 3) for k in then
+    return {k: round(geometric_mean([r[k] for r in runs]) / then[k], 3) for k in then
             if runs and all(r.get(k) for r in runs)}
 
 
@@ -64,6 +61,12 @@ def describe(ratios: Mapping[str, float], where: str) -> str:
     return (f"machine state: {parts} the speed {where} measured; {', '.join(moved)} moved more "
             f"than {DRIFT:.0%}, so its predictions do not hold in this state (calibrate again now, "
             "or measure when the machine is quieter)")
+
+
+def recorded_line(meta: Mapping[str, Any], where: str = "the profile") -> str:
+    """``describe`` of the state a result file recorded (``meta.machine_state``); "" if none."""
+    ratios = (meta.get("machine_state") or {}).get("ratios")
+    return describe(ratios, where) if ratios else ""
 
 
 def measure_state(cfg, profile: Mapping[str, Any], device: str) -> dict[str, float]:
