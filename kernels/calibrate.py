@@ -29,6 +29,7 @@ from .suite import RunConfig, device_options, ok_rows, run_case, run_cases, setu
 GEMM_SIZE = {"cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
              "cuda": {"fp32": 8192, "bf16": 8192, "fp16": 8192, "int8": 8192, "fp8": 8192}}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
+FIRST_TOUCH_BYTES = 64 * 2**20   # twice glibc's largest mmap threshold: mapped anew every call
 
 
 def _timed(fn: Callable, args: tuple, cfg: RunConfig, budget: float | None = None):
@@ -122,6 +123,38 @@ def measure_dispatch(cfg: RunConfig) -> dict[str, Any]:
     return {**m.to_dict(), "us": m.median_s * 1e6}
 
 
+def mmap_threshold() -> int:
+    """The C allocator's threshold from which every allocation is mapped fresh: glibc's
+    largest dynamic one (32 MiB), or the static one ``MALLOC_MMAP_THRESHOLD_`` sets."""
+    import os
+
+    from ridgeline.roofline import MMAP_THRESHOLD
+
+    raw = os.environ.get("MALLOC_MMAP_THRESHOLD_", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MMAP_THRESHOLD
+
+
+def measure_first_touch(cfg: RunConfig) -> dict[str, Any] | None:
+    """CPU: the rate at which the operating system hands over fresh pages (the fault and the
+    zeroing), from filling a fresh 64 MiB tensor against filling a reused one; an eager
+    kernel pays it for every output at or above the mmap threshold (glibc maps such
+    allocations anew and unmaps them when freed). None on a GPU (a caching allocator) or
+    where fresh memory costs nothing more."""
+    if cfg.device != "cpu":
+        return None
+    import torch
+
+    n = FIRST_TOUCH_BYTES
+    reused = _timed(lambda b: b.fill_(1), (torch.empty(n, dtype=torch.uint8),), cfg)
+    fresh = _timed(lambda: torch.empty(n, dtype=torch.uint8).fill_(1), (), cfg)
+    extra = fresh.median_s - reused.median_s
+    if extra <= 0:
+        return None
+    return {"bytes": n, "fresh_s": fresh.median_s, "reused_s": reused.median_s,
+            "fresh_spread": fresh.spread, "reused_spread": reused.spread,
+            "gb_s": n / extra / GIGA, "mmap_threshold_bytes": mmap_threshold()}
+
+
 def _yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
 
@@ -164,6 +197,10 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
         log(f"  {dtype} GEMM {result['n']}^3: {result['tops']:.3g} TOPS")
     dispatch = measure_dispatch(cfg)
     log(f"  dispatch overhead {dispatch['us']:.2f} us")
+    touch = measure_first_touch(cfg)
+    if touch:
+        log(f"  first touch {touch['gb_s']:.2f} GB/s (fresh pages of allocations from "
+            f"{touch['mmap_threshold_bytes'] / 2**20:g} MiB)")
 
     cases = suite_cases("calibration", opts, quick)
     rows = run_cases(cases, cfg, label="calibration", progress=progress)
@@ -183,10 +220,13 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
         "matrix_peak_tops": {d: round(g["tops"], 5) for d, g in gemms.items()},
         "efficiency": {},
         "overhead_us": {"default": round(dispatch["us"], 3)},
+        **({"first_touch_gb_s": round(touch["gb_s"], 4),
+            "mmap_threshold_bytes": touch["mmap_threshold_bytes"]} if touch else {}),
         # the datasheet device the fit ran against: a refit reads it back (never this machine)
         "datasheet": device_to_dict(spec_device),
     }
-    profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch}
+    profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch,
+                               **({"first_touch": touch} if touch else {})}
     fit_profile(profile, good, spec_device)
     if "stream" in profile["measurements"]:
         log(f"  memory roof {profile['bandwidth_gb_s']:.1f} GB/s: "
@@ -205,14 +245,15 @@ BREAK = 1.25   # a grid point this much slower than both neighbours is measured 
 
 
 def grid_breaks(rows: list[dict[str, Any]]) -> list[int]:
-    """Indices of row-count grid points slower than both their neighbours (the next smaller
-    and larger m of the same data type and shape) by more than ``BREAK``: a product with
-    more rows is never cheaper by that much, so such a point was most likely disturbed."""
+    """Indices of grid points slower than both their neighbours by more than ``BREAK``: the
+    next smaller and larger m of a skinny product of the same data type and shape, or the
+    next smaller and larger size of an element-wise kernel. More rows or more bytes are never
+    cheaper by that much, so such a point was most likely disturbed."""
     curves: dict[tuple, list[tuple[float, int]]] = {}
     for i, r in enumerate(rows):
         if r.get("stage") == "grid" and r["status"] == "ok":
-            d = r["recipe"]  # the grid's builder names m, k, n
-            curves.setdefault((r["dtype"], d["k"], d["n"]), []).append((d["m"], i))
+            curve, x = _grid_axis(r["recipe"])
+            curves.setdefault((r["dtype"], *curve), []).append((x, i))
     out = []
     for points in curves.values():
         idx = [i for _, i in sorted(points)]
@@ -221,6 +262,14 @@ def grid_breaks(rows: list[dict[str, Any]]) -> list[int]:
             if t > BREAK * max(rows[before]["measured_s"], rows[after]["measured_s"]):
                 out.append(at)
     return out
+
+
+def _grid_axis(recipe: dict[str, Any]) -> tuple[tuple, float]:
+    """A grid point's curve (a product's K and N, an element-wise kernel and its width) and
+    its place on it (rows, tokens)."""
+    if recipe.get("builder") == "size_grid":
+        return (recipe["kernel"], recipe["width"]), recipe["tokens"]
+    return (recipe["k"], recipe["n"]), recipe["m"]
 
 
 def remeasure_breaks(rows: list[dict[str, Any]], cases, cfg, log: Callable[[str], None] = print
@@ -252,6 +301,9 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
                             cpu=spec_device.kind == "cpu")
     profile["efficiency"] = fit.efficiency
     profile["row_curves"] = fit.row_curves
+    profile.pop("size_curves", None)
+    if fit.size_curves:
+        profile["size_curves"] = fit.size_curves
     profile["overhead_us"] = {"default": default,
                               **{k: round(v * 1e6, 3) for k, v in fit.overhead_s.items()}}
     profile["fit"] = fit.report
@@ -283,7 +335,7 @@ def base_ceilings(profile: dict[str, Any], spec_device):
     from ridgeline.profile import calibrated_ceilings
 
     default = profile["overhead_us"]["default"]
-    return calibrated_ceilings({**profile, "efficiency": {}, "row_curves": {},
+    return calibrated_ceilings({**profile, "efficiency": {}, "row_curves": {}, "size_curves": {},
                                 "overhead_us": {"default": default}}, spec_device)
 
 

@@ -75,6 +75,15 @@ QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
 QUICK_ATTENTION_GRID_KV = (512,)
 ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
+# Element-wise kernels on a grid of sizes (calibration only): token counts in powers of 2 at
+# calibration widths (llama-3.2-1b's hidden 2048 and MLP width 8192, rows of 512 keys for
+# the softmax), up to SIZE_GRID_MAX_BYTES moved, past the allocator's 32 MiB mmap threshold
+SIZE_GRID_TOKENS = tuple(2**i for i in range(17))
+QUICK_SIZE_GRID_TOKENS = tuple(4**i for i in range(9))
+SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "softmax": 512,
+                   "rope": 2048}
+SIZE_GRID_MAX_BYTES = 256 * 2**20
+SIZE_GRID_ROPE = (32, 8, 64)     # heads, K/V heads, head_dim (llama-3.2-1b)
 
 OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
 # Kernels no serving stack runs for speed: measured and shown, but reported apart from the
@@ -192,9 +201,18 @@ def _sdpa_math(r: Mapping[str, Any]) -> Op:
     if r["stage"] == "prefill":
         passes.append((scores * f32, scores * f32))                     # causal mask
     read, write = (sum(x[i] for x in passes) for i in (0, 1))
+    # each pass's output is a fresh tensor (two for the conversions and the repeat of K, V)
+    fresh = [queries * f32, per_head * f32, scores * f32, scores * f32, queries * f32]
+    if ab < f32:
+        fresh += [queries * f32, keys * f32, keys * f32, queries * ab]
+    if per_head > keys:
+        fresh += [per_head * f32, per_head * f32]
+    if r["stage"] == "prefill":
+        fresh.append(scores * f32)
     return Op("sdpa_math", "attention", qk.count, flops=qk.flops + sv.flops,
               kv_read_bytes=2 * keys * ab, act_read_bytes=read - 2 * keys * ab,
-              act_write_bytes=write, matrix=True, dtype="fp32", dims=qk.dims)
+              act_write_bytes=write, matrix=True, dtype="fp32", dims=qk.dims,
+              alloc_bytes=tuple(fresh))
 
 
 def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
@@ -204,8 +222,33 @@ def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
     and 1 write per element, as for the fused kernel (counting it as 3 and 2 had its class
     want 1.27 of the copy roof on the development EPYC); the extra pass is time on the
     vector units, in the class's fit."""
-    op = _engine_op({**r, "op": "mlp_act"})
-    return replace(op, name="mlp_act_eager")
+    return _eager_silu_mul(_engine_op({**r, "op": "mlp_act"}))
+
+
+def _eager_silu_mul(op: Op) -> Op:
+    """The fused op as eager PyTorch runs it: two fresh tensors of the output's size."""
+    return replace(op, name="mlp_act_eager", alloc_bytes=(op.act_write_bytes, op.act_write_bytes))
+
+
+def _size_grid(r: Mapping[str, Any]) -> Op:
+    """An element-wise kernel at a grid size: ``tokens`` rows of ``width`` (the softmax:
+    rows of ``width`` keys), as the engine's op of that kernel (same names, so the same
+    class: attn_norm, attn_add, mlp_act_eager, softmax, rope)."""
+    t, w, dtype = int(r["tokens"]), int(r["width"]), r["dtype"]
+    kw = dict(ab=dtype_bytes(dtype), count=1, dtype=dtype)
+    kernel = r["kernel"]
+    if kernel == "rmsnorm":
+        return O.norm("attn_norm", t, w, wb=kw["ab"], inputs=(), **kw)
+    if kernel == "residual_add":
+        return O.residual_add("attn_add", t, w, inputs=(), **kw)
+    if kernel == "silu_mul":
+        return _eager_silu_mul(O.mlp_act(t, w, "silu", True, inputs=(), **kw))
+    if kernel == "softmax":
+        return O.softmax(1, 1, t, w, **kw)
+    if kernel == "rope":
+        heads, kv_heads, head_dim = SIZE_GRID_ROPE
+        return O.rope(t, heads, kv_heads, head_dim, kvb=kw["ab"], **kw)
+    raise ValueError(f"no size grid for kernel {kernel!r}")
 
 
 def _int_matmul(r: Mapping[str, Any]) -> Op:
@@ -236,7 +279,8 @@ def _attention_grid(r: Mapping[str, Any]) -> Op:
 
 
 BUILDERS = {"engine": _engine_op, "sdpa_math": _sdpa_math, "mlp_act_eager": _mlp_act_eager,
-            "int_matmul": _int_matmul, "linear": _linear, "attention_grid": _attention_grid}
+            "int_matmul": _int_matmul, "linear": _linear, "attention_grid": _attention_grid,
+            "size_grid": _size_grid}
 
 
 def build_op(recipe: Mapping[str, Any]) -> Op:
@@ -360,6 +404,31 @@ def attention_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Cas
     return cases
 
 
+SIZE_GRID_CLASSES = {"rmsnorm": "norm", "residual_add": "elementwise", "silu_mul": "elementwise",
+                     "softmax": "softmax", "rope": "elementwise"}
+
+
+def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+    """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
+    bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
+    so each class's rate by size is measured, not assumed (``kernels.fit`` makes it a size
+    table). The rotary kernel is fp32 only, as in the model cases."""
+    cases = []
+    for dtype in dtypes:
+        for kernel, width in SIZE_GRID_WIDTH.items():
+            if kernel == "rope" and (dtype != "fp32" or quick):
+                continue
+            for t in QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS:
+                recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width,
+                          "dtype": dtype}
+                if _size_grid(recipe).bytes > SIZE_GRID_MAX_BYTES:
+                    break
+                cases.append(Case(f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
+                                  SIZE_GRID_CLASSES[kernel], kernel, dtype,
+                                  MappingProxyType(recipe), split="calibration", stage="grid"))
+    return cases
+
+
 def dedupe(cases: Iterable[Case]) -> list[Case]:
     """First case of each shape key (gate_proj and up_proj are one measurement)."""
     seen, out = set(), []
@@ -388,7 +457,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
             for batch, length in loads["decode"]:
                 cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
     if split == "calibration":
-        cases += grid_cases(opts.dtypes, quick)
+        cases += grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick)
     else:
@@ -426,6 +495,10 @@ def case_dimensions(case: Case) -> dict[str, set]:
                   cfg.num_kv_heads * cfg.head_dim}
         return {"model": {r["model"]}, "batch": {int(r["batch"])}, "length": {int(r["length"])},
                 "width": widths}
+    if r.get("builder") == "size_grid":   # a row of keys is a context length; others widths
+        key = "length" if r["kernel"] == "softmax" else "width"
+        return {"model": set(), "batch": set(), "length": set(), "width": set(),
+                key: {int(r["width"])}}
     return {"model": set(), "batch": set(), "length": set(),
             "width": {int(r[d]) for d in ("k", "n") if d in r}}
 

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ridgeline.roofline import (Ceilings, Curve, RowTable, evaluate, roofline_time, tile_fill,
-                                tile_rows)
+from ridgeline.roofline import (SIZE_KINDS, Ceilings, Curve, RowTable, evaluate,
+                                first_touch_seconds, roofline_time, tile_fill, tile_rows)
 
 # fractions of a roof: 1.0 is a grid point; the points above 1 only detect a wish to exceed it
 EFF_GRID = np.geomspace(0.01, 1.0, 74)
@@ -54,6 +54,7 @@ PLAIN_LINEAR = "linear"
 MIN_TILED_CASES = 3   # a GEMV class fits its one-row products apart when this many others remain
 MIN_CURVE_ROWS = 8    # a plain GEMM class with this many distinct row counts gets a row curve
 REFUSE_ABOVE = 1.05   # a wish above this fraction of a roof is reported (below: noise)
+FLOOR = 0.05          # a case's time less its first touch is kept at least this fraction of it
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class ProfileFit:
     row_curves: dict[str, list[dict[str, Any]]]      # class -> [{k, n, rows, fraction}]
     report: dict[str, Any]                           # class -> cases and errors
     refused: list[dict[str, Any]]                    # class, term, wanted fraction, cases
+    size_curves: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> {bytes, fraction, cap}
 
 
 def fit_key(op) -> str:
@@ -136,13 +138,14 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
 
 
 def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
-                  weights: np.ndarray | None = None) -> dict[str, Any]:
+                  weights: np.ndarray | None = None, cap: float = 1.0) -> dict[str, Any]:
     """A class's fraction of the roofline bound by rows, per measured (K, N) shape, and its
     overhead. ``dims`` holds each case's (m, k, n).
 
     Shapes measured at ``MIN_CURVE_ROWS`` or more row counts (the grid) become the table's
     curves. For each overhead on the grid, a curve's value at each row count is the median of
-    bound / (measured - overhead) there, at most 1; the overhead kept is the one whose table
+    bound / (measured - overhead) there, at most ``cap`` (1, or a CPU class's ``write_free``);
+    the overhead kept is the one whose table
     (read as the engine reads it: ``ridgeline.roofline.RowTable``) gives the least weighted
     squared log error over all the class's cases, the other shapes' included. ``wanted``
     lists the (k, n, rows) whose median is above 1.
@@ -160,7 +163,7 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
         if (busy <= 0).any():
             break                       # the overhead grid increases: no larger one fits
         raw = [_knots(dims[by_shape[kn], 0], b[by_shape[kn]] / busy[by_shape[kn]]) for kn in shapes]
-        table = RowTable(tuple(shapes), tuple(Curve(tuple(x), tuple(np.minimum(y, 1.0)))
+        table = RowTable(tuple(shapes), tuple(Curve(tuple(x), tuple(np.minimum(y, cap)))
                                               for x, y in raw))
         pred = np.empty_like(t)
         for (k, n), idx in by_shape.items():
@@ -173,7 +176,7 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
                 "fraction": [round(float(y), 4) for y in curve.y]}
                for (k, n), curve in zip(table.shapes, table.curves)]
     wanted = [(k, n, float(x), float(y)) for (k, n), (xs, ys) in zip(shapes, raw)
-              for x, y in zip(xs, ys) if y > REFUSE_ABOVE]
+              for x, y in zip(xs, ys) if y > REFUSE_ABOVE * cap]
     return {"table": entries, "overhead_s": float(oh), "wanted": wanted, **_errors(pred, t)}
 
 
@@ -219,12 +222,28 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
     rows = list(rows)
     compute_s, vector_s, memory_s = roof_seconds(ops, ceilings)
     measured = np.array([r["measured_s"] for r in rows], dtype=float)
+    # a CPU's first touch of fresh pages is its own measured term: the classes fit the rest
+    touch = np.ravel(first_touch_seconds(ops, ceilings, (len(ops),)))
+    measured = np.maximum(measured - touch, FLOOR * measured)
     weights = np.array([NOISY_WEIGHT if r.get("noisy") else 1.0 for r in rows])
-    efficiency, overhead, curves, report, refused = {}, {}, {}, {}, []
+    efficiency, overhead, curves, report, refused, sizes = {}, {}, {}, {}, [], {}
     for key, members in sorted(_groups(ops, pooled).items()):
         idx = np.array(members)
         rows_m = [tile_rows(ops[i]) for i in idx]
         class_rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
+        size = _size_grid(key, [rows[i] for i in idx], [ops[i] for i in idx])
+        if size is not None:
+            bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
+            cap = float(write_free(ops[i] for i in idx)) if cpu else 1.0
+            table = fit_row_table(bound, measured[idx], size, weights[idx], cap)
+            entry = table["table"][0]
+            sizes[key] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
+            overhead[key] = table["overhead_s"]
+            report[key + " (size table)"] = {k: table[k] for k in ("cases", "median_abs_error",
+                                                                   "max_abs_error")}
+            refused += [{"class": key, "term": f"fraction at {b:g} bytes", "wanted": round(f, 3),
+                         "cases": int(idx.size)} for _, _, b, f in table["wanted"]]
+            continue
         dims = np.array([[ops[i].dims.get(d, 0) for d in ("m", "k", "n")] for i in idx], dtype=float)
         if key.startswith(PLAIN_LINEAR + "@") and _has_grid(dims):
             bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
@@ -260,7 +279,22 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                               memory_s[idx], measured[idx], class_rows)
         refused += [{"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
                     for term, f in terms["wanted"].items()]
-    return ProfileFit(efficiency, overhead, curves, report, refused)
+    return ProfileFit(efficiency, overhead, curves, report, refused, sizes)
+
+
+def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np.ndarray | None:
+    """For one element-wise class measured on the size grid (``kernels.cases.size_grid_cases``,
+    at ``MIN_CURVE_ROWS`` sizes or more): each case's (bytes, shape, 1), the grid's cases as
+    one shape (the table's knots) and the model cases as another (predicted through it, so
+    they choose the overhead with the grid); else None. Caches, prefetch ramps and composite
+    kernels (a CPU's rms_norm converts to fp32 and makes five passes) change an element-wise
+    rate with its size, not monotonically, so it is measured there."""
+    if ":" not in key or not key.startswith(tuple(f"{k}:" for k in SIZE_KINDS)):
+        return None
+    grid = np.array([(r.get("recipe") or {}).get("builder") == "size_grid" for r in rows])
+    if np.unique([float(op.bytes) for op, g in zip(ops, grid) if g]).size < MIN_CURVE_ROWS:
+        return None
+    return np.array([[float(op.bytes), 1.0 if g else 2.0, 1.0] for op, g in zip(ops, grid)])
 
 
 def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | None:

@@ -64,7 +64,10 @@ def roofs_line(ceilings: dict[str, Any]) -> str:
     if not cal:
         return ""
     peaks = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(cal.get("matrix_peak", {}).items()))
-    return f"Calibrated roofs: copy bandwidth {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s {peaks}."
+    touch = (f"; first touch {cal['first_touch_rate'] / 1e9:.3g} GB/s from "
+             f"{cal['mmap_threshold'] / 2**20:g} MiB" if cal.get("first_touch_rate") else "")
+    return (f"Calibrated roofs: copy bandwidth {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s "
+            f"{peaks}{touch}.")
 
 
 def kernel_table(summary: Sequence[dict[str, Any]]) -> list[str]:

@@ -111,6 +111,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
                                 pooled=False, cpu=spec_device.kind == "cpu")
         fold = calibrated_ceilings({**profile, "efficiency": fit.efficiency,
                                     "row_curves": fit.row_curves,
+                                    "size_curves": fit.size_curves,
                                     "overhead_us": {"default": default,
                                                     **{k: v * 1e6 for k, v in fit.overhead_s.items()}}},
                                    spec_device)

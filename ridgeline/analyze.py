@@ -131,7 +131,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     work_hi, move_hi = _sides(at_hi)
     memory = _affine_sum(move_lo, move_hi, n)
     excess = _positive_part_sum(work_lo - move_lo, work_hi - move_hi, lo, hi_safe)
-    per_op = at_lo["count"] * (memory + excess + n * at_lo["overhead_s"])
+    # first touch (a CPU's fresh pages): 0 or proportional to the bytes at each end, so the
+    # mean of the ends, exact unless an allocation crosses the mmap threshold inside the range
+    touch = (at_lo["first_touch_s"] + at_hi["first_touch_s"]) / 2
+    per_op = at_lo["count"] * (memory + excess + n * (at_lo["overhead_s"] + touch))
     if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
         ops = stage_ops(model, "decode", batch, lo, p)
         device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)

@@ -46,6 +46,15 @@ class Op:
     dtype: str = "fp16"        # data type the arithmetic runs in
     inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
     dims: Mapping[str, Any] = field(default_factory=dict)  # kernel shape, for benchmarks
+    # bytes of each fresh tensor the kernel allocates (None: one, its output, act_write_bytes);
+    # a CPU pays the operating system's first touch of those above the allocator's mmap
+    # threshold (``ridgeline.roofline.Ceilings.first_touch_rate``)
+    alloc_bytes: tuple[Number, ...] | None = None
+
+    @property
+    def allocations(self) -> tuple[Number, ...]:
+        """The fresh tensors the kernel allocates, in bytes each."""
+        return (self.act_write_bytes,) if self.alloc_bytes is None else self.alloc_bytes
 
     @property
     def bytes(self) -> Number:

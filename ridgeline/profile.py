@@ -11,6 +11,10 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
     overhead_us: {default: 6.0, attention: 20.0}          # fixed cost per kernel
     row_curves: {linear@fp32: [{k: 896, n: 4864, rows: [1, ...], fraction: [0.31, ...]}]}
                                   # skinny products: fraction of the bound per measured shape
+    size_curves: {norm:attn_norm@bf16: {bytes: [8960, ...], fraction: [0.02, ...]}}
+                                  # element-wise classes: fraction of the bound by bytes
+    first_touch_gb_s: 3.6                                 # CPU: fresh pages faulted in, bytes/s
+    mmap_threshold_bytes: 33554432                        # allocations mapped fresh from here
 
 A profile measured from the device's side (``timing: device``) also keeps the host apart:
 
@@ -100,7 +104,27 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
         row_curves=MappingProxyType({k: _row_table(v, f"{where}: row_curves.{k}")
                                      for k, v in (profile.get("row_curves") or {}).items()}),
-        **execution_tables(profile, where))
+        **size_and_first_touch(profile, where), **execution_tables(profile, where))
+
+
+def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The element-wise size curves and a CPU's first-touch rate and mmap threshold
+    (``Ceilings`` keywords; none in profiles measured before they were)."""
+    curves = profile.get("size_curves") or {}
+    if not isinstance(curves, Mapping):
+        raise InvalidSpecError(where, "'size_curves' must map a class to {bytes, fraction}")
+    out: dict[str, Any] = {"size_curves": MappingProxyType(
+        {str(k): _curve(v, f"{where}: size_curves.{k}", "bytes", "fraction",
+                        at_most=_cap(v, f"{where}: size_curves.{k}")) for k, v in curves.items()})}
+    for key, name, scale in (("first_touch_gb_s", "first_touch_rate", GIGA),
+                             ("mmap_threshold_bytes", "mmap_threshold", 1.0)):
+        value = profile.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise InvalidSpecError(where, f"'{key}' must be a positive number, got {value!r}")
+        out[name] = float(value) * scale
+    return out
 
 
 def execution_tables(profile: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -250,6 +274,15 @@ def _row_table(raw: Any, where: str) -> RowTable:
         shapes.append((float(k), float(n)))
     return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", at_most=1.0)
                                          for e in raw))
+
+
+def _cap(raw: Any, where: str) -> float:
+    """A size curve's most: 1, or up to a CPU class's bytes / read bytes (``write_free``:
+    writes into a buffer the cache holds go back beside the reads), never above 3."""
+    cap = (raw or {}).get("cap", 1.0) if isinstance(raw, Mapping) else 1.0
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1.0 <= cap <= 3.0:
+        raise InvalidSpecError(where, f"'cap' must be a number from 1 to 3, got {cap!r}")
+    return float(cap)
 
 
 def _curve(raw: Any, where: str, x: str, y: str, at_most: float | None = None) -> Curve:

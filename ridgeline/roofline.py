@@ -61,6 +61,12 @@ class RowTable:
         return np.tensordot(weights / weights.sum(), values, axes=1)
 
 
+# glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB):
+# allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
+MMAP_THRESHOLD = 32 * 2**20
+SIZE_KINDS = ("elementwise", "norm", "softmax")
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The roofs an op is timed against."""
@@ -87,6 +93,15 @@ class Ceilings:
     # matrix and memory roofs, never above 1) by rows and shape, replacing the class's
     # efficiency terms (skinny products, where libraries switch kernels between row counts)
     row_curves: Mapping[str, RowTable] = field(default_factory=dict)
+    # calibrated only: per element-wise class (elementwise, norm, softmax), the measured
+    # fraction of the roofline bound by the op's bytes (caches, prefetch ramps and composite
+    # kernels' extra passes change it with size), replacing the class's efficiency terms
+    size_curves: Mapping[str, Curve] = field(default_factory=dict)
+    # CPU, calibrated: bytes/s at which the operating system hands a process fresh pages (the
+    # fault and the zeroing), paid by every tensor an op allocates at or above the C
+    # allocator's mmap threshold: glibc maps each such allocation anew and unmaps it on free
+    first_touch_rate: float | None = None
+    mmap_threshold: float = MMAP_THRESHOLD
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -110,7 +125,19 @@ class Ceilings:
                 "execution": self.execution, "serial": self.serial,
                 "row_curves": {k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)}
                                    for kn, cv in zip(v.shapes, v.curves)]
-                               for k, v in self.row_curves.items()}}
+                               for k, v in self.row_curves.items()},
+                **self._measured_extras()}
+
+    def _measured_extras(self) -> dict[str, Any]:
+        """Size curves and the first touch, where a profile measured them (older result
+        files record none)."""
+        out: dict[str, Any] = {}
+        if self.size_curves:
+            out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
+                                  for k, v in self.size_curves.items()}
+        if self.first_touch_rate:
+            out.update(first_touch_rate=self.first_touch_rate, mmap_threshold=self.mmap_threshold)
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
@@ -131,7 +158,12 @@ class Ceilings:
                    kernels=MappingProxyType({k: frozen(v) for k, v in (raw.get("kernels") or {}).items()}),
                    execution=raw.get("execution", "graph"), serial=bool(raw.get("serial", False)),
                    row_curves=MappingProxyType({k: RowTable.from_entries(v) for k, v in
-                                                (raw.get("row_curves") or {}).items()}))
+                                                (raw.get("row_curves") or {}).items()}),
+                   size_curves=MappingProxyType({k: Curve(tuple(map(float, v["x"])),
+                                                          tuple(map(float, v["y"])))
+                                                 for k, v in (raw.get("size_curves") or {}).items()}),
+                   first_touch_rate=raw.get("first_touch_rate"),
+                   mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -167,8 +199,11 @@ class Ceilings:
         a GEMM's (m, k, n); an attention op's (query rows per K/V head, head_dim) where those
         rows are within the measured ones (a decode, a few tokens of a step; the CPU kernel
         computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
-        they are more (a prompt: the class's terms price it)."""
+        they are more (a prompt: the class's terms price it); an element-wise class's by the
+        op's bytes."""
         for key in keys_for(op):
+            if key in self.size_curves and op.kind in SIZE_KINDS:
+                return self.size_curves[key].at(op.bytes)
             if key in self.row_curves:
                 dims = op.dims
                 if "m" in dims and "k" in dims and "n" in dims:
@@ -301,19 +336,31 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     memory_s = nbytes / memory
     network_s = _network_seconds(ops, ceilings, nbytes.ndim)
     exp_s = _stack(ops, "exps", nbytes.ndim) / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
+    first_touch = first_touch_seconds(ops, ceilings, nbytes.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
     table.update(
         bytes=nbytes, intensity=intensity, vector_flops=vector_flops,
         comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
         compute_s=compute_s, memory_s=memory_s, network_s=network_s, exp_s=exp_s + 0 * nbytes,
-        overhead_s=overhead + 0 * nbytes,
-        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead,
+        overhead_s=overhead + 0 * nbytes, first_touch_s=first_touch,
+        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch,
         perf=np.minimum(compute, intensity * memory),
         bound=_bound(compute_s, memory_s, network_s, exp_s),
         count=np.array([op.count for op in ops], dtype=float).reshape(shape),
     )
     return table
+
+
+def first_touch_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> np.ndarray:
+    """Per op, the seconds its fresh tensors at or above the mmap threshold take to be
+    faulted in: their bytes / ``first_touch_rate`` (0 without one: a GPU, a datasheet)."""
+    if not ceilings.first_touch_rate:
+        return np.zeros(shape)
+    threshold = ceilings.mmap_threshold
+    fresh = [sum(np.where(np.asarray(a, dtype=float) >= threshold, a, 0.0) for a in op.allocations)
+             for op in ops]
+    return _per_op(fresh, shape) / ceilings.first_touch_rate + np.zeros(shape)
 
 
 BOUNDS = ("compute", "memory", "network", "exp")

@@ -70,3 +70,24 @@ def test_sweep_rows_equal_single_analyses():
         assert row.ttft_s == pytest.approx(one.generation["ttft_s"], rel=1e-12)
         assert row.tpot_s == pytest.approx(one.generation["tpot_s"], rel=1e-12)
         assert row.peak_bytes == pytest.approx(one.memory["peak_bytes"], rel=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(models, st.integers(1, 1024), st.integers(1, 4096), st.integers(2, 300))
+def test_closed_form_decode_sum_keeps_the_first_touch(model, batch, prompt, generate):
+    # a CPU's first touch of fresh tensors (here the logits of a large batch): constant in the
+    # cached length under the fused kernel, so the closed form stays exact
+    from dataclasses import replace
+
+    cfg, dev = rl.load_model(model), rl.load_device("a6000")
+    p = make_plan(rl.Settings(attention="flash"), dev)
+    roofs = replace(spec_ceilings(dev), first_touch_rate=3e9)
+    loop = sum(stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
+               for s in range(prompt, prompt + generate - 1))
+    closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),
+                             p, roofs)
+    assert float(closed) == pytest.approx(loop, rel=1e-9, abs=1e-15)
+    plain = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),
+                            p, spec_ceilings(dev))
+    logits = batch * cfg.vocab_size * 2
+    assert (float(closed) > float(plain)) == (logits >= 32 * 2**20)

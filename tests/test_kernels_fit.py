@@ -302,6 +302,19 @@ def test_grid_breaks_finds_points_slower_than_both_neighbours():
     assert grid_breaks(rows) == [1]                          # m=3 no longer above its m=2
 
 
+def test_grid_breaks_reads_the_size_grid_by_tokens_per_kernel_and_width():
+    from kernels.calibrate import grid_breaks
+
+    def row(kernel, tokens, t, width=2048):
+        return {"name": f"sgrid/{kernel}/t{tokens}xw{width}/fp32", "stage": "grid", "status": "ok",
+                "dtype": "fp32", "measured_s": t,
+                "recipe": {"builder": "size_grid", "kernel": kernel, "tokens": tokens, "width": width}}
+
+    rows = [row("rmsnorm", 1, 1.0), row("rmsnorm", 4, 2.0), row("rmsnorm", 16, 1.5),
+            row("residual_add", 4, 9.0), _grid_row(1, 1.0), _grid_row(2, 1.1)]
+    assert grid_breaks(rows) == [1]        # 2.0 > 1.25 x 1.5; the add's lone point is its own curve
+
+
 def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     """An attention class measured on the decode grid: its decode cases become a row table by
     (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
