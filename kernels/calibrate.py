@@ -265,11 +265,11 @@ def grid_breaks(rows: list[dict[str, Any]]) -> list[int]:
 
 
 def _grid_axis(recipe: dict[str, Any]) -> tuple[tuple, float]:
-    """A grid point's curve (a product's K and N, an element-wise kernel and its width) and
+    """A grid point's curve (a product's kernel, K and N; an element-wise kernel and its width) and
     its place on it (rows, tokens)."""
     if recipe.get("builder") == "size_grid":
         return (recipe["kernel"], recipe["width"]), recipe["tokens"]
-    return (recipe["k"], recipe["n"]), recipe["m"]
+    return (recipe.get("rename", "linear"), recipe["k"], recipe["n"]), recipe["m"]
 
 
 def remeasure_breaks(rows: list[dict[str, Any]], cases, cfg, log: Callable[[str], None] = print

@@ -65,6 +65,11 @@ GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (
            (18944, 3584))
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
+# weight-only int8 / int4 products (bf16 activations) on the row grid up to the decode batches
+QUANT_GRID_M = (*range(1, 17), 24, 32, 48, 64)
+QUICK_QUANT_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
+WEIGHT_ONLY = {"int8_weight_only": {"w_dtype": "int8"},
+               "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP}}
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
 # group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
 # P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
@@ -261,9 +266,11 @@ def _int_matmul(r: Mapping[str, Any]) -> Op:
 
 
 def _linear(r: Mapping[str, Any]) -> Op:
-    ab = dtype_bytes(r["dtype"])
+    """A product at a grid point; with ``w_dtype`` a weight-only quantised one, its weights
+    stored as the model cases store them (``precision``)."""
+    q = precision(r["dtype"], w_dtype=r.get("w_dtype"), group_size=int(r.get("group_size", 0))).quant
     return O.linear(r.get("rename", "linear"), int(r["m"]), int(r["k"]), int(r["n"]),
-                    q=Quant(ab), ab=ab, count=1, dtype=r["dtype"], inputs=())
+                    q=q, ab=dtype_bytes(r["dtype"]), count=1, dtype=r["dtype"], inputs=())
 
 
 def _attention_grid(r: Mapping[str, Any]) -> Op:
@@ -408,6 +415,22 @@ SIZE_GRID_CLASSES = {"rmsnorm": "norm", "residual_add": "elementwise", "silu_mul
                      "softmax": "softmax", "rope": "elementwise"}
 
 
+def quant_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+    """The weight-only int8 and int4 products on the row-count grid (calibration only), with
+    bf16 activations as the model cases have them: their kernels change with the rows as the
+    plain products' do (on an AMX Xeon a one-row int8 product streams its weights near the
+    memory roof, which a tile fill fitted at 2, 4 and 32 rows cannot see), so they get a
+    measured row table too."""
+    if "bf16" not in dtypes:
+        return []
+    ms, kns = (QUICK_QUANT_GRID_M, QUICK_GRID_KN) if quick else (QUANT_GRID_M, GRID_KN)
+    return [Case(f"qgrid/{kernel}/m{m}x{k}x{n}/bf16", "quant", kernel, "bf16",
+                 MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": "bf16",
+                                   "rename": kernel, **extra}),
+                 split="calibration", stage="grid")
+            for kernel, extra in WEIGHT_ONLY.items() for k, n in kns for m in ms]
+
+
 def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
@@ -457,7 +480,8 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
             for batch, length in loads["decode"]:
                 cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
     if split == "calibration":
-        cases += grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
+        cases += (grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick)
+                  + size_grid_cases(opts.dtypes, quick))
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick)
     else:

@@ -51,6 +51,8 @@ ROWS_HALF_GRID = np.array([0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128,
 PULL = 2e-3          # weight of (log efficiency)^2 in the loss
 NOISY_WEIGHT = 0.3   # noisy measurements count less
 PLAIN_LINEAR = "linear"
+# the products measured on the row grid (kernels.cases.grid_cases, quant_grid_cases)
+ROW_TABLE_CLASSES = (f"{PLAIN_LINEAR}@", "linear:int8_weight_only@", "linear:int4_weight_only@")
 MIN_TILED_CASES = 3   # a GEMV class fits its one-row products apart when this many others remain
 MIN_CURVE_ROWS = 8    # a plain GEMM class with this many distinct row counts gets a row curve
 REFUSE_ABOVE = 1.05   # a wish above this fraction of a roof is reported (below: noise)
@@ -245,7 +247,7 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                          "cases": int(idx.size)} for _, _, b, f in table["wanted"]]
             continue
         dims = np.array([[ops[i].dims.get(d, 0) for d in ("m", "k", "n")] for i in idx], dtype=float)
-        if key.startswith(PLAIN_LINEAR + "@") and _has_grid(dims):
+        if key.startswith(ROW_TABLE_CLASSES) and _has_grid(dims):
             bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
             table = fit_row_table(bound, measured[idx], dims, weights[idx])
             curves[key], overhead[key] = table["table"], table["overhead_s"]

@@ -167,6 +167,31 @@ def test_grid_measures_every_row_count_to_16_then_log_steps_to_256():
     assert max(big) == 64 and 2 * 64 * 3584 * 18944 <= K.GRID_MAX_FP32_FLOPS
 
 
+def test_quant_grid_is_the_model_cases_kernels_on_the_row_grid():
+    from kernels.fit import ROW_TABLE_CLASSES, fit_key
+
+    grid = K.quant_grid_cases(("fp32", "bf16"))
+    assert K.quant_grid_cases(("fp32",)) == []           # bf16 activations, as the model cases
+    assert len(grid) == 2 * len(K.GRID_KN) * 20 and {c.split for c in grid} == {"calibration"}
+    assert sorted({c.op.dims["m"] for c in grid}) == [*range(1, 17), 24, 32, 48, 64]
+    # at a model case's own shape and rows, a grid op is that case's op: bytes, flops, class
+    model = [c for c in suite_cases("calibration", Options(("bf16",)))
+             if c.op_class == "quant" and c.stage == "decode"]
+    by_shape = {(c.kernel, c.op.dims["m"], c.op.dims["k"], c.op.dims["n"]): c for c in model}
+    matched = 0
+    for c in grid:
+        twin = by_shape.get((c.kernel, c.op.dims["m"], c.op.dims["k"], c.op.dims["n"]))
+        if twin is None:
+            continue
+        matched += 1
+        for f in ("weight_bytes", "act_read_bytes", "act_write_bytes", "flops", "vector_flops"):
+            assert getattr(c.op, f) == getattr(twin.op, f), (c.name, f)
+        assert fit_key(c.op) == fit_key(twin.op) and fit_key(c.op).startswith(ROW_TABLE_CLASSES)
+    assert matched >= 8
+    # the int4 grid points keep the group size the kernel is called with
+    assert {c.recipe.get("group_size") for c in grid if c.kernel == "int4_weight_only"} == {K.INT4_GROUP}
+
+
 def test_weight_only_scale_bytes_are_the_engines():
     from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES
 

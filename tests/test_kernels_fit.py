@@ -207,6 +207,31 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
                                     "dtype": "fp32"})) == pytest.approx(0.5, rel=1e-3)
 
 
+def test_weight_only_products_on_the_grid_get_their_own_row_table():
+    # the quick gate's Xeon: a one-row int8 product streams near the memory roof while a tile
+    # fill fitted at 2, 4 and 32 rows priced it twice as slow; the grid measures it
+    from kernels.cases import quant_grid_cases
+
+    grid = [c.op for c in quant_grid_cases(("bf16",), quick=True) if c.kernel == "int8_weight_only"]
+    model = [build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "decode", "batch": b,
+                       "length": 100, "dtype": "bf16", "op": "o_proj", "w_dtype": "int8",
+                       "rename": "int8_weight_only"}) for b in (2, 4, 32)]
+    ops = grid + model
+
+    def fraction(m):
+        return 0.9 if m == 1 else 0.4 if m <= 8 else 0.6
+
+    compute, vector, memory = roof_seconds(ops, CEIL)
+    measured = np.maximum(compute + vector, memory) / np.array([fraction(op.dims["m"]) for op in ops])
+    fit = fit_profile_terms([{"measured_s": t} for t in measured], ops, CEIL)
+    key = "linear:int8_weight_only@bf16"
+    assert key not in fit.efficiency and {(e["k"], e["n"]) for e in fit.row_curves[key]} == {
+        (2048, 2048), (2048, 8192), (8192, 2048)}
+    for entry in fit.row_curves[key]:
+        assert entry["fraction"] == pytest.approx([fraction(m) for m in entry["rows"]], rel=1e-2)
+    assert "linear@bf16" not in fit.row_curves       # the plain products' table stays apart
+
+
 def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance():
     from ridgeline.roofline import Curve, RowTable
 
