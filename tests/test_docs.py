@@ -427,3 +427,72 @@ def test_measurement_doc_quotes_the_second_drifted_validation():
             f"{h['calibrated_bias'] * 100:+.1f} %") in text
     assert (f"leave-one-model-out figure, {h['cv_median_abs'] * 100:.1f} % / {h['cv_p90_abs'] * 100:.1f} %, "
             f"against the morning profile's {m['cv_median_abs'] * 100:.1f} % / {m['cv_p90_abs'] * 100:.1f} %") in text
+
+
+def test_bounds_quote_the_third_cpu_gate_run():
+    """BOUNDS.md's Xeon paragraph: signature, case counts, figures and tail of run 9."""
+    bounds = " ".join((REPORTS / "validation" / "BOUNDS.md").read_text().split())
+    gate = json.loads((REPORTS / "validation" / "gate-runs" /
+                       "run9-cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25-quick.json").read_text())
+    assert f"(`{gate['meta']['cpu_signature']}`, 260 MiB L3" in bounds
+    assert "amx" not in gate["meta"]["cpu_signature"] and not gate["meta"]["skipped"]
+    assert (f"{gate['meta']['profile_meta']['calibration_cases']} cases, {len(gate['rows'])} "
+            "validation cases") in bounds
+    every = {r["op_class"]: r for r in gate["summary"]}["all"]
+    assert f"passed at {pct_pair(every['calibrated_median_abs'], every['calibrated_p90_abs'])}" in bounds
+    assert f"leave-one-model-out {pct_pair(every['cv_median_abs'], every['cv_p90_abs'])}" in bounds
+    ok = [r for r in gate["rows"] if r["status"] == "ok"]
+    int8 = max(r["error_calibrated"] for r in ok if ".int8wo/" in r["name"] and "/b1x" in r["name"])
+    norm = max(r["error_calibrated"] for r in ok if r["name"].endswith("/decode/b8x768/attn_norm/fp16"))
+    assert f"one-row weight-only int8 products, up to {int8 * 100:.0f} % too slow" in bounds
+    assert f"decode RMSNorm in fp16 (up to {norm * 100:.0f} % too slow)" in bounds
+    measurement = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    assert f"one-row int8 products on the Xeon of 2026-11-25 up to {int8 * 100:.0f} % too slow" in measurement
+
+
+XEON = "cpu-intel-r-xeon-r-processor-f6m207-1t"
+
+
+def test_measurement_doc_quotes_the_third_cpu():
+    """The Xeon paragraph and the first-touch figures: from the committed profile and its
+    validation snapshot (measured right after it, in a state the snapshot records)."""
+    import yaml
+
+    text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
+    profile = yaml.safe_load((REPORTS / "profiles" / f"{XEON}.yaml").read_text())
+    snap = json.loads((REPORTS / "validation" / f"{XEON}-2026-11-25.json").read_text())
+    assert f"signature `{snap['meta']['cpu_signature']}`" in text
+    assert not profile["meta"]["skipped"].get("bf16") and profile["meta"]["threads"] == 1
+    meta = profile["meta"]
+    assert f"fp32, bf16, fp16 and int8: {meta['calibration_cases']} and {len(snap['rows'])} cases" in text
+    peaks = profile["matrix_peak_tops"]
+    assert f"bf16 products at {peaks['bf16'] / peaks['fp32']:.2f} of fp32's rate" in text
+    summary = {r["op_class"]: r for r in snap["summary"]}
+
+    def cal(cls):
+        return pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
+
+    head = summary["headline"]
+    assert f"over the {head['count']} Xeon headline cases {cal('headline')}" in text
+    assert "Xeon leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
+    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("quant", "quant"), ("norm", "norm"),
+                      ("element-wise", "elementwise"), ("softmax", "softmax"),
+                      ("attention", "attention")):
+        assert f"{name} {cal(cls)}" in text, name
+    state = snap["meta"]["machine_state"]
+    assert not state["drifted"]
+    worst = max(state["ratios"].values(), key=lambda r: abs(np.log(r)))
+    assert f"its roofs within {abs(worst - 1) * 100:.0f} % of the profile's" in text
+    err = {r["name"]: r["error_calibrated"] for r in snap["rows"] if r["status"] == "ok"}
+    flash = max(v for k, v in err.items() if k.startswith("llama-2-7b/prefill") and k.endswith("/flash"))
+    adds = [err[f"llama-3-8b/decode/b8x768/attn_add/{d}"] for d in ("fp16", "bf16")]
+    assert f"MHA prompts up to {flash * 100:.0f} % too slow" in text
+    assert "in fp16/bf16 ({:+.0f} %, {:+.0f} %)".format(*(a * 100 for a in adds)) in text
+    assert f"fp32 prompt SiLU × mul ({err['llama-3-8b/prefill/b1x320/mlp_act/fp32'] * 100:.0f} %)".replace(
+        "-", "−") in text
+    wants = max(r["wanted"] for r in profile["refused"] if r["class"] == "linear@fp32")
+    assert f"One-row fp32 products want up to {wants:.2f} of the copy roof" in text
+    assert "stream" not in profile["measurements"]
+    touch, roof = profile["first_touch_gb_s"], profile["bandwidth_gb_s"]
+    assert f"fresh pages came at {touch:.2f} GB/s against a memory roof of {roof:.1f} GB/s" in text
+    assert f"a 64 MiB output takes {64 * 2**20 / touch / 1e6:.0f} ms to fault in" in text
