@@ -151,6 +151,11 @@ def pct_pair(median: float, p90: float) -> str:
     return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
 
 
+def class_pairs(summary: dict):
+    """The calibrated median / p90 pair of an op class of a snapshot summary, as quoted."""
+    return lambda cls: pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
+
+
 def signed(x: float) -> str:
     """How the docs quote a signed error: '+20 %', '−5 %'."""
     return f"{'+' if x >= 0 else '−'}{abs(x) * 100:.0f} %"
@@ -345,10 +350,7 @@ def test_measurement_doc_quotes_the_second_cpu():
     assert f"against a {profile['matrix_peak_tops']['fp32'] * 1e3:.1f} GFLOP/s GEMM roof" in text
     assert f"reach {profile['efficiency']['elementwise:attn_add@fp32']['memory']:.2f} of the read roof" in text
     summary = {r["op_class"]: r for r in snap["summary"]}
-
-    def cal(cls):
-        return pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
-
+    cal = class_pairs(summary)
     head = summary["headline"]
     assert f"over the {head['count']} headline cases {cal('headline')}" in text
     assert "leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
@@ -468,10 +470,7 @@ def test_measurement_doc_quotes_the_third_cpu():
     peaks = profile["matrix_peak_tops"]
     assert f"bf16 products at {peaks['bf16'] / peaks['fp32']:.2f} of fp32's rate" in text
     summary = {r["op_class"]: r for r in snap["summary"]}
-
-    def cal(cls):
-        return pct_pair(summary[cls]["calibrated_median_abs"], summary[cls]["calibrated_p90_abs"])
-
+    cal = class_pairs(summary)
     head = summary["headline"]
     assert f"over the {head['count']} Xeon headline cases {cal('headline')}" in text
     assert "Xeon leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
