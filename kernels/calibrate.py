@@ -311,19 +311,26 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     return profile
 
 
+# a one-row product's weights at least this large (or the whole last-level cache, where
+# that is smaller) are a stream long enough to set the memory roof
+STREAM_MIN_BYTES = 64 * 2**20
+
+
 def memory_roof(profile: dict[str, Any], rows: list[dict[str, Any]], ops, spec_device) -> None:
     """The memory roof (in place): the faster of the copy and the fastest one-row product
-    whose weights alone outsize the last-level cache (a pure read stream; every case's
-    inputs come from memory, rotated past 3x that cache). A copy's writes cost more than
-    reads on some CPUs (a write first reads its line: on AMD Zen 3 a single-thread copy moves
-    about 20 GB/s, a GEMV reads 28), so a roof from the copy alone would leave such streams
-    above their roof. The case that set it is recorded under ``measurements.stream``."""
+    whose weights alone outsize the last-level cache or 64 MiB, whichever is smaller (a pure
+    read stream; every case's inputs come from memory, rotated past 3x that cache, so a
+    64 MiB matrix on a CPU with a 260 MiB cache is read from memory too). A copy's writes
+    cost more than reads on some CPUs (a write first reads its line: on AMD Zen 3 a
+    single-thread copy moves about 20 GB/s, a GEMV reads 28), so a roof from the copy alone
+    would leave such streams above their roof. The case that set it is recorded under
+    ``measurements.stream``."""
     measured = profile.setdefault("measurements", {})
     measured.pop("stream", None)
     copy = (measured.get("copy") or {}).get("gb_s") or profile["bandwidth_gb_s"]
+    least = min(spec_device.l2_bytes or STREAM_MIN_BYTES, STREAM_MIN_BYTES)
     streams = [(op.bytes / float(r["measured_s"]) / 1e9, r["name"]) for r, op in zip(rows, ops)
-               if op.kind == "linear" and op.dims.get("m") == 1
-               and op.weight_bytes >= (spec_device.l2_bytes or 0) > 0]
+               if op.kind == "linear" and op.dims.get("m") == 1 and op.weight_bytes >= least]
     rate, name = max(streams, default=(0.0, ""))
     if rate > copy:
         measured["stream"] = {"case": name, "gb_s": round(rate, 3), "copy_gb_s": round(copy, 3)}

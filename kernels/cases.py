@@ -51,6 +51,16 @@ QUICK_WORKLOADS = {
     "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320)], "fp16": [(1, 320)]},
                    "decode": [(1, 1536), (8, 768)]},
 }
+# A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): dense catalog models up to
+# 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and batch sizes and context lengths drawn from these
+# ranges (inclusive; lengths in steps of 16) that calibration never uses; fp32 prompts are
+# kept short (its products run at a tenth of a TFLOP/s on a CPU core), decode batch x
+# length bounded (an MHA 13B layer's fp32 cache is 40 KiB a token)
+DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")
+DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
+DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)
+DRAW_PREFILL_TOKENS = {"fp32": 768, "default": 1536}
+DRAW_DECODE_BATCH, DRAW_DECODE_LENGTH, DRAW_DECODE_TOKENS = (1, 64), (128, 4096), 32768
 LINEAR_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 QUANT_OPS = ("o_proj", "gate_proj", "down_proj")      # weight-only kernels, decode
 INT4_GROUP = 128
@@ -472,13 +482,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
     if quick:  # the math backend is the eager path in one call: covered by qk/softmax/sv
         opts = replace(opts, sdpa_backends=tuple(b for b in opts.sdpa_backends if b != "math")
                        or opts.sdpa_backends)
-    cases: list[Case] = []
-    for model in models:
-        for dtype in opts.dtypes:
-            for batch, length in loads["prefill"].get(dtype, []):
-                cases += _stage_cases(model, "prefill", batch, length, dtype, split, opts)
-            for batch, length in loads["decode"]:
-                cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
+    cases = _model_cases(models, loads, split, opts)
     if split == "calibration":
         cases += (grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick)
                   + size_grid_cases(opts.dtypes, quick))
@@ -489,6 +493,55 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
         sweep = sweep_cases(dtype)
         cases += sweep[::2] if quick else sweep
     return dedupe(cases)
+
+
+def _model_cases(models: Iterable[str], loads: Mapping[str, Any], split: str,
+                 opts: Options) -> list[Case]:
+    """Every model's stage cases at ``loads`` ({"prefill": {dtype: [(batch, length)]},
+    "decode": [(batch, length)]}), per data type."""
+    cases: list[Case] = []
+    for model in models:
+        for dtype in opts.dtypes:
+            for batch, length in loads["prefill"].get(dtype, []):
+                cases += _stage_cases(model, "prefill", batch, length, dtype, split, opts)
+            for batch, length in loads["decode"]:
+                cases += _stage_cases(model, "decode", batch, length, dtype, split, opts)
+    return cases
+
+
+def drawn_cases(seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
+                ) -> tuple[list[Case], dict[str, Any]]:
+    """A fresh held-out set (``validate --draw SEED``): ``models`` catalog models drawn from
+    ``DRAW_MODELS`` less those calibration measures, one prompt (batch, length) per data
+    type and ``DRAW_DECODES`` decode (batch, length) pairs drawn uniformly from the
+    ``DRAW_*`` ranges, each value redrawn until calibration (full and quick) never used it
+    in that dimension. Returns the cases and what was drawn."""
+    import random
+
+    rnd = random.Random(seed)
+    calibration = suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True)
+    used = dimension_values(calibration)
+
+    def fresh(dim: str, lo: int, hi: int, step: int = 1) -> int:
+        values = [v for v in range(lo, hi + 1, step) if v not in used[dim]]
+        return rnd.choice(values)
+
+    pool = [m for m in DRAW_MODELS if m not in used["model"]]
+    picked = sorted(rnd.sample(pool, min(models, len(pool))))
+    loads: dict[str, Any] = {"prefill": {}, "decode": []}
+    for dtype in opts.dtypes:
+        batch = fresh("batch", *DRAW_PREFILL_BATCH)
+        tokens = DRAW_PREFILL_TOKENS.get(dtype, DRAW_PREFILL_TOKENS["default"])
+        loads["prefill"][dtype] = [(batch, fresh("length", DRAW_PREFILL_LENGTH[0],
+                                                 min(DRAW_PREFILL_LENGTH[1], tokens // batch), 16))]
+    for _ in range(DRAW_DECODES):
+        batch = fresh("batch", *DRAW_DECODE_BATCH)
+        loads["decode"].append((batch, fresh("length", DRAW_DECODE_LENGTH[0],
+                                             min(DRAW_DECODE_LENGTH[1], DRAW_DECODE_TOKENS // batch), 16)))
+    return dedupe(_model_cases(picked, loads, "validation", opts)), {
+        "seed": seed, "models": picked,
+        "prefill": {d: [list(w) for w in v] for d, v in loads["prefill"].items()},
+        "decode": [list(w) for w in loads["decode"]]}
 
 
 def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:
@@ -530,15 +583,17 @@ def case_dimensions(case: Case) -> dict[str, set]:
 def held_out_overlap(calibration: Iterable[Case], validation: Iterable[Case]) -> dict[str, set]:
     """Per dimension (model, batch, length, width), the values validation shares with
     calibration; all empty when validation is held out in every dimension."""
-    def values(cases):
-        out: dict[str, set] = {"model": set(), "batch": set(), "length": set(), "width": set()}
-        for case in cases:
-            for dim, vals in case_dimensions(case).items():
-                out[dim] |= vals
-        return out
-
-    cal, val = values(calibration), values(validation)
+    cal, val = dimension_values(calibration), dimension_values(validation)
     return {dim: cal[dim] & val[dim] for dim in cal}
+
+
+def dimension_values(cases: Iterable[Case]) -> dict[str, set]:
+    """Per dimension (model, batch, length, width), every value the cases use."""
+    out: dict[str, set] = {"model": set(), "batch": set(), "length": set(), "width": set()}
+    for case in cases:
+        for dim, vals in case_dimensions(case).items():
+            out[dim] |= vals
+    return out
 
 
 def attention_dims(case: Case) -> Mapping[str, Any]:

@@ -483,9 +483,9 @@ def recorded_profile(meta: dict[str, Any]) -> Path | None:
 
 
 def resimulate(path: Path, overhead: dict[str, float] | None = None,
-               batch_attention: str | None = None) -> dict[str, Any]:
+               batch_attention: str | None = None, profile: Path | None = None) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
-    host as recorded: its bandwidth from the file; the profile the run used) and compare
+    host as recorded: its bandwidth from the file; ``profile``, else the one the run used) and compare
     with its measurements; with ``overhead`` (or the terms the run recorded), also with the
     host terms; with ``batch_attention``, under that policy instead of the recorded one
     (``scheduler`` in the result says which). Returns the result; never writes."""
@@ -498,7 +498,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     arrivals = Arrivals(np.asarray(trace["arrival_s"]), np.asarray(trace["prompt_tokens"]),
                         np.asarray(trace["output_tokens"]), str(path))
     spec = recorded_spec(meta, None)
-    calibrated, _, _ = calibrated_for(meta["device_key"], spec, recorded_profile(meta))
+    calibrated, _, _ = calibrated_for(meta["device_key"], spec, profile or recorded_profile(meta))
     config = truncate(load_model(data["model"]), data["layers"])
     server = ServerSettings(**data["server"])
     sched = recorded_scheduler(data)

@@ -25,7 +25,7 @@ from ridgeline.profile import (calibrated_ceilings, load_profile, profile_ceilin
 from ridgeline.report import write_atomic
 from ridgeline.roofline import Ceilings, spec_ceilings
 
-from .cases import case_from_dict, check_disjoint, is_reference, suite_cases
+from .cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
 from .replay import MODES, predict, relative_error
 
 CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
@@ -199,9 +199,10 @@ def shown_path(path: Path) -> str:
 
 def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
              profile: Path | None = None, output_dir: Path | None = None, progress: bool = True,
-             quiet_wait_s: float = 0.0,
+             quiet_wait_s: float = 0.0, draw: int | None = None,
              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run the validation suite; returns the result and the files written."""
+    """Run the validation suite (with ``draw``, a fresh held-out set drawn with that seed:
+    ``cases.drawn_cases``); returns the result and the files written."""
     from .calibrate import spec_device_for
     from .provenance import collect, device_name, measured_key
     from .state import describe, measure_state, state_record
@@ -216,7 +217,8 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
         log(f"warning: {note}")
     ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated}
     opts, skipped = device_options(device)
-    cases = suite_cases("validation", opts, quick)
+    cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else \
+        drawn_cases(draw, opts)
     check_disjoint(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True),
                    cases)  # held out in shape, model, batch, length and width
     log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
@@ -231,13 +233,13 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
                  "run": cfg.to_dict(), "profile": shown_path(prof_path),
                  "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
                  "spec_device_full_name": spec_device.full_name, "skipped": skipped,
-                 "machine_state": state},
+                 "machine_state": state, **({"draw": drawn} if drawn else {})},
         "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,
         "cross_validation": cv,
     }
-    stem = snapshot_stem(key) + ("-quick" if quick else "")
+    stem = snapshot_stem(key) + ("-quick" if quick else "") + ("" if draw is None else f"-draw{draw}")
     folder = Path(output_dir) if output_dir else user_data_dir() / "validation"
     return result, write_snapshot(result, folder, stem)
 

@@ -681,7 +681,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
     if resimulate is not None:
         from kernels.cb_server import report_lines, resimulate as rerun
 
-        for line in report_lines(rerun(resimulate, overhead)):
+        for line in report_lines(rerun(resimulate, overhead, profile=profile)):
             typer.echo(line)
         return
     try:
@@ -789,11 +789,14 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
              profile: ProfileOpt = None,
              output_dir: Annotated[Optional[Path], typer.Option("--output-dir", help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).")] = None,
              repredict: Annotated[Optional[Path], typer.Option("--repredict", help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.")] = None,
-             quiet_wait: QuietWaitOpt = 0.0) -> None:
+             quiet_wait: QuietWaitOpt = 0.0,
+             draw: Annotated[Optional[int], typer.Option("--draw", help="Measure a fresh held-out set drawn with this seed instead of the committed one: two catalog models, batch sizes and context lengths that calibration never uses (written as <stem>-draw<SEED>.*).")] = None) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     _check_device(device)
     from kernels.validate import failures, rich_summary
 
+    if draw is not None and (draw < 0 or repredict is not None):
+        raise typer.BadParameter("--draw takes a seed >= 0 and measures: it does not go with --repredict")
     if repredict is not None:
         from kernels.validate import repredict as rerun
 
@@ -803,7 +806,7 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
         from kernels.validate import validate as run
 
         result, paths = run(device, quick=quick, threads=threads, profile=profile,
-                            output_dir=output_dir, quiet_wait_s=quiet_wait,
+                            output_dir=output_dir, quiet_wait_s=quiet_wait, draw=draw,
                             log=lambda msg: typer.echo(msg, err=True))
     import pandas as pd
 

@@ -95,6 +95,21 @@ def test_a_run_names_its_profile_in_this_checkout():
     assert recorded_profile({}) is None
 
 
+def test_resimulate_prices_with_the_profile_it_is_given():
+    """``--resimulate FILE --profile P`` prices the recorded trace with P (here the Zen 3's
+    evening profile, its roofs measured lower that evening); without it, with the profile the
+    run used."""
+    from kernels.cb_server import resimulate
+    from ridgeline.catalog import PROFILES_DIR, REPORTS_DIR
+
+    run = REPORTS_DIR / "validation" / "serving" / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.5rps-2026-11-24.json"
+    own = resimulate(run)["busy"]["simulated_calibrated_s"]
+    named = resimulate(run, profile=PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml")["busy"]["simulated_calibrated_s"]
+    evening = resimulate(run, profile=PROFILES_DIR / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml")
+    assert own == named
+    assert evening["busy"]["simulated_calibrated_s"] > own
+
+
 def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
     """A profile named on the command line must exist: no run without the prices asked for."""
     from typer.testing import CliRunner

@@ -52,3 +52,11 @@ def test_engine_errors_name_settings_and_the_cli_names_options(call, engine, cli
     result = CliRunner().invoke(app, cli)
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert result.output.startswith(f"error: {err.value}") and "--" in result.output
+
+
+@pytest.mark.parametrize("args", [["validate", "--draw", "-1"],
+                                  ["validate", "--draw", "3", "--repredict", "snapshot.json"]])
+def test_a_draw_takes_a_seed_and_measures(args):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "--draw takes a seed >= 0 and measures: it does not go with --repredict" in result.output

@@ -197,3 +197,31 @@ def test_weight_only_scale_bytes_are_the_engines():
 
     assert K.precision("bf16", w_dtype="int8").scale_bytes == SCALE_BYTES == 2.0
     assert K.precision("bf16", w_dtype="int4", group_size=128).scale_bytes == SCALE_BYTES + ZERO_POINT_BYTES == 4.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2026])
+def test_a_fresh_draw_is_held_out_in_every_dimension(seed):
+    """``validate --draw SEED``: a set nobody chose, still disjoint from calibration in
+    shape, model, batch, context length and width, and the same set for the same seed."""
+    opts = Options(("fp32", "bf16", "fp16"), ("math", "flash"))
+    cal = suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True)
+    cases, drawn = K.drawn_cases(seed, opts)
+    check_disjoint(cal, cases)                                   # raises on any overlap
+    assert all(not v for v in K.held_out_overlap(cal, cases).values())
+    assert len(drawn["models"]) == K.DRAW_MODEL_COUNT
+    assert set(drawn["models"]) <= set(K.DRAW_MODELS) and not set(drawn["models"]) & set(K.CALIBRATION_MODELS)
+    assert {c.recipe["model"] for c in cases if "model" in c.recipe} == set(drawn["models"])
+    assert len(drawn["decode"]) == K.DRAW_DECODES and set(drawn["prefill"]) == set(opts.dtypes)
+    for batch, length in drawn["decode"]:
+        assert 1 <= batch <= 64 and 128 <= length <= 4096 and batch * length <= K.DRAW_DECODE_TOKENS
+    for dtype, [(batch, length)] in drawn["prefill"].items():
+        assert 1 <= batch <= 4 and length % 16 == 0
+        assert batch * length <= K.DRAW_PREFILL_TOKENS.get(dtype, K.DRAW_PREFILL_TOKENS["default"])
+    again, same = K.drawn_cases(seed, opts)
+    assert same == drawn and [c.name for c in again] == [c.name for c in cases]
+
+
+def test_draws_differ_between_seeds():
+    opts = Options(("fp32", "bf16"), ("flash",))
+    draws = [K.drawn_cases(seed, opts)[1] for seed in range(4)]
+    assert len({json.dumps(d["decode"]) for d in draws}) == 4
