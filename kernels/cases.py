@@ -52,10 +52,13 @@ QUICK_WORKLOADS = {
                    "decode": [(1, 1536), (8, 768)]},
 }
 # A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): dense catalog models up to
-# 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and batch sizes and context lengths drawn from these
-# ranges (inclusive; lengths in steps of 16) that calibration never uses; fp32 prompts are
-# kept short (its products run at a tenth of a TFLOP/s on a CPU core), decode batch x
-# length bounded (an MHA 13B layer's fp32 cache is 40 KiB a token)
+# 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and
+# batch sizes and context lengths drawn from these ranges (inclusive; lengths in steps of 16)
+# that calibration never uses; fp32 prompts are kept short (its products run at a tenth of a
+# TFLOP/s on a CPU core), decode batch x length bounded (an MHA 13B layer's fp32 cache is
+# 40 KiB a token). Prompts are drawn for DRAW_DTYPES in order whatever the device runs, so a
+# seed draws the same workloads on every device.
+DRAW_DTYPES = ("fp32", "bf16", "fp16")
 DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")
 DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
 DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)
@@ -529,11 +532,12 @@ def drawn_cases(seed: int, opts: Options = Options(), models: int = DRAW_MODEL_C
     pool = [m for m in DRAW_MODELS if m not in used["model"]]
     picked = sorted(rnd.sample(pool, min(models, len(pool))))
     loads: dict[str, Any] = {"prefill": {}, "decode": []}
-    for dtype in opts.dtypes:
+    for dtype in dict.fromkeys(DRAW_DTYPES + tuple(opts.dtypes)):
         batch = fresh("batch", *DRAW_PREFILL_BATCH)
         tokens = DRAW_PREFILL_TOKENS.get(dtype, DRAW_PREFILL_TOKENS["default"])
         loads["prefill"][dtype] = [(batch, fresh("length", DRAW_PREFILL_LENGTH[0],
                                                  min(DRAW_PREFILL_LENGTH[1], tokens // batch), 16))]
+    loads["prefill"] = {d: w for d, w in loads["prefill"].items() if d in opts.dtypes}
     for _ in range(DRAW_DECODES):
         batch = fresh("batch", *DRAW_DECODE_BATCH)
         loads["decode"].append((batch, fresh("length", DRAW_DECODE_LENGTH[0],

@@ -66,7 +66,7 @@ def roofs_line(ceilings: dict[str, Any]) -> str:
     peaks = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(cal.get("matrix_peak", {}).items()))
     touch = (f"; first touch {cal['first_touch_rate'] / 1e9:.3g} GB/s from "
              f"{cal['mmap_threshold'] / 2**20:g} MiB" if cal.get("first_touch_rate") else "")
-    return (f"Calibrated roofs: copy bandwidth {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s "
+    return (f"Calibrated roofs: memory roof {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s "
             f"{peaks}{touch}.")
 
 

@@ -225,3 +225,11 @@ def test_draws_differ_between_seeds():
     opts = Options(("fp32", "bf16"), ("flash",))
     draws = [K.drawn_cases(seed, opts)[1] for seed in range(4)]
     assert len({json.dumps(d["decode"]) for d in draws}) == 4
+
+
+def test_a_seed_draws_the_same_workloads_whatever_the_device_runs():
+    """An AVX2-only CPU measures fp32 alone: its draw is the fp32 part of the same draw."""
+    full = K.drawn_cases(1125, Options(("fp32", "bf16", "fp16"), ("math", "flash")))[1]
+    fp32 = K.drawn_cases(1125, Options(("fp32",), ("math", "flash")))[1]
+    assert fp32["decode"] == full["decode"] and fp32["models"] == full["models"]
+    assert fp32["prefill"] == {"fp32": full["prefill"]["fp32"]}
