@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -115,13 +116,23 @@ class StepCost:
 
     def decode_time(self, n: int, cached: float) -> float:
         """``step_time`` of n decodes alone, in scalars (the simulator's hot path)."""
-        ca, cb, ma, mb = self.decode
-        total = self.token_s[n] + self.cached_only_s[n] + self.head_s[n]
-        for k in range(len(self.count)):
-            over = self.overhead_s[k] if self.cached_has[k] else 0.0
-            total += self.count[k] * (max(ca[k, n] + cb[k, n] * cached,
-                                          ma[k, n] + mb[k, n] * cached) + over)
-        return self.factor * float(total)
+        base, terms = self._decode_rows[n]
+        total = base
+        for count, ca, cb, ma, mb, over in terms:
+            total += count * (max(ca + cb * cached, ma + mb * cached) + over)
+        return self.factor * total
+
+    @cached_property
+    def _decode_rows(self) -> list[tuple[float, list[tuple[float, ...]]]]:
+        """Per decode count n, ``decode_time``'s terms as Python floats (same arithmetic,
+        without numpy's per-element cost)."""
+        ca, cb, ma, mb = (a.tolist() for a in self.decode)
+        over = [float(o) if h else 0.0 for o, h in zip(self.overhead_s, self.cached_has)]
+        count = [float(c) for c in self.count]
+        rows = len(self.head_s)   # n decodes, 0..B
+        base = (self.token_s[:rows] + self.cached_only_s[:rows] + self.head_s).tolist()
+        return [(base[n], [(count[k], ca[k][n], cb[k][n], ma[k][n], mb[k][n], over[k])
+                           for k in range(len(count))]) for n in range(rows)]
 
     def attention_s(self, compute: np.ndarray, memory: np.ndarray, present: np.ndarray) -> float:
         """Attention ops as one kernel each over the step's sequences."""
@@ -428,6 +439,9 @@ class _Server:
         self.computed = 0      # tokens run through the model, recomputation included
         self.recomputed = 0
         self.pure = False      # this step only decodes (set by schedule)
+        self.steady = False    # the last step only decoded and admitted nobody: so does this one
+        self.ones = np.ones(scheduler.max_batch, dtype=np.int64)   # a steady step's chunk (read only)
+        self.tokens = 0        # tokens this step computes (set by schedule)
 
     def kv_blocks(self, tokens):
         kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
@@ -443,11 +457,20 @@ class _Server:
         self.gen_of[rid], self.done_of[rid] = gen, 0
         self.run = [a[:-1] for a in self.run]
         self.waiting.appendleft(int(rid))
+        self.steady = False
 
     def schedule(self, now: float):
         """Chunks for the running requests (preempting when blocks run out), then admissions."""
         while True:
             rid, prompt, _out, gen, done = self.run
+            if self.steady and not self.cost.window:   # the hot path: nothing to look at
+                self.pure = len(rid) > 0
+                chunk = self.ones[:len(rid)]
+                grow = int(np.count_nonzero(done % self.block == 0))
+                if self.used + grow <= self.blocks or len(rid) == 0:
+                    break
+                self.preempt_last()
+                continue
             need = prompt + gen - done
             # the common step: every running request decodes one token after its first
             self.pure = 0 < len(rid) <= self.s.token_budget and need.max() == 1 and gen.min() > 0
@@ -462,7 +485,8 @@ class _Server:
                 break
             self.preempt_last()
         self.used += grow
-        budget = self.s.token_budget - int(chunk.sum())
+        self.tokens = len(rid) if self.pure else int(chunk.sum())
+        budget = self.s.token_budget - self.tokens
         margin_ok = (self.blocks - self.used) >= self.s.admit_margin * self.blocks
         new = []
         while self.waiting and len(rid) + len(new) < self.s.max_batch and budget > 0:
@@ -492,6 +516,8 @@ class _Server:
             self.run = [np.concatenate(pair) for pair in zip(
                 self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))]
             chunk = np.concatenate([chunk, chunks])
+            self.tokens += int(chunks.sum())
+        self.steady = self.pure and not self.cost.window
         return chunk
 
     def cost_of(self, chunk: np.ndarray) -> float:
@@ -595,7 +621,7 @@ def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
         line["kv_blocks"].append(server.used)
         line["running"].append(len(chunk))
         line["waiting"].append(len(server.waiting))
-        line["tokens"].append(int(chunk.sum()))
+        line["tokens"].append(server.tokens)
         now += dt
         before = len(server.run[0])
         server.advance(chunk, now)

@@ -310,3 +310,45 @@ def test_gather_costs_more_than_masked_and_serves_the_same_tokens():
 def test_gather_refuses_latent_attention():
     with pytest.raises(RidgelineError, match="latent attention"):
         simulate("deepseek-v2-lite", "h100-sxm", poisson(1.0, 2, 64, 4), Scheduler(batch_attention="gather"))
+
+
+def _reference_decode_time(self, n: int, cached: float) -> float:
+    """``StepCost.decode_time`` as first written, on the numpy tables."""
+    ca, cb, ma, mb = self.decode
+    total = self.token_s[n] + self.cached_only_s[n] + self.head_s[n]
+    for k in range(len(self.count)):
+        over = self.overhead_s[k] if self.cached_has[k] else 0.0
+        total += self.count[k] * (max(ca[k, n] + cb[k, n] * cached, ma[k, n] + mb[k, n] * cached) + over)
+    return self.factor * float(total)
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batch=st.integers(1, 48), blocks=st.sampled_from([None, 60, 200]), hit=st.sampled_from([0.0, 0.5]),
+       seed=st.integers(0, 3), model=st.sampled_from([MODEL, "mistral-7b-v0.1"]))
+def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hit, seed, model):
+    """The hot path (a decode-only step after one that admitted nobody skips the checks,
+    and ``decode_time`` adds Python floats) gives every timeline and request time to the
+    bit of the path that looks at every request each step (preemptions, prefix hits and
+    a sliding window included)."""
+    import ridgeline.simulate as S
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    arrivals = Arrivals(np.sort(rng.uniform(0, 3, n)), rng.integers(1, 400, n), rng.integers(1, 90, n))
+    sched = Scheduler(max_batch=batch, token_budget=512, kv_blocks=blocks, prefix_hit=hit)
+    fast = simulate(model, DEVICE, arrivals, sched)
+    schedule = S._Server.schedule
+
+    def every_request(self, now):
+        self.steady = False
+        return schedule(self, now)
+
+    with monkeypatch.context() as m:
+        m.setattr(S._Server, "schedule", every_request)
+        m.setattr(S.StepCost, "decode_time", _reference_decode_time)
+        slow = simulate(model, DEVICE, arrivals, sched)
+    for key in fast.timeline:
+        np.testing.assert_array_equal(fast.timeline[key], slow.timeline[key], err_msg=key)
+    for key in fast.requests:
+        np.testing.assert_array_equal(fast.requests[key], slow.requests[key], err_msg=key)
