@@ -408,11 +408,18 @@ def recorded_spec(meta: dict[str, Any], hardware: str | None) -> DeviceSpec:
     if hardware or name != "host":
         return load_device(name)
     if isinstance(meta.get("spec_device"), dict):
-        return device_from_dict(meta["spec_device"], "recorded spec device")
+        return _recorded_cpu(device_from_dict(meta["spec_device"], "recorded spec device"), meta)
     peaks = MappingProxyType({k: v * 1e12 for k, v in meta["spec_matrix_peak_tops"].items()})
-    return DeviceSpec("host", meta.get("spec_full_name", "host"), "", "cpu", 0.0,
-                      float(meta["spec_bandwidth_gb_s"]) * 1e9, peaks,
-                      MappingProxyType({"fp32": peaks["fp32"]}))
+    return _recorded_cpu(DeviceSpec("host", meta.get("spec_full_name", "host"), "", "cpu", 0.0,
+                                    float(meta["spec_bandwidth_gb_s"]) * 1e9, peaks,
+                                    MappingProxyType({"fp32": peaks["fp32"]})), meta)
+
+
+def _recorded_cpu(spec: DeviceSpec, meta: dict[str, Any]) -> DeviceSpec:
+    """The recorded host with the CPU the file was measured on (name and signature), so
+    a profile of another CPU is refused for it as it would be on that CPU."""
+    cpu = {k: meta[k] for k in ("cpu", "cpu_signature") if meta.get(k)}
+    return replace(spec, extra={**spec.extra, **cpu}) if spec.kind == "cpu" and cpu else spec
 
 
 def repredict(path: Path, hardware: str | None = None, profile: Path | None = None,

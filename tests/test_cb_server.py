@@ -110,6 +110,22 @@ def test_resimulate_prices_with_the_profile_it_is_given():
     assert evening["busy"]["simulated_calibrated_s"] > own
 
 
+def test_resimulate_refuses_a_profile_of_another_cpu():
+    """A Xeon run priced with the Zen 3's profile: one line, exit 2, nothing printed."""
+    from typer.testing import CliRunner
+
+    from ridgeline.catalog import PROFILES_DIR, REPORTS_DIR
+    from ridgeline.cli import app
+
+    run = REPORTS_DIR / "validation" / "serving" / \
+        "serving-cpu-intel-r-xeon-r-processor-f6m207-1t-qwen2-0.5b-0.25rps-2026-11-25.json"
+    result = CliRunner().invoke(app, ["simulate-check", "--resimulate", str(run), "--profile",
+                                      str(PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith("error: profile ") and result.output.count("\n") == 1
+    assert "was measured on another CPU ('AMD EPYC', AuthenticAMD 25/1: avx2 fma" in result.output
+
+
 def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
     """A profile named on the command line must exist: no run without the prices asked for."""
     from typer.testing import CliRunner
