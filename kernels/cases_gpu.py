@@ -164,16 +164,36 @@ def write_agreement(device: str, every: int, folder=None) -> str:
     return f"{path}: {summary}"
 
 
+DRY_DRAWN = 8   # --device cpu: a dry run measures this many of the drawn (full-size) cases
+
+
+def gpu_drawn_cases(seed: int, opts: Options | None = None) -> tuple[list[Case], dict[str, Any]]:
+    """``validate --draw SEED`` on the GPU set: ``kernels.cases.drawn_cases`` held out from
+    what the GPU calibration measures (its models, batches, lengths and widths), in the
+    data types it calibrates (``DTYPES``). A CPU dry run keeps the first ``DRY_DRAWN``."""
+    from unittest import mock
+
+    from . import cases
+
+    opts = opts or Options(DTYPES, CUDA_BACKENDS, "cuda")
+    opts = replace(opts, dtypes=tuple(d for d in opts.dtypes if d in DTYPES) or opts.dtypes[:1])
+    with mock.patch.object(cases, "suite_cases", gpu_cases):
+        drawn, what = cases.drawn_cases(seed, opts)
+    return (drawn[:DRY_DRAWN] if opts.device == "cpu" else drawn), what
+
+
 @contextlib.contextmanager
 def gpu_case_set():
     """Within this block ``kernels.calibrate`` and ``kernels.validate`` measure the GPU set
-    (their ``suite_cases`` replaced by :func:`gpu_cases`)."""
+    (their ``suite_cases`` replaced by :func:`gpu_cases`, ``--draw`` by
+    :func:`gpu_drawn_cases`)."""
     from unittest import mock
 
     from . import calibrate, validate
 
     with mock.patch.object(calibrate, "suite_cases", gpu_cases), \
-            mock.patch.object(validate, "suite_cases", gpu_cases):
+            mock.patch.object(validate, "suite_cases", gpu_cases), \
+            mock.patch.object(validate, "drawn_cases", gpu_drawn_cases):
         yield
 
 

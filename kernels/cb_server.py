@@ -42,7 +42,11 @@ ATTENTION_TAGS = ("varlen", "masked", "gather", "none")
 CLOCKS = {"cpu": "virtual: each step advances the clock by its CPU seconds (time.thread_time) "
                  "in the stepping thread; transformers' scheduler and model runner, stepped here",
           "wall": "wall: transformers' background generation thread, requests submitted at "
-                  "their arrival times, tokens stamped with time.perf_counter"}  # transformers' FIFOScheduler: no new prefill below 15 % free blocks
+                  "their arrival times, tokens stamped with time.perf_counter",
+          "device": "virtual: each step advances the clock by its wall seconds with the GPU "
+                    "synchronised at the step's phase boundaries (time.perf_counter; a GPU "
+                    "machine to itself), transformers' scheduler and model runner stepped here; "
+                    "attention_s is the host's seconds in the attention function, unsynchronised"}  # transformers' FIFOScheduler: no new prefill below 15 % free blocks
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,10 @@ def make_trace(n: int, rate: float, prompt: tuple[int, int], output: tuple[int, 
                     rng.integers(output[0], output[1] + 1, n), f"poisson {rate:g}/s seed {seed}")
 
 
-def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16"):
+def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16",
+                device: str = "cpu"):
     """A transformers causal LM from the catalog's config.json, random weights, in ``dtype``
-    (bf16; fp32 on a CPU without bf16 kernels)."""
+    (bf16; fp32 on a CPU without bf16 kernels), on ``device``."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -81,7 +86,8 @@ def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16
     config = AutoConfig.for_model(**raw)
     from kernels.bench import TORCH_DTYPES
 
-    return AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype], attn_implementation="sdpa")
+    return AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype],
+                                            attn_implementation="sdpa").to(device)
 
 
 def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
@@ -123,12 +129,13 @@ class _Clock:
 
 
 def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
-                   log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+                   log: Callable[[str], None] = lambda _m: None, clock: str = "cpu") -> dict[str, Any]:
     """transformers' own scheduler and model runner, stepped in this thread on a virtual
     clock that advances by each step's CPU seconds (``time.thread_time``: scheduling,
     forward pass, sampling and the update), so other processes sharing the core do not
     stretch it. Requests join when the clock passes their arrival (at a step boundary, as
-    in the background-thread server); an idle server jumps to the next arrival. Besides the
+    in the background-thread server); an idle server jumps to the next arrival. ``clock``
+    "device" (a GPU): each step's wall seconds, the GPU synchronised. Besides the
     per-request arrays, ``steps`` holds every step's CPU seconds split by phase and its mix
     (:class:`StepTimer`)."""
     from transformers.generation.continuous_batching import requests as hf_requests
@@ -144,7 +151,7 @@ def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int 
     clock, real_time = _Clock(), hf_requests.time
     hf_requests.time = clock
     try:
-        with StepTimer(model) as timer:
+        with StepTimer(model, clock) as timer:
             _step_all(manager, processor, [prompts[0][:16]], [2], np.zeros(1), clock, timer)  # warm-up
             clock.now = 0.0
             timer.reset()
@@ -169,8 +176,19 @@ class StepTimer:
 
     PHASES = ("prepare_s", "forward_s", "attention_s", "sample_s", "update_s", "step_s")
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, clock: str = "cpu") -> None:
         self.model = model
+        self.now = self.host = time.thread_time
+        if clock == "device":   # a GPU's work ends when it is synchronised
+            import torch
+
+            self.host = time.perf_counter
+
+            def now() -> float:
+                torch.cuda.synchronize()
+                return time.perf_counter()
+
+            self.now = now
         self.reset()
 
     def reset(self) -> None:
@@ -184,17 +202,17 @@ class StepTimer:
         inner = ALL_ATTENTION_FUNCTIONS[impl]
 
         def timed_attention(*args, **kwargs):
-            start = time.thread_time()
+            start = self.host()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self._attention += time.thread_time() - start
+                self._attention += self.host() - start
 
         def before(_module, _args, _kwargs):
-            self._forward_start = time.thread_time()
+            self._forward_start = self.now()
 
         def after(_module, _args, _output):
-            self._forward += time.thread_time() - self._forward_start
+            self._forward += self.now() - self._forward_start
 
         self._restore = (ALL_ATTENTION_FUNCTIONS, impl, impl in ALL_ATTENTION_FUNCTIONS._local_mapping,
                          ALL_ATTENTION_FUNCTIONS._local_mapping.get(impl))
@@ -216,21 +234,21 @@ class StepTimer:
         """Run one step if a batch is ready, record it, and advance ``clock`` by its CPU
         seconds: past the generation before ``update_batch`` stamps the tokens (a token
         is out at the end of its forward), then past the update. Returns the seconds."""
-        t0 = time.thread_time()
+        t0 = self.now()
         if not processor.prepare_next_batch():
-            busy = time.thread_time() - t0
+            busy = self.now() - t0
             clock.now += busy
             return busy
-        t1 = time.thread_time()
+        t1 = self.now()
         batch = processor.inputs_and_outputs.requests_in_batch
         query = [int(f.query_length) for f in batch]
         past = [int(f.state.position_offset) - q for f, q in zip(batch, query)]
         self._forward = self._attention = 0.0
         manager._generation_step()
-        t2 = time.thread_time()
+        t2 = self.now()
         clock.now += t2 - t0
         processor.update_batch()
-        t3 = time.thread_time()
+        t3 = self.now()
         clock.now += t3 - t2
         for key, value in (("prepare_s", t1 - t0), ("forward_s", self._forward),
                            ("attention_s", self._attention),
@@ -347,7 +365,8 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
 
 
 def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
-                overhead: dict[str, float] | None, dtype: str = "bf16") -> dict[str, Any]:
+                overhead: dict[str, float] | None, dtype: str = "bf16",
+                execution: str = "auto") -> dict[str, Any]:
     """The trace simulated per roofline mode, and again with the measured host terms."""
     from kernels.e2e import engine_settings
 
@@ -355,8 +374,10 @@ def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched
     scheds = {"": sched}
     if overhead:
         scheds["+overhead"] = replace(sched, step_overhead_s=overhead["step_overhead_s"],
-                                      request_overhead_s=overhead["request_overhead_s"])
-    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype), ceilings=r)
+                                      request_overhead_s=overhead["request_overhead_s"],
+                                      host_overlap=bool(overhead.get("host_overlap", False)))
+    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype, execution),
+                                 ceilings=r)
             for mode, r in roofs.items() for tag, s in scheds.items()}
 
 
@@ -389,11 +410,13 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
               output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
               server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
               overhead: dict[str, float] | None = None, dtype: str = "bf16",
-              profile: Path | None = None,
+              profile: Path | None = None, device: str = "cpu",
               log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
     """Replay the trace on transformers ``repeats`` times, simulate it (and with the host
     ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON.
-    Calibrated step costs from ``profile``, else this CPU's own profile."""
+    Calibrated step costs from ``profile``, else this device's own profile. On a GPU
+    (``device`` cuda) transformers runs eager (no CUDA graphs), on the ``device`` clock, and
+    is simulated in eager execution."""
     import os
 
     import torch
@@ -406,23 +429,27 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     from ridgeline.profile import load_profile
     from ridgeline.resolve import resolve
 
-    torch.set_num_threads(1)
-    spec = spec_device("cpu", None)
-    key = measured_key("cpu")
+    gpu = device.startswith("cuda")
+    if not gpu:
+        torch.set_num_threads(1)
+    spec = spec_device(device, None)
+    key = measured_key(device)
     calibrated, profile, note = calibrated_for(key, spec, profile)
     arrivals = make_trace(requests, rate, prompt, output, seed)
     config: ModelConfig = truncate(load_model(model), layers)
-    hf = build_model(model, layers, seed, dtype)
+    hf = build_model(model, layers, seed, dtype, device)
     runs, steps = [], []
-    replay_with = replay if clock == "wall" else replay_virtual
-    prof, cfg = load_profile(profile) if calibrated is not None else None, setup("cpu", 1)
+    execution = "eager" if gpu else "auto"
+    prof = load_profile(profile) if calibrated is not None and not gpu else None
+    cfg = setup("cpu", 1) if prof else None
     def state():  # the profile's roofs again, before and after the replays (kernels.state)
         return measure_state(cfg, prof, "cpu") if prof else {}
     load, states = [os.getloadavg()], [state()]
     for i in range(repeats):
         log(f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
             f"transformers {transformers.__version__}")
-        run = replay_with(hf, arrivals, server, seed, log)
+        run = replay(hf, arrivals, server, seed, log) if clock == "wall" else \
+            replay_virtual(hf, arrivals, server, seed, log, clock)
         if "steps" in run:
             steps.append(run.pop("steps"))
         runs.append(run)
@@ -430,14 +457,16 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     states.append(state())
     measured = {k: np.median([r[k] for r in runs], axis=0) for k in runs[0]}
     sched = matching_scheduler(server)
-    sims = simulations(config, spec, calibrated, arrivals, sched, overhead, dtype)
-    meta = provenance("cpu", spec, profile if calibrated is not None else None)
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead, dtype, execution)
+    meta = provenance(device, spec, profile if calibrated is not None else None)
     meta.update(kind="serving", server=f"transformers {transformers.__version__} "
-                f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype})",
+                f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype}"
+                + (", eager: no CUDA graphs)" if gpu else ")"),
                 clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load,
                 machine_state=state_record(prof, states) if prof else None,
-                load_note="measured on a 2-core machine shared with other developers' jobs "
-                f"(load average {meta.get('loadavg')}): per-request medians over the repeats")
+                load_note=("measured on a GPU machine to itself" if gpu else
+                           "measured on a 2-core machine shared with other developers' jobs")
+                + f" (load average {meta.get('loadavg')}): per-request medians over the repeats")
     result = {
         "meta": meta,
         "model": config.name, "layers": config.num_layers, "dtype": dtype,
@@ -445,6 +474,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
                   "output": list(output), "seed": seed, "arrival_s": arrivals.time_s.tolist(),
                   "prompt_tokens": arrivals.prompt.tolist(), "output_tokens": arrivals.output.tolist()},
         "server": asdict(server), "scheduler": asdict(sched), "repeats": repeats,
+        "execution": execution,
         "overhead": overhead,
         "measured": {k: v.tolist() for k, v in measured.items()},
         "measured_runs": [{k: v.tolist() for k, v in r.items()} for r in runs],
@@ -459,7 +489,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     }
     if steps:
         roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings(dtype), ceilings=r)
+        deployments = {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
                        for m, r in roofs.items()}
         result["step_breakdown"] = step_breakdown(steps, deployments, server)
         result["measured_steps"] = steps
@@ -505,8 +535,9 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     if batch_attention is not None:
         sched = replace(sched, batch_attention=batch_attention)
     dtype = data.get("dtype", "bf16")   # runs before fp32 was offered were bf16
+    execution = data.get("execution", "auto")   # runs before GPUs were offered ran on a CPU
     sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"),
-                       dtype)
+                       dtype, execution)
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
     out = {"scheduler": asdict(sched),
@@ -517,7 +548,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
                                for m, sim in sims.items()}}}
     if data.get("measured_steps"):
         roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings(dtype), ceilings=r)
+        deployments = {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
                        for m, r in roofs.items()}
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
     return out
@@ -617,13 +648,15 @@ def breakdown(steps: dict[str, list]) -> dict[str, np.ndarray]:
                                      for q, ps in zip(steps["query"], steps["past"])])}
 
 
-def fit_overhead(runs: list[dict[str, list]]) -> dict[str, float]:
+def fit_overhead(runs: list[dict[str, list]], whole_step: bool = False) -> dict[str, float]:
     """The host terms of the simulator's server model from recorded steps (every replay's):
     least squares of each step's non-forward CPU seconds on [1, requests in the step],
     ``other = step_overhead_s + request_overhead_s * requests``; a negative per-request
-    slope is dropped (the fixed term is then the mean). Measures nothing."""
+    slope is dropped (the fixed term is then the mean). ``whole_step`` (a GPU run eager,
+    ``host_overlap``): the whole step's seconds, host-bound steps being the host's work.
+    Measures nothing."""
     parts = [breakdown(r) for r in runs]
-    other = np.concatenate([b["other_s"] for b in parts])
+    other = np.concatenate([b["step_s" if whole_step else "other_s"] for b in parts])
     requests = np.concatenate([b["requests"] for b in parts]).astype(float)
     if other.size < 3:
         raise RidgelineError(f"{other.size} recorded steps are too few to fit the host overhead")
@@ -633,6 +666,7 @@ def fit_overhead(runs: list[dict[str, list]]) -> dict[str, float]:
         fixed, per_request = float(other.mean()), 0.0
     fitted = fixed + per_request * requests
     return {"step_overhead_s": float(max(fixed, 0.0)), "request_overhead_s": float(per_request),
+            **({"host_overlap": True} if whole_step else {}),
             "steps": int(other.size), "mean_other_s": float(other.mean()),
             "rms_residual_s": float(np.sqrt(np.mean((other - fitted) ** 2)))}
 
@@ -644,7 +678,13 @@ def overhead_from(path: Path) -> dict[str, float]:
     if not data.get("measured_steps"):
         raise RidgelineError(f"{path} has no recorded steps (it was made before steps were "
                              "recorded); record one with simulate-check")
-    return {**fit_overhead(data["measured_steps"]), "from": str(path)}
+    return {**fit_overhead(data["measured_steps"], gpu_eager(data)), "from": str(path)}
+
+
+def gpu_eager(data: dict[str, Any]) -> bool:
+    """Whether a recorded run ran transformers eager on a GPU: its host work overlaps the
+    device's, and its steps are host-bound (``fit_overhead(whole_step=True)``)."""
+    return data.get("execution") == "eager" and str(data.get("meta", {}).get("device_key", "")).startswith("cuda")
 
 
 def _load_run(path: Path, keys: tuple[str, ...] = ("meta", "trace", "measured")) -> dict[str, Any]:

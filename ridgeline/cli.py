@@ -554,6 +554,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              admit_margin: Annotated[float, typer.Option("--admit-margin", help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
              step_overhead: Annotated[float, typer.Option("--step-overhead", help="Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
              request_overhead: Annotated[float, typer.Option("--request-overhead", help="Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
+             host_overlap: Annotated[bool, typer.Option("--host-overlap", help="The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
              batch_attention: Annotated[str, typer.Option("--batch-attention", help="varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
              seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
              ttft_slo: Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")] = None,
@@ -578,7 +579,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     sched = Scheduler(max_batch=max_batch, token_budget=token_budget, chunked_prefill=chunked_prefill,
                       prefix_hit=prefix_hit, kv_blocks=kv_blocks, admit_margin=admit_margin,
                       step_overhead_s=step_overhead, request_overhead_s=request_overhead,
-                      batch_attention=batch_attention)
+                      host_overlap=host_overlap, batch_attention=batch_attention)
     base = load_trace(trace).scaled(time_scale) if trace is not None else None
 
     def arrivals(at: float):
@@ -661,21 +662,25 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
                    dtype: Annotated[str, typer.Option(help="Model data type: bf16, or fp32 on a CPU without bf16 kernels (see 'calibrate').")] = "bf16",
-                   clock: Annotated[str, typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); wall: its background thread in real time.")] = "cpu",
+                   clock: Annotated[Optional[str], typer.Option(help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); device (a GPU): the same, each step's wall seconds with the GPU synchronised; wall: its background thread in real time. Default: cpu, or device with --device cuda.")] = None,
+                   device: Annotated[str, typer.Option(help="cpu, or cuda: transformers on the GPU, eager (no CUDA graphs), simulated in eager execution with the GPU's profile.")] = "cpu",
                    overhead_from: Annotated[Optional[Path], typer.Option("--overhead-from", help="Also simulate with the host terms fitted to this recorded run (another trace).")] = None,
                    fit_overhead: Annotated[Optional[Path], typer.Option("--fit-overhead", help="Measure nothing: fit the host terms (seconds per step, per request) to this recorded run's steps and print them.")] = None,
                    resimulate: Annotated[Optional[Path], typer.Option(help="Measure nothing: simulate this recorded run's trace again with today's engine and print the comparison.")] = None,
                    profile: ProfileOpt = None,
                    output: OutputOpt = None) -> None:
-    """Replay a trace on transformers' continuous batching (CPU) and compare with the simulator."""
+    """Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator."""
     from kernels.cb_server import overhead_from as fitted
 
     overhead = fitted(overhead_from) if overhead_from is not None else None
     if fit_overhead is not None:
         terms = fitted(fit_overhead)
         typer.echo(f"--step-overhead {terms['step_overhead_s']:.6f} --request-overhead "
-                   f"{terms['request_overhead_s']:.6f}  ({terms['steps']} steps of {fit_overhead}: "
-                   f"mean {terms['mean_other_s'] * 1e3:.3f} ms beside the forward, rms residual "
+                   f"{terms['request_overhead_s']:.6f}"
+                   + (" --host-overlap" if terms.get("host_overlap") else "")
+                   + f"  ({terms['steps']} steps of {fit_overhead}: mean {terms['mean_other_s'] * 1e3:.3f} ms "
+                   + ("a step (a GPU run eager: host-bound steps)" if terms.get("host_overlap") else "beside the forward")
+                   + ", rms residual "
                    f"{terms['rms_residual_s'] * 1e3:.3f} ms)")
         return
     if resimulate is not None:
@@ -692,15 +697,22 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
         raise MissingDependencyError("transformers", "hf") from None
     from kernels.cb_server import report_lines, run_check
 
-    if requests < 2 or rate <= 0 or repeats < 1 or clock not in ("cpu", "wall"):
-        raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu or wall")
+    gpu = device.startswith("cuda")
+    clock = clock or ("device" if gpu else "cpu")
+    if requests < 2 or rate <= 0 or repeats < 1 or clock not in ("cpu", "wall", "device"):
+        raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu, device or wall")
+    if (clock == "device") != gpu and clock != "wall":
+        raise typer.BadParameter(f"--clock {clock} goes with --device {'cpu' if clock == 'cpu' else 'cuda'}")
+    from kernels.e2e import resolve_device
+
+    device = resolve_device(device)
     if dtype not in ("bf16", "fp32"):
         raise typer.BadParameter(f"--dtype {dtype!r}: transformers' check runs bf16 or fp32")
     if not 1 <= prompt_range[0] <= prompt_range[1] or not 1 <= output_range[0] <= output_range[1]:
         raise typer.BadParameter("--prompt-range and --output-range take MIN MAX with 1 <= MIN <= MAX")
     result, path = run_check(model, layers=layers, requests=requests, rate=rate, prompt=prompt_range,
                              output=output_range, repeats=repeats, seed=seed, clock=clock, out=output,
-                             overhead=overhead, dtype=dtype, profile=profile,
+                             overhead=overhead, dtype=dtype, profile=profile, device=device,
                              log=lambda msg: typer.echo(msg, err=True))
     for line in report_lines(result):
         typer.echo(line)

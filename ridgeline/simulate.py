@@ -61,6 +61,9 @@ class Scheduler:
     step_overhead_s: float = 0.0    # host seconds per step beyond the model's forward (scheduling,
                                     # batch tensors, sampling): measured, `simulate-check --fit-overhead`
     request_overhead_s: float = 0.0  # host seconds per request in the step, on top
+    host_overlap: bool = False      # the host's seconds overlap the device's (a GPU run eager: the
+                                    # host enqueues while kernels run), so a step takes the longer
+                                    # of the forward and the host terms, not their sum
     batch_attention: str = "varlen"  # varlen: each sequence attends to its own keys (vLLM, flash);
                                     # masked: one attention over all the step's queries and keys
                                     # under a block-diagonal mask; gather: masked as transformers'
@@ -521,7 +524,8 @@ class _Server:
         return chunk
 
     def cost_of(self, chunk: np.ndarray) -> float:
-        return self.forward_of(chunk) + self.s.host_s(int(np.count_nonzero(chunk)))
+        forward, host = self.forward_of(chunk), self.s.host_s(int(np.count_nonzero(chunk)))
+        return max(forward, host) if self.s.host_overlap else forward + host
 
     def forward_of(self, chunk: np.ndarray) -> float:
         done = self.run[4]
