@@ -364,13 +364,27 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
     return out
 
 
+def mode_roofs(spec, calibrated) -> dict[str, Any]:
+    """The ceilings per roofline mode: the datasheet's, and the profile's when there is one."""
+    return {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+
+
+def mode_deployments(config: ModelConfig, spec, calibrated, dtype: str, execution: str) -> dict[str, Any]:
+    """The resolved deployment per roofline mode (the step breakdown prices recorded steps with it)."""
+    from kernels.e2e import engine_settings
+    from ridgeline.resolve import resolve
+
+    return {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
+            for m, r in mode_roofs(spec, calibrated).items()}
+
+
 def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
                 overhead: dict[str, float] | None, dtype: str = "bf16",
                 execution: str = "auto") -> dict[str, Any]:
     """The trace simulated per roofline mode, and again with the measured host terms."""
     from kernels.e2e import engine_settings
 
-    roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
+    roofs = mode_roofs(spec, calibrated)
     scheds = {"": sched}
     if overhead:
         scheds["+overhead"] = replace(sched, step_overhead_s=overhead["step_overhead_s"],
@@ -423,11 +437,10 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     import transformers
 
     from kernels.e2e import truncate
-    from kernels.e2e import calibrated_for, engine_settings, measured_key, provenance, spec_device
+    from kernels.e2e import calibrated_for, measured_key, provenance, spec_device
     from kernels.state import measure_state, state_record
     from kernels.suite import setup
     from ridgeline.profile import load_profile
-    from ridgeline.resolve import resolve
 
     gpu = device.startswith("cuda")
     if not gpu:
@@ -488,9 +501,7 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
                     for mode, sim in sims.items()}},
     }
     if steps:
-        roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
-                       for m, r in roofs.items()}
+        deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         result["step_breakdown"] = step_breakdown(steps, deployments, server)
         result["measured_steps"] = steps
     stem = f"serving-{key}-{config.name}" + ("" if dtype == "bf16" else f"-{dtype}") + \
@@ -520,8 +531,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     host terms; with ``batch_attention``, under that policy instead of the recorded one
     (``scheduler`` in the result says which). Returns the result; never writes."""
     from kernels.e2e import truncate
-    from kernels.e2e import calibrated_for, engine_settings, recorded_spec
-    from ridgeline.resolve import resolve
+    from kernels.e2e import calibrated_for, recorded_spec
 
     data = _load_run(path)
     meta, trace = data["meta"], data["trace"]
@@ -547,9 +557,7 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
            "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
                                for m, sim in sims.items()}}}
     if data.get("measured_steps"):
-        roofs = {"spec": spec_ceilings(spec), **({"calibrated": calibrated} if calibrated else {})}
-        deployments = {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
-                       for m, r in roofs.items()}
+        deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
     return out
 
