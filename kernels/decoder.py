@@ -282,6 +282,22 @@ class Decoder(nn.Module):
             self.lm_head.weight = self.embed.weight
         init_weights(self, seed)
 
+    def reserve(self, batch: int, length: int) -> None:
+        """A fresh, empty KV cache of exactly ``batch`` x ``length`` tokens (the old one
+        freed first), so a case holds on the device what the engine's memory model counts
+        for it: weights + its own cache + activations. ``length`` <= the rotary tables'."""
+        if length > self.cos.shape[0]:
+            raise RidgelineError(f"a cache of {length} tokens exceeds the {self.cos.shape[0]} "
+                                 "this decoder was built for")
+        c, dtype, device = self.config, self.k_cache.dtype, self.k_cache.device
+        self.k_cache = self.v_cache = None   # free before allocating: no two caches at once
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        shape = (c.num_layers, batch, c.num_kv_heads, length, c.head_dim)
+        self.k_cache = torch.zeros(shape, dtype=dtype, device=device)
+        self.v_cache = torch.zeros(shape, dtype=dtype, device=device)
+        self.max_batch, self.max_len = batch, length
+
     def forward(self, tokens: Tensor, pos: int, all_logits: bool = False) -> Tensor:
         """tokens: [B, S] at positions pos..pos+S-1 -> logits [B, V] of the last position
         ([B, S, V] with ``all_logits``). Writes K and V of the S positions to the cache."""
@@ -315,8 +331,11 @@ class Decoder(nn.Module):
 def init_weights(model: Decoder, seed: int) -> None:
     """Normal weights with std 1/sqrt(fan_in) (activations stay O(1), no overflow in
     fp16), embeddings std 1, norms at one, an empty (zero) cache: deterministic for a
-    seed, on any device."""
-    generator = torch.Generator().manual_seed(seed)
+    seed on a device kind. Drawn on the model's device (a 7B model's weights in seconds on
+    a GPU, not a minute of CPU draws); timings do not depend on the values, only on their
+    not being zeros."""
+    device = model.k_cache.device
+    generator = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():  # a tied lm_head appears once, as embed
         if name.endswith("norm.weight"):
             param.fill_(1.0)
@@ -325,7 +344,8 @@ def init_weights(model: Decoder, seed: int) -> None:
         else:
             std = 1.0 if name.startswith("embed") else 1.0 / math.sqrt(param.shape[-1])
             for row in range(0, param.shape[0], 4096):  # in slices: no full fp32 copy at once
-                chunk = torch.randn(param[row:row + 4096].shape, generator=generator) * std
+                chunk = torch.randn(param[row:row + 4096].shape, generator=generator,
+                                    device=device) * std
                 param[row:row + 4096].copy_(chunk)
     model.k_cache.zero_()
     model.v_cache.zero_()

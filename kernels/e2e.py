@@ -11,6 +11,7 @@ CPU steps with ``perf_counter`` (a CPU step returns when its work is done).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -125,6 +126,40 @@ def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
     return time.perf_counter() - start
 
 
+def reset_peak(device: str) -> None:
+    """Start a new memory high-water mark: the CUDA allocator's, or the process's peak RSS
+    (Linux: writing 5 to /proc/self/clear_refs resets VmHWM)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def read_peak(device: str) -> dict[str, Any]:
+    """The high-water mark since :func:`reset_peak` and how it was read: on a GPU
+    ``torch.cuda.max_memory_allocated`` (tensors only, not the allocator's cached slack or
+    the CUDA context); on a CPU the process's peak RSS (interpreter and libraries included)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+        return {"measured_peak_bytes": float(torch.cuda.max_memory_allocated()),
+                "peak_method": "torch.cuda.max_memory_allocated"}
+    try:
+        status = Path("/proc/self/status").read_text().split("\n")
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+        return {"measured_peak_bytes": kib * 1024.0, "peak_method": "VmHWM (peak RSS)"}
+    except (OSError, StopIteration, ValueError):
+        import resource
+
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {"measured_peak_bytes": kib * 1024.0, "peak_method": "ru_maxrss (process life)"}
+
+
 def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
                  seed: int = 0, quiet_wait_s: float = 0.0, graph: bool = False) -> dict[str, Any]:
     """Warm-up run, then ``repeats`` timed generations of one configuration.
@@ -143,6 +178,7 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
     if compiled:
         prefill, decode = torch.compile(prefill), torch.compile(decode)
     ttfts, steps, run_means, waited = [], [], [], 0.0
+    reset_peak(device)
     with torch.inference_mode():
         if graph:  # decode steps replayed from CUDA graphs; the prefill stays eager
             decode = graph_decode(model, case)
@@ -158,7 +194,7 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
     noise = NOISE_CUDA if device.startswith("cuda") else NOISE_CPU
     ttft, tpot = (summarize(v, inner=1, sets=1, method=method, noise_threshold=noise)
                   for v in (ttfts, steps))
-    return {"measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
+    return {**read_peak(device), "measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
             "measured_ttft_p80_s": ttft.p80_s, "measured_tpot_s": tpot.median_s,
             "measured_tpot_p20_s": tpot.p20_s, "measured_tpot_p80_s": tpot.p80_s,
             "measured_tpot_mean_s": float(np.median(run_means)),
@@ -198,7 +234,8 @@ def predict(config: ModelConfig, device: DeviceSpec, case: Case, dtype: str,
                      ceilings=ceilings)
     gen = result.generation
     return {"ttft_s": gen["ttft_s"], "tpot_s": gen["tpot_s"], "tokens_per_s": gen["tokens_per_s"],
-            "decode_ops": sum(r["count"] for r in result.decode.records())}
+            "decode_ops": sum(r["count"] for r in result.decode.records()),
+            "peak_bytes": float(result.memory["peak_bytes"])}
 
 
 def signed_error(predicted: float | None, measured: float) -> float | None:
@@ -324,6 +361,7 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
         for case in cases:
             log(f"measuring batch {case.batch}, prompt {case.prompt}, generate {case.generate}"
                 f", {execution}")
+            model.reserve(case.batch, case.prompt + case.generate - 1)   # its own cache only
             measured = measure_case(model, case, device, repeats, compiled, seed, quiet_wait_s,
                                     graph=execution == "graph")
             row = {"model": config.name, "layers": config.num_layers, **asdict(case),
@@ -390,7 +428,10 @@ def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: 
                       calibrated: Ceilings | None, measured: dict[str, Any],
                       execution: str = "auto") -> dict[str, Any]:
     spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec), execution)
-    out = {"engine_ops_per_decode_step": spec_pred["decode_ops"]}
+    out = {"engine_ops_per_decode_step": spec_pred["decode_ops"],
+           "predicted_peak_bytes": spec_pred["peak_bytes"]}   # the same in every roofline mode
+    if measured.get("measured_peak_bytes"):
+        out["error_peak"] = signed_error(spec_pred["peak_bytes"], measured["measured_peak_bytes"])
     out.update(prediction_columns("spec", spec_pred, measured))
     cal = predict(config, spec, case, dtype, calibrated, execution) if calibrated else None
     out.update(prediction_columns("calibrated", cal, measured))

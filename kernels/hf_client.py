@@ -24,6 +24,7 @@ format (``client: transformers``).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,8 +39,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.model import MODELS_DIR, ModelConfig, read_json
 
 from .e2e import (NOISE_CPU, NOISE_CUDA, Case, Result, calibrated_for,
-                  measured_key, predicted_columns, provenance, resolve_device, spec_device,
-                  summarize, write_rows)
+                  measured_key, predicted_columns, provenance, read_peak, reset_peak,
+                  resolve_device, spec_device, summarize, write_rows)
 
 MODEL_TYPES = ("llama", "qwen2")
 MODES = {"eager": "eager", "compiled": "graph"}       # client mode -> ridgeline execution
@@ -151,8 +152,14 @@ def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int =
     ids = torch.randint(1, model.config.vocab_size, (case.batch, case.prompt),
                         generator=generator).to(device)
     ttfts, steps = [], []
+    reset_peak(device)
     with torch.inference_mode():
-        generate_once(model, ids, case.generate, mode, device)        # warm-up / compile
+        if mode == "eager":   # the attention path transformers takes, seen on the warm-up
+            with sdpa_calls() as calls:
+                generate_once(model, ids, case.generate, mode, device)
+        else:
+            calls = []
+            generate_once(model, ids, case.generate, mode, device)    # warm-up / compile
         for _ in range(repeats):
             ttft, run = generate_once(model, ids, case.generate, mode, device)
             ttfts.append(ttft)
@@ -160,10 +167,57 @@ def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int =
     noise = NOISE_CUDA if device.startswith("cuda") else NOISE_CPU
     ttft, tpot = (summarize(v, inner=1, sets=1, method="perf_counter+sync", noise_threshold=noise)
                   for v in (ttfts, steps))
-    return {"measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
+    return {**read_peak(device), "attention_paths": attention_paths(calls, *hf_heads(model.config)),
+            "measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
             "measured_ttft_p80_s": ttft.p80_s, "measured_tpot_s": tpot.median_s,
             "measured_tpot_p20_s": tpot.p20_s, "measured_tpot_p80_s": tpot.p80_s,
             "measured_tpot_mean_s": float(np.mean(steps)), "noisy": ttft.noisy or tpot.noisy}
+
+
+def hf_heads(config) -> tuple[int, int]:
+    heads = config.num_attention_heads
+    return heads, getattr(config, "num_key_value_heads", None) or heads
+
+
+@contextlib.contextmanager
+def sdpa_calls():
+    """Record how each ``scaled_dot_product_attention`` call inside is made (transformers
+    looks the function up on ``torch.nn.functional`` at every call): its query and K/V
+    head counts, whether a mask is passed and whether ``enable_gqa`` is set."""
+    import torch.nn.functional as F
+
+    original, calls = F.scaled_dot_product_attention, []
+
+    def recording(query, key, value, attn_mask=None, *args, **kwargs):
+        calls.append((query.shape[-3], key.shape[-3], query.shape[-2], attn_mask is not None,
+                      bool(kwargs.get("enable_gqa", False)), bool(kwargs.get("is_causal", False))))
+        return original(query, key, value, attn_mask, *args, **kwargs)
+
+    F.scaled_dot_product_attention = recording
+    try:
+        yield calls
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def attention_paths(calls, heads: int, kv_heads: int) -> dict[str, int]:
+    """Counts of SDPA calls by path, for a model of ``heads`` query and ``kv_heads`` K/V
+    heads: ``enable_gqa`` (K/V heads shared inside SDPA), ``repeat_kv`` (K/V expanded to
+    the query heads first), ``fold_gqa`` (each K/V head's query heads folded into its
+    rows, as transformers does for a masked decode), ``mha`` (as many K/V as query heads);
+    each ``+mask`` when a mask tensor is passed, and ``prefill`` or ``decode`` by the
+    query rows per head."""
+    out: dict[str, int] = {}
+    for q_heads, kv, rows, masked, gqa, _causal in calls:
+        if gqa:
+            path = "enable_gqa"
+        elif q_heads < heads:
+            path, rows = "fold_gqa", rows * q_heads // heads
+        else:
+            path = "repeat_kv" if kv_heads < heads and kv == q_heads else "mha"
+        name = f"{'prefill' if rows > 1 else 'decode'}:{path}{'+mask' if masked else ''}"
+        out[name] = out.get(name, 0) + 1
+    return out
 
 
 def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str | None = None,

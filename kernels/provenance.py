@@ -6,6 +6,7 @@ block. GPU clocks, power and temperature come from pynvml (read only; clocks are
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -36,7 +37,8 @@ def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dic
 
 
 def git_commit(root: Path = ROOT) -> str:
-    """HEAD's hash, '+dirty' when the tree has uncommitted changes; 'none' outside git."""
+    """HEAD's hash, '+dirty' when the tree has uncommitted changes; outside git (a copy of
+    the tree on a GPU machine) ``$RIDGELINE_COMMIT`` as the copier recorded it, else 'none'."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
@@ -44,7 +46,7 @@ def git_commit(root: Path = ROOT) -> str:
     try:
         head = git("rev-parse", "HEAD")
     except (OSError, subprocess.SubprocessError):
-        return "none"
+        return os.environ.get("RIDGELINE_COMMIT", "none")
     try:
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.SubprocessError):

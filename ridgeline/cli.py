@@ -61,6 +61,8 @@ hardware_app = typer.Typer(no_args_is_help=True, help="The hardware catalog.")
 models_app = typer.Typer(no_args_is_help=True, help="The model catalog.")
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
+predictions_app = typer.Typer(no_args_is_help=True, help="Predictions registered before a GPU run, and the run held against them.")
+app.add_typer(predictions_app, name="predictions")
 
 FORMATS = ("table", "json", "csv")
 
@@ -831,6 +833,53 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
         typer.echo(f"error: {line}", err=True)
     if problems:
         raise typer.Exit(1)
+
+
+@predictions_app.command("register")
+def predictions_register(hardware: HardwareOpt = "h200",
+                         profile: ProfileOpt = None,
+                         sizes: Annotated[str, typer.Option(help="The run's sizes preset (kernels/gpu/plan.py): gpu, or cpu-test.")] = "gpu",
+                         output: OutputOpt = None) -> None:
+    """Before a GPU run: write what it will be checked against (e2e, transformers, serving, the draw's kernels)."""
+    import json
+
+    from kernels.gpu.register import PREDICTIONS_DIR, register
+    from kernels.provenance import git_commit
+
+    from .report import write_atomic
+
+    commit = git_commit()
+    if profile is not None and not profile.is_file():
+        raise typer.BadParameter(f"--profile {profile}: no such file")
+    target = output or PREDICTIONS_DIR / f"{hardware}-{commit.replace('+dirty', '-dirty')[:19]}.json"
+    if target.exists():
+        raise typer.BadParameter(f"{target} exists: registered predictions are never written over; "
+                                 "pass -o NEW.json")
+    data = register(hardware, profile, sizes, commit)
+    write_atomic(target, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    typer.echo(f"registered {len(data['e2e'])} e2e, {len(data['hf'])} transformers, "
+               f"{len(data['serving'])} serving and {len(data['draw']['cases'])} draw predictions: {target}")
+
+
+@predictions_app.command("compare")
+def predictions_compare(results: Annotated[Path, typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to.")],
+                        predictions: Annotated[Path, typer.Option(help="The registered predictions (reports/predictions/*.json).")],
+                        output: OutputOpt = None) -> None:
+    """After a GPU run: measured beside the registered and the current code's predictions (Markdown; JSON beside -o)."""
+    import json
+
+    from kernels.gpu.register import compare, markdown
+
+    from .report import write_atomic
+
+    table = compare(results, predictions)
+    text = markdown(table)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    write_atomic(output, text)
+    write_atomic(output.with_suffix(".json"), json.dumps(table, indent=1, default=float) + "\n")
+    typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
 
 
 def main() -> None:

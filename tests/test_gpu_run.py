@@ -1,0 +1,231 @@
+"""The one GPU run script (kernels/gpu): its plan, its packing, a kill in stage 3 on a CPU,
+and the predictions registered before it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kernels.gpu.plan import SIZES, stages
+from kernels.gpu.run import pack
+from ridgeline.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "reports/profiles/cuda-nvidia-h200.yaml"
+
+
+def names(plan):
+    return [st.name for st in plan]
+
+
+def test_order_with_and_without_a_device_time_profile(tmp_path):
+    gpu = SIZES["gpu"]
+    profiled = stages(gpu, "OUT", True, str(H200), "OTHER.yaml", "KEPT")
+    assert names(profiled) == ["e2e-graph", "e2e-eager", "hf-eager", "hf-compiled", "serving",
+                               "agree", "calibrate", "draw", "transfer"]
+    fresh = stages(gpu, "OUT", False, None, None, "KEPT")
+    assert names(fresh)[:4] == ["calibrate", "host-terms", "e2e-graph", "e2e-eager"]
+    cal = "KEPT/calibrate/profile.yaml"   # this run's profile, host terms merged into it
+    assert all(cal in " ".join(c) for st in fresh[2:6] for c in st.commands)
+    assert "transfer" not in names(fresh)   # no other GPU's profile: nothing to transfer
+
+
+def test_gpu_sizes_are_the_issue_s_configurations():
+    plan = {st.name: st for st in stages(SIZES["gpu"], "OUT", True, str(H200), None, "KEPT")}
+    graph = plan["e2e-graph"].commands
+    assert [c[4] for c in graph] == ["llama-2-7b", "llama-3-8b"]
+    for cmd in graph:
+        text = " ".join(cmd)
+        assert "--batch 1 --batch 8 --batch 64" in text and "--prompt 512" in text
+        assert "--generate 32" in text and "--execution graph" in text
+        assert f"--profile {H200}" in text   # predicted with the committed profile
+    assert "--execution eager" in " ".join(plan["e2e-eager"].commands[0])
+    assert sum(SIZES["gpu"]["caps"][n] for n in ("e2e-graph", "e2e-eager")) < SIZES["gpu"]["budget_s"]
+
+
+@pytest.mark.parametrize("preset", sorted(SIZES))
+def test_every_stage_writes_only_under_out(preset):
+    for st in stages(SIZES[preset], "/OUT", True, str(H200), str(H200), "/KEPT"):
+        for cmd in st.commands:
+            for flag in ("--output", "--output-dir"):
+                if flag in cmd:
+                    assert cmd[cmd.index(flag) + 1].startswith(f"/OUT/{st.name}")
+
+
+def test_pack_keeps_out_small_and_shallow(tmp_path):
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    for stage in ("one", "two"):
+        (out / stage / "sub").mkdir(parents=True)
+        (out / stage / "a.json").write_text(json.dumps({"stage": stage}))
+        (out / stage / "sub" / "b.txt").write_text(stage)
+        pack(out, out / stage, kept)
+    with tarfile.open(out / "results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["one/a.json", "one/sub/b.txt", "two/a.json",
+                                          "two/sub/b.txt"]
+        assert json.load(tar.extractfile("two/a.json")) == {"stage": "two"}
+    assert [p.name for p in out.iterdir()] == ["results.tar.gz"]
+    assert (kept / "one" / "a.json").is_file()   # later stages read what earlier ones wrote
+
+
+def porcelain() -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    before = porcelain()
+    out = tmp_path / "out"
+    env = {**os.environ, "SIZES": "cpu-test", "ORDER": "profiled",
+           "RIDGELINE_KEPT": str(tmp_path / "kept")}
+    proc = subprocess.Popen(["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            manifest = out / "manifest.json"
+            if manifest.is_file() and json.loads(manifest.read_text()).get("running") == "hf-eager":
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before stage 3"
+        time.sleep(1.0)   # well inside stage 3: transformers is loading
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["running"] == "hf-eager"
+    assert [(s["stage"], s["status"]) for s in manifest["stages"]] == [("e2e-graph", "ok"),
+                                                                         ("e2e-eager", "ok")]
+    with tarfile.open(out / "results.tar.gz") as tar:
+        members = tar.getnames()
+        assert not any(m.startswith("hf-eager") for m in members)
+        for stage in ("e2e-graph", "e2e-eager"):
+            record = json.load(tar.extractfile(f"{stage}/stage.json"))
+            assert record["rc"] == 0 and record["commit"] and record["gpu_before"] == {}
+            result = json.load(tar.extractfile(f"{stage}/e2e-qwen2-0.5b-eager.json"))
+            meta = result["meta"]
+            assert meta["timer"] == "time.perf_counter" and meta["commit"] and meta["date"]
+            rows = result["rows"]
+            assert [r["batch"] for r in rows] == [1, 2]
+            assert all(r["measured_peak_bytes"] > 0 and r["predicted_peak_bytes"] > 0
+                       and r["peak_method"].startswith("VmHWM") for r in rows)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files)
+    assert porcelain() == before   # nothing written into the checkout
+
+
+def test_register_h200_hand_worked(tmp_path):
+    from kernels.gpu.register import register
+
+    data = register("h200", H200, "gpu", "abc")
+    row = next(r for r in data["e2e"] if r["model"] == "llama-2-7b" and r["batch"] == 1
+               and r["execution"] == "graph")
+    # weights: 6,738,415,616 parameters x 2 bytes; K and V: 32 layers x 4096 x 2 bytes x 2
+    # for each of the 512 + 31 cached tokens
+    weights, kv = 6_738_415_616 * 2, 543 * 32 * 4096 * 2 * 2
+    assert weights + kv < row["peak_bytes"] < weights + kv + 0.3e9
+    assert row["calibrated_tpot_s"] > row["spec_tpot_s"] > 0
+    assert len(data["e2e"]) == 2 * 2 * 3 and {r["execution"] for r in data["e2e"]} == {"graph", "eager"}
+    assert [r["mode"] for r in data["hf"]] == ["eager", "eager", "compiled"]
+    assert data["draw"]["cases"] and all(c["calibrated_s"] > 0 for c in data["draw"]["cases"])
+    serving = data["serving"][0]
+    assert serving["rate"] == 8 and serving["calibrated"]["ttft_s"]["p90"] >= serving["calibrated"]["ttft_s"]["p50"]
+
+
+def test_largest_batch_is_the_last_that_fits():
+    from kernels.e2e import engine_settings
+    from kernels.gpu.register import largest_batch
+    from ridgeline.analyze import analyze
+    from ridgeline.hardware import load_device
+
+    h200 = load_device("h200")
+    batch = largest_batch("llama-2-7b", 512, 32, "bf16", h200)
+
+    def fits(b):
+        return analyze("llama-2-7b", h200, batch=b, seq_len=512, generate=32,
+                       settings=engine_settings("bf16")).memory["fits"]
+
+    assert fits(batch) and not fits(batch + 1)
+    # KV per sequence 543 x 512 KiB = 271.5 MiB: about 141 GB less the weights over that
+    assert 300 < batch < 500
+
+
+def test_register_refuses_to_write_over(tmp_path):
+    target = tmp_path / "p.json"
+    target.write_text("{}")
+    result = CliRunner().invoke(app, ["predictions", "register", "--hardware", "h200",
+                                      "--profile", str(H200), "-o", str(target)])
+    assert result.exit_code == 2 and "never written over" in result.output
+    assert target.read_text() == "{}"
+
+
+def test_compare_refuses_what_is_not_a_run(tmp_path):
+    bad = tmp_path / "x.tar.gz"
+    bad.write_text("not a tar")
+    preds = tmp_path / "p.json"
+    preds.write_text(json.dumps({"meta": {"kind": "registered predictions", "hardware": "h200"}}))
+    result = CliRunner().invoke(app, ["predictions", "compare", str(bad), "--predictions", str(preds)])
+    assert result.exit_code == 2 and "not a run's results archive" in result.output
+    result = CliRunner().invoke(app, ["predictions", "compare", str(tmp_path), "--predictions",
+                                      str(bad)])
+    assert result.exit_code == 2 and "cannot read registered predictions" in result.output
+
+
+def test_attention_paths_name_what_sdpa_was_given():
+    from kernels.hf_client import attention_paths
+
+    # (query heads, K/V heads, query rows, mask?, enable_gqa?, is_causal?) for a model of
+    # 32 query and 8 K/V heads
+    calls = [(32, 8, 512, False, True, True), (8, 8, 4, True, False, False),
+             (32, 32, 1, True, False, False), (32, 32, 512, True, False, False)]
+    assert attention_paths(calls, 32, 8) == {"prefill:enable_gqa": 1, "decode:fold_gqa+mask": 1,
+                                             "decode:repeat_kv+mask": 1,
+                                             "prefill:repeat_kv+mask": 1}
+    assert attention_paths([(32, 32, 1, False, False, False)], 32, 32) == {"decode:mha": 1}
+
+
+def test_transformers_attention_path_is_recorded():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from kernels import hf_client
+
+    raw, _ = hf_client.read_config("qwen2-0.5b")
+    model = hf_client.build_model(hf_client.hf_raw(raw, 1), "fp32", "cpu")
+    ids = torch.randint(1, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode(), hf_client.sdpa_calls() as calls:
+        hf_client.generate_once(model, ids, 3, "eager", "cpu")
+    # transformers 5 (constraints.txt): the unmasked prompt shares K/V heads inside SDPA;
+    # the masked decode steps of a static cache fold each K/V head's 7 query heads into rows
+    assert hf_client.attention_paths(calls, 14, 2) == {"prefill:enable_gqa": 1,
+                                                       "decode:fold_gqa+mask": 2}
+    assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"
+
+
+def test_decoder_cache_is_exactly_the_case_s():
+    torch = pytest.importorskip("torch")
+    from dataclasses import replace
+
+    from kernels.decoder import Decoder
+    from ridgeline.errors import RidgelineError
+    from ridgeline.model import load_model
+
+    config = replace(load_model("qwen2-0.5b"), num_layers=1)
+    model = Decoder(config, "fp32", "cpu", max_batch=4, max_len=64)
+    model.reserve(2, 19)
+    assert tuple(model.k_cache.shape) == (1, 2, 2, 19, 64) and model.v_cache.abs().sum() == 0
+    tokens = torch.randint(0, 100, (2, 16))
+    model.prefill(tokens)
+    with pytest.raises(RidgelineError, match="exceeds the cache"):
+        model.decode(torch.zeros(2, dtype=torch.long), 19)
+    with pytest.raises(RidgelineError, match="exceeds the 64"):
+        model.reserve(1, 65)
