@@ -193,3 +193,33 @@ def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
     assert rows[3]["reason"].startswith("--budget-s 2.5: not reached")
     assert [r["name"] for r in rows] == [c.name for c in cases]
     assert "3 of 6 cases not measured" in logged[-1]
+
+
+def test_a_budget_patches_calibration_only_while_the_block_runs():
+    from kernels import calibrate, suite
+
+    with G.gpu_case_set(10.0):
+        assert calibrate.run_cases is not suite.run_cases
+        assert calibrate.suite_cases is G.gpu_cases
+    with G.gpu_case_set():
+        assert calibrate.run_cases is suite.run_cases
+    assert calibrate.run_cases is suite.run_cases
+
+
+def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_path):
+    """The command the GPU run calls, as a dry run whose budget ends before the first case:
+    the roofs are measured, every case is listed as not reached, a profile is written."""
+    import yaml
+
+    pytest.importorskip("torch")
+    out = tmp_path / "p.yaml"
+    code = G.main(["calibrate", "--device", "cpu", "--threads", "1", "--compact",
+                   "--budget-s", "0", "--output", str(out)])
+    assert code == 0
+    profile = yaml.safe_load(out.read_text())
+    problems = profile["problems"]
+    assert profile["meta"]["mode"] == "quick" and profile["efficiency"] == {}
+    assert len(problems) == profile["meta"]["calibration_cases"] > 50
+    first = problems[0]["case"]                # priority 0: transformers' enable_gqa path
+    assert first.startswith("agrid/decode/sdpa/") and first.endswith("/gqa")
+    assert all(p["reason"].startswith("--budget-s 0: not reached") for p in profile["problems"])
