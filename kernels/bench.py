@@ -269,12 +269,23 @@ SDPA_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFIC
                  "cudnn": "CUDNN_ATTENTION"}
 
 
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Hugging Face transformers' ``repeat_kv`` (models/llama/modeling_llama.py): [b, g, s, d]
+    -> [b, g * n_rep, s, d], a copy (``expand`` then ``reshape``); the input itself for MHA."""
+    if n_rep == 1:
+        return x
+    b, g, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, g, n_rep, s, d).reshape(b, g * n_rep, s, d)
+
+
 def _sdpa(case: Case, dev: str, cache: float) -> Bench:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     a = attention_dims(case)
     b, h, g, q, kv, hd = (int(a[x]) for x in ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"))
     dt, causal = TORCH_DTYPES[case.dtype], case.stage == "prefill"
+    if case.backend in ("gqa", "repeat_kv"):
+        return _sdpa_transformers(case, dev, cache, (b, h, g, q, kv, hd), dt, causal)
     backend = getattr(SDPBackend, SDPA_BACKENDS[case.backend], None)
     if backend is None:
         raise Unsupported(f"torch {torch.__version__} has no sdpa backend {case.backend}")
@@ -319,6 +330,45 @@ def _sdpa(case: Case, dev: str, cache: float) -> Bench:
                           f"{str(err).splitlines()[0][:120]}") from None
     sets, size = _sets(make, cache)
     return Bench(fn, sets, check, context=context, set_bytes=size)
+
+
+def _sdpa_transformers(case: Case, dev: str, cache: float, shape: tuple, dt, causal: bool) -> Bench:
+    """SDPA as transformers' ``sdpa_attention_forward`` calls it, PyTorch choosing the
+    backend: ``gqa``, no mask, grouped K/V with ``enable_gqa=True`` (``is_causal`` for a
+    prompt); ``repeat_kv``, K/V copied to every query head and a boolean mask [b, 1, q, kv]
+    (causal for a prompt, all true for a decode step), ``is_causal=False``."""
+    b, h, g, q, kv, hd = shape
+    gqa = case.backend == "gqa"
+    if gqa and "enable_gqa" not in F.scaled_dot_product_attention.__doc__:
+        raise Unsupported(f"torch {torch.__version__}: scaled_dot_product_attention has no enable_gqa")
+
+    def make():  # q [b, h, q, d], k/v [b, g, kv, d] (the cache), mask [b, 1, q, kv]
+        qkv = (_randn(b, h, q, hd, dtype=dt, device=dev), _randn(b, g, kv, hd, dtype=dt, device=dev),
+               _randn(b, g, kv, hd, dtype=dt, device=dev))
+        if gqa:
+            return qkv
+        mask = torch.ones(q, kv, dtype=torch.bool, device=dev)
+        mask = mask.tril(kv - q) if causal else mask
+        return (*qkv, mask.expand(b, 1, q, kv).contiguous())
+
+    def fn(qt, kt, vt, mask=None):
+        if gqa:
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=g != h)
+        return F.scaled_dot_product_attention(qt, repeat_kv(kt, h // g), repeat_kv(vt, h // g),
+                                              attn_mask=mask, is_causal=False)
+
+    def check():
+        args = make()
+        out = fn(*args)[0, : h // g]
+        qd, kd, vd = args[0][0, : h // g].double(), args[1][0, 0].double(), args[2][0, 0].double()
+        scores = qd @ kd.T / math.sqrt(hd)
+        if causal:
+            mask = torch.ones(q, kv, dtype=torch.bool, device=dev).tril(kv - q)
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return rel_error(out, torch.softmax(scores, -1) @ vd)
+
+    sets, size = _sets(make, cache)
+    return Bench(fn, sets, check, set_bytes=size)
 
 
 def _int8_weight_only(case: Case, dev: str, cache: float) -> Bench:

@@ -314,6 +314,9 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     profile.pop("size_curves", None)
     if fit.size_curves:
         profile["size_curves"] = fit.size_curves
+    profile.pop("attention_tables", None)
+    if fit.attention_tables:
+        profile["attention_tables"] = fit.attention_tables
     profile["overhead_us"] = {"default": default,
                               **{k: round(v * 1e6, 3) for k, v in fit.overhead_s.items()}}
     profile["fit"] = fit.report
@@ -353,7 +356,8 @@ def base_ceilings(profile: dict[str, Any], spec_device):
 
     default = profile["overhead_us"]["default"]
     return calibrated_ceilings({**profile, "efficiency": {}, "row_curves": {}, "size_curves": {},
-                                "overhead_us": {"default": default}}, spec_device)
+                                "attention_tables": {}, "overhead_us": {"default": default}},
+                               spec_device)
 
 
 def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = print

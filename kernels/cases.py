@@ -287,15 +287,38 @@ def _linear(r: Mapping[str, Any]) -> Op:
 
 
 def _attention_grid(r: Mapping[str, Any]) -> Op:
-    """A decode attention kernel at a grid point: ``kernel`` qk_matmul / sv_matmul (eager) or
-    attention (fused), one query token per head, ``rows`` query heads per K/V head."""
+    """An attention kernel at a grid point: ``kernel`` qk_matmul / sv_matmul (eager),
+    attention (fused: SDPA through one backend, ``rename`` saying which) or repeat_kv (Hugging
+    Face's masked path: K/V copied to every query head, then SDPA with a boolean mask),
+    ``rows`` query heads per K/V head. Decode has one query token; with ``q_len`` (a prompt
+    over itself, ``q_len`` = ``kv_len``) the kernel is causal."""
     b, g, kv, d = (int(r[k]) for k in ("batch", "kv_heads", "kv_len", "head_dim"))
+    q = int(r.get("q_len", 1))
     h, ab = g * int(r["rows"]), dtype_bytes(r["dtype"])
     kw = dict(ab=ab, kvb=ab, count=1, dtype=r["dtype"])
-    if r["kernel"] == "attention":
-        return O.flash_attention(b, h, g, 1, kv, kv, d, d, inputs=(), **kw)
+    if r["kernel"] in ("attention", "repeat_kv"):
+        causal = q > 1
+        pairs = q * (q + 1) / 2 if causal else q * kv
+        positions = max(pairs / Plan.tile_rows, kv) if causal else kv
+        op = O.flash_attention(b, h, g, q, pairs, positions, d, d, inputs=(), **kw)
+        if r["kernel"] == "repeat_kv":
+            op = _repeat_kv(op, b, h, g, q, kv, d, ab, positions)
+        return replace(op, name=r["rename"]) if r.get("rename") else op
     build = {"qk_matmul": O.qk_matmul, "sv_matmul": O.sv_matmul}[r["kernel"]]
-    return build(b, h, g, 1, kv, d, **kw)
+    return build(b, h, g, q, kv, d, **kw)
+
+
+def _repeat_kv(op: Op, b, h, g, q, kv, d, ab, positions) -> Op:
+    """Hugging Face's ``repeat_kv`` + SDPA with a mask, as a fused op: K and V read once
+    from the cache and written expanded to every query head (a copy when h > g; none for
+    MHA: ``repeat_kv`` returns its input), then the kernel reads the expanded K/V
+    ``positions`` times per head and the boolean mask [b, 1, q, kv] (one byte a pair)."""
+    kv_bytes = 2 * b * g * kv * d * ab                         # K and V in the cache
+    copied = 2 * b * h * kv * d * ab if h > g else 0.0         # the expanded copies
+    sdpa_kv = 2 * b * h * positions * d * ab if h > g else op.kv_read_bytes
+    return replace(op, name="sdpa_repeat_kv", kv_read_bytes=kv_bytes if h > g else op.kv_read_bytes,
+                   act_read_bytes=op.act_read_bytes + (sdpa_kv if h > g else 0.0) + b * q * kv,
+                   act_write_bytes=op.act_write_bytes + copied)
 
 
 BUILDERS = {"engine": _engine_op, "sdpa_math": _sdpa_math, "mlp_act_eager": _mlp_act_eager,
@@ -344,6 +367,8 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
     for backend in opts.sdpa_backends:
         if backend == "math":
             add("sdpa", "attention", "sdpa", {"builder": "sdpa_math", **base}, backend)
+        elif backend in TRANSFORMERS_PATHS:
+            add("sdpa", "attention", "sdpa", transformers_recipe(base, backend), backend)
         else:
             rename = {"flash": None}.get(backend, f"sdpa_{backend}")
             recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention"}
@@ -375,6 +400,30 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
                 add(f"{name}.fp8mm", "quant", "fp8_matmul",
                     {"builder": "int_matmul", **dims, "dtype": "fp8", "rename": "fp8_matmul"})
     return cases
+
+
+# The two ways Hugging Face transformers' ``sdpa`` attention calls SDPA (its
+# ``sdpa_attention_forward``), measured and predicted as kernels of their own: without a mask
+# (``use_gqa_in_sdpa``) it passes grouped K/V with ``enable_gqa=True``; with one it copies K/V
+# to every query head (``repeat_kv``) and passes the mask. Either way PyTorch picks the
+# backend (no ``sdpa_kernel`` context): what a user of transformers gets.
+TRANSFORMERS_PATHS = {"gqa": "sdpa_gqa", "repeat_kv": "sdpa_repeat_kv"}
+
+
+def transformers_recipe(base: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """A model stage's attention as one of ``TRANSFORMERS_PATHS`` runs it (an
+    ``attention_grid`` recipe at the stage's shape: prefill attends over its own prompt)."""
+    cfg = load_model(base["model"])
+    prefill = base["stage"] == "prefill"
+    length = int(base["length"])
+    recipe = {"builder": "attention_grid", "kernel": "attention" if backend == "gqa" else "repeat_kv",
+              "rows": cfg.num_heads // cfg.num_kv_heads, "batch": int(base["batch"]),
+              "kv_heads": cfg.num_kv_heads, "kv_len": length, "head_dim": cfg.head_dim,
+              "dtype": base["dtype"], "rename": TRANSFORMERS_PATHS[backend],
+              "model": base["model"], "stage": base["stage"], "length": length}
+    if prefill:
+        recipe["q_len"] = length
+    return recipe
 
 
 def sweep_cases(dtype: str = "bf16", split: str = "validation") -> list[Case]:
@@ -576,6 +625,9 @@ def case_dimensions(case: Case) -> dict[str, set]:
                   cfg.num_kv_heads * cfg.head_dim}
         return {"model": {r["model"]}, "batch": {int(r["batch"])}, "length": {int(r["length"])},
                 "width": widths}
+    if r.get("builder") == "attention_grid":   # a grid point's sequences and context
+        return {"model": set(), "batch": {int(r["batch"])}, "length": {int(r["kv_len"])},
+                "width": set()}
     if r.get("builder") == "size_grid":   # a row of keys is a context length; others widths
         key = "length" if r["kernel"] == "softmax" else "width"
         return {"model": set(), "batch": set(), "length": set(), "width": set(),

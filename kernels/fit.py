@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.roofline import (SIZE_KINDS, Ceilings, Curve, RowTable, evaluate,
+from ridgeline.roofline import (ATTENTION_AXES, SIZE_KINDS, SOFTMAX_LONG, SOFTMAX_SPLIT_COLS,
+                                Ceilings, Curve, GridTable, RowTable, attention_coords, evaluate,
                                 first_touch_seconds, roofline_time, tile_fill, tile_rows)
 
 # fractions of a roof: 1.0 is a grid point; the points above 1 only detect a wish to exceed it
@@ -69,6 +70,8 @@ class ProfileFit:
     report: dict[str, Any]                           # class -> cases and errors
     refused: list[dict[str, Any]]                    # class, term, wanted fraction, cases
     size_curves: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> {bytes, fraction, cap}
+    # class -> stage -> {axes, knots, fraction}: attention on a measured grid
+    attention_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def fit_key(op) -> str:
@@ -81,7 +84,7 @@ def fit_key(op) -> str:
 def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Matrix, vector and memory seconds of each op at 100% of the given roofs, no overhead
     (the tile fill and the efficiencies scale the matrix part only, as in ``Ceilings.compute_roof``)."""
-    bare = replace(ceilings, efficiency={}, overhead_s={}, row_curves={})
+    bare = replace(ceilings, efficiency={}, overhead_s={}, row_curves={}, attention_tables={})
     table = evaluate(list(ops), bare)
     compute = np.ravel(table["compute_s"]).astype(float)
     vector = np.ravel(table["vector_flops"]).astype(float) / np.array(
@@ -114,6 +117,7 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     v = np.zeros_like(c) if vector_s is None else np.asarray(vector_s, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
     halves = ROWS_HALF_GRID if rows is not None else np.zeros(1)
+    overheads = capped_overheads(t)
     ec, em = WANT_GRID[:, None, None], WANT_GRID[None, :, None]
     pull = PULL * (np.log(WANT_GRID)[:, None] ** 2 + np.log(WANT_GRID)[None, :] ** 2)
     inside = (WANT_GRID[:, None] <= 1.0) & (WANT_GRID[None, :] <= memory_cap * (1 + 1e-9))
@@ -121,7 +125,7 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     for h, half in enumerate(halves):
         fill = _fill(rows, half, gemv)
         roof = model_time(c, v, m, fill, ec, em)                    # [ec, em, case]
-        for n, oh in enumerate(OVERHEAD_GRID):   # one overhead at a time keeps memory small
+        for n, oh in enumerate(overheads):   # one overhead at a time keeps memory small
             loss = (np.log((roof + oh) / t) ** 2 * w).sum(-1) / w.sum() + pull
             for name, masked in (("free", loss), ("bounded", np.where(inside, loss, np.inf))):
                 a, b = np.unravel_index(np.argmin(masked), masked.shape)
@@ -133,14 +137,24 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
                                                              ("memory", fj, memory_cap))
               if WANT_GRID[x] > REFUSE_ABOVE * cap}
     fill = _fill(rows, halves[h], gemv)
-    pred = model_time(c, v, m, fill, WANT_GRID[i], WANT_GRID[j], OVERHEAD_GRID[k])
+    pred = model_time(c, v, m, fill, WANT_GRID[i], WANT_GRID[j], overheads[k])
     return {"compute": float(WANT_GRID[i]), "memory": float(WANT_GRID[j]),
-            "overhead_s": float(OVERHEAD_GRID[k]), "rows_half": float(halves[h]),
+            "overhead_s": float(overheads[k]), "rows_half": float(halves[h]),
             "wanted": wanted, **_errors(pred, t)}
 
 
+def capped_overheads(measured_s) -> np.ndarray:
+    """The overheads a class may be fitted: ``OVERHEAD_GRID`` up to its smallest measured
+    kernel. A fixed cost per call is part of every call, so it never exceeds the fastest
+    call measured; an intercept extrapolated from long kernels could (issue 24: fitted from
+    1536 cached tokens up, efficient SDPA's 66.7 µs exceeded whole kernels of the draw)."""
+    least = float(np.min(measured_s))
+    return OVERHEAD_GRID[OVERHEAD_GRID <= least]
+
+
 def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
-                  weights: np.ndarray | None = None, cap: float = 1.0) -> dict[str, Any]:
+                  weights: np.ndarray | None = None, cap: float = 1.0,
+                  overheads: np.ndarray = OVERHEAD_GRID, between: bool = False) -> dict[str, Any]:
     """A class's fraction of the roofline bound by rows, per measured (K, N) shape, and its
     overhead. ``dims`` holds each case's (m, k, n).
 
@@ -151,6 +165,11 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
     (read as the engine reads it: ``ridgeline.roofline.RowTable``) gives the least weighted
     squared log error over all the class's cases, the other shapes' included. ``wanted``
     lists the (k, n, rows) whose median is above 1.
+
+    ``between`` (a GPU's grid, where the class may have no case off its knots): a curve's
+    inner knots are judged by the curve without them (interpolated from the knots on either
+    side), as ``fit_attention_tables`` judges its grid points; else every knot reproduces
+    itself whatever the overhead and the search learns nothing from the grid.
     """
     b, t = np.asarray(bound_s, dtype=float), np.asarray(measured_s, dtype=float)
     dims = np.asarray(dims, dtype=float)
@@ -160,7 +179,7 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
     by_shape = {kn: np.flatnonzero((dims[:, 1] == kn[0]) & (dims[:, 2] == kn[1]))
                 for kn in {(k, n) for _, k, n in dims}}
     best = (np.inf, None)
-    for oh in OVERHEAD_GRID:
+    for oh in overheads:
         busy = t - oh
         if (busy <= 0).any():
             break                       # the overhead grid increases: no larger one fits
@@ -170,8 +189,14 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
         pred = np.empty_like(t)
         for (k, n), idx in by_shape.items():
             pred[idx] = b[idx] / table.at(dims[idx, 0], k, n) + oh
-        loss = (np.log(pred / t) ** 2 * w).sum() / w.sum()
-        if loss < best[0]:
+        judged = pred.copy()
+        if between:
+            for (k, n), curve in zip(table.shapes, table.curves):
+                idx = by_shape[(k, n)]
+                inner = idx[np.isin(dims[idx, 0], curve.x[1:-1])]
+                judged[inner] = b[inner] / _without_knot(curve, dims[inner, 0]) + oh
+        loss = (np.log(judged / t) ** 2 * w).sum() / w.sum()
+        if loss < best[0] - 1e-15:
             best = (loss, (oh, raw, table, pred))
     oh, raw, table, pred = best[1]
     entries = [{"k": float(k), "n": float(n), "rows": [float(x) for x in curve.x],
@@ -180,6 +205,165 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
     wanted = [(k, n, float(x), float(y)) for (k, n), (xs, ys) in zip(shapes, raw)
               for x, y in zip(xs, ys) if y > REFUSE_ABOVE * cap]
     return {"table": entries, "overhead_s": float(oh), "wanted": wanted, **_errors(pred, t)}
+
+
+def _without_knot(curve: Curve, x: np.ndarray) -> np.ndarray:
+    """At inner knots ``x`` of ``curve``, its value interpolated (in log x) from the knots on
+    either side, as if the knot had not been measured."""
+    xs, ys = np.log(np.asarray(curve.x)), np.asarray(curve.y)
+    j = np.searchsorted(xs, np.log(x))
+    a = (np.log(x) - xs[j - 1]) / (xs[j + 1] - xs[j - 1])
+    return (1 - a) * ys[j - 1] + a * ys[j + 1]
+
+
+MIN_TABLE_CONTEXTS = 3   # an attention grid measured at this many contexts becomes a table
+
+
+def attention_grid_points(rows: Sequence[Mapping[str, Any]], ops: Sequence) -> dict[str, np.ndarray]:
+    """Per stage ('decode', 'prefill'), which of a class's cases are points of a measured
+    attention grid (``builder: attention_grid`` without a model) with at least
+    ``MIN_TABLE_CONTEXTS`` contexts; stages with fewer are left out. The CPU's decode grid
+    (two cache lengths) stays a row table (``_decode_grid``)."""
+    out = {}
+    grid = np.array([(r.get("recipe") or {}).get("builder") == "attention_grid"
+                     and "model" not in (r.get("recipe") or {}) for r in rows], dtype=bool)
+    coords = [attention_coords(op) for op in ops]
+    for stage, decode in (("decode", True), ("prefill", False)):
+        mask = np.array([g and c is not None and bool(np.all(c[0] == decode))
+                         for g, c in zip(grid, coords)], dtype=bool)
+        contexts = {float(np.ravel(coords[i][2])[0]) for i in np.flatnonzero(mask)}
+        if len(contexts) >= MIN_TABLE_CONTEXTS:
+            out[stage] = mask
+    return out
+
+
+def _table_coords(ops: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's stage (True: decode) and (rows, context, head_dim); NaN rows for ops that are
+    not attention-shaped."""
+    decode, xyz = [], []
+    for op in ops:
+        c = attention_coords(op)
+        if c is None:
+            decode.append(False)
+            xyz.append((np.nan, np.nan, np.nan))
+            continue
+        decode.append(bool(np.all(c[0])))
+        xyz.append((c[1], float(np.ravel(c[2])[0]), c[3]))
+    return np.array(decode, dtype=bool), np.array(xyz, dtype=float)
+
+
+def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Sequence,
+                         points: Mapping[str, np.ndarray], weights: np.ndarray | None = None
+                         ) -> dict[str, Any]:
+    """A class's fraction of the roofline bound on its measured attention grid, one table
+    per stage in ``points`` (``attention_grid_points``), and its overhead.
+
+    For each overhead up to the class's smallest measured kernel (``capped_overheads``), each
+    grid cell's value is the median of bound / (measured - overhead) there, at most 1; a cell
+    not measured (a case skipped) takes the mean of its measured neighbours along each axis,
+    repeatedly. Every grid point reproduces itself whatever the overhead, so a point between
+    two measured contexts is judged by the table without it (interpolated from its
+    neighbours): the overhead kept is the one under which the tables, read as the engine
+    reads them (``ridgeline.roofline.GridTable``, multilinear in the log of rows, context and
+    head_dim), predict the points between and the class's model-shape cases with the least
+    weighted squared log error - the fixed cost that leaves the rate smoothest in context.
+    ``covered`` marks the cases the tables price; ``wanted`` lists the cells whose median is
+    above 1."""
+    b, t = np.asarray(bound_s, dtype=float), np.asarray(measured_s, dtype=float)
+    w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
+    decode, xyz = _table_coords(ops)
+    covered = np.zeros(t.size, dtype=bool)
+    for stage in points:
+        covered |= (decode == (stage == "decode")) & ~np.isnan(xyz[:, 0])
+    knots = {stage: tuple(tuple(float(v) for v in np.unique(xyz[mask, a])) for a in range(3))
+             for stage, mask in points.items()}
+    best = (np.inf, None)
+    for oh in capped_overheads(t[covered]):
+        busy = t - oh
+        if (busy[covered] <= 0).any():
+            break
+        tables, raw = {}, {}
+        for stage, mask in points.items():
+            cells = np.full(tuple(len(k) for k in knots[stage]), np.nan)
+            ratio = b[mask] / busy[mask]
+            index = [np.searchsorted(k, xyz[mask, a]) for a, k in enumerate(knots[stage])]
+            for cell in set(zip(*index)):
+                here = np.all(np.stack(index, 1) == cell, axis=1)
+                cells[cell] = np.median(ratio[here])
+            raw[stage] = cells
+            tables[stage] = GridTable(ATTENTION_AXES, knots[stage],
+                                      _nested(np.minimum(_fill_holes(cells), 1.0)))
+        pred, judged = np.full(t.size, np.nan), np.full(t.size, np.nan)
+        for stage, table in tables.items():
+            idx = covered & (decode == (stage == "decode"))
+            pred[idx] = b[idx] / table.at(rows=xyz[idx, 0], context=xyz[idx, 1],
+                                          head_dim=xyz[idx, 2]) + oh
+            judged[idx] = pred[idx]
+            # a grid point is judged by the table without it: interpolated from the contexts
+            # on either side (each point reproduces itself whatever the overhead)
+            inner = _between_neighbours(table, xyz[:, 1]) & points[stage]
+            without = _leave_context_out(table)
+            judged[inner] = b[inner] / without.at(rows=xyz[inner, 0], context=xyz[inner, 1],
+                                                   head_dim=xyz[inner, 2]) + oh
+        ok = covered & np.isfinite(judged)
+        loss = (np.log(judged[ok] / t[ok]) ** 2 * w[ok]).sum() / max(w[ok].sum(), 1e-30)
+        if loss < best[0] - 1e-15:
+            best = (loss, (oh, tables, raw, pred))
+    if best[1] is None:
+        return {"tables": {}, "overhead_s": 0.0, "covered": np.zeros(t.size, dtype=bool),
+                "wanted": [], "cases": 0}
+    oh, tables, raw, pred = best[1]
+    wanted = [(stage, tuple(float(k[i]) for k, i in zip(knots[stage], cell)), float(v))
+              for stage, cells in raw.items() for cell, v in np.ndenumerate(cells)
+              if np.isfinite(v) and v > REFUSE_ABOVE]
+    return {"tables": tables, "overhead_s": float(oh), "covered": covered, "wanted": wanted,
+            **_errors(pred[covered], t[covered])}
+
+
+def _between_neighbours(table: GridTable, context: np.ndarray) -> np.ndarray:
+    """Which contexts are inner knots of the table's context axis (a knot on each side)."""
+    knots = table.knots[ATTENTION_AXES.index("context")]
+    return np.isin(context, knots[1:-1])
+
+
+def _leave_context_out(table: GridTable) -> GridTable:
+    """The table with each inner context knot's values replaced by the interpolation (in
+    log context) of the knots on either side: what the table predicts there without it."""
+    axis = ATTENTION_AXES.index("context")
+    values = np.asarray(table.values, dtype=float)
+    x = np.log(np.asarray(table.knots[axis]))
+    out = values.copy()
+    for j in range(1, len(x) - 1):
+        a = (x[j] - x[j - 1]) / (x[j + 1] - x[j - 1])
+        before, after = np.take(values, j - 1, axis), np.take(values, j + 1, axis)
+        index = [slice(None)] * values.ndim
+        index[axis] = j
+        out[tuple(index)] = (1 - a) * before + a * after
+    return GridTable(table.axes, table.knots, _nested(out))
+
+
+def _fill_holes(cells: np.ndarray) -> np.ndarray:
+    """NaN cells of a grid take the mean of their finite neighbours along each axis, until
+    none is left (all NaN: left as it is)."""
+    cells = cells.copy()
+    while np.isnan(cells).any() and np.isfinite(cells).any():
+        filled = cells.copy()
+        for index in zip(*np.nonzero(np.isnan(cells))):
+            near = []
+            for axis in range(cells.ndim):
+                for step in (-1, 1):
+                    j = list(index)
+                    j[axis] += step
+                    if 0 <= j[axis] < cells.shape[axis] and np.isfinite(cells[tuple(j)]):
+                        near.append(cells[tuple(j)])
+            if near:
+                filled[index] = float(np.mean(near))
+        cells = filled
+    return cells
+
+
+def _nested(values: np.ndarray) -> tuple:
+    return tuple(_nested(v) for v in values) if np.ndim(values) else float(values)
 
 
 def _knots(rows: np.ndarray, fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,22 +413,56 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
     measured = np.maximum(measured - touch, FLOOR * measured)
     weights = np.array([NOISY_WEIGHT if r.get("noisy") else 1.0 for r in rows])
     efficiency, overhead, curves, report, refused, sizes = {}, {}, {}, {}, [], {}
+    tables: dict[str, dict[str, Any]] = {}
     for key, members in sorted(_groups(ops, pooled).items()):
         idx = np.array(members)
         rows_m = [tile_rows(ops[i]) for i in idx]
         class_rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
         size = _size_grid(key, [rows[i] for i in idx], [ops[i] for i in idx])
         if size is not None:
-            bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
             cap = float(write_free(ops[i] for i in idx)) if cpu else 1.0
-            table = fit_row_table(bound, measured[idx], size, weights[idx], cap)
-            entry = table["table"][0]
-            sizes[key] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
-            overhead[key] = table["overhead_s"]
-            report[key + " (size table)"] = {k: table[k] for k in ("cases", "median_abs_error",
-                                                                   "max_abs_error")}
-            refused += [{"class": key, "term": f"fraction at {b:g} bytes", "wanted": round(f, 3),
-                         "cases": int(idx.size)} for _, _, b, f in table["wanted"]]
+            overheads = OVERHEAD_GRID
+            for suffix, part in _softmax_sides(key, [rows[i] for i in idx], [ops[i] for i in idx]):
+                sub, dims = idx[part], size[part]
+                bound = roofline_time(compute_s[sub] + vector_s[sub], memory_s[sub])
+                table = fit_row_table(bound, measured[sub], dims, weights[sub], cap, overheads,
+                                      between=not cpu)
+                entry = table["table"][0]
+                sizes[key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"],
+                                       "cap": round(cap, 4)}
+                if not suffix:   # one overhead per class: the short rows' (or the only) fit
+                    overhead[key] = table["overhead_s"]
+                    overheads = np.array([min(table["overhead_s"], 0.99 * measured[idx].min())])
+                report[key + suffix + " (size table)"] = {
+                    k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
+                refused += [{"class": key + suffix, "term": f"fraction at {b:g} bytes",
+                             "wanted": round(f, 3), "cases": int(sub.size)}
+                            for _, _, b, f in table["wanted"]]
+            continue
+        points = attention_grid_points([rows[i] for i in idx], [ops[i] for i in idx]) \
+            if key.startswith("attention:") else {}
+        if points:   # attention on a measured grid: a table per stage (GPU calibration)
+            bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
+            fitted = fit_attention_tables(bound, measured[idx], [ops[i] for i in idx], points,
+                                          weights[idx])
+            tables[key] = {stage: t.to_dict() for stage, t in fitted["tables"].items()}
+            overhead[key] = fitted["overhead_s"]
+            report[key + " (attention table)"] = {k: fitted[k] for k in ("cases", "median_abs_error",
+                                                                         "max_abs_error")}
+            refused += [{"class": key, "term": f"{stage} fraction at rows, context, head_dim "
+                                               f"{', '.join(f'{v:g}' for v in at)}",
+                         "wanted": round(f, 3), "cases": int(fitted["cases"])}
+                        for stage, at, f in fitted["wanted"]]
+            rest = ~fitted["covered"]
+            if not rest.any():
+                continue
+            idx = idx[rest]
+            class_rows = None if class_rows is None else class_rows[rest]
+            terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured,
+                               weights, float(write_free(ops[i] for i in idx)) if cpu else 1.0)
+            efficiency[key] = terms["efficiency"]
+            report[key] = _report(efficiency[key], overhead[key], compute_s[idx], vector_s[idx],
+                                  memory_s[idx], measured[idx], class_rows)
             continue
         dims = np.array([[ops[i].dims.get(d, 0) for d in ("m", "k", "n")] for i in idx], dtype=float)
         if key.startswith(ROW_TABLE_CLASSES) and _has_grid(dims):
@@ -281,7 +499,7 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                               memory_s[idx], measured[idx], class_rows)
         refused += [{"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
                     for term, f in terms["wanted"].items()]
-    return ProfileFit(efficiency, overhead, curves, report, refused, sizes)
+    return ProfileFit(efficiency, overhead, curves, report, refused, sizes, tables)
 
 
 def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np.ndarray | None:
@@ -297,6 +515,25 @@ def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np
     if np.unique([float(op.bytes) for op, g in zip(ops, grid) if g]).size < MIN_CURVE_ROWS:
         return None
     return np.array([[float(op.bytes), 1.0 if g else 2.0, 1.0] for op, g in zip(ops, grid)])
+
+
+def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence
+                   ) -> list[tuple[str, np.ndarray]]:
+    """The parts of an element-wise class measured on the size grid that get a size table
+    each: for a softmax measured on both sides of ``SOFTMAX_SPLIT_COLS`` columns (each side
+    at ``MIN_CURVE_ROWS`` sizes or more: PyTorch's CUDA softmax runs another kernel past
+    1024 columns), rows up to it ('') and longer ones (``SOFTMAX_LONG``); otherwise the whole
+    class ('')."""
+    everything = [("", np.ones(len(ops), dtype=bool))]
+    if not key.startswith("softmax:"):
+        return everything
+    long_rows = np.array([float(np.max(op.dims.get("cols", 0))) > SOFTMAX_SPLIT_COLS for op in ops])
+    grid = np.array([(r.get("recipe") or {}).get("builder") == "size_grid" for r in rows])
+    sizes = [np.unique([op.bytes for op, g, s in zip(ops, grid, long_rows) if g and s == side]).size
+             for side in (False, True)]
+    if min(sizes) < MIN_CURVE_ROWS:
+        return everything
+    return [("", ~long_rows), (SOFTMAX_LONG, long_rows)]
 
 
 def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | None:

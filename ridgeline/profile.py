@@ -13,6 +13,10 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
                                   # skinny products: fraction of the bound per measured shape
     size_curves: {norm:attn_norm@bf16: {bytes: [8960, ...], fraction: [0.02, ...]}}
                                   # element-wise classes: fraction of the bound by bytes
+                                  # (softmax:...>1024: rows longer than 1024 columns)
+    attention_tables: {attention:sdpa_gqa@bf16: {decode: {axes: [rows, context, head_dim],
+                       knots: [[1, 4, 8], [64, ...], [128]], fraction: [[[0.1], ...], ...]}}}
+                                  # attention classes: fraction of the bound on a grid
     first_touch_gb_s: 3.6                                 # CPU: fresh pages faulted in, bytes/s
     mmap_threshold_bytes: 33554432                        # allocations mapped fresh from here
 
@@ -35,10 +39,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from .catalog import PROFILES_DIR, user_data_dir
 from .errors import InvalidSpecError, ProfileMismatchError, RidgelineError
 from .hardware import DeviceSpec, read_yaml
-from .roofline import Ceilings, Curve, RowTable
+from .roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable
 from .units import GIGA, TERA
 
 
@@ -104,7 +110,49 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
         row_curves=MappingProxyType({k: _row_table(v, f"{where}: row_curves.{k}")
                                      for k, v in (profile.get("row_curves") or {}).items()}),
+        attention_tables=_attention_tables(profile.get("attention_tables"), where),
         **size_and_first_touch(profile, where), **execution_tables(profile, where))
+
+
+def _attention_tables(raw: Any, where: str) -> Mapping[str, Mapping[str, GridTable]]:
+    """{class: {decode|prefill: {axes, knots, fraction}}}: every axis of ``ATTENTION_AXES``
+    with positive increasing knots, and a fraction in (0, 1] at every grid point."""
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, Mapping):
+        raise InvalidSpecError(where, "'attention_tables' must map a class to {decode, prefill}")
+    out = {}
+    for key, stages in raw.items():
+        here = f"{where}: attention_tables.{key}"
+        if not isinstance(stages, Mapping) or not stages or set(stages) - {"decode", "prefill"}:
+            raise InvalidSpecError(here, "must map 'decode' and/or 'prefill' to a table")
+        tables = {}
+        for stage, table in stages.items():
+            at = f"{here}.{stage}"
+            axes, knots = (table or {}).get("axes"), (table or {}).get("knots")
+            if axes != list(ATTENTION_AXES) or not isinstance(knots, list) or len(knots) != len(axes):
+                raise InvalidSpecError(at, f"needs axes {list(ATTENTION_AXES)} and a list of knots per axis")
+            for name, k in zip(axes, knots):
+                if (not isinstance(k, list) or not k or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in k)
+                        or any(b <= a for a, b in zip(k, k[1:]))):
+                    raise InvalidSpecError(at, f"knots of '{name}' must be positive and increasing")
+            try:
+                values = np.asarray(table.get("fraction"), dtype=float)
+            except (TypeError, ValueError):
+                raise InvalidSpecError(at, "'fraction' must be a nested list of numbers") from None
+            if values.shape != tuple(len(k) for k in knots):
+                raise InvalidSpecError(at, f"'fraction' has shape {values.shape}, the knots "
+                                           f"{tuple(len(k) for k in knots)}")
+            if not np.all((values > 0) & (values <= 1)):
+                raise InvalidSpecError(at, "every 'fraction' must be in (0, 1]")
+            tables[stage] = GridTable(tuple(axes), tuple(tuple(float(v) for v in k) for k in knots),
+                                      _frozen(values.tolist()))
+        out[str(key)] = MappingProxyType(tables)
+    return MappingProxyType(out)
+
+
+def _frozen(values: Any) -> Any:
+    return tuple(_frozen(v) for v in values) if isinstance(values, list) else float(values)
 
 
 def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -61,6 +61,68 @@ class RowTable:
         return np.tensordot(weights / weights.sum(), values, axes=1)
 
 
+@dataclass(frozen=True)
+class GridTable:
+    """A measured quantity on a full grid of named axes, interpolated linearly in the log
+    of each axis (multilinear between the 2^d corners around a point) and held flat beyond
+    the outermost knots."""
+
+    axes: tuple[str, ...]                    # e.g. rows, context, head_dim
+    knots: tuple[tuple[float, ...], ...]     # increasing knots of each axis
+    values: tuple                            # nested tuples, one level per axis
+
+    def at(self, **coords):
+        grid = np.asarray(self.values, dtype=float)
+        points = np.broadcast_arrays(*(np.asarray(coords[a], dtype=float) for a in self.axes))
+        lows, fracs = [], []
+        for knots, x in zip(self.knots, points):
+            if len(knots) == 1:
+                lows.append(np.zeros(x.shape, dtype=int))
+                fracs.append(np.zeros(x.shape))
+                continue
+            pos = np.interp(np.log(x), np.log(knots), np.arange(len(knots), dtype=float))
+            low = np.minimum(np.floor(pos).astype(int), len(knots) - 2)
+            lows.append(low)
+            fracs.append(pos - low)
+        out = np.zeros(points[0].shape)
+        for corner in np.ndindex(*(2,) * len(self.axes)):
+            weight, index = np.ones(out.shape), []
+            for c, low, frac, knots in zip(corner, lows, fracs, self.knots):
+                weight = weight * (frac if c else 1.0 - frac)
+                index.append(np.minimum(low + c, len(knots) - 1))
+            out = out + weight * grid[tuple(index)]
+        return out if out.ndim else float(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"axes": list(self.axes), "knots": [[float(v) for v in k] for k in self.knots],
+                "fraction": np.asarray(self.values, dtype=float).tolist()}
+
+
+# the attention tables' axes (``attention_coords``)
+ATTENTION_AXES = ("rows", "context", "head_dim")
+
+
+def attention_coords(op: Op):
+    """Where an attention op sits in a measured attention table: its stage ('decode' where
+    one query token per sequence, else 'prefill'; arrays give an array), query rows per K/V
+    head (the GQA group), context (decode: the keys read, ``kv_len`` or the fused op's
+    pairs; prefill: the prompt, ``q_len``) and head_dim; None for ops without them."""
+    d = op.dims
+    if "q_len" not in d or "head_dim" not in d or not d.get("kv_heads"):
+        return None
+    q = np.asarray(d["q_len"], dtype=float)
+    keys = np.asarray(d["kv_len"] if "kv_len" in d else d["pairs"], dtype=float)
+    decode = q == 1
+    context = np.where(decode, keys / np.maximum(q, 1), q)
+    return decode, float(d["heads"]) / float(d["kv_heads"]), context, float(d["head_dim"])
+
+
+# PyTorch's CUDA softmax runs rows of up to 1024 columns in one warp-per-row kernel and longer
+# ones in a block-per-row kernel (aten/src/ATen/native/cuda/SoftMax.cu): a size curve per side
+SOFTMAX_SPLIT_COLS = 1024
+SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"   # suffix of the long rows' size curve
+
+
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB):
 # allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
 MMAP_THRESHOLD = 32 * 2**20
@@ -102,6 +164,10 @@ class Ceilings:
     # allocator's mmap threshold: glibc maps each such allocation anew and unmaps it on free
     first_touch_rate: float | None = None
     mmap_threshold: float = MMAP_THRESHOLD
+    # calibrated only: per attention class, the measured fraction of the roofline bound on a
+    # grid of rows per K/V head x context x head_dim, one table per stage (decode, prefill),
+    # replacing the class's efficiency terms for the ops of that stage (GPU calibration)
+    attention_tables: Mapping[str, Mapping[str, GridTable]] = field(default_factory=dict)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -137,6 +203,9 @@ class Ceilings:
                                   for k, v in self.size_curves.items()}
         if self.first_touch_rate:
             out.update(first_touch_rate=self.first_touch_rate, mmap_threshold=self.mmap_threshold)
+        if self.attention_tables:
+            out["attention_tables"] = {k: {stage: t.to_dict() for stage, t in v.items()}
+                                       for k, v in self.attention_tables.items()}
         return out
 
     @classmethod
@@ -163,7 +232,13 @@ class Ceilings:
                                                           tuple(map(float, v["y"])))
                                                  for k, v in (raw.get("size_curves") or {}).items()}),
                    first_touch_rate=raw.get("first_touch_rate"),
-                   mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD))
+                   mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
+                   attention_tables=MappingProxyType({
+                       k: MappingProxyType({stage: GridTable(tuple(t["axes"]),
+                                                             tuple(tuple(map(float, x)) for x in t["knots"]),
+                                                             _nested(t["fraction"]))
+                                            for stage, t in v.items()})
+                       for k, v in (raw.get("attention_tables") or {}).items()}))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -202,7 +277,13 @@ class Ceilings:
         they are more (a prompt: the class's terms price it); an element-wise class's by the
         op's bytes."""
         for key in keys_for(op):
+            if key in self.attention_tables:
+                return self.attention_fraction(key, op)
             if key in self.size_curves and op.kind in SIZE_KINDS:
+                long_rows = self.size_curves.get(key + SOFTMAX_LONG)
+                if long_rows is not None and "cols" in op.dims:
+                    return np.where(np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS,
+                                    long_rows.at(op.bytes), self.size_curves[key].at(op.bytes))
                 return self.size_curves[key].at(op.bytes)
             if key in self.row_curves:
                 dims = op.dims
@@ -217,6 +298,22 @@ class Ceilings:
                 return None
         return None
 
+    def attention_fraction(self, key: str, op: Op):
+        """The class's measured fraction of the bound at the op's rows, context and head_dim,
+        from its table of the op's stage; NaN where the class has no table of that stage
+        (the class's terms price it) or the op is not attention-shaped."""
+        coords = attention_coords(op)
+        if coords is None:
+            return None
+        decode, rows, context, head_dim = coords
+        tables = self.attention_tables[key]
+        out = np.full(np.shape(context), np.nan)
+        for stage, where in (("decode", decode), ("prefill", ~decode)):
+            if stage in tables and np.any(where):
+                value = tables[stage].at(rows=rows, context=context, head_dim=head_dim)
+                out = np.where(where, value, out)
+        return out if out.ndim else float(out)
+
     def overhead(self, op: Op) -> float:
         for key in keys_for(op):
             if key in self.overhead_s:
@@ -229,6 +326,13 @@ class Ceilings:
             if key in self.efficiency:
                 return self.efficiency[key]
         return {}
+
+
+def _nested(values) -> tuple:
+    """Lists of lists of numbers -> tuples of tuples of floats (hashable, frozen)."""
+    if isinstance(values, (list, tuple)):
+        return tuple(_nested(v) for v in values)
+    return float(values)
 
 
 def _measured_or(fraction, roof, otherwise):

@@ -92,15 +92,16 @@ def test_gpu_cases_load_the_device_and_stay_disjoint():
     check_disjoint(calibration, validation)
     kinds = {(c.kernel, c.backend) for c in validation}
     for wanted in (("fp8_matmul", ""), ("int4_weight_only", "g128"), ("sdpa", "flash"),
-                   ("sdpa", "cudnn"), ("sdpa", "efficient"), ("rope_decoder", "")):
+                   ("sdpa", "cudnn"), ("sdpa", "efficient"), ("sdpa", "gqa"),
+                   ("sdpa", "repeat_kv"), ("rope_decoder", "")):
         assert wanted in kinds
     assert ("rope", "") not in kinds                     # the complex-multiply rotary is out
     prefill = {int(c.recipe["length"]) for c in validation
                if c.stage == "prefill" and "length" in c.recipe}
-    assert prefill == {512, 2048, 8192}
+    assert prefill == {384, 1536, 4608}                  # between the grid's 256 ... 8192
     decode = [c for c in validation if c.stage == "decode"]
-    assert max(int(c.recipe["batch"]) for c in decode) == 256
-    assert max(int(c.recipe["length"]) for c in decode) == 32768
+    assert max(int(c.recipe["batch"]) for c in decode) == 192
+    assert max(int(c.recipe["length"]) for c in decode) == 24576
     assert all(int(c.recipe["batch"]) * int(c.recipe["length"]) <= MAX_KV_TOKENS for c in decode)
     models = {c.recipe.get("model") for c in validation} - {None}
     assert models == {"llama-3-8b", "llama-2-7b"}        # GQA and MHA
