@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import memory as M
+from .basis import basis
 from .errors import InvalidSettingError
 from .hardware import DeviceSpec
 from .layers import Plan, head_ops, pipeline_factors, stage_ops
@@ -320,7 +321,7 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
                                 stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
     warnings = context_warnings(config, workload)
     if warnings:
         extra["warnings"] = warnings
