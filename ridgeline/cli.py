@@ -74,7 +74,7 @@ DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache t
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
 ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")]
-TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred').")]
+TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: the committed H100 profile is eager CUDA events, host-inclusive, so eager execution only).")]
 
 # Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
 # frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and

@@ -6,7 +6,9 @@ events, host-inclusive: no launch gap, no host term, no kernels per op)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -225,3 +227,72 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
     assert "no device times for graph" in callbacks.update_analyze("/", h100 + "&execution=graph", None)[0]
     message = callbacks.update_validation("/validation", "?runs=cuda-nvidia-h100-80gb-hbm3")[0]
     assert "Timed by: cuda-nvidia-h100-80gb-hbm3: eager CUDA events, host-inclusive." in message
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def flat(page: str) -> str:
+    return " ".join((ROOT / page).read_text().split())
+
+
+def test_docs_quote_the_basis_numbers():
+    from ridgeline.units import format_time
+
+    text = flat("docs/settings.md")
+    tpot = {d: analyze("llama-2-7b", "h200", 1, 512, 128, dtype=d, profile=H200).generation["tpot_s"]
+            for d in ("fp16", "bf16")}
+    assert (f"gives TPOT {format_time(tpot['fp16'])} beside bf16's {format_time(tpot['bf16'])}"
+            in text)
+    raw = load_profile(H200)
+    sdpa = f"SDPA's {raw['host_us']['eager']['attention']:.1f} µs and " \
+           f"{raw['kernels_per_op']['eager']['attention']:g} kernels each"
+    assert sdpa in text
+
+
+def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
+    snap = json.loads((ROOT / "reports/validation/cuda-nvidia-h200-2026-11-26-draw1127.json").read_text())
+    quant = next(r for r in snap["summary"] if r["op_class"] == "quant")
+    rows = [r for r in snap["rows"] if r["status"] == "ok" and r["op_class"] == "quant"]
+    assert {r["kernel"] for r in rows} - {"int8_weight_only"} == {"int4_weight_only", "int8_matmul",
+                                                                  "fp8_matmul"}
+    assert len(rows) == quant["count"] + 10          # the ten reference int8 weight-only rows
+    err = np.abs([r["error_calibrated"] for r in rows])
+
+    def pair(median, p90):
+        return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
+
+    text = flat("docs/measurement.md")
+    assert (f"the reference int8 weight-only kernel is reported apart, and with it the class is "
+            f"{pair(np.median(err), np.quantile(err, 0.9))}) "
+            f"{pair(quant['calibrated_median_abs'], quant['calibrated_p90_abs'])}") in text
+    assert pair(np.median(err), np.quantile(err, 0.9)) == "9.8 % / 52.1 %"
+
+
+@pytest.mark.parametrize("page, label", [
+    ("README.md", "an H100 (eager CUDA events, host-inclusive"),
+    ("docs/measurement.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
+    ("docs/measurement.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
+    ("docs/measurement.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
+    ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
+    ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
+    ("reports/RESULTS.md", "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive."),
+    ("reports/RESULTS.md", "calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA "
+                           "events, host-inclusive."),
+])
+def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
+    assert label in flat(page)
+
+
+def test_every_h100_section_of_results_md_says_it_is_host_inclusive():
+    text = (ROOT / "reports/RESULTS.md").read_text()
+    sections = text.split("\n### ")[1:]
+    h100 = [s for s in sections if "h100" in s.split("\n", 1)[0]]
+    assert len(h100) == 6
+    assert all("timed by eager CUDA events, host-inclusive" in s for s in h100)
+    assert not any("device time" in s for s in h100)
+
+
+def test_the_transfer_help_labels_the_h100_profile():
+    out = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "400"}).output
+    assert "the committed H100 profile is eager CUDA events, host-inclusive" in " ".join(out.split())
