@@ -332,6 +332,13 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
                     stages["prefill"], stages["decode"], mem, generation, extra)
 
 
+def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
+    """What ``d``'s numbers rest on (``ridgeline.basis``), read at one workload point: the
+    ops (names, types) and so the notes are the same at every point of a sweep."""
+    ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
+    return basis(ops, d.ceilings, d.device, d.settings.execution)
+
+
 def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
           batch=1, seq_len=512, generate=0, **how: Any) -> pd.DataFrame:
     """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.

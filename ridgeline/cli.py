@@ -316,7 +316,15 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
     with ProgressAfter(1.0) as progress:
         frame = sweep_each(d, variants, batches, lengths, generate, on_step=progress.step)
     table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
-                  f"{len(batches) * len(lengths) * len(variants)} points", mode=d.mode)
+                  f"{len(batches) * len(lengths) * len(variants)} points", basis_notes(d), mode=d.mode)
+
+
+def basis_notes(d) -> list[str]:
+    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.basis)."""
+    from .analyze import deployment_basis
+    from .basis import basis_lines
+
+    return basis_lines(deployment_basis(d))
 
 
 class ProgressAfter:
@@ -400,7 +408,7 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
     frame, best = run(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     pick = best["best"]
-    notes = [f"largest batch that fits: {best['max_batch']}",
+    notes = [*basis_notes(d), f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
               f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
               f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]

@@ -296,3 +296,21 @@ def test_every_h100_section_of_results_md_says_it_is_host_inclusive():
 def test_the_transfer_help_labels_the_h100_profile():
     out = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "400"}).output
     assert "the committed H100 profile is eager CUDA events, host-inclusive" in " ".join(out.split())
+
+
+def test_sweep_and_frontier_carry_the_basis_in_their_notes():
+    sweep = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--dtype", "bf16",
+                                     "--batch", "1,8", "--generate", "16", "--profile", H100,
+                                     "-f", "json"])
+    assert sweep.exit_code == 0, sweep.output
+    notes = json.loads(sweep.stdout)["notes"]
+    assert notes[0] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; "
+                        "execution eager")
+    frontier = CliRunner().invoke(app, ["frontier", "llama-2-7b", "-H", "h200", "--profile", H200,
+                                        "-f", "json"])
+    assert frontier.exit_code == 0, frontier.output
+    assert any(n.startswith("note: fp16 priced with the profile's measured bf16 classes")
+               for n in json.loads(frontier.stdout)["notes"])
+    refused = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8",
+                                       "--profile", H100, "--execution", "eager,graph"])
+    assert refused.exit_code == 2 and "no device times for graph" in refused.output
