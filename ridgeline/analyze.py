@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import memory as M
+from .basis import basis
 from .errors import InvalidSettingError
 from .hardware import DeviceSpec
 from .layers import Plan, head_ops, pipeline_factors, stage_ops
@@ -320,7 +321,7 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
                                 stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
     warnings = context_warnings(config, workload)
     if warnings:
         extra["warnings"] = warnings
@@ -329,6 +330,13 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
                              "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}
     return Analysis(config, device, workload, d.settings, roofs.mode, p,
                     stages["prefill"], stages["decode"], mem, generation, extra)
+
+
+def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
+    """What ``d``'s numbers rest on (``ridgeline.basis``), read at one workload point: the
+    ops (names, types) and so the notes are the same at every point of a sweep."""
+    ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
+    return basis(ops, d.ceilings, d.device, d.settings.execution)
 
 
 def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,

@@ -76,7 +76,7 @@ DtypeOpt = Annotated[str, typer.Option(help="Weights, activations and KV cache t
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")]
 ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")]
-TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred').")]
+TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: the committed H100 profile is eager CUDA events, host-inclusive, so eager execution only).")]
 
 # Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
 # frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and
@@ -318,7 +318,15 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
     with ProgressAfter(1.0) as progress:
         frame = sweep_each(d, variants, batches, lengths, generate, on_step=progress.step)
     table_or_text(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): "
-                  f"{len(batches) * len(lengths) * len(variants)} points", mode=d.mode)
+                  f"{len(batches) * len(lengths) * len(variants)} points", basis_notes(d), mode=d.mode)
+
+
+def basis_notes(d) -> list[str]:
+    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.basis)."""
+    from .analyze import deployment_basis
+    from .basis import basis_lines
+
+    return basis_lines(deployment_basis(d))
 
 
 class ProgressAfter:
@@ -402,7 +410,7 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
     frame, best = run(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     pick = best["best"]
-    notes = [f"largest batch that fits: {best['max_batch']}",
+    notes = [*basis_notes(d), f"largest batch that fits: {best['max_batch']}",
              (f"best throughput meeting the targets: batch {pick['batch']}, "
               f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
               f"TTFT {format_time(pick['ttft_s'])}") if pick else "no batch meets the targets"]

@@ -96,6 +96,19 @@ class UnsupportedDtypeError(RidgelineError):
         )
 
 
+class UnmeasuredDtypeError(RidgelineError):
+    """A data type a profile measured no classes of, with no measured type of the same
+    datasheet rate to stand in for it."""
+
+    def __init__(self, dtype: str, device: str, measured: Iterable[str]):
+        self.dtype = dtype
+        measured = ", ".join(measured)
+        super().__init__(
+            f"the profile of {device} measured no {dtype} classes, and none of the types it "
+            f"measured ({measured}) has {dtype}'s datasheet rate; use one of those types, or "
+            f"calibrate {dtype}")
+
+
 class MissingDependencyError(RidgelineError):
     def __init__(self, package: str, extra: str, what: str = "this command"):
         super().__init__(f"{what} needs {package}: pip install 'ridgeline[{extra}]'")

@@ -20,6 +20,12 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
     first_touch_gb_s: 3.6                                 # CPU: fresh pages faulted in, bytes/s
     mmap_threshold_bytes: 33554432                        # allocations mapped fresh from here
 
+How its kernels were timed is its ``timing`` (``ridgeline.roofline.TIMINGS``): ``device``
+(CUDA-graph replay or profiler kernel durations), ``eager`` (CUDA events around eager calls:
+each time holds the host's dispatch), ``cpu`` (a CPU timer). A profile that does not write it
+has it derived from the methods its measurements record (``timing_of``); one with neither
+is refused.
+
 A profile measured from the device's side (``timing: device``) also keeps the host apart:
 
     launch_gap_us: 1.2                                    # device idle between kernels in a graph
@@ -29,7 +35,9 @@ A profile measured from the device's side (``timing: device``) also keeps the ho
 (keys: engine op names such as ``rope``, or efficiency keys, then ``default``), and the
 engine composes them per execution mode (``ridgeline.roofline.composed_time``).
 
-Types the profile did not measure keep their datasheet peak.
+Types the profile did not measure keep their datasheet peak. A type it measured no classes
+of is priced with the classes of a measured type of the same datasheet rate, width and kind
+(fp16 with bf16's on Hopper: ``dtype_stand_ins``), and refused where there is none.
 """
 from __future__ import annotations
 
@@ -102,6 +110,7 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
     efficiency = {kind: MappingProxyType({k: float(v) for k, v in terms.items()})
                   for kind, terms in (profile.get("efficiency") or {}).items()}
     overhead = {kind: float(us) * 1e-6 for kind, us in (profile.get("overhead_us") or {}).items()}
+    measured = measured_dtypes(profile)
     return Ceilings(
         "calibrated", float(profile["bandwidth_gb_s"]) * GIGA, MappingProxyType(matrix),
         MappingProxyType(vector), MappingProxyType(efficiency), MappingProxyType(overhead),
@@ -111,7 +120,72 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         row_curves=MappingProxyType({k: _row_table(v, f"{where}: row_curves.{k}")
                                      for k, v in (profile.get("row_curves") or {}).items()}),
         attention_tables=_attention_tables(profile.get("attention_tables"), where),
-        **size_and_first_touch(profile, where), **execution_tables(profile, where))
+        **size_and_first_touch(profile, where), **execution_tables(profile, where),
+        timing=timing_of(profile, where), measured_dtypes=measured,
+        dtype_as=MappingProxyType(dtype_stand_ins(measured, device)))
+
+
+METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device",
+                 "torch.utils.benchmark": "cpu"}
+
+
+def _methods(node: Any) -> set[str]:
+    """Every ``method`` a profile's measurements record (copy, GEMMs, dispatch ...)."""
+    if isinstance(node, Mapping):
+        found = {str(node["method"])} if isinstance(node.get("method"), str) else set()
+        return found.union(*(_methods(v) for v in node.values()))
+    return set()
+
+
+def timing_of(profile: Mapping[str, Any], where: str = "profile") -> str:
+    """How a profile's kernels were timed (a key of ``roofline.TIMINGS``): its ``timing``;
+    else from its measurements' methods (any CUDA events around eager calls: ``eager``, as
+    every GPU profile measured before device timing; graph replay or profiler: ``device``;
+    a CPU timer: ``cpu``); else a CPU's profile is ``cpu`` and one with host terms apart
+    (which only device timing measures) ``device``. None of these: refused."""
+    from .roofline import TIMINGS
+
+    given = profile.get("timing")
+    if given is not None:
+        if given not in TIMINGS:
+            raise InvalidSpecError(where, f"'timing' must be one of {', '.join(TIMINGS)}, "
+                                   f"got {given!r}")
+        return str(given)
+    found = {METHOD_TIMING.get(m.split("/")[0]) for m in _methods(profile.get("measurements"))}
+    for timing in ("eager", "device", "cpu"):
+        if timing in found:
+            return timing
+    meta = profile.get("meta") or {}
+    if meta.get("device_kind") == "cpu" or meta.get("spec_device") == "host":
+        return "cpu"
+    if profile.get("host_us") or profile.get("launch_gap_us"):
+        return "device"
+    raise InvalidSpecError(where, "does not say how its kernels were timed (no 'timing' and no "
+                           "measurement methods); add timing: device, eager or cpu")
+
+
+def measured_dtypes(profile: Mapping[str, Any]) -> frozenset:
+    """The data types a profile measured classes of: the '@type' of its class keys."""
+    keys = [k for table in ("efficiency", "overhead_us", "row_curves", "size_curves")
+            for k in (profile.get(table) or {})]
+    return frozenset(str(k).rsplit("@", 1)[1] for k in keys if "@" in str(k))
+
+
+def dtype_stand_ins(measured: frozenset, device: DeviceSpec) -> dict[str, str]:
+    """For each datasheet type the profile measured no classes of, the measured type with
+    the same matrix rate on ``device``'s datasheet, the same width and the same kind (float
+    or integer): fp16 -> bf16 on Hopper, where both run at one rate."""
+    from .units import DTYPE_BITS, FLOAT_DTYPES
+
+    def rates(dtype: str) -> tuple:
+        return (device.matrix_peak.get(dtype), DTYPE_BITS.get(dtype), dtype in FLOAT_DTYPES)
+
+    out = {}
+    for dtype in sorted(set(device.matrix_peak) - measured):
+        same = [m for m in sorted(measured) if rates(m) == rates(dtype)]
+        if same and DTYPE_BITS.get(dtype):
+            out[dtype] = same[0]
+    return out
 
 
 def _attention_tables(raw: Any, where: str) -> Mapping[str, Mapping[str, GridTable]]:

@@ -269,8 +269,16 @@ def rich_tables(analysis: Analysis) -> list[Any]:
               f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
               + (f", tp {s.tp}" if s.tp > 1 else "") + (f", pp {s.pp}" if s.pp > 1 else "")
               + (f", ep {s.ep}" if s.ep > 1 else ""))
-    return [header, _stage_table(analysis, "prefill"), _stage_table(analysis, "decode"),
-            verdict(analysis), *summary_lines(analysis)]
+    return [header, *basis_lines(analysis), _stage_table(analysis, "prefill"),
+            _stage_table(analysis, "decode"), verdict(analysis), *summary_lines(analysis)]
+
+
+def basis_lines(analysis: Analysis) -> list[str]:
+    """What the numbers rest on (ridgeline.basis): the ceilings, how their profile was
+    timed, the execution priced; then each note (a stand-in type, an unmeasured term)."""
+    from .basis import basis_lines as lines
+
+    return lines(analysis.extra.get("basis"))
 
 
 # sweep / compare / frontier columns: header and the kind of unit its numbers get

@@ -168,6 +168,12 @@ class Ceilings:
     # grid of rows per K/V head x context x head_dim, one table per stage (decode, prefill),
     # replacing the class's efficiency terms for the ops of that stage (GPU calibration)
     attention_tables: Mapping[str, Mapping[str, GridTable]] = field(default_factory=dict)
+    # what a calibrated profile rests on: how it was timed (``TIMINGS``; "" for datasheet
+    # roofs), the data types it measured classes of (empty: it names none), and the types it
+    # did not measure priced with the classes of a measured type of the same datasheet rate
+    timing: str = ""
+    measured_dtypes: frozenset = frozenset()
+    dtype_as: Mapping[str, str] = field(default_factory=dict)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -195,9 +201,12 @@ class Ceilings:
                 **self._measured_extras()}
 
     def _measured_extras(self) -> dict[str, Any]:
-        """Size curves and the first touch, where a profile measured them (older result
-        files record none)."""
+        """Size curves, the first touch and what the profile rests on (its timing, the types
+        it measured, stand-ins), where a profile gives them (older result files record none)."""
         out: dict[str, Any] = {}
+        if self.timing:
+            out.update(timing=self.timing, measured_dtypes=sorted(self.measured_dtypes),
+                       dtype_as=dict(self.dtype_as))
         if self.size_curves:
             out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
                                   for k, v in self.size_curves.items()}
@@ -238,7 +247,10 @@ class Ceilings:
                                                              tuple(tuple(map(float, x)) for x in t["knots"]),
                                                              _nested(t["fraction"]))
                                             for stage, t in v.items()})
-                       for k, v in (raw.get("attention_tables") or {}).items()}))
+                       for k, v in (raw.get("attention_tables") or {}).items()}),
+                   timing=raw.get("timing", ""),
+                   measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
+                   dtype_as=frozen(raw.get("dtype_as")))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -276,7 +288,7 @@ class Ceilings:
         computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
         they are more (a prompt: the class's terms price it); an element-wise class's by the
         op's bytes."""
-        for key in keys_for(op):
+        for key in self.keys(op):
             if key in self.attention_tables:
                 return self.attention_fraction(key, op)
             if key in self.size_curves and op.kind in SIZE_KINDS:
@@ -315,14 +327,29 @@ class Ceilings:
         return out if out.ndim else float(out)
 
     def overhead(self, op: Op) -> float:
-        for key in keys_for(op):
+        for key in self.keys(op):
             if key in self.overhead_s:
                 return self.overhead_s[key]
         return self.overhead_s.get("default", 0.0)
 
+    def class_dtype(self, dtype: str) -> str:
+        """The data type whose measured classes price ``dtype``: itself when the profile
+        measured it (or names no types), the measured type of the same datasheet rate it
+        stands in for (``dtype_as``), else refused (UnmeasuredDtypeError)."""
+        if not self.measured_dtypes or dtype in self.measured_dtypes:
+            return dtype
+        if dtype in self.dtype_as:
+            return self.dtype_as[dtype]
+        from .errors import UnmeasuredDtypeError
+        raise UnmeasuredDtypeError(dtype, self.device, sorted(self.measured_dtypes))
+
+    def keys(self, op: Op) -> tuple[str, ...]:
+        """``keys_for`` the op at its class data type (``class_dtype``)."""
+        return class_keys(op.kind, op.name, self.class_dtype(op.dtype))
+
     def terms(self, op: Op) -> Mapping[str, float]:
-        """The efficiency terms of the most specific key the table holds (see ``keys_for``)."""
-        for key in keys_for(op):
+        """The efficiency terms of the most specific key the table holds (see ``keys``)."""
+        for key in self.keys(op):
             if key in self.efficiency:
                 return self.efficiency[key]
         return {}
@@ -384,8 +411,11 @@ def keys_for(op: Op) -> tuple[str, ...]:
     """Efficiency/overhead keys of an op, most specific first: 'kind:name@dtype',
     'kind:name', 'kind@dtype', 'kind'. A profile may refine a kind by kernel ('linear:
     int8_weight_only') or by data type ('linear@bf16'); plain kind keys keep working."""
-    return (f"{op.kind}:{op.name}@{op.dtype}", f"{op.kind}:{op.name}",
-            f"{op.kind}@{op.dtype}", op.kind)
+    return class_keys(op.kind, op.name, op.dtype)
+
+
+def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
+    return (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
 
 
 def spec_ceilings(device: DeviceSpec) -> Ceilings:
@@ -517,39 +547,84 @@ def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
 EXECUTIONS = ("graph", "eager", "compiled")
 
 
+TIMINGS = {  # how a profile's kernels were timed -> the words an answer names its basis with
+    "device": "device time (CUDA-graph replay / profiler kernel durations)",
+    "eager": "eager CUDA events, host-inclusive",
+    "cpu": "CPU timer (host and kernels on one thread)",
+}
+
+
 def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ceilings:
     """The ceilings set to run in ``execution`` (a Settings value) on ``device``. ``auto``:
     graph on a GPU or accelerator (what serving stacks run for decode), eager on a CPU (no
-    separate device: host and kernels share a thread, so nothing overlaps)."""
+    separate device: host and kernels share a thread, so nothing overlaps) or with a profile
+    timed by eager events (its times hold the host: it has no device times for a graph).
+
+    A device-time profile prices eager or compiled only with its measured host terms for
+    that mode; an eager-timed one no graph. Anything else is refused, never the same number
+    under another name (a fallback that is kept is named by ``ridgeline.basis``)."""
     from dataclasses import replace
+
+    from .errors import InvalidSettingError
 
     cpu = device.kind == "cpu"
     if execution == "auto":
-        execution = "eager" if cpu else "graph"
+        execution = "eager" if cpu or ceilings.timing == "eager" else "graph"
     if execution == "graph" and cpu:
-        from .errors import InvalidSettingError
         raise InvalidSettingError("execution", f"{device.name} is a CPU: it runs no CUDA graphs; "
                                   "use execution eager or compiled")
+    missing = missing_execution_terms(ceilings, execution)
+    if missing:
+        raise InvalidSettingError("execution", f"the {ceilings.mode} profile of "
+                                  f"{ceilings.device} cannot price {execution} execution: "
+                                  f"{missing}")
     return replace(ceilings, execution=execution, serial=cpu)
+
+
+def missing_execution_terms(ceilings: Ceilings, execution: str) -> str:
+    """Why a profile cannot price ``execution`` ('' when it can): an eager-timed GPU profile
+    holds host time in every kernel, so no graph (compiled is priced as its eager calls, an
+    upper bound, and ``ridgeline.basis`` says so); a device-time one needs the host terms it
+    measured for eager or compiled."""
+    if ceilings.timing == "eager" and execution == "graph":
+        return (f"it was timed by {TIMINGS['eager']}, so it holds no device times for "
+                "graph; use a device-time profile, or execution eager")
+    if ceilings.timing == "device" and execution != "graph" and not ceilings.host_s.get(execution):
+        have = [m for m in EXECUTIONS if m == "graph" or ceilings.host_s.get(m)]
+        return (f"it measured no {execution} host terms (host_us.{execution}; python -m "
+                f"kernels.host_profile measures them); use execution {' or '.join(have)}")
+    return ""
 
 
 def has_execution_terms(ceilings: Ceilings) -> bool:
     return bool(ceilings.launch_gap_s or ceilings.host_s or ceilings.kernels)
 
 
+def execution_key(table: Mapping[str, float], op: Op) -> str | None:
+    """The key of ``op``'s own entry in a host or kernels table (keyed by engine op name:
+    fused SDPA is 'attention'; the unfused qk_matmul, softmax and sv_matmul are ops of
+    their own), 'default' where the table has none for it, or None."""
+    if op.name in table:
+        return op.name
+    return "default" if "default" in table else None
+
+
 def _lookup(table: Mapping[str, float], op: Op, default: float) -> float:
-    """An op's entry: by engine op name, then the efficiency keys, then 'default'."""
-    for key in (op.name, *keys_for(op), "default"):
-        if key in table:
-            return float(table[key])
-    return default
+    """An op's entry: by engine op name, then 'default' (never another op's: a kind such
+    as 'attention' is also the fused op's name)."""
+    key = execution_key(table, op)
+    return default if key is None else float(table[key])
+
+
+def kernels_table(ceilings: Ceilings, execution: str) -> Mapping[str, float]:
+    """The kernels-per-op table of ``execution`` (a graph replays the eager launches)."""
+    return ceilings.kernels.get(execution) or ceilings.kernels.get(
+        "eager" if execution == "graph" else execution) or {}
 
 
 def op_kernels(ceilings: Ceilings, op: Op, execution: str) -> float:
     """Kernels one call of ``op`` launches (a graph replays the eager launches; 1 unknown)."""
-    table = ceilings.kernels.get(execution) or ceilings.kernels.get(
-        "eager" if execution == "graph" else execution) or {}
-    return _lookup(table, op, 1.0)
+    return _lookup(kernels_table(ceilings, execution), op, 1.0)
 
 
 def op_host(ceilings: Ceilings, op: Op, execution: str) -> float:

@@ -26,7 +26,7 @@ def test_analyze_json_matches_python_api():
     api = rl.analyze("llama-2-7b", "a6000", batch=8, seq_len=1024, generate=256).to_dict()
     assert data == json.loads(json.dumps(api))
     assert set(data) == {"model", "hardware", "mode", "workload", "prefill", "decode",
-                         "generation", "memory"}
+                         "generation", "memory", "basis"}
     op = data["decode"]["ops"][0]
     for key in ("name", "count", "flops", "bytes", "weight_bytes", "act_read_bytes",
                 "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "intensity", "bound",

@@ -128,13 +128,21 @@ def test_unknown_execution_refused():
         Settings(execution="fast")
 
 
-def test_profile_without_terms_keeps_todays_times():
+def test_profile_without_terms_says_how_it_was_timed_or_is_refused():
     plain = {k: v for k, v in TERMS.items() if k in ("bandwidth_gb_s", "matrix_peak_tops")}
-    ceilings = calibrated_ceilings({**plain, "overhead_us": {"default": 5.0}}, H100)
-    times = {mode: analyze("llama-2-7b", H100, 1, 512, 8, dtype="bf16", ceilings=ceilings,
-                           execution=mode).generation["tpot_s"]
-             for mode in ("graph", "eager", "compiled")}
-    assert times["graph"] == times["eager"] == times["compiled"]
+    with pytest.raises(InvalidSpecError, match="does not say how its kernels were timed"):
+        calibrated_ceilings({**plain, "overhead_us": {"default": 5.0}}, H100)
+    # device-timed without host terms: graph only; eager-timed: eager only (auto picks it)
+    device = calibrated_ceilings({**plain, "timing": "device"}, H100)
+    eager = calibrated_ceilings({**plain, "timing": "eager"}, H100)
+    for ceilings, ok, refused in ((device, "graph", "eager"), (device, "graph", "compiled"),
+                                  (eager, "eager", "graph"), (eager, "compiled", "graph")):
+        analyze("llama-2-7b", H100, 1, 512, dtype="bf16", ceilings=ceilings, execution=ok)
+        with pytest.raises(InvalidWorkloadError, match=f"cannot price {refused} execution"):
+            analyze("llama-2-7b", H100, 1, 512, dtype="bf16", ceilings=ceilings, execution=refused)
+    auto = analyze("llama-2-7b", H100, 1, 512, dtype="bf16", ceilings=eager)
+    assert auto.settings.execution == "auto" and auto.extra["basis"]["execution"] == "eager"
+    assert auto.extra["basis"]["notes"][0].startswith("execution eager (auto)")
 
 
 def test_modes_order_and_generation_sum():

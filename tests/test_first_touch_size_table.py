@@ -93,7 +93,7 @@ def test_size_table_follows_a_non_monotone_curve_and_the_engine_reads_it_back():
     assert key == "norm:attn_norm@bf16" and key in fit.size_curves and key not in fit.efficiency
     entry = fit.size_curves[key]
     assert entry["bytes"] == sorted({float(op.bytes) for op in ops})
-    profile = {"bandwidth_gb_s": 20.0, "matrix_peak_tops": {"fp32": 0.2, "bf16": 1.0},
+    profile = {"bandwidth_gb_s": 20.0, "matrix_peak_tops": {"fp32": 0.2, "bf16": 1.0}, "timing": "cpu",
                "size_curves": fit.size_curves, "overhead_us": {k: v * 1e6 for k, v in fit.overhead_s.items()}}
     from ridgeline.hardware import load_device
     device = replace(load_device("a6000"), vector_peak=MappingProxyType({"fp32": 0.2e12}))

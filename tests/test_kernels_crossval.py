@@ -11,7 +11,7 @@ from ridgeline.hardware import load_device
 from ridgeline.profile import calibrated_ceilings
 from ridgeline.roofline import evaluate
 
-PROFILE = {"meta": {"device": "test"}, "bandwidth_gb_s": 40.0,
+PROFILE = {"meta": {"device": "test"}, "timing": "device", "bandwidth_gb_s": 40.0,
            "matrix_peak_tops": {"fp32": 0.2, "bf16": 0.8, "int8": 1.6},
            "vector_peak_tops": {"fp32": 0.2, "bf16": 0.2}, "overhead_us": {"default": 1.0}}
 

@@ -197,7 +197,7 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     from ridgeline.profile import calibrated_ceilings
 
     profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2}, "vector_peak_tops": {"fp32": 0.2},
-               "row_curves": fit.row_curves, "overhead_us": {"linear@fp32": overhead * 1e6}}
+               "timing": "device", "row_curves": fit.row_curves, "overhead_us": {"linear@fp32": overhead * 1e6}}
     c = calibrated_ceilings(profile, load_device("a6000"))
     for op, t in zip(ops, measured):
         assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
@@ -371,7 +371,7 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     assert entries[128]["fraction"] == pytest.approx(
         [fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
     assert key in fit.efficiency                          # prefill: fitted terms
-    profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2},
+    profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2}, "timing": "device",
                "vector_peak_tops": {"fp32": 0.2}, "row_curves": fit.row_curves,
                "efficiency": fit.efficiency, "overhead_us": {key: fit.overhead_s[key] * 1e6}}
     c = calibrated_ceilings(profile, load_device("a6000"))

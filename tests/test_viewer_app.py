@@ -440,8 +440,8 @@ def test_calibrated_profile_changes_roofs_and_numbers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rp, "PROFILES_DIR", tmp_path)
     (tmp_path / "my-a6000.yaml").write_text(
-        "meta: {spec_device: a6000, device_kind: cuda}\nbandwidth_gb_s: 600\nmatrix_peak_tops: {fp16: 120}\n"
-        "overhead_us: {default: 5}\n")
+        "meta: {spec_device: a6000, device_kind: cuda}\ntiming: eager\nbandwidth_gb_s: 600\n"
+        "matrix_peak_tops: {fp16: 120}\noverhead_us: {default: 5}\n")
     assert data.list_profiles() == ["my-a6000"]
     out = callbacks.update_analyze("/", QUERY.replace("w_dtype=int8", "w_dtype=fp16") + "&profile=my-a6000", None)
     assert out[0] == "" and "calibrated roofline" in out[1]

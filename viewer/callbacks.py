@@ -213,9 +213,17 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
                 hidden, hidden, shown if roofs else hidden)
     where = "" if runs == "all" else f" measured on {runs}"
     message = (f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}, "
-               f"read from {data.shown_folders()}.{note}")
+               f"read from {data.shown_folders()}.{timing_note(frame)}{note}")
     return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
             roofs or no_update, shown, shown, shown if roofs else hidden)
+
+
+def timing_note(frame) -> str:
+    """How each shown device's measurements were timed: eager events hold the host's
+    dispatch, so they are not device time (the H100's today)."""
+    labels = {key: data.timing_label(key) for key in sorted(frame["device"].unique())}
+    shown = [f"{key}: {label}" for key, label in labels.items() if label]
+    return f" Timed by: {'; '.join(shown)}." if shown else ""
 
 
 def handle_upload(trigger: str, model_contents: str | None, model_name: str | None,

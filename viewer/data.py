@@ -295,6 +295,22 @@ def shown_folders() -> str:
                      for f in validation_folders())
 
 
+def timing_label(device_key: str) -> str:
+    """How a device's measurements were timed, in words (``ridgeline.roofline.TIMINGS``),
+    from its profile (the user's, else the committed one); '' where it has none."""
+    from ridgeline.errors import RidgelineError
+    from ridgeline.profile import load_profile, profile_path, timing_of
+    from ridgeline.roofline import TIMINGS
+
+    path = profile_path(device_key)
+    if not path.is_file():
+        return ""
+    try:
+        return TIMINGS[timing_of(load_profile(path), str(path))]
+    except RidgelineError:
+        return ""
+
+
 def validation_devices(folder: Path | None = None) -> list[str]:
     """'all' and every device key with results in ``reports/validation``."""
     frame, _ = load_validation(folder)

@@ -66,7 +66,7 @@ def render_html(analysis: Analysis) -> str:
     chart_html = "".join(fig.to_html(full_html=False, include_plotlyjs=(i == 0),
                                      config={"displaylogo": False})
                          for i, fig in enumerate(charts))
-    title = html.escape(analysis_title(analysis))
+    title = html.escape(analysis_title(analysis)).replace("\n", "<br>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ridgeline: "
             f"{html.escape(analysis.model.name)} on {html.escape(analysis.device.name)}</title>"
             f"<style>{STYLE}</style></head><body><h1>ridgeline</h1><p class='muted'>{title}</p>"

@@ -452,10 +452,15 @@ def op_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def analysis_title(a: Analysis) -> str:
+    """The analysis in one line, then what it rests on (``ridgeline.basis``: the timing of
+    its profile, the execution priced, each note) a line each."""
+    from ridgeline.basis import basis_lines
+
     w, s = a.workload, a.settings
-    return (f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "
-            f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
-            f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}")
+    title = (f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "
+             f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
+             f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}")
+    return "\n".join([title, *basis_lines(a.extra.get("basis"))])
 
 
 def format_cards(analysis: Analysis) -> dict[str, str]:

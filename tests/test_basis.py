@@ -1,0 +1,316 @@
+"""Every prediction says what it rests on, and no fallback is silent (issue 24, items 1-2).
+
+Numbers are worked by hand from the committed profiles: the H200's (device time, graph
+replay; host terms measured for eager only, keyed by engine op) and the H100's (eager CUDA
+events, host-inclusive: no launch gap, no host term, no kernels per op)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ridgeline.analyze import analyze
+from ridgeline.cli import app
+from ridgeline.errors import UnmeasuredDtypeError
+from ridgeline.hardware import load_device
+from ridgeline.layers import stage_ops
+from ridgeline.profile import load_profile, timing_of
+from ridgeline.resolve import resolve
+from ridgeline.roofline import op_host, op_kernels
+
+H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
+H200 = "reports/profiles/cuda-nvidia-h200.yaml"
+CPU = "reports/profiles/cpu-amd-epyc-1t.yaml"
+RUN = ["analyze", "llama-2-7b", "--seq-len", "512", "--generate", "128"]
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, [*RUN, *args])
+
+
+def as_json(*args: str) -> dict:
+    result = cli(*args, "-f", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_profile_says_how_it_was_timed():
+    # the H100's 895 rows are CUDA events around eager calls; the H200's graph replays
+    assert timing_of(load_profile(H100)) == "eager"
+    assert timing_of(load_profile(H200)) == "device"
+    assert timing_of(load_profile(CPU)) == "cpu"
+    assert resolve("llama-2-7b", "h100-sxm", profile=H100).ceilings.timing == "eager"
+    assert resolve("llama-2-7b", "h200", profile=H200).ceilings.timing == "device"
+    # transferred: the timing travels with the fractions
+    moved = resolve("llama-2-7b", "h100-sxm", profile=H200, transfer=True).ceilings
+    assert (moved.mode, moved.timing) == ("transferred", "device")
+
+
+@pytest.mark.parametrize("bad", ["graph-ish", 3])
+def test_a_profile_with_an_unknown_timing_is_refused(tmp_path, bad):
+    with open(H200) as handle:
+        raw = yaml.safe_load(handle)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({**raw, "timing": bad}))
+    result = cli("-H", "h200", "--dtype", "bf16", "--profile", str(path))
+    assert result.exit_code == 2
+    assert "'timing' must be one of device, eager, cpu" in result.output
+
+
+def test_the_eager_timed_h100_profile_refuses_graph():
+    # before: TPOT 11 ms in graph as in eager (a silent equality); 6.15 ms of it host time
+    result = cli("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "graph")
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: the calibrated profile of h100-sxm cannot price graph execution: it was "
+        "timed by eager CUDA events, host-inclusive, so it holds no device times for "
+        "graph; use a device-time profile, or execution eager (set with --execution)\n")
+
+
+def test_the_h100_profile_prices_compiled_as_its_eager_calls_and_says_so():
+    compiled = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled")
+    eager = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "eager")
+    assert compiled["generation"] == eager["generation"]          # the same number, named
+    assert compiled["basis"]["execution"] == "compiled"
+    assert compiled["basis"]["notes"][0] == (
+        "compiled priced as eager: the profile was timed by eager CUDA events, host-inclusive "
+        "and holds no compiled terms")
+    embed = ("no measured class for embed@bf16: priced by datasheet roofs and the profile's "
+             "default overhead")
+    assert eager["basis"]["notes"] == [embed]
+
+
+def test_the_h100_profile_prices_eager_and_says_so():
+    auto = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100)
+    eager = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "eager")
+    assert auto["generation"] == eager["generation"]
+    assert auto["generation"]["tpot_s"] == pytest.approx(10.965e-3, rel=1e-3)
+    basis = auto["basis"]
+    assert (basis["ceilings"], basis["timing"], basis["execution"]) == ("calibrated", "eager", "eager")
+    assert basis["timing_label"] == "eager CUDA events, host-inclusive"
+    assert basis["notes"][0] == ("execution eager (auto): the profile was timed by eager CUDA "
+                                 "events, host-inclusive, so it holds no device times for graph")
+    table = cli("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100).stdout.splitlines()
+    assert table[1] == ("basis: calibrated roofline, timed by eager CUDA events, "
+                        "host-inclusive; execution eager")
+
+
+def test_compiled_without_compiled_host_terms_is_refused():
+    # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
+    result = cli("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "compiled")
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
+        "compiled host terms (host_us.compiled; python -m kernels.host_profile measures them); "
+        "use execution graph or eager (set with --execution)\n")
+
+
+def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
+    # before: fp16 (the CLI default) fell to the pooled 'linear' class, 36.566 us per GEMM
+    # instead of linear@bf16's 6.026 us: TPOT 14.3 ms against 7.5 ms in bf16
+    d = resolve("llama-2-7b", "h200", dtype="fp16", profile=H200)
+    q_proj = next(op for op in stage_ops(d.model, "decode", 1, 512, d.plan) if op.name == "q_proj")
+    assert q_proj.dtype == "fp16"
+    assert d.ceilings.overhead(q_proj) == pytest.approx(6.026e-6)
+    assert d.ceilings.terms(q_proj) == d.ceilings.efficiency["linear@bf16"]
+    fp16 = as_json("-H", "h200", "--profile", H200)
+    bf16 = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200)
+    # decode is memory-bound: the same classes give the same step within the measured GEMM
+    # peaks' difference (fp16 656.7 against bf16 680.0 TOPS on the few compute-bound ops)
+    assert fp16["generation"]["tpot_s"] == pytest.approx(bf16["generation"]["tpot_s"], rel=2e-3)
+    assert fp16["generation"]["tpot_s"] == pytest.approx(7.480e-3, rel=1e-3)
+    assert fp16["basis"]["dtype_as"] == {"fp16": "bf16"} and bf16["basis"]["dtype_as"] == {}
+    note = ("fp16 priced with the profile's measured bf16 classes: it measured no fp16 classes, "
+            "and h200's datasheet gives both 989.4 TFLOP/s")
+    assert note in fp16["basis"]["notes"]
+    assert f"note: {note}" in cli("-H", "h200", "--profile", H200).stdout.splitlines()
+
+
+def test_a_type_with_no_measured_stand_in_is_refused(tmp_path):
+    path = tmp_path / "fp32-only.yaml"
+    path.write_text(yaml.safe_dump({
+        "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
+        "matrix_peak_tops": {"fp32": 50.0},
+        "efficiency": {"linear@fp32": {"compute": 0.5, "memory": 0.9}}}))
+    result = cli("-H", "h100-sxm", "--profile", str(path))          # fp16: 2 bytes, not 4
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: the profile of h100-sxm measured no fp16 classes, and none of the types it "
+        "measured (fp32) has fp16's datasheet rate; use one of those types, or calibrate fp16\n")
+    with pytest.raises(UnmeasuredDtypeError):
+        analyze("llama-2-7b", "h100-sxm", profile=path, dtype="bf16")
+    assert analyze("llama-2-7b", "h100-sxm", profile=path, dtype="fp32").extra["basis"]["dtype_as"] == {}
+
+
+def test_unfused_attention_has_its_own_host_terms_not_sdpas():
+    d = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, execution="eager")
+    ops = {op.name: op for op in stage_ops(d.model, "decode", 1, 512, d.plan)}
+    fused = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, attention="flash")
+    sdpa = next(op for op in stage_ops(fused.model, "decode", 1, 512, fused.plan)
+                if op.name == "attention")
+    c = d.ceilings
+    # fused SDPA keeps its measured 49.3992 us and 4 kernels; qk, softmax and sv (not
+    # measured apart) take the profile's default, 15.7338 us and 1 kernel, never SDPA's
+    assert op_host(c, sdpa, "eager") == pytest.approx(49.3992e-6)
+    assert op_kernels(c, sdpa, "eager") == 4.0
+    for name in ("qk_matmul", "softmax", "sv_matmul"):
+        assert op_host(c, ops[name], "eager") == pytest.approx(15.7338e-6)
+        assert op_kernels(c, ops[name], "eager") == 1.0
+    eager = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "eager")
+    graph = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "graph")
+    # before: 11.7270 ms eager, 7.4712 ms graph per decode step at 512 cached. The eager step
+    # is host-bound, so it drops by the host taken off qk and sv: 32 x 2 x (49.3992 -
+    # 15.7338) us; the graph step by their launch gaps: 32 x 2 x (4 - 1) x 0.1198 us
+    step = {"eager": eager["decode"]["total"]["time_s"], "graph": graph["decode"]["total"]["time_s"]}
+    assert step["eager"] == pytest.approx(11.7270e-3 - 64 * (49.3992 - 15.7338) * 1e-6, abs=2e-7)
+    assert step["graph"] == pytest.approx(7.4712e-3 - 64 * 3 * 0.1198e-6, abs=2e-7)
+    assert eager["generation"]["tpot_s"] == pytest.approx(9.572e-3, rel=1e-3)
+
+
+def test_ops_priced_without_a_measured_term_are_named():
+    out = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "eager")
+    missing = {(e["op"], e["term"]): e["priced_by"] for e in out["basis"]["unmeasured"]}
+    assert missing == {
+        ("embed", "device"): "datasheet roofs",          # no embed class in the profile
+        ("qk_matmul", "eager host"): "default", ("softmax", "eager host"): "default",
+        ("sv_matmul", "eager host"): "default", ("qk_matmul", "kernels per op"): "default",
+        ("softmax", "kernels per op"): "default", ("sv_matmul", "kernels per op"): "default"}
+    lines = cli("-H", "h200", "--dtype", "bf16", "--profile", H200,
+                "--execution", "eager").stdout.splitlines()
+    assert ("note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
+            "the profile's default (15.7 µs per call)") in lines
+    assert ("note: no measured kernel count for qk_matmul, softmax, sv_matmul: priced at the "
+            "profile's default (1 per call)") in lines
+    # fused attention: its host and kernels were measured; graph names only the kernels
+    flash = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--attention", "flash")
+    assert [(e["op"], e["term"]) for e in flash["basis"]["unmeasured"]] == [("embed", "device")]
+    # fp8 GEMMs: no linear@fp8 class, the pooled 'linear' one is named
+    fp8 = as_json("-H", "h200", "--dtype", "fp8", "--profile", H200)
+    assert {"op": "q_proj", "dtype": "fp8", "term": "device",
+            "priced_by": "linear"} in fp8["basis"]["unmeasured"]
+
+
+def test_datasheet_roofs_say_eager_is_device_time_only():
+    out = as_json("-H", "h100-sxm", "--dtype", "bf16", "--execution", "eager")
+    assert out["basis"]["timing"] is None and out["basis"]["unmeasured"] == []
+    note = "datasheet roofs hold no host time: eager is priced as device time only, as graph is"
+    assert out["basis"]["notes"] == [note]
+    assert as_json("-H", "h100-sxm", "--dtype", "bf16")["basis"]["notes"] == []
+
+
+def test_the_basis_travels_through_the_python_api():
+    a = analyze("llama-2-7b", "h200", 1, 512, 8, dtype="bf16", profile=H200)
+    assert a.extra["basis"]["timing"] == "device" and a.extra["basis"]["execution"] == "graph"
+    assert a.to_dict()["basis"] == a.extra["basis"]
+    assert load_device("h200").matrix_peak["fp16"] == load_device("h200").matrix_peak["bf16"]
+
+
+def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
+    pytest.importorskip("dash")
+    from viewer import callbacks
+
+    query = "?model=llama-2-7b&device=h200&generate=16&profile=cuda-nvidia-h200"
+    title = callbacks.update_analyze("/", query + "&execution=eager", None)[1].splitlines()
+    assert title[1] == ("basis: calibrated roofline, timed by device time (CUDA-graph replay / "
+                        "profiler kernel durations); execution eager")
+    assert ("note: fp16 priced with the profile's measured bf16 classes: it measured no fp16 "
+            "classes, and h200's datasheet gives both 989.4 TFLOP/s") in title
+    assert ("note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
+            "the profile's default (15.7 µs per call)") in title
+    refused = callbacks.update_analyze("/", query + "&execution=compiled", None)
+    assert refused[0].startswith("error: the calibrated profile of h200 cannot price compiled")
+    h100 = "?model=llama-2-7b&device=h100-sxm&profile=cuda-nvidia-h100-80gb-hbm3"
+    assert "no device times for graph" in callbacks.update_analyze("/", h100 + "&execution=graph", None)[0]
+    message = callbacks.update_validation("/validation", "?runs=cuda-nvidia-h100-80gb-hbm3")[0]
+    assert "Timed by: cuda-nvidia-h100-80gb-hbm3: eager CUDA events, host-inclusive." in message
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def flat(page: str) -> str:
+    return " ".join((ROOT / page).read_text().split())
+
+
+def test_docs_quote_the_basis_numbers():
+    from ridgeline.units import format_time
+
+    text = flat("docs/settings.md")
+    tpot = {d: analyze("llama-2-7b", "h200", 1, 512, 128, dtype=d, profile=H200).generation["tpot_s"]
+            for d in ("fp16", "bf16")}
+    assert (f"gives TPOT {format_time(tpot['fp16'])} beside bf16's {format_time(tpot['bf16'])}"
+            in text)
+    raw = load_profile(H200)
+    sdpa = f"SDPA's {raw['host_us']['eager']['attention']:.1f} µs and " \
+           f"{raw['kernels_per_op']['eager']['attention']:g} kernels each"
+    assert sdpa in text
+
+
+def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
+    snap = json.loads((ROOT / "reports/validation/cuda-nvidia-h200-2026-11-26-draw1127.json").read_text())
+    quant = next(r for r in snap["summary"] if r["op_class"] == "quant")
+    rows = [r for r in snap["rows"] if r["status"] == "ok" and r["op_class"] == "quant"]
+    assert {r["kernel"] for r in rows} - {"int8_weight_only"} == {"int4_weight_only", "int8_matmul",
+                                                                  "fp8_matmul"}
+    assert len(rows) == quant["count"] + 10          # the ten reference int8 weight-only rows
+    err = np.abs([r["error_calibrated"] for r in rows])
+
+    def pair(median, p90):
+        return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
+
+    text = flat("docs/measurement.md")
+    assert (f"the reference int8 weight-only kernel is reported apart, and with it the class is "
+            f"{pair(np.median(err), np.quantile(err, 0.9))}) "
+            f"{pair(quant['calibrated_median_abs'], quant['calibrated_p90_abs'])}") in text
+    assert pair(np.median(err), np.quantile(err, 0.9)) == "9.8 % / 52.1 %"
+
+
+@pytest.mark.parametrize("page, label", [
+    ("README.md", "an H100 (eager CUDA events, host-inclusive"),
+    ("docs/measurement.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
+    ("docs/measurement.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
+    ("docs/measurement.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
+    ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
+    ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
+    ("reports/RESULTS.md", "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive."),
+    ("reports/RESULTS.md", "calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA "
+                           "events, host-inclusive."),
+])
+def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
+    assert label in flat(page)
+
+
+def test_every_h100_section_of_results_md_says_it_is_host_inclusive():
+    text = (ROOT / "reports/RESULTS.md").read_text()
+    sections = text.split("\n### ")[1:]
+    h100 = [s for s in sections if "h100" in s.split("\n", 1)[0]]
+    assert len(h100) == 6
+    assert all("timed by eager CUDA events, host-inclusive" in s for s in h100)
+    assert not any("device time" in s for s in h100)
+
+
+def test_the_transfer_help_labels_the_h100_profile():
+    out = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "400"}).output
+    assert "the committed H100 profile is eager CUDA events, host-inclusive" in " ".join(out.split())
+
+
+def test_sweep_and_frontier_carry_the_basis_in_their_notes():
+    sweep = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--dtype", "bf16",
+                                     "--batch", "1,8", "--generate", "16", "--profile", H100,
+                                     "-f", "json"])
+    assert sweep.exit_code == 0, sweep.output
+    notes = json.loads(sweep.stdout)["notes"]
+    assert notes[0] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; "
+                        "execution eager")
+    frontier = CliRunner().invoke(app, ["frontier", "llama-2-7b", "-H", "h200", "--profile", H200,
+                                        "-f", "json"])
+    assert frontier.exit_code == 0, frontier.output
+    assert any(n.startswith("note: fp16 priced with the profile's measured bf16 classes")
+               for n in json.loads(frontier.stdout)["notes"])
+    refused = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8",
+                                       "--profile", H100, "--execution", "eager,graph"])
+    assert refused.exit_code == 2 and "no device times for graph" in refused.output
