@@ -456,14 +456,16 @@ def gpu_case_set(budget_s: float | None = None):
     order for that many seconds at most (:func:`budgeted_run_cases`)."""
     from unittest import mock
 
-    from . import calibrate, validate
+    from . import calibrate, suite, validate
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(calibrate, "suite_cases", gpu_cases))
         stack.enter_context(mock.patch.object(validate, "suite_cases", gpu_cases))
         stack.enter_context(mock.patch.object(validate, "drawn_cases", gpu_drawn_cases))
-        if budget_s is not None:
+        if budget_s is not None:   # calibrate imports run_cases; validate looks it up in suite
             stack.enter_context(mock.patch.object(calibrate, "run_cases",
+                                                  budgeted_run_cases(budget_s)))
+            stack.enter_context(mock.patch.object(suite, "run_cases",
                                                   budgeted_run_cases(budget_s)))
         yield
 
@@ -524,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     from ridgeline.cli import app
 
     budget = None
-    if args[0] == "calibrate":
+    if args[0] in ("calibrate", "validate"):   # validate: --budget-s alone (a draw in time)
         args, budget = compact_args(args)
     with gpu_case_set(budget):
         try:

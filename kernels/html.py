@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .replay import MODES
+from .replay import MODES, percent
 
 MODE_COLOURS = {"spec": "#d62728", "calibrated": "#1f77b4"}
 
@@ -35,7 +35,10 @@ def have_plotly() -> bool:
 
 
 def _ok(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [r for r in result["rows"] if r["status"] == "ok"]
+    """Measured rows predicted in every mode (a row of a type the profile measured no
+    class of stays unpriced in that mode: ``unpriced_<mode>`` says why)."""
+    return [r for r in result["rows"] if r["status"] == "ok"
+            and all(r.get(f"error_{mode}") is not None for mode in MODES)]
 
 
 def scatter_figure(result: Mapping[str, Any]):
@@ -116,8 +119,8 @@ def _summary_table(result: Mapping[str, Any]) -> str:
             + "</tr>")
     body = []
     for r in result["summary"]:
-        cells = "".join(f"<td>{r[f'{m}_median_abs']:.1%}</td><td>{r[f'{m}_p90_abs']:.1%}</td>"
-                        f"<td>{r[f'{m}_bias']:+.1%}</td>" for m in MODES)
+        cells = "".join(f"<td>{percent(r[f'{m}_median_abs'])}</td><td>{percent(r[f'{m}_p90_abs'])}</td>"
+                        f"<td>{percent(r[f'{m}_bias'], True)}</td>" for m in MODES)
         body.append(f"<tr><td>{_html.escape(r['op_class'])}</td><td>{r['count']}</td>"
                     f"<td>{r['noisy']}</td>{cells}</tr>")
     return f"<table>{head}{''.join(body)}</table>"

@@ -37,6 +37,14 @@ def predict(ops: Sequence, ceilings: Ceilings) -> dict[str, np.ndarray]:
             "perf": np.ravel(table["perf"]).astype(float)}
 
 
+def percent(value: float | None, signed: bool = False) -> str:
+    """A summary figure as a percentage; '-' where no row of the group was priced (NaN is
+    how a pandas frame carries that None)."""
+    if value is None or not np.isfinite(value):
+        return "-"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
 def relative_error(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     """Signed: predicted / measured - 1 (positive = the model is slower than reality)."""
     return np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float) - 1.0

@@ -26,7 +26,7 @@ from ridgeline.report import write_atomic
 from ridgeline.roofline import Ceilings, spec_ceilings
 
 from .cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
-from .replay import MODES, predict, relative_error
+from .replay import MODES, percent, predict, relative_error
 
 CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
                "dims", "flops", "bytes", "weight_bytes", "act_read_bytes", "act_write_bytes",
@@ -37,18 +37,35 @@ CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_na
 
 def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Spec and calibrated predictions and errors on every ok row (in place, and returned)."""
-    good = [r for r in rows if r["status"] == "ok"]
-    if not good:
-        return rows
-    ops = [case_from_dict(r).op for r in good]
-    measured = np.array([r["measured_s"] for r in good])
     for mode in MODES:
+        good = [r for r in rows if r["status"] == "ok"]
+        ops = [case_from_dict(r).op for r in good]
+        priced = [unpriced_reason(op, ceilings[mode]) for op in ops]
+        for r, why in zip(good, priced):
+            if why:   # a type the profile measured no class of: named, not guessed
+                r.update({f"predicted_{mode}_s": None, f"error_{mode}": None,
+                          f"unpriced_{mode}": why})
+        good, ops = [r for r, w in zip(good, priced) if not w], [o for o, w in zip(ops, priced) if not w]
+        if not good:
+            continue
         pred = predict(ops, ceilings[mode])
-        err = relative_error(pred["time_s"], measured)
+        err = relative_error(pred["time_s"], np.array([r["measured_s"] for r in good]))
         for r, t, e, b, i in zip(good, pred["time_s"], err, pred["bound"], pred["intensity"]):
             r.update({f"predicted_{mode}_s": float(t), f"error_{mode}": float(e),
                       f"bound_{mode}": str(b), "intensity": float(i)})
     return rows
+
+
+def unpriced_reason(op, ceilings: Ceilings) -> str:
+    """Why ``ceilings`` cannot price ``op`` (its type has no measured class and no
+    measured type of the same rate stands in), or "" when they can."""
+    from ridgeline.errors import UnmeasuredDtypeError
+
+    try:
+        ceilings.class_dtype(op.dtype)
+    except UnmeasuredDtypeError as err:
+        return str(err)
+    return ""
 
 
 def summarize(rows: Sequence[Mapping[str, Any]],
@@ -77,11 +94,14 @@ def summarize(rows: Sequence[Mapping[str, Any]],
         if part.empty:
             continue
         entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
-        for mode in MODES:
+        for mode in MODES:   # over the rows the mode priced (``unpriced_<mode>``: why not)
             err = part[f"error_{mode}"].to_numpy(dtype=float)
-            entry[f"{mode}_median_abs"] = float(np.median(np.abs(err)))
-            entry[f"{mode}_p90_abs"] = float(np.quantile(np.abs(err), 0.9))
-            entry[f"{mode}_bias"] = float(np.median(err))
+            err = err[np.isfinite(err)]
+            if err.size < len(part):
+                entry[f"{mode}_unpriced"] = int(len(part) - err.size)
+            entry[f"{mode}_median_abs"] = float(np.median(np.abs(err))) if err.size else None
+            entry[f"{mode}_p90_abs"] = float(np.quantile(np.abs(err), 0.9)) if err.size else None
+            entry[f"{mode}_bias"] = float(np.median(err)) if err.size else None
         err = np.abs(cv_part["error_cv"].to_numpy(dtype=float))
         entry.update(cv_count=int(err.size),
                      cv_median_abs=float(np.median(err)) if err.size else None,
@@ -136,7 +156,7 @@ def rich_summary(summary, title: str):
         extra = ((f"{r['cv_median_abs']:.1%} / {r['cv_p90_abs']:.1%} ({r['cv_count']})"
                   if r.get("cv_count") else "-",) if cv else ())
         table.add_row(r["op_class"], str(r["count"]), str(r["noisy"]),
-                      *(f"{r[f'{m}_{s}']:+.1%}" if s == "bias" else f"{r[f'{m}_{s}']:.1%}"
+                      *(percent(r[f"{m}_{s}"], s == "bias")
                         for m in MODES for s in ("median_abs", "p90_abs", "bias")), *extra,
                       style="bold" if r["op_class"] == "all" else None)
     return table

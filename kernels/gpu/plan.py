@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PY = "python3"
+# in a command, the seconds of cases a measuring stage may spend: what the stage is allowed
+# less SETUP_S for starting, measuring the roofs, fitting and writing (kernels.gpu.run)
+CASE_BUDGET = "{case_budget_s}"
+SETUP_S = 75
 
 SIZES: dict[str, dict[str, Any]] = {
     "gpu": {
@@ -34,7 +38,8 @@ SIZES: dict[str, dict[str, Any]] = {
                "prompt": 512, "generate": 32, "repeats": 3, "dtype": "bf16"},
         "serving": {"model": "qwen2-0.5b", "layers": [], "dtype": "bf16", "requests": 64,
                     "repeats": 3, "rates": [8], "output_range": []},
-        "agree_every": 20, "calibrate": ["--compact"], "draw_seed": 1201,
+        "agree_every": 20, "calibrate": ["--compact", "--budget-s", "{case_budget_s}"],
+        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 1201,
         "host": {"model": "llama-3-8b", "layers": ["--layers", "4"], "prompt": 512, "steps": 16},
         "caps": {"e2e-graph": 90, "e2e-eager": 70, "hf-eager": 50, "hf-compiled": 90,
                  "serving": 110, "agree": 40, "calibrate": 240, "host-terms": 50, "draw": 150,
@@ -52,7 +57,8 @@ SIZES: dict[str, dict[str, Any]] = {
                "dtype": "fp32"},
         "serving": {"model": "qwen2-0.5b", "layers": ["--layers", "1"], "dtype": "fp32",
                     "requests": 6, "repeats": 1, "rates": [8], "output_range": ["4", "8"]},
-        "agree_every": 20, "calibrate": ["--quick"], "draw_seed": 7,
+        "agree_every": 20, "calibrate": ["--quick", "--budget-s", "{case_budget_s}"],
+        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 7,
         "host": {"model": "qwen2-0.5b", "layers": ["--layers", "1"], "prompt": 32, "steps": 2},
         "caps": {"e2e-graph": 120, "e2e-eager": 120, "hf-eager": 120, "hf-compiled": 60,
                  "serving": 120, "agree": 60, "calibrate": 300, "host-terms": 120, "draw": 300,
@@ -138,7 +144,8 @@ def stages(s: Mapping[str, Any], out: str, profiled: bool, committed: str | None
         "a GPU-range profile of this GPU, this run")
     draw = Stage("draw", caps["draw"], (
         (PY, "-m", "kernels.cases_gpu", "validate", "--device", dev, *s["threads"],
-         "--draw", str(s["draw_seed"]), "--profile", fresh, "--output-dir", at("draw")),),
+         *s["draw"], "--draw", str(s["draw_seed"]), "--profile", fresh,
+         "--output-dir", at("draw")),),
         "a fresh GPU-range draw, predicted by this run's profile", ("calibrate",))
     host = s["host"]
     terms = Stage("host-terms", caps["host-terms"], (

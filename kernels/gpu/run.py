@@ -33,7 +33,7 @@ from typing import Any
 from ridgeline.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
 
-from .plan import Stage, sizes, stages
+from .plan import CASE_BUDGET, SETUP_S, Stage, sizes, stages
 
 ARCHIVE, MANIFEST, LOG = "results.tar.gz", "manifest.json", "run.log"
 OTHER_GPU = {"cuda-nvidia-h200": "cuda-nvidia-h100-80gb-hbm3",
@@ -128,7 +128,8 @@ def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, 
         if left <= 5:
             rc = 124
             break
-        cmd = with_profile(cmd, log)
+        cmd = [part.replace(CASE_BUDGET, str(max(int(left - SETUP_S), 10)))
+               for part in with_profile(cmd, log)]
         log(f"== {stage.name}: {' '.join(cmd)} (up to {left:.0f} s)")
         rc = run_command(cmd, left, log) or rc
     record.update(rc=rc, seconds=round(time.monotonic() - start, 1), ended=now(),
