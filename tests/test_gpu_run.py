@@ -229,3 +229,24 @@ def test_decoder_cache_is_exactly_the_case_s():
         model.decode(torch.zeros(2, dtype=torch.long), 19)
     with pytest.raises(RidgelineError, match="exceeds the 64"):
         model.reserve(1, 65)
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "nan", "inf", "ten"])
+def test_budget_refuses_nonsense(text):
+    from kernels.gpu.run import budget_seconds
+    from ridgeline.errors import RidgelineError
+
+    with pytest.raises(RidgelineError, match="BUDGET_S must be a positive number"):
+        budget_seconds(text, 480)
+    assert budget_seconds(None, 480) == 480 and budget_seconds("540", 480) == 540
+
+
+def test_run_refuses_unknown_stages_and_sizes(tmp_path):
+    env = {**os.environ, "SIZES": "cpu-test", "STAGES": "e2e-graph,warp-drive"}
+    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "warp-drive" in done.stderr and "Traceback" not in done.stderr
+    env["SIZES"] = "huge"
+    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "unknown sizes preset 'huge'" in done.stderr

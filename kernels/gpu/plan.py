@@ -24,9 +24,8 @@ from typing import Any
 
 PY = "python3"
 # in a command, the seconds of cases a measuring stage may spend: what the stage is allowed
-# less SETUP_S for starting, measuring the roofs, fitting and writing (kernels.gpu.run)
+# less its ``setup_s`` for starting, measuring the roofs, fitting and writing (kernels.gpu.run)
 CASE_BUDGET = "{case_budget_s}"
-SETUP_S = 75
 
 SIZES: dict[str, dict[str, Any]] = {
     "gpu": {
@@ -74,6 +73,7 @@ class Stage:
     commands: tuple[tuple[str, ...], ...]
     why: str = ""
     needs: tuple[str, ...] = field(default=())   # stages whose files it reads
+    setup_s: int = 0    # seconds kept back from a CASE_BUDGET for all but the cases
 
 
 def sizes(name: str) -> Mapping[str, Any]:
@@ -141,12 +141,12 @@ def stages(s: Mapping[str, Any], out: str, profiled: bool, committed: str | None
     cal = Stage("calibrate", caps["calibrate"], (
         (PY, "-m", "kernels.cases_gpu", "calibrate", "--device", dev, *s["threads"],
          *s["calibrate"], "--output", f"{at('calibrate')}/profile.yaml"),),
-        "a GPU-range profile of this GPU, this run")
+        "a GPU-range profile of this GPU, this run", setup_s=75)
     draw = Stage("draw", caps["draw"], (
         (PY, "-m", "kernels.cases_gpu", "validate", "--device", dev, *s["threads"],
          *s["draw"], "--draw", str(s["draw_seed"]), "--profile", fresh,
          "--output-dir", at("draw")),),
-        "a fresh GPU-range draw, predicted by this run's profile", ("calibrate",))
+        "a fresh GPU-range draw, predicted by this run's profile", ("calibrate",), setup_s=40)
     host = s["host"]
     terms = Stage("host-terms", caps["host-terms"], (
         (PY, "-m", "kernels.host_profile", host["model"], "--device", dev, *host["layers"],

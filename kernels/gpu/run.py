@@ -12,6 +12,7 @@ written into the checkout: user data goes to a temporary ``RIDGELINE_HOME``.
     bash kernels/gpu/run.sh OUT                     # on the GPU machine
     STAGES=draw,transfer bash kernels/gpu/run.sh OUT2   # only the stages a cut run lost
     SIZES=cpu-test bash kernels/gpu/run.sh OUT      # the same plan on a CPU, tiny sizes
+    BUDGET_S=540 bash kernels/gpu/run.sh OUT        # another budget than the preset's 480 s
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from typing import Any
 from ridgeline.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
 
-from .plan import CASE_BUDGET, SETUP_S, Stage, sizes, stages
+from .plan import CASE_BUDGET, Stage, sizes, stages
 
 ARCHIVE, MANIFEST, LOG = "results.tar.gz", "manifest.json", "run.log"
 OTHER_GPU = {"cuda-nvidia-h200": "cuda-nvidia-h100-80gb-hbm3",
@@ -128,7 +129,7 @@ def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, 
         if left <= 5:
             rc = 124
             break
-        cmd = [part.replace(CASE_BUDGET, str(max(int(left - SETUP_S), 10)))
+        cmd = [part.replace(CASE_BUDGET, str(max(int(left - stage.setup_s), 10)))
                for part in with_profile(cmd, log)]
         log(f"== {stage.name}: {' '.join(cmd)} (up to {left:.0f} s)")
         rc = run_command(cmd, left, log) or rc
@@ -238,6 +239,19 @@ def run_logged(out: Path, preset: str, only: Sequence[str], order: str, log) -> 
     return 0 if all(st["status"] == "ok" for st in manifest["stages"]) else 1
 
 
+def budget_seconds(text: str | None, default: float) -> float:
+    """``BUDGET_S`` (seconds for the whole run) when set, else the preset's."""
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise RidgelineError(f"BUDGET_S must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def transfer(out: Path, other: Path) -> int:
     """This run's draw snapshot and e2e files (from the archive: exactly the files the run
     wrote), predicted from the other GPU's profile; the report goes into ``OUT/transfer``."""
@@ -278,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    os.environ.get("ORDER", "auto"))
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:   # OUT cannot be made or written
+        print(f"error: cannot write the run's folder: {err.strerror or err} "
+              f"({err.filename}); give a writable OUT", file=sys.stderr)
         return 2
 
 
