@@ -859,7 +859,7 @@ def predictions_register(hardware: HardwareOpt = "h200",
     commit = git_commit()
     if profile is not None and not profile.is_file():
         raise typer.BadParameter(f"--profile {profile}: no such file")
-    target = output or PREDICTIONS_DIR / f"{hardware}-{commit.replace('+dirty', '-dirty')[:19]}.json"
+    target = output or PREDICTIONS_DIR / f"{hardware}-{commit[:12] + ('-dirty' if commit.endswith('+dirty') else '')}.json"
     if target.exists():
         raise typer.BadParameter(f"{target} exists: registered predictions are never written over; "
                                  "pass -o NEW.json")
