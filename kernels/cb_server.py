@@ -102,11 +102,7 @@ def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
     prompts = [rng.integers(0, vocab, int(p)).tolist() for p in arrivals.prompt]
     gen = GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False,
                            eos_token_id=-1)
-    cb = ContinuousBatchingConfig(max_batch_tokens=server.max_batch_tokens,
-                                  max_requests_per_batch=server.max_requests_per_batch,
-                                  page_size=server.page_size, num_blocks=server.num_blocks,
-                                  use_cuda_graph=False, allow_block_sharing=False,
-                                  scheduler_type="fifo")
+    cb = _cb_config(server)
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     manager.start()
     try:
@@ -292,13 +288,19 @@ def _generation_config(arrivals: Arrivals):
 
 
 def _cb_config(server: ServerSettings):
+    """transformers' server settings: the ones this transformers knows (5.17, on the GPU
+    machine, has no ``page_size`` or ``use_async_batching``; its defaults stand there)."""
+    import inspect
+
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-    return ContinuousBatchingConfig(max_batch_tokens=server.max_batch_tokens,
-                                    max_requests_per_batch=server.max_requests_per_batch,
-                                    page_size=server.page_size, num_blocks=server.num_blocks,
-                                    use_cuda_graph=False, allow_block_sharing=False,
-                                    use_async_batching=False, scheduler_type="fifo")
+    wanted = dict(max_batch_tokens=server.max_batch_tokens,
+                  max_requests_per_batch=server.max_requests_per_batch,
+                  page_size=server.page_size, num_blocks=server.num_blocks,
+                  use_cuda_graph=False, allow_block_sharing=False,
+                  use_async_batching=False, scheduler_type="fifo")
+    known = inspect.signature(ContinuousBatchingConfig).parameters
+    return ContinuousBatchingConfig(**{k: v for k, v in wanted.items() if k in known})
 
 
 def _collect(manager, prompts: list, outputs: list[int], times: list[float],

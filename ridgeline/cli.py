@@ -870,7 +870,7 @@ def predictions_register(hardware: HardwareOpt = "h200",
 
 
 @predictions_app.command("compare")
-def predictions_compare(results: Annotated[Path, typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to.")],
+def predictions_compare(results: Annotated[list[Path], typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to; several for stages run again later (a later file of the same name replaces an earlier).")],
                         predictions: Annotated[Path, typer.Option(help="The registered predictions (reports/predictions/*.json).")],
                         output: OutputOpt = None) -> None:
     """After a GPU run: measured beside the registered and the current code's predictions (Markdown; JSON beside -o)."""

@@ -283,9 +283,15 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
     return {"median": float(np.median(values)), "p90": float(np.percentile(values, 90))}
 
 
-def compare(results: Path, predictions: Path) -> dict[str, Any]:
+def compare(results: Path | Sequence[Path], predictions: Path) -> dict[str, Any]:
+    """``results``: one run's archive or folder, or several (a stage run again in a later
+    call: a file of the same name in a later one replaces the earlier)."""
     registered = read_predictions(predictions)
-    files = read_results(results)
+    paths = [results] if isinstance(results, (str, Path)) else list(results)
+    files: dict[str, Any] = {}
+    for path in paths:
+        files.update(read_results(path))
+    results = ", ".join(str(p) for p in paths)
     meta = registered["meta"]
     measured_on = {d["meta"].get("spec_hardware") for d in files.values()
                    if isinstance(d, dict) and isinstance(d.get("meta"), dict)
