@@ -278,7 +278,7 @@ def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Seque
     knots = {stage: tuple(tuple(float(v) for v in np.unique(xyz[mask, a])) for a in range(3))
              for stage, mask in points.items()}
     best = (np.inf, None)
-    for oh in capped_overheads(t[covered]):
+    for oh in capped_overheads(t):
         busy = t - oh
         if (busy[covered] <= 0).any():
             break
