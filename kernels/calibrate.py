@@ -24,6 +24,7 @@ from ridgeline.report import write_atomic
 from ridgeline.units import GIGA, TERA
 
 from .cases import case_from_dict, suite_cases
+from .fit import FIT_RULES
 from .suite import RunConfig, device_options, ok_rows, run_case, run_cases, setup
 
 GEMM_SIZE = {"cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
@@ -225,7 +226,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
         "meta": {**collect(device, cfg.threads), "device_key": key,
                  "mode": "quick" if quick else "full", "run": cfg.to_dict(),
                  "spec_device": spec_device.name, "calibration_cases": len(cases),
-                 "calibration_ok": len(good), "skipped": skipped},
+                 "calibration_ok": len(good), "skipped": skipped, "fit": dict(FIT_RULES)},
         "bandwidth_gb_s": round(bandwidth["gb_s"], 3),
         "matrix_peak_tops": {d: round(g["tops"], 5) for d, g in gemms.items()},
         "efficiency": {},
@@ -302,13 +303,13 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     """Fill the profile's efficiency / overhead / row-curve tables from ok calibration rows
     (in place): the measured roofs with no efficiencies are the base each class is fitted
     against. Fits that want more than a measured roof are listed under ``refused``."""
-    from .fit import fit_profile_terms
+    from .fit import fit_profile_terms, recorded_rules
 
     default = profile["overhead_us"]["default"]
     ops = [case_from_dict(r).op for r in rows]
     memory_roof(profile, rows, ops, spec_device)
     fit = fit_profile_terms(rows, ops, base_ceilings(profile, spec_device),
-                            cpu=spec_device.kind == "cpu")
+                            cpu=spec_device.kind == "cpu", **recorded_rules(profile))
     profile["efficiency"] = fit.efficiency
     profile["row_curves"] = fit.row_curves
     profile.pop("size_curves", None)

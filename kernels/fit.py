@@ -60,6 +60,19 @@ REFUSE_ABOVE = 1.05   # a wish above this fraction of a roof is reported (below:
 FLOOR = 0.05          # a case's time less its first touch is kept at least this fraction of it
 
 
+# Rules of the fit that a profile records (``meta.fit``): a profile calibrated before a rule
+# existed records none and refits without it, so that refitting a committed profile gives its
+# committed terms (``recorded_rules``); every new calibration records all of them.
+FIT_RULES = {"overhead_cap": True,      # an overhead never above the class's fastest kernel
+             "judge_between": True}     # a GPU grid's knots judged from their neighbours
+
+
+def recorded_rules(profile: Mapping[str, Any]) -> dict[str, bool]:
+    """The ``FIT_RULES`` a profile was fitted with (absent: off)."""
+    rules = (profile.get("meta") or {}).get("fit") or {}
+    return {name: bool(rules.get(name, False)) for name in FIT_RULES}
+
+
 @dataclass(frozen=True)
 class ProfileFit:
     """What a profile takes from its calibration rows."""
@@ -104,7 +117,7 @@ def model_time(compute_s, vector_s, memory_s, fill, e_compute, e_memory, overhea
 def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarray,
               weights: np.ndarray | None = None, rows: np.ndarray | None = None,
               vector_s: np.ndarray | None = None, gemv: bool = False,
-              memory_cap: float = 1.0) -> dict[str, Any]:
+              memory_cap: float = 1.0, overhead_cap: bool = True) -> dict[str, Any]:
     """Best (compute, memory, overhead[, rows_half]) for one class by exhaustive grid search,
     the compute efficiency at most 1 and the memory one at most ``memory_cap`` (``write_free``);
     ``wanted`` holds the efficiencies above those an unbounded search would have chosen
@@ -117,7 +130,7 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     v = np.zeros_like(c) if vector_s is None else np.asarray(vector_s, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
     halves = ROWS_HALF_GRID if rows is not None else np.zeros(1)
-    overheads = capped_overheads(t)
+    overheads = capped_overheads(t) if overhead_cap else OVERHEAD_GRID
     ec, em = WANT_GRID[:, None, None], WANT_GRID[None, :, None]
     pull = PULL * (np.log(WANT_GRID)[:, None] ** 2 + np.log(WANT_GRID)[None, :] ** 2)
     inside = (WANT_GRID[:, None] <= 1.0) & (WANT_GRID[None, :] <= memory_cap * (1 + 1e-9))
@@ -278,7 +291,7 @@ def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Seque
     knots = {stage: tuple(tuple(float(v) for v in np.unique(xyz[mask, a])) for a in range(3))
              for stage, mask in points.items()}
     best = (np.inf, None)
-    for oh in capped_overheads(t[covered]):
+    for oh in capped_overheads(t):
         busy = t - oh
         if (busy[covered] <= 0).any():
             break
@@ -395,7 +408,8 @@ def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
 
 
 def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings: Ceilings,
-                      pooled: bool = True, cpu: bool = False) -> ProfileFit:
+                      pooled: bool = True, cpu: bool = False, overhead_cap: bool = True,
+                      judge_between: bool = True) -> ProfileFit:
     """Efficiency, overhead and row-curve tables for a profile, from ok calibration rows and
     their ops.
 
@@ -404,6 +418,8 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
     ``pooled=False`` leaves those out (cross-validation predicts calibrated classes only).
     ``cpu``: memory fractions may reach ``write_free`` (a CPU's write-allocate cache; a GPU
     writes DRAM sectors without reading them, so its copy roof counts writes at face value).
+    ``overhead_cap`` and ``judge_between``: the ``FIT_RULES`` (off to refit an older profile
+    as it was fitted).
     """
     rows = list(rows)
     compute_s, vector_s, memory_s = roof_seconds(ops, ceilings)
@@ -426,7 +442,7 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                 sub, dims = idx[part], size[part]
                 bound = roofline_time(compute_s[sub] + vector_s[sub], memory_s[sub])
                 table = fit_row_table(bound, measured[sub], dims, weights[sub], cap, overheads,
-                                      between=not cpu)
+                                      between=judge_between and not cpu)
                 entry = table["table"][0]
                 sizes[key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"],
                                        "cap": round(cap, 4)}
@@ -459,7 +475,7 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
             idx = idx[rest]
             class_rows = None if class_rows is None else class_rows[rest]
             terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured,
-                               weights, float(write_free(ops[i] for i in idx)) if cpu else 1.0)
+                               weights, float(write_free(ops[i] for i in idx)) if cpu else 1.0, overhead_cap)
             efficiency[key] = terms["efficiency"]
             report[key] = _report(efficiency[key], overhead[key], compute_s[idx], vector_s[idx],
                                   memory_s[idx], measured[idx], class_rows)
@@ -491,7 +507,7 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
                 overhead[key] = table["overhead_s"]
                 continue
         terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights,
-                           float(write_free(ops[i] for i in idx)) if cpu else 1.0)
+                           float(write_free(ops[i] for i in idx)) if cpu else 1.0, overhead_cap)
         efficiency[key], overhead[key] = terms["efficiency"], terms["overhead_s"]
         if decode is not None:
             overhead[key] = table["overhead_s"]   # one overhead per class: the table's
@@ -566,7 +582,7 @@ def write_free(ops: Iterable) -> float:
 
 
 def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights,
-               memory_cap: float = 1.0) -> dict[str, Any]:
+               memory_cap: float = 1.0, overhead_cap: bool = True) -> dict[str, Any]:
     """One class's efficiency terms: tile fill where it has rows, and for plain GEMMs (BLAS
     runs one-row products as GEMV; the quantised kernels do not) the one-row products apart."""
     gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
@@ -575,7 +591,8 @@ def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights,
     tiled = idx[~one] if split else idx
     terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
                       None if rows is None else rows[~one] if split else rows,
-                      vector_s[tiled], gemv=gemv, memory_cap=memory_cap)
+                      vector_s[tiled], gemv=gemv, memory_cap=memory_cap,
+                      overhead_cap=overhead_cap)
     eff = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
     if terms["rows_half"]:
         eff["rows_half"] = terms["rows_half"]

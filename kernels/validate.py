@@ -117,7 +117,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     and predict that model's rows with the profile's measured roofs. Pure: the profile and
     its stored calibration rows in, one signed error per predicted row out."""
     from .calibrate import base_ceilings
-    from .fit import fit_profile_terms
+    from .fit import fit_profile_terms, recorded_rules
 
     ops = [case_from_dict(r).op for r in rows]
     models = [r["recipe"].get("model") for r in rows]
@@ -128,10 +128,12 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
         train = [i for i, m in enumerate(models) if m != model]
         test = [i for i, m in enumerate(models) if m == model]
         fit = fit_profile_terms([rows[i] for i in train], [ops[i] for i in train], base,
-                                pooled=False, cpu=spec_device.kind == "cpu")
+                                pooled=False, cpu=spec_device.kind == "cpu",
+                                **recorded_rules(profile))
         fold = calibrated_ceilings({**profile, "efficiency": fit.efficiency,
                                     "row_curves": fit.row_curves,
                                     "size_curves": fit.size_curves,
+                                    "attention_tables": fit.attention_tables,
                                     "overhead_us": {"default": default,
                                                     **{k: v * 1e6 for k, v in fit.overhead_s.items()}}},
                                    spec_device)

@@ -219,7 +219,28 @@ def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_pat
     profile = yaml.safe_load(out.read_text())
     problems = profile["problems"]
     assert profile["meta"]["mode"] == "quick" and profile["efficiency"] == {}
+    assert profile["meta"]["fit"] == {"overhead_cap": True, "judge_between": True}
     assert len(problems) == profile["meta"]["calibration_cases"] > 50
     first = problems[0]["case"]                # priority 0: transformers' enable_gqa path
     assert first.startswith("agrid/decode/sdpa/") and first.endswith("/gqa")
     assert all(p["reason"].startswith("--budget-s 0: not reached") for p in profile["problems"])
+
+
+def test_the_measurement_doc_counts_the_cases_of_each_part():
+    """docs/measurement.md's cost table: the case counts per priority are the code's, and each
+    estimate is cases x 0.23 s (compact, quick timing) or x 0.40 s (full), rounded."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "measurement.md").read_text()
+    rows = re.findall(r"^\| (\d) \| [^|]+ \| (\d+|—) \| (\d+|—) s? ?\| (\d+) \| (\d+) s \|$",
+                      text, re.M)
+    table = {int(row[0]): row for row in rows}
+    assert sorted(table) == list(range(len(G.PRIORITY)))
+    for quick, count, seconds, per_case in ((True, 1, 2, 0.23), (False, 3, 4, 0.40)):
+        cases = G.gpu_cases("calibration", CUDA, quick)
+        for tier, row in table.items():
+            n = sum(G.priority(c) == tier for c in cases)
+            assert row[count] == (str(n) if n else "—"), (quick, tier)
+            if n:
+                assert int(row[seconds]) == int(n * per_case + 0.5), (quick, tier)   # half up

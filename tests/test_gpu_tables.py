@@ -193,3 +193,33 @@ def test_a_size_grid_alone_finds_its_overhead_between_its_knots():
     dims = np.stack([sizes, np.ones(10), np.ones(10)], 1)
     assert fit_row_table(bound, measured, dims, between=True)["overhead_s"] == pytest.approx(oh)
     assert fit_row_table(bound, measured, dims)["overhead_s"] == 0.0
+
+
+def test_the_cap_is_a_recorded_rule_that_a_committed_h100_profile_predates():
+    """The committed H100 profile was fitted before the cap (its meta records no fit rules),
+    and some of its overheads exceed the fastest kernel of their class; refitted from its
+    own rows under the rules a calibration now records, none does."""
+    import copy
+
+    import yaml
+
+    from kernels.calibrate import calibration_rows, fit_profile
+    from kernels.cases import case_from_dict
+    from kernels.fit import FIT_RULES, fit_key, recorded_rules
+    from ridgeline.catalog import PROFILES_DIR
+    from ridgeline.profile import recorded_device
+
+    path = PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"
+    committed = yaml.safe_load(path.read_text())
+    assert recorded_rules(committed) == {"overhead_cap": False, "judge_between": False}
+    rows = [r for r in calibration_rows(path) if r["op_kind"] in ("elementwise", "norm", "softmax")]
+    fastest: dict[str, float] = {}
+    for r in rows:
+        key = fit_key(case_from_dict(r).op)
+        fastest[key] = min(fastest.get(key, np.inf), float(r["measured_s"]) * 1e6)
+    over = {k: committed["overhead_us"][k] for k in fastest if committed["overhead_us"][k] > fastest[k]}
+    assert "elementwise:rope@fp32" in over                       # 44.7 µs
+    profile = copy.deepcopy(committed)
+    profile["meta"]["fit"] = dict(FIT_RULES)
+    fit_profile(profile, rows, recorded_device(profile))
+    assert all(profile["overhead_us"][k] <= fastest[k] for k in fastest)
