@@ -446,7 +446,7 @@ EXECUTIONS = ("graph", "eager", "compiled")
 TIMINGS = {  # how a profile's kernels were timed -> the words an answer names its basis with
     "device": "device time (CUDA-graph replay / profiler kernel durations)",
     "eager": "eager CUDA events, host-inclusive",
-    "cpu": "CPU timer (host and kernels on one thread)",
+    "cpu": "a CPU timer (host and kernels on one thread)",
 }
 
 
