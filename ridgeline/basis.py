@@ -82,12 +82,14 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
             lines.append(f"no measured class for {ops}: priced by {how}")
         elif term == "kernels per op":
             value = kernels_table(ceilings, ceilings.execution).get(by, 1.0)
-            lines.append(f"no measured kernel count for {ops}: priced at the profile's "
-                         f"{by} ({value:g} per call)")
+            where = (f"the profile's {by} ({value:g} per call)" if by != "none"
+                     else "one kernel per call, as the table gives no default")
+            lines.append(f"no measured kernel count for {ops}: priced at {where}")
         else:
             value = (ceilings.host_s.get(ceilings.execution) or {}).get(by, 0.0)
-            lines.append(f"no measured {term} term for {ops}: priced at the profile's {by} "
-                         f"({format_time(value)} per call)")
+            where = (f"the profile's {by} ({format_time(value)} per call)" if by != "none"
+                     else "no host time, as the table gives no default")
+            lines.append(f"no measured {term} term for {ops}: priced at {where}")
     return lines
 
 

@@ -6,6 +6,7 @@ events, host-inclusive: no launch gap, no host term, no kernels per op)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -277,8 +278,8 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
     ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
     ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
     ("reports/RESULTS.md", "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive."),
-    ("reports/RESULTS.md", "calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA "
-                           "events, host-inclusive."),
+    ("reports/RESULTS.md", ("calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by "
+                            "eager CUDA events, host-inclusive.")),
 ])
 def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
     assert label in flat(page)
@@ -314,3 +315,19 @@ def test_sweep_and_frontier_carry_the_basis_in_their_notes():
     refused = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8",
                                        "--profile", H100, "--execution", "eager,graph"])
     assert refused.exit_code == 2 and "no device times for graph" in refused.output
+
+
+def test_a_host_table_without_a_default_names_what_it_charges():
+    from types import MappingProxyType
+
+    from ridgeline.basis import basis
+
+    d = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, execution="eager")
+    host = MappingProxyType({"eager": MappingProxyType({"rope": 60e-6})})
+    c = replace(d.ceilings, host_s=host, kernels=MappingProxyType({}))
+    ops = {"decode": stage_ops(d.model, "decode", 1, 512, d.plan)}
+    b = basis(ops, c, d.device, "eager")
+    assert op_host(c, ops["decode"][1], "eager") == 0.0          # attn_norm: no entry, no default
+    assert any(n.startswith("no measured eager host term for embed, attn_norm, q_proj") and
+               n.endswith("priced at no host time, as the table gives no default")
+               for n in b["notes"]), b["notes"]
