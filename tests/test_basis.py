@@ -331,3 +331,16 @@ def test_a_host_table_without_a_default_names_what_it_charges():
     assert any(n.startswith("no measured eager host term for embed, attn_norm, q_proj") and
                n.endswith("priced at no host time, as the table gives no default")
                for n in b["notes"]), b["notes"]
+
+
+@pytest.mark.parametrize("args", [
+    ("-H", "h200", "--profile", H200, "--execution", "eager"),                   # fp16 stand-in
+    ("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled"),
+    ("-H", "h100-sxm", "--profile", H200, "--transfer", "--dtype", "fp8"),       # pooled class
+])
+def test_calibrated_json_with_a_basis_matches_the_schema(args):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
+    out = as_json(*args)
+    assert out["basis"]["unmeasured"] and out["basis"]["notes"]
+    jsonschema.validate(out, schema)
