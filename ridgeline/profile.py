@@ -117,7 +117,8 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
                                      for k, v in (profile.get("row_curves") or {}).items()}),
         **size_and_first_touch(profile, where), **execution_tables(profile, where),
         timing=timing_of(profile, where), measured_dtypes=measured,
-        dtype_as=MappingProxyType(dtype_stand_ins(measured, device)))
+        dtype_as=MappingProxyType(dtype_stand_ins(measured, device)),
+        measured_peaks=frozenset(profile.get("matrix_peak_tops") or ()))
 
 
 METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device",

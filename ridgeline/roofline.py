@@ -108,6 +108,7 @@ class Ceilings:
     timing: str = ""
     measured_dtypes: frozenset = frozenset()
     dtype_as: Mapping[str, str] = field(default_factory=dict)
+    measured_peaks: frozenset = frozenset()     # matrix types with a measured peak (the rest: datasheet)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -140,7 +141,7 @@ class Ceilings:
         out: dict[str, Any] = {}
         if self.timing:
             out.update(timing=self.timing, measured_dtypes=sorted(self.measured_dtypes),
-                       dtype_as=dict(self.dtype_as))
+                       dtype_as=dict(self.dtype_as), measured_peaks=sorted(self.measured_peaks))
         if self.size_curves:
             out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
                                   for k, v in self.size_curves.items()}
@@ -175,7 +176,8 @@ class Ceilings:
                    mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
                    timing=raw.get("timing", ""),
                    measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
-                   dtype_as=frozen(raw.get("dtype_as")))
+                   dtype_as=frozen(raw.get("dtype_as")),
+                   measured_peaks=frozenset(raw.get("measured_peaks") or ()))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")

@@ -344,3 +344,17 @@ def test_calibrated_json_with_a_basis_matches_the_schema(args):
     out = as_json(*args)
     assert out["basis"]["unmeasured"] and out["basis"]["notes"]
     jsonschema.validate(out, schema)
+
+
+def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
+    path = tmp_path / "no-bf16-peak.yaml"
+    path.write_text(yaml.safe_dump({
+        "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
+        "matrix_peak_tops": {"fp32": 50.0},
+        "efficiency": {"linear@bf16": {"compute": 0.5, "memory": 0.9}}}))
+    out = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", str(path))
+    peaks = {e["op"] for e in out["basis"]["unmeasured"] if e["term"] == "matrix peak"}
+    assert peaks == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                     "lm_head", "qk_matmul", "sv_matmul"}
+    assert any(n.startswith("no measured matrix peak for q_proj@bf16") and
+               n.endswith("priced at h100-sxm's datasheet peak") for n in out["basis"]["notes"])
