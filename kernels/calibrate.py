@@ -20,6 +20,7 @@ import yaml
 
 from ridgeline.catalog import user_data_dir
 from ridgeline.hardware import device_to_dict
+from ridgeline.profile import timing_of
 from ridgeline.report import write_atomic
 from ridgeline.units import GIGA, TERA
 
@@ -238,6 +239,9 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
     }
     profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch,
                                **({"first_touch": touch} if touch else {})}
+    # how the kernels were timed, from the methods the measurements record (ridgeline.profile)
+    profile["timing"] = timing_of({**profile, "measurements": {**profile["measurements"],
+                                                                "rows": good}})
     fit_profile(profile, good, spec_device)
     if "stream" in profile["measurements"]:
         log(f"  memory roof {profile['bandwidth_gb_s']:.1f} GB/s: "

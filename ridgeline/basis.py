@@ -51,6 +51,9 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
         if key is None or not key.endswith(f"@{dtype}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "device",
                         "priced_by": key or "datasheet roofs"})
+        if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
+            out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak",
+                        "priced_by": "datasheet peak"})
     execution = ceilings.execution
     host = ceilings.host_s.get(execution) or {} if execution != "graph" else {}
     counts = kernels_table(ceilings, execution) if ceilings.launch_gap_s else {}
@@ -69,25 +72,30 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     """One line per (term, what priced it): the ops it priced, named."""
     groups: dict[tuple[str, str], list[str]] = {}
     for e in entries:
-        name = e["op"] if e["term"] != "device" else f"{e['op']}@{e['dtype']}"
+        name = e["op"] if e["term"] not in ("device", "matrix peak") else f"{e['op']}@{e['dtype']}"
         groups.setdefault((e["term"], e["priced_by"]), [])
         if name not in groups[(e["term"], e["priced_by"])]:
             groups[(e["term"], e["priced_by"])].append(name)
     lines = []
     for (term, by), names in groups.items():
         ops = ", ".join(names)
-        if term == "device":
+        if term == "matrix peak":
+            lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s "
+                         "datasheet peak")
+        elif term == "device":
             how = ("datasheet roofs and the profile's default overhead" if by == "datasheet roofs"
                    else f"the pooled '{by}' class, fitted over every type")
             lines.append(f"no measured class for {ops}: priced by {how}")
         elif term == "kernels per op":
             value = kernels_table(ceilings, ceilings.execution).get(by, 1.0)
-            lines.append(f"no measured kernel count for {ops}: priced at the profile's "
-                         f"{by} ({value:g} per call)")
+            where = (f"the profile's {by} ({value:g} per call)" if by != "none"
+                     else "one kernel per call, as the table gives no default")
+            lines.append(f"no measured kernel count for {ops}: priced at {where}")
         else:
             value = (ceilings.host_s.get(ceilings.execution) or {}).get(by, 0.0)
-            lines.append(f"no measured {term} term for {ops}: priced at the profile's {by} "
-                         f"({format_time(value)} per call)")
+            where = (f"the profile's {by} ({format_time(value)} per call)" if by != "none"
+                     else "no host time, as the table gives no default")
+            lines.append(f"no measured {term} term for {ops}: priced at {where}")
     return lines
 
 

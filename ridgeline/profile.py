@@ -32,7 +32,9 @@ A profile measured from the device's side (``timing: device``) also keeps the ho
     host_us: {eager: {default: 9.0, rope: 60.0}, compiled: {default: 4.0}}  # dispatch per call
     kernels_per_op: {eager: {rope: 12, attention: 3}, compiled: {default: 0.6}}
 
-(keys: engine op names such as ``rope``, or efficiency keys, then ``default``), and the
+(keys: engine op names such as ``rope``, fused SDPA as ``attention``, then ``default``: an
+op the table does not name takes ``default``, never another op's, and the answer names it;
+``ridgeline.basis``), and the
 engine composes them per execution mode (``ridgeline.roofline.composed_time``).
 
 Types the profile did not measure keep their datasheet peak. A type it measured no classes
@@ -122,7 +124,8 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         attention_tables=_attention_tables(profile.get("attention_tables"), where),
         **size_and_first_touch(profile, where), **execution_tables(profile, where),
         timing=timing_of(profile, where), measured_dtypes=measured,
-        dtype_as=MappingProxyType(dtype_stand_ins(measured, device)))
+        dtype_as=MappingProxyType(dtype_stand_ins(measured, device)),
+        measured_peaks=frozenset(profile.get("matrix_peak_tops") or ()))
 
 
 METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device",
@@ -134,6 +137,8 @@ def _methods(node: Any) -> set[str]:
     if isinstance(node, Mapping):
         found = {str(node["method"])} if isinstance(node.get("method"), str) else set()
         return found.union(*(_methods(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_methods(v) for v in node))
     return set()
 
 

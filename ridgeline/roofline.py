@@ -174,6 +174,7 @@ class Ceilings:
     timing: str = ""
     measured_dtypes: frozenset = frozenset()
     dtype_as: Mapping[str, str] = field(default_factory=dict)
+    measured_peaks: frozenset = frozenset()     # matrix types with a measured peak (the rest: datasheet)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -206,7 +207,7 @@ class Ceilings:
         out: dict[str, Any] = {}
         if self.timing:
             out.update(timing=self.timing, measured_dtypes=sorted(self.measured_dtypes),
-                       dtype_as=dict(self.dtype_as))
+                       dtype_as=dict(self.dtype_as), measured_peaks=sorted(self.measured_peaks))
         if self.size_curves:
             out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
                                   for k, v in self.size_curves.items()}
@@ -250,7 +251,8 @@ class Ceilings:
                        for k, v in (raw.get("attention_tables") or {}).items()}),
                    timing=raw.get("timing", ""),
                    measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
-                   dtype_as=frozen(raw.get("dtype_as")))
+                   dtype_as=frozen(raw.get("dtype_as")),
+                   measured_peaks=frozenset(raw.get("measured_peaks") or ()))
 
     def vector_roof(self, dtype: str) -> float:
         return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
@@ -550,7 +552,7 @@ EXECUTIONS = ("graph", "eager", "compiled")
 TIMINGS = {  # how a profile's kernels were timed -> the words an answer names its basis with
     "device": "device time (CUDA-graph replay / profiler kernel durations)",
     "eager": "eager CUDA events, host-inclusive",
-    "cpu": "CPU timer (host and kernels on one thread)",
+    "cpu": "a CPU timer (host and kernels on one thread)",
 }
 
 

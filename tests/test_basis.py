@@ -6,6 +6,7 @@ events, host-inclusive: no launch gap, no host term, no kernels per op)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -277,8 +278,8 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
     ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
     ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
     ("reports/RESULTS.md", "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive."),
-    ("reports/RESULTS.md", "calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA "
-                           "events, host-inclusive."),
+    ("reports/RESULTS.md", ("calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by "
+                            "eager CUDA events, host-inclusive.")),
 ])
 def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
     assert label in flat(page)
@@ -314,3 +315,46 @@ def test_sweep_and_frontier_carry_the_basis_in_their_notes():
     refused = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8",
                                        "--profile", H100, "--execution", "eager,graph"])
     assert refused.exit_code == 2 and "no device times for graph" in refused.output
+
+
+def test_a_host_table_without_a_default_names_what_it_charges():
+    from types import MappingProxyType
+
+    from ridgeline.basis import basis
+
+    d = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, execution="eager")
+    host = MappingProxyType({"eager": MappingProxyType({"rope": 60e-6})})
+    c = replace(d.ceilings, host_s=host, kernels=MappingProxyType({}))
+    ops = {"decode": stage_ops(d.model, "decode", 1, 512, d.plan)}
+    b = basis(ops, c, d.device, "eager")
+    assert op_host(c, ops["decode"][1], "eager") == 0.0          # attn_norm: no entry, no default
+    assert any(n.startswith("no measured eager host term for embed, attn_norm, q_proj") and
+               n.endswith("priced at no host time, as the table gives no default")
+               for n in b["notes"]), b["notes"]
+
+
+@pytest.mark.parametrize("args", [
+    ("-H", "h200", "--profile", H200, "--execution", "eager"),                   # fp16 stand-in
+    ("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled"),
+    ("-H", "h100-sxm", "--profile", H200, "--transfer", "--dtype", "fp8"),       # pooled class
+])
+def test_calibrated_json_with_a_basis_matches_the_schema(args):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
+    out = as_json(*args)
+    assert out["basis"]["unmeasured"] and out["basis"]["notes"]
+    jsonschema.validate(out, schema)
+
+
+def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
+    path = tmp_path / "no-bf16-peak.yaml"
+    path.write_text(yaml.safe_dump({
+        "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
+        "matrix_peak_tops": {"fp32": 50.0},
+        "efficiency": {"linear@bf16": {"compute": 0.5, "memory": 0.9}}}))
+    out = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", str(path))
+    peaks = {e["op"] for e in out["basis"]["unmeasured"] if e["term"] == "matrix peak"}
+    assert peaks == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                     "lm_head", "qk_matmul", "sv_matmul"}
+    assert any(n.startswith("no measured matrix peak for q_proj@bf16") and
+               n.endswith("priced at h100-sxm's datasheet peak") for n in out["basis"]["notes"])

@@ -92,6 +92,7 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     assert data["bandwidth_gb_s"] > 0 and data["matrix_peak_tops"]["fp32"] > 0
     assert {"linear@fp32", "softmax:softmax@fp32", "elementwise:attn_add@fp32"} <= set(data["efficiency"])
     assert data["meta"]["threads"] == 1 and data["meta"]["device_key"].endswith("-1t")
+    assert data["timing"] == "cpu"                  # how it was timed, written beside the fit
     assert (tmp_path / "profile.calibration.csv").is_file()
 
     out = tmp_path / "val"
