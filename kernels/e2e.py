@@ -433,7 +433,12 @@ def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: 
     if measured.get("measured_peak_bytes"):
         out["error_peak"] = signed_error(spec_pred["peak_bytes"], measured["measured_peak_bytes"])
     out.update(prediction_columns("spec", spec_pred, measured))
-    cal = predict(config, spec, case, dtype, calibrated, execution) if calibrated else None
+    cal = None
+    if calibrated is not None:
+        try:
+            cal = predict(config, spec, case, dtype, calibrated, execution)
+        except RidgelineError as err:   # the profile cannot price this mode or type: say so
+            out["calibrated_unpriced"] = str(err)
     out.update(prediction_columns("calibrated", cal, measured))
     return out
 

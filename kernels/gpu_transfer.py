@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     for label, stats in report["kernels"]["split"].items():
         print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  p90 {stats['p90']:.1%}")
     for r in report["e2e"]:
+        if r.get("calibrated_unpriced"):
+            print(f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: not priced "
+                  f"({r['calibrated_unpriced']})")
+            continue
         print(f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: TPOT error "
               f"{r['error_calibrated_tpot']:+.1%}, TTFT {r['error_calibrated_ttft']:+.1%}")
     print(f"wrote {out}")

@@ -196,6 +196,22 @@ def snapshot_files(folder: Path = SNAPSHOTS) -> list[Path]:
     return top + sorted(p for p in folder.glob("*/*.json"))
 
 
+def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
+    """Each GPU run's comparison with the predictions registered before it, as
+    ``ridgeline predictions compare`` wrote it (``gpu-runs/<run>/compare.md``)."""
+    runs = sorted((folder / "gpu-runs").glob("*/compare.md"))
+    if not runs:
+        return []
+    out = ["## GPU runs: predictions registered before the run against its measurements", "",
+           "One run of `bash kernels/gpu/run.sh` ([docs/gpu.md](../docs/gpu.md)); "
+           "`registered` is the prediction committed before the run, `current` today's code "
+           "with the same profile. Timed in device time for graph rows, CUDA events around "
+           "each step otherwise; peak memory by `torch.cuda.max_memory_allocated`.", ""]
+    for path in runs:
+        out += [f"### {path.parent.name}", "", path.read_text().rstrip(), ""]
+    return out
+
+
 def render(folder: Path = SNAPSHOTS) -> str:
     kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
@@ -211,7 +227,8 @@ def render(folder: Path = SNAPSHOTS) -> str:
            "Per op class: |error| median and 90th percentile, and the signed median (bias).", "",
            *kernels, "## End to end: a whole decoder", "",
            "Times in ms; predicted in brackets with its error. `mode`: eager, compiled "
-           "(torch.compile) or graph (CUDA-graph decode).", "", *e2e, *serving_section(serving)]
+           "(torch.compile) or graph (CUDA-graph decode).", "", *e2e, *serving_section(serving),
+           *gpu_run_section(folder)]
     return "\n".join(out).rstrip() + "\n"
 
 

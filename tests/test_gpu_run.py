@@ -250,3 +250,51 @@ def test_run_refuses_unknown_stages_and_sizes(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "unknown sizes preset 'huge'" in done.stderr
+
+
+def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():
+    from kernels.e2e import Case, calibrated_for, predicted_columns
+    from ridgeline.hardware import load_device
+    from ridgeline.model import load_model
+
+    spec = load_device("h100-sxm")
+    h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
+    calibrated, _, _ = calibrated_for("cuda-nvidia-h100-80gb-hbm3", spec, h100)
+    cols = predicted_columns(load_model("llama-2-7b"), spec, Case(1, 512, 32), "bf16", calibrated,
+                             {"measured_ttft_s": 0.02, "measured_tpot_s": 0.01}, "graph")
+    assert cols["predicted_calibrated_tpot_s"] is None and cols["error_calibrated_tpot"] is None
+    assert "cannot price graph execution" in cols["calibrated_unpriced"]
+    assert cols["predicted_spec_tpot_s"] > 0   # the datasheet side still predicts it
+
+
+RUN = "reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-26"
+RUN_PARTS = [f"{RUN}/run1/results.tar.gz", f"{RUN}/run2-serving/results.tar.gz",
+             f"{RUN}/run3-draw/results.tar.gz"]
+REGISTERED = "reports/predictions/h200-2026c3428ee8.json"
+
+
+def test_committed_h200_comparison_is_what_compare_writes(monkeypatch):
+    """Every figure of the H200 run's table (RESULTS.md, the docs) comes from the committed
+    archives and the predictions registered before the run, through today's code."""
+    from kernels.gpu.register import compare, markdown
+
+    monkeypatch.chdir(ROOT)
+    assert (ROOT / RUN / "compare.md").read_text() == markdown(compare(RUN_PARTS, REGISTERED))
+
+
+def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
+    from kernels.gpu.register import compare
+
+    monkeypatch.chdir(ROOT)
+    table = compare(RUN_PARTS, REGISTERED)
+    graph = {(r["model"], r["batch"]): r for r in table["e2e"]
+             if r["client"] == "ridgeline" and r["execution"] == "graph"}
+    within = [k for k, r in graph.items() if abs(r["error_registered_tpot"]) <= 0.05]
+    assert len(graph) == 6 and len(within) == 5 and ("llama-2-7b", 64) not in within
+    assert graph[("llama-2-7b", 64)]["error_registered_tpot"] == pytest.approx(0.203, abs=0.001)
+    outside = {(r["model"], r["batch"], r["execution"]) for r in table["e2e"]
+               if abs(r["error_peak"]) > 0.05}
+    assert len(table["e2e"]) == 15 and outside == {("llama-3-8b", 64, "graph"),
+                                                   ("llama-3-8b", 64, "eager")}
+    assert table["agreement"]["n"] == 16 and table["agreement"]["agree"] == 13
+    assert table["draw"]["all"]["n"] == 114

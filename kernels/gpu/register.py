@@ -229,7 +229,9 @@ def e2e_table(files: Mapping[str, Any], registered: Mapping[str, Any], hardware:
                     line[f"{label}_{what}_s"] = p
                     line[f"error_{label}_{what}"] = _err(p, m)
             out.append(line)
-    return out
+    order = {"graph": 0, "compiled": 1, "eager": 2}
+    return sorted(out, key=lambda r: (r["client"] != "ridgeline", order.get(r["execution"], 3),
+                                      r["model"], r["batch"]))
 
 
 def serving_table(files: Mapping[str, Any], registered: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -308,7 +310,27 @@ def compare(results: Path | Sequence[Path], predictions: Path) -> dict[str, Any]
             "e2e": e2e_table(files, registered, meta["hardware"], profile),
             "largest_batch": registered.get("largest_batch", []),
             "serving": serving_table(files, registered),
-            "draw": draw_table(files, registered)}
+            "draw": draw_table(files, registered),
+            "agreement": agreement_table(files)}
+
+
+def agreement_table(files: Mapping[str, Any], within: float = 0.05) -> dict[str, Any]:
+    """Graph replay against profiler kernel durations: how many kernels agree within
+    ``within``, the worst, and the attention backends the sample covered."""
+    found = [d for n, d in files.items() if n.startswith("agree/") and isinstance(d, dict)
+             and "rows" in d]
+    if not found:
+        return {}
+    rows = [r for r in found[0]["rows"] if r.get("status") == "ok" and r.get("agreement") is not None]
+    worst = max(rows, key=lambda r: r["agreement"]) if rows else None
+    return {"n": len(rows), "within": within,
+            "agree": sum(r["agreement"] <= within for r in rows),
+            "median": _stats([r["agreement"] for r in rows])["median"],
+            "worst": {"name": worst["name"], "agreement": worst["agreement"],
+                      "graph_s": worst["graph_s"], "profiler_s": worst["profiler_s"]} if worst else None,
+            "backends": sorted({r["name"].rsplit("/", 1)[-1] for r in rows if "/sdpa/" in r["name"]}),
+            "outside": [{"name": r["name"], "agreement": r["agreement"]} for r in rows
+                        if r["agreement"] > within]}
 
 
 def _pct(x: float | None) -> str:
@@ -346,4 +368,14 @@ def markdown(table: Mapping[str, Any]) -> str:
             def fmt(st):
                 return "–" if st["median"] is None else f"{st['median']:.1%} / {st['p90']:.1%}"
             lines.append(f"| {cls} | {r['n']} | {fmt(r['registered'])} | {fmt(r['this_run_profile'])} |")
+    if table.get("largest_batch"):
+        lines += ["", "Largest batch that fits (registered; not measured by this run): " + ", ".join(
+            f"{r['model']} {r['batch']} at {r['prompt']} + {r['generate']} tokens"
+            for r in table["largest_batch"]) + "."]
+    a = table.get("agreement") or {}
+    if a:
+        lines += ["", f"Graph replay against profiler kernel durations: {a['agree']} of {a['n']} "
+                  f"kernels within {a['within']:.0%} (median {a['median']:.1%}); attention "
+                  f"backends sampled: {', '.join(a['backends']) or 'none'}; outside: "
+                  + ", ".join(f"{r['name']} {r['agreement']:.1%}" for r in a["outside"]) + "."]
     return "\n".join(lines) + "\n"

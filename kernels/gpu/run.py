@@ -181,11 +181,14 @@ def plan_for(out: Path, kept: Path, preset: str, order: str = "auto"
     committed = REPORTS_DIR / "profiles" / f"{key}.yaml"
     profiled = device_timed(committed) if order == "auto" else order == "profiled"
     other = REPORTS_DIR / "profiles" / f"{OTHER_GPU.get(key, '')}.yaml"
+    other_timed = device_timed(other)   # an eager-timed profile prices no graph decode
     plan = stages(s, str(out), profiled, str(committed) if committed.is_file() else None,
-                  str(other) if other.is_file() else None, str(kept))
+                  str(other) if other_timed else None, str(kept))
     return {"sizes": preset, "device_key": key, "profiled": profiled,
             "profile": str(committed) if committed.is_file() else None,
-            "other_profile": str(other) if other.is_file() else None}, plan
+            "other_profile": str(other) if other_timed else None,
+            "no_transfer": None if other_timed else f"no device-time profile of the other GPU "
+                                                     f"({other.name}): nothing to transfer"}, plan
 
 
 def run(out: Path, preset: str = "gpu", only: Sequence[str] = (), order: str = "auto") -> int:
