@@ -37,8 +37,12 @@ def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dic
 
 
 def git_commit(root: Path = ROOT) -> str:
-    """HEAD's hash, '+dirty' when the tree has uncommitted changes; outside git (a copy of
-    the tree on a GPU machine) ``$RIDGELINE_COMMIT`` as the copier recorded it, else 'none'."""
+    """``$RIDGELINE_COMMIT`` when the copier of the tree set it (a GPU machine's copy may
+    carry a stale ``.git``: seen on 2026-11-26, whose HEAD was the session's first commit),
+    else HEAD's hash, '+dirty' when the tree has uncommitted changes; 'none' outside git."""
+    if os.environ.get("RIDGELINE_COMMIT"):
+        return os.environ["RIDGELINE_COMMIT"]
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
@@ -46,7 +50,7 @@ def git_commit(root: Path = ROOT) -> str:
     try:
         head = git("rev-parse", "HEAD")
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("RIDGELINE_COMMIT", "none")
+        return "none"
     try:
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.SubprocessError):

@@ -847,6 +847,7 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
 def predictions_register(hardware: HardwareOpt = "h200",
                          profile: ProfileOpt = None,
                          sizes: Annotated[str, typer.Option(help="The run's sizes preset (kernels/gpu/plan.py): gpu, or cpu-test.")] = "gpu",
+                         transfer: Annotated[bool, typer.Option("--transfer", help="The profile is another GPU's of the same architecture: its fractions on this GPU's datasheet roofs (for a GPU with no device-time profile of its own).")] = False,
                          output: OutputOpt = None) -> None:
     """Before a GPU run: write what it will be checked against (e2e, transformers, serving, the draw's kernels)."""
     import json
@@ -863,7 +864,7 @@ def predictions_register(hardware: HardwareOpt = "h200",
     if target.exists():
         raise typer.BadParameter(f"{target} exists: registered predictions are never written over; "
                                  "pass -o NEW.json")
-    data = register(hardware, profile, sizes, commit)
+    data = register(hardware, profile, sizes, commit, transfer)
     write_atomic(target, json.dumps(data, indent=1, allow_nan=False) + "\n")
     typer.echo(f"registered {len(data['e2e'])} e2e, {len(data['hf'])} transformers, "
                f"{len(data['serving'])} serving and {len(data['draw']['cases'])} draw predictions: {target}")

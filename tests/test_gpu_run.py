@@ -298,3 +298,18 @@ def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
                                                    ("llama-3-8b", 64, "eager")}
     assert table["agreement"]["n"] == 16 and table["agreement"]["agree"] == 13
     assert table["draw"]["all"]["n"] == 114
+
+
+def test_budget_and_commit_given_by_the_caller_are_recorded(tmp_path):
+    pytest.importorskip("torch")
+    env = {**os.environ, "SIZES": "cpu-test", "ORDER": "profiled", "STAGES": "agree",
+           "BUDGET_S": "100", "RIDGELINE_COMMIT": "feedc0de"}
+    out = tmp_path / "o"
+    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-500:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["budget_s"] == 100 and manifest["commit"] == "feedc0de"
+    assert [s["stage"] for s in manifest["stages"]] == ["agree"]
+    with tarfile.open(out / "results.tar.gz") as tar:
+        assert json.load(tar.extractfile("agree/stage.json"))["commit"] == "feedc0de"

@@ -38,7 +38,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "serving": {"model": "qwen2-0.5b", "layers": [], "dtype": "bf16", "requests": 64,
                     "repeats": 3, "rates": [8], "output_range": []},
         "agree_every": 20, "calibrate": ["--compact", "--budget-s", "{case_budget_s}"],
-        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 1201,
+        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 1202,   # 1201: the H200 run of 2026-11-26
         "host": {"model": "llama-3-8b", "layers": ["--layers", "4"], "prompt": 512, "steps": 16},
         "caps": {"e2e-graph": 90, "e2e-eager": 70, "hf-eager": 50, "hf-compiled": 90,
                  "serving": 110, "agree": 40, "calibrate": 240, "host-terms": 50, "draw": 150,

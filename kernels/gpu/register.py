@@ -38,10 +38,14 @@ HF_EXECUTION = {"eager": "eager", "compiled": "graph"}
 FIT_LIMIT = 1 << 16   # largest batch searched
 
 
-def ceilings_for(device: DeviceSpec, profile: Path | None) -> dict[str, Ceilings]:
+def ceilings_for(device: DeviceSpec, profile: Path | None,
+                 transfer: bool = False) -> dict[str, Ceilings]:
+    """The datasheet's ceilings, and the profile's (``transfer``: another GPU's, its
+    fractions on this device's datasheet roofs) under the name ``calibrated``."""
     out = {"spec": spec_ceilings(device)}
     if profile is not None:
-        out["calibrated"], _ = profile_ceilings(load_profile(profile), device, where=str(profile))
+        out["calibrated"], _ = profile_ceilings(load_profile(profile), device, transfer=transfer,
+                                                where=str(profile))
     return out
 
 
@@ -122,10 +126,10 @@ def draw_prediction(seed: int, roofs: Mapping[str, Ceilings]) -> dict[str, Any]:
 
 
 def register(hardware: str, profile: Path | None, preset: str = "gpu",
-             commit: str = "none") -> dict[str, Any]:
+             commit: str = "none", transfer: bool = False) -> dict[str, Any]:
     s = sizes(preset)
     device = load_device(hardware)
-    roofs = ceilings_for(device, profile)
+    roofs = ceilings_for(device, profile, transfer)
     e, h = s["e2e"], s["hf"]
     layers = int(e["layers"][1]) if e["layers"] else None
     executions = sorted(set(s["executions"].values()))
@@ -142,7 +146,11 @@ def register(hardware: str, profile: Path | None, preset: str = "gpu",
                  "registered_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                  "hardware": device.name, "profile": str(profile) if profile else None,
                  "profile_date": prof_meta.get("date"), "profile_commit": prof_meta.get("commit"),
-                 "basis": "spec (datasheet) and calibrated (the profile named here)"},
+                 "transfer": transfer,
+                 "basis": "spec (datasheet) and "
+                          + ("transferred (the other GPU's profile named here, its fractions on "
+                             "this GPU's datasheet roofs; listed as calibrated)" if transfer
+                             else "calibrated (the profile named here)")},
         "e2e": e2e,
         "largest_batch": [{"model": m, "prompt": e["prompt"], "generate": e["generate"],
                            "dtype": e["dtype"], "batch": largest_batch(m, e["prompt"],
@@ -197,11 +205,11 @@ def _key(row: Mapping[str, Any]) -> tuple:
 
 
 def e2e_table(files: Mapping[str, Any], registered: Mapping[str, Any], hardware: str,
-              profile: Path | None) -> list[dict[str, Any]]:
+              profile: Path | None, transfer: bool = False) -> list[dict[str, Any]]:
     """Measured e2e and transformers rows beside the registered and the current code's
     predictions (calibrated), with their signed errors."""
     device = load_device(hardware)
-    roofs = ceilings_for(device, profile)
+    roofs = ceilings_for(device, profile, transfer)
     reg = {_key(r): r for r in registered["e2e"] + registered["hf"]}
     out = []
     for name, data in sorted(files.items()):
@@ -307,7 +315,7 @@ def compare(results: Path | Sequence[Path], predictions: Path) -> dict[str, Any]
         profile = REPORTS_DIR.parent / profile
     return {"meta": {"results": str(results), "predictions": str(predictions),
                      "hardware": meta["hardware"], "profile": meta.get("profile")},
-            "e2e": e2e_table(files, registered, meta["hardware"], profile),
+            "e2e": e2e_table(files, registered, meta["hardware"], profile, transfer),
             "largest_batch": registered.get("largest_batch", []),
             "serving": serving_table(files, registered),
             "draw": draw_table(files, registered),

@@ -210,8 +210,10 @@ def run_logged(out: Path, preset: str, only: Sequence[str], order: str, log) -> 
     if unknown:
         raise RidgelineError(f"STAGES names {', '.join(sorted(unknown))}, not stages of this "
                              f"run; use: {', '.join(st.name for st in plan)}")
-    s = sizes(preset)
-    manifest = {"started": now(), "commit": commit(), **info, "kept": str(kept), "budget_s": s["budget_s"],
+    s = dict(sizes(preset))
+    s["budget_s"] = budget_seconds(os.environ.get("BUDGET_S"), s["budget_s"])
+    manifest = {"started": now(), "commit": commit(), **info, "kept": str(kept),
+                "budget_s": s["budget_s"],
                 "gpu": gpu_state(s["device"]), "python": sys.version.split()[0],
                 "order": [st.name for st in plan], "stages": []}
     write_json(out / MANIFEST, manifest)
