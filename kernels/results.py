@@ -203,10 +203,10 @@ def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
     if not runs:
         return []
     out = ["## GPU runs: predictions registered before the run against its measurements", "",
-           "One run of `bash kernels/gpu/run.sh` ([docs/gpu.md](../docs/gpu.md)); "
-           "`registered` is the prediction committed before the run, `current` today's code "
-           "with the same profile. Timed in device time for graph rows, CUDA events around "
-           "each step otherwise; peak memory by `torch.cuda.max_memory_allocated`.", ""]
+           ("One run of `bash kernels/gpu/run.sh` ([docs/gpu.md](../docs/gpu.md)); "
+            "`registered` is the prediction committed before the run, `current` today's code "
+            "with the same profile. Timed in device time for graph rows, CUDA events around "
+            "each step otherwise; peak memory by `torch.cuda.max_memory_allocated`."), ""]
     for path in runs:
         out += [f"### {path.parent.name}", "", path.read_text().rstrip(), ""]
     return out

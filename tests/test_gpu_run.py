@@ -313,3 +313,26 @@ def test_budget_and_commit_given_by_the_caller_are_recorded(tmp_path):
     assert [s["stage"] for s in manifest["stages"]] == ["agree"]
     with tarfile.open(out / "results.tar.gz") as tar:
         assert json.load(tar.extractfile("agree/stage.json"))["commit"] == "feedc0de"
+
+
+def test_gpu_md_quotes_the_run_as_measured(monkeypatch):
+    from kernels.gpu.register import compare
+
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs/gpu.md").read_text()
+    seconds = {}
+    for part in ("run1", "run2-serving", "run3-draw"):
+        manifest = json.loads((ROOT / RUN / part / "manifest.json").read_text())
+        seconds.update({s["stage"]: s["seconds"] for s in manifest["stages"] if s["status"] == "ok"})
+    for stage in ("e2e-graph", "e2e-eager", "hf-eager", "hf-compiled", "agree", "calibrate",
+                  "draw", "serving"):
+        assert f"`{stage}` {seconds[stage]:.1f} s" in text
+    table = compare(RUN_PARTS, REGISTERED)
+    graph = [r for r in table["e2e"] if r["client"] == "ridgeline" and r["execution"] == "graph"]
+    worst = max(graph, key=lambda r: abs(r["error_registered_tpot"]))
+    assert f"{sum(abs(r['error_registered_tpot']) <= 0.05 for r in graph)} of {len(graph)} rows" in text
+    assert f"batch {worst['batch']} is {worst['error_registered_tpot'] * 100:+.1f} %" in text
+    peaks = [abs(r["error_peak"]) <= 0.05 for r in table["e2e"]]
+    assert f"within 5 % on {sum(peaks)} of {len(peaks)} rows" in text
+    draw = table["draw"]["all"]["registered"]
+    assert f"{draw['median'] * 100:.1f} % / {draw['p90'] * 100:.1f} %" in text

@@ -310,6 +310,7 @@ def compare(results: Path | Sequence[Path], predictions: Path) -> dict[str, Any]
         raise RidgelineError(f"{results} was measured on {', '.join(sorted(measured_on))}, but "
                              f"{predictions} was registered for {meta['hardware']}: compare a "
                              "run with the predictions registered for its device")
+    transfer = bool(meta.get("transfer"))
     profile = Path(meta["profile"]) if meta.get("profile") else None
     if profile is not None and not profile.is_absolute():
         profile = REPORTS_DIR.parent / profile
