@@ -49,7 +49,7 @@ def test_a_decode_attention_is_priced_through_its_table():
     (0.2 + 0.4 + 0.5 + 1.0) / 4 = 0.525. The op moves q 16 x 128 x 2 = 4096 B, K/V
     8 x 128 x 256 x 2 = 524288 B and writes 4096 B: 532480 B at 1 TB/s = 532.48 ns, over
     0.525 = 1014.25 ns, + 3 µs of overhead."""
-    profile = {"bandwidth_gb_s": 1000, "matrix_peak_tops": {"bf16": 1000},
+    profile = {"bandwidth_gb_s": 1000, "matrix_peak_tops": {"bf16": 1000}, "timing": "device",
                "overhead_us": {"default": 1.0, "attention:sdpa_gqa@bf16": 3.0},
                "attention_tables": {"attention:sdpa_gqa@bf16": {"decode": TABLE}}}
     ceilings = calibrated_ceilings(profile, load_device("h100-sxm"))
