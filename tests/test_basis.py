@@ -63,14 +63,23 @@ def test_a_profile_with_an_unknown_timing_is_refused(tmp_path, bad):
     assert "'timing' must be one of device, eager, cpu" in result.output
 
 
-def test_the_eager_timed_h100_profile_refuses_graph():
+@pytest.mark.parametrize("hardware, profile, execution, message", [
     # before: TPOT 11 ms in graph as in eager (a silent equality); 6.15 ms of it host time
-    result = cli("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "graph")
+    ("h100-sxm", H100, "graph",
+     "error: the calibrated profile of h100-sxm cannot price graph execution: it was "
+     "timed by eager CUDA events, host-inclusive, so it holds no device times for "
+     "graph; use a device-time profile, or execution eager (set with --execution)\n"),
+    # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
+    ("h200", H200, "compiled",
+     "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
+     "compiled host terms (host_us.compiled; python -m kernels.host_profile measures them); "
+     "use execution graph or eager (set with --execution)\n"),
+])
+def test_an_execution_mode_the_profile_has_no_terms_for_is_refused(hardware, profile, execution,
+                                                                    message):
+    result = cli("-H", hardware, "--dtype", "bf16", "--profile", profile, "--execution", execution)
     assert result.exit_code == 2
-    assert result.output == (
-        "error: the calibrated profile of h100-sxm cannot price graph execution: it was "
-        "timed by eager CUDA events, host-inclusive, so it holds no device times for "
-        "graph; use a device-time profile, or execution eager (set with --execution)\n")
+    assert result.output == message
 
 
 def test_the_h100_profile_prices_compiled_as_its_eager_calls_and_says_so():
@@ -101,16 +110,6 @@ def test_the_h100_profile_prices_eager_and_says_so():
                         "host-inclusive; execution eager")
 
 
-def test_compiled_without_compiled_host_terms_is_refused():
-    # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
-    result = cli("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "compiled")
-    assert result.exit_code == 2
-    assert result.output == (
-        "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
-        "compiled host terms (host_us.compiled; python -m kernels.host_profile measures them); "
-        "use execution graph or eager (set with --execution)\n")
-
-
 def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
     # before: fp16 (the CLI default) fell to the pooled 'linear' class, 36.566 us per GEMM
     # instead of linear@bf16's 6.026 us: TPOT 14.3 ms against 7.5 ms in bf16
@@ -132,12 +131,18 @@ def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
     assert f"note: {note}" in cli("-H", "h200", "--profile", H200).stdout.splitlines()
 
 
-def test_a_type_with_no_measured_stand_in_is_refused(tmp_path):
-    path = tmp_path / "fp32-only.yaml"
+def small_h100_profile(tmp_path, linear_class: str) -> Path:
+    """A device-timed H100 profile with an fp32 matrix peak and one measured linear class."""
+    path = tmp_path / f"{linear_class}.yaml"
     path.write_text(yaml.safe_dump({
         "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
         "matrix_peak_tops": {"fp32": 50.0},
-        "efficiency": {"linear@fp32": {"compute": 0.5, "memory": 0.9}}}))
+        "efficiency": {linear_class: {"compute": 0.5, "memory": 0.9}}}))
+    return path
+
+
+def test_a_type_with_no_measured_stand_in_is_refused(tmp_path):
+    path = small_h100_profile(tmp_path, "linear@fp32")
     result = cli("-H", "h100-sxm", "--profile", str(path))          # fp16: 2 bytes, not 4
     assert result.exit_code == 2
     assert result.output == (
@@ -348,11 +353,7 @@ def test_calibrated_json_with_a_basis_matches_the_schema(args):
 
 
 def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
-    path = tmp_path / "no-bf16-peak.yaml"
-    path.write_text(yaml.safe_dump({
-        "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
-        "matrix_peak_tops": {"fp32": 50.0},
-        "efficiency": {"linear@bf16": {"compute": 0.5, "memory": 0.9}}}))
+    path = small_h100_profile(tmp_path, "linear@bf16")
     out = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", str(path))
     peaks = {e["op"] for e in out["basis"]["unmeasured"] if e["term"] == "matrix peak"}
     assert peaks == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
