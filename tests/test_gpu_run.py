@@ -112,6 +112,7 @@ def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
         for stage in ("e2e-graph", "e2e-eager"):
             record = json.load(tar.extractfile(f"{stage}/stage.json"))
             assert record["rc"] == 0 and record["commit"] and record["gpu_before"] == {}
+            assert record["ran"] and all("--output" in cmd for cmd in record["ran"])
             result = json.load(tar.extractfile(f"{stage}/e2e-qwen2-0.5b-eager.json"))
             meta = result["meta"]
             assert meta["timer"] == "time.perf_counter" and meta["commit"] and meta["date"]
@@ -336,3 +337,14 @@ def test_gpu_md_quotes_the_run_as_measured(monkeypatch):
     assert f"within 5 % on {sum(peaks)} of {len(peaks)} rows" in text
     draw = table["draw"]["all"]["registered"]
     assert f"{draw['median'] * 100:.1f} % / {draw['p90'] * 100:.1f} %" in text
+
+
+def test_measurement_md_quotes_the_compact_calibration_as_logged():
+    log = (ROOT / RUN / "run1" / "run.log").read_text()
+    text = (ROOT / "docs/measurement.md").read_text().replace("\n", " ")
+    assert "calibration: 450/455 cases, 147 s" in log and "(439/455 calibration cases ok" in log
+    manifest = json.loads((ROOT / RUN / "run1" / "manifest.json").read_text())
+    cal = next(s for s in manifest["stages"] if s["stage"] == "calibrate")
+    assert "--budget-s 164 " in log   # the case budget the stage filled in
+    assert ("took 147 s for 450 of its 455 cases (0.33 s a case" in text
+            and f"439 of them measured ok, and the whole stage {cal['seconds']:.1f} s" in text)

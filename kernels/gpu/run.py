@@ -131,6 +131,7 @@ def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, 
             break
         cmd = [part.replace(CASE_BUDGET, str(max(int(left - stage.setup_s), 10)))
                for part in with_profile(cmd, log)]
+        record.setdefault("ran", []).append(cmd)   # as run: budget filled in, profile checked
         log(f"== {stage.name}: {' '.join(cmd)} (up to {left:.0f} s)")
         rc = run_command(cmd, left, log) or rc
     record.update(rc=rc, seconds=round(time.monotonic() - start, 1), ended=now(),
