@@ -212,6 +212,51 @@ def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
     return out
 
 
+def anchor_cell(p: dict[str, Any], notes: list[str], where: str) -> str:
+    """A prediction as 'ms (error)', ✓ within the tolerance; a refusal as a numbered note."""
+    if "refused" in p:
+        profile = f" with `{p['profile']}`" if p.get("profile") else ""
+        notes.append(f"{where}{profile}: {p['refused']}")
+        return f"refused [{len(notes)}]"
+    mark = " ✓" if p.get("within_tolerance") else ""
+    return f"{ms(p['predicted_s'])} ({pct(p['error'], 1)}){mark}"
+
+
+def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
+    """Published figures beside ridgeline's spec, calibrated and transferred predictions
+    (``python -m kernels.anchors`` writes ``anchors.json`` from ``reports/anchors.yaml``)."""
+    path = folder / "anchors.json"
+    if not path.is_file():
+        return []
+    snap = json.loads(path.read_text())
+    tol = snap["tolerance"]
+    out = ["## Published anchors", "",
+           (f"Decode speeds others published, predicted in graph execution; compared: "
+            f"`{snap['compared']}` (the figures' own wall time over generated tokens), in ms "
+            f"with the error predicted / published − 1; ✓ within {tol:.0%}. Workloads and "
+            "sources: [reports/anchors.yaml](anchors.yaml). "
+            f"Predicted on commit `{str(snap['meta'].get('commit', '?'))[:12]}`, "
+            f"{str(snap['meta'].get('date', '?'))[:10]}."), "", snap.get("explanation", ""), "",
+           "| anchor | workload | published ms | spec | calibrated | transferred |",
+           "|---" * 6 + "|"]
+    notes: list[str] = []
+    for a in snap["anchors"]:
+        w, p = a["workload"], a["predictions"]
+        work = (f"{w['model']} on {w['device']}, batch {w['batch']}, prompt {w['prompt']}, "
+                f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}")
+        out.append(f"| {a['title']} | {work} | {ms(a['published']['value_s'])} | "
+                   + " | ".join(anchor_cell(p[b], notes, f"`{a['id']}` {b}")
+                              for b in ("spec", "calibrated", "transferred"))
+                   + " |")
+    out.append("")
+    out += [f"{i}. {n}" for i, n in enumerate(notes, 1)] + [""]
+    for a in snap["anchors"]:
+        src = f"<{a['source']}>" if a.get("source") else "no public source found"
+        assumed = f"; assumed: {', '.join(a['assumed'])}" if a.get("assumed") else ""
+        out.append(f"- `{a['id']}`: {src}; quoted: {a['published']['quoted']}{assumed}.")
+    return out + [""]
+
+
 def render(folder: Path = SNAPSHOTS) -> str:
     kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
@@ -228,7 +273,8 @@ def render(folder: Path = SNAPSHOTS) -> str:
            *kernels, "## End to end: a whole decoder", "",
            "Times in ms; predicted in brackets with its error. `mode`: eager, compiled "
            "(torch.compile) or graph (CUDA-graph decode).", "", *e2e, *serving_section(serving),
-           *gpu_run_section(folder)]
+           *gpu_run_section(folder),
+           *anchors_section(folder)]
     return "\n".join(out).rstrip() + "\n"
 
 
