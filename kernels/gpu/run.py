@@ -20,6 +20,7 @@ import datetime as dt
 import io
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -92,8 +93,6 @@ def run_command(cmd: Sequence[str], seconds: float, log) -> int:
     proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     deadline = time.monotonic() + seconds
-    import selectors
-
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     stopped = False
