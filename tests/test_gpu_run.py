@@ -251,6 +251,11 @@ def test_run_refuses_unknown_stages_and_sizes(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "unknown sizes preset 'huge'" in done.stderr
+    env.update(SIZES="cpu-test", STAGES="", BUDGET_S="-3")
+    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "BUDGET_S must be a positive number" in done.stderr
+    assert not (tmp_path / "o").exists()   # a refused run leaves nothing behind
 
 
 def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():

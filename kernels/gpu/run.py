@@ -192,26 +192,31 @@ def plan_for(out: Path, kept: Path, preset: str, order: str = "auto"
 
 
 def run(out: Path, preset: str = "gpu", only: Sequence[str] = (), order: str = "auto") -> int:
+    """Check everything the caller gave (sizes, stages, budget, the GPU) before ``OUT`` is
+    made: a refused run leaves nothing behind."""
+    kept = Path(os.environ.get("RIDGELINE_KEPT")
+                or Path(tempfile.gettempdir()) / f"ridgeline-run-{os.getpid()}")
+    s = dict(sizes(preset))
+    s["budget_s"] = budget_seconds(os.environ.get("BUDGET_S"), s["budget_s"])
+    info, plan = plan_for(out, kept, preset, order)
+    unknown = set(only) - {st.name for st in plan}
+    if unknown:
+        raise RidgelineError(f"STAGES names {', '.join(sorted(unknown))}, not stages of this "
+                             f"run; use: {', '.join(st.name for st in plan)}")
     out.mkdir(parents=True, exist_ok=True)
     with open(out / LOG, "a", buffering=1) as logfile:
         def log(line: str) -> None:
             print(line, flush=True)
             logfile.write(line + "\n")
 
-        return run_logged(out, preset, only, order, log)
+        return run_logged(out, s, info, [st for st in plan if not only or st.name in only],
+                          kept, log)
 
 
-def run_logged(out: Path, preset: str, only: Sequence[str], order: str, log) -> int:
+def run_logged(out: Path, s: dict[str, Any], info: dict[str, Any], plan: Sequence[Stage],
+               kept: Path, log) -> int:
     os.environ.setdefault("RIDGELINE_HOME", tempfile.mkdtemp(prefix="ridgeline-home-"))
     os.environ["PYTHONUNBUFFERED"] = "1"
-    kept = Path(os.environ.get("RIDGELINE_KEPT") or tempfile.mkdtemp(prefix="ridgeline-run-"))
-    info, plan = plan_for(out, kept, preset, order)
-    unknown = set(only) - {st.name for st in plan}
-    if unknown:
-        raise RidgelineError(f"STAGES names {', '.join(sorted(unknown))}, not stages of this "
-                             f"run; use: {', '.join(st.name for st in plan)}")
-    s = dict(sizes(preset))
-    s["budget_s"] = budget_seconds(os.environ.get("BUDGET_S"), s["budget_s"])
     manifest = {"started": now(), "commit": commit(), **info, "kept": str(kept),
                 "budget_s": s["budget_s"],
                 "gpu": gpu_state(s["device"]), "python": sys.version.split()[0],
@@ -219,8 +224,6 @@ def run_logged(out: Path, preset: str, only: Sequence[str], order: str, log) -> 
     write_json(out / MANIFEST, manifest)
     start, done = time.monotonic(), {}
     for stage in plan:
-        if only and stage.name not in only:
-            continue
         left = s["budget_s"] - (time.monotonic() - start)
         missing = [n for n in stage.needs[:1] if n in done and done[n] != "ok"]
         if left <= 10 or missing:
