@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -154,12 +155,10 @@ def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int =
     ttfts, steps = [], []
     reset_peak(device)
     with torch.inference_mode():
-        if mode == "eager":   # the attention path transformers takes, seen on the warm-up
-            with sdpa_calls() as calls:
-                generate_once(model, ids, case.generate, mode, device)
-        else:
-            calls = []
-            generate_once(model, ids, case.generate, mode, device)    # warm-up / compile
+        # warm-up (and compilation); eager, it also records the attention path transformers
+        # takes (a compiled graph is not patched)
+        with sdpa_calls() if mode == "eager" else contextlib.nullcontext([]) as calls:
+            generate_once(model, ids, case.generate, mode, device)
         for _ in range(repeats):
             ttft, run = generate_once(model, ids, case.generate, mode, device)
             ttfts.append(ttft)
@@ -183,14 +182,14 @@ def hf_heads(config) -> tuple[int, int]:
 def sdpa_calls():
     """Record how each ``scaled_dot_product_attention`` call inside is made (transformers
     looks the function up on ``torch.nn.functional`` at every call): its query and K/V
-    head counts, whether a mask is passed and whether ``enable_gqa`` is set."""
+    head counts, its query rows, whether a mask is passed and whether ``enable_gqa`` is set."""
     import torch.nn.functional as F
 
     original, calls = F.scaled_dot_product_attention, []
 
     def recording(query, key, value, attn_mask=None, *args, **kwargs):
         calls.append((query.shape[-3], key.shape[-3], query.shape[-2], attn_mask is not None,
-                      bool(kwargs.get("enable_gqa", False)), bool(kwargs.get("is_causal", False))))
+                      bool(kwargs.get("enable_gqa", False))))
         return original(query, key, value, attn_mask, *args, **kwargs)
 
     F.scaled_dot_product_attention = recording
@@ -207,17 +206,16 @@ def attention_paths(calls, heads: int, kv_heads: int) -> dict[str, int]:
     rows, as transformers does for a masked decode), ``mha`` (as many K/V as query heads);
     each ``+mask`` when a mask tensor is passed, and ``prefill`` or ``decode`` by the
     query rows per head."""
-    out: dict[str, int] = {}
-    for q_heads, kv, rows, masked, gqa, _causal in calls:
+    out: Counter[str] = Counter()
+    for q_heads, kv, rows, masked, gqa in calls:
         if gqa:
             path = "enable_gqa"
         elif q_heads < heads:
             path, rows = "fold_gqa", rows * q_heads // heads
         else:
             path = "repeat_kv" if kv_heads < heads and kv == q_heads else "mha"
-        name = f"{'prefill' if rows > 1 else 'decode'}:{path}{'+mask' if masked else ''}"
-        out[name] = out.get(name, 0) + 1
-    return out
+        out[f"{'prefill' if rows > 1 else 'decode'}:{path}{'+mask' if masked else ''}"] += 1
+    return dict(out)
 
 
 def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str | None = None,

@@ -185,14 +185,14 @@ def test_compare_refuses_what_is_not_a_run(tmp_path):
 def test_attention_paths_name_what_sdpa_was_given():
     from kernels.hf_client import attention_paths
 
-    # (query heads, K/V heads, query rows, mask?, enable_gqa?, is_causal?) for a model of
-    # 32 query and 8 K/V heads
-    calls = [(32, 8, 512, False, True, True), (8, 8, 4, True, False, False),
-             (32, 32, 1, True, False, False), (32, 32, 512, True, False, False)]
+    # (query heads, K/V heads, query rows, mask?, enable_gqa?) for a model of 32 query and
+    # 8 K/V heads
+    calls = [(32, 8, 512, False, True), (8, 8, 4, True, False), (32, 32, 1, True, False),
+             (32, 32, 512, True, False)]
     assert attention_paths(calls, 32, 8) == {"prefill:enable_gqa": 1, "decode:fold_gqa+mask": 1,
                                              "decode:repeat_kv+mask": 1,
                                              "prefill:repeat_kv+mask": 1}
-    assert attention_paths([(32, 32, 1, False, False, False)], 32, 32) == {"decode:mha": 1}
+    assert attention_paths([(32, 32, 1, False, False)], 32, 32) == {"decode:mha": 1}
 
 
 def test_transformers_attention_path_is_recorded():

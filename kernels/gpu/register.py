@@ -72,9 +72,11 @@ def largest_batch(model: str, prompt: int, generate: int, dtype: str,
     from kernels.e2e import engine_settings
     from ridgeline.analyze import analyze
 
+    config, settings = load_model(model), engine_settings(dtype)
+
     def fits(batch: int) -> bool:
-        result = analyze(load_model(model), device, batch=batch, seq_len=prompt,
-                         generate=generate, settings=engine_settings(dtype))
+        result = analyze(config, device, batch=batch, seq_len=prompt, generate=generate,
+                         settings=settings)
         return bool(result.memory["fits"])
 
     lo, hi = 0, FIT_LIMIT
