@@ -32,7 +32,7 @@ from ridgeline.model import ModelConfig, load_model
 from ridgeline.report import write_atomic
 from ridgeline.roofline import spec_ceilings
 from ridgeline.simulate import Scheduler, percentiles, simulate
-from ridgeline.traces import Arrivals
+from ridgeline.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE, Arrivals
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
@@ -422,8 +422,8 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
 
 
 def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
-              rate: float = 1.0, prompt: tuple[int, int] = (32, 192),
-              output: tuple[int, int] = (16, 48), repeats: int = 3, seed: int = 0,
+              rate: float = 1.0, prompt: tuple[int, int] = CHECK_PROMPT_RANGE,
+              output: tuple[int, int] = CHECK_OUTPUT_RANGE, repeats: int = 3, seed: int = 0,
               server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
               overhead: dict[str, float] | None = None, dtype: str = "bf16",
               profile: Path | None = None, device: str = "cpu",

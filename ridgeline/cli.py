@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from .errors import RidgelineError, require_torch
+from .traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 
 
 class OneLineErrors(TyperGroup):
@@ -667,8 +668,8 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    layers: Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")] = None,
                    requests: Annotated[int, typer.Option(help="Requests in the Poisson trace.")] = 48,
                    rate: Annotated[float, typer.Option(help="Requests per second.")] = 2.0,
-                   prompt_range: Annotated[tuple[int, int], typer.Option("--prompt-range", help="Prompt tokens, uniform on MIN MAX.")] = (32, 192),
-                   output_range: Annotated[tuple[int, int], typer.Option("--output-range", help="Output tokens, uniform on MIN MAX.")] = (16, 48),
+                   prompt_range: Annotated[tuple[int, int], typer.Option("--prompt-range", help="Prompt tokens, uniform on MIN MAX.")] = CHECK_PROMPT_RANGE,
+                   output_range: Annotated[tuple[int, int], typer.Option("--output-range", help="Output tokens, uniform on MIN MAX.")] = CHECK_OUTPUT_RANGE,
                    repeats: Annotated[int, typer.Option(help="Replays of the trace (per-request medians).")] = 3,
                    seed: Annotated[int, typer.Option(help="Seed of the trace and the prompts.")] = 0,
                    dtype: Annotated[str, typer.Option(help="Model data type: bf16, or fp32 on a CPU without bf16 kernels (see 'calibrate').")] = "bf16",

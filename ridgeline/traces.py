@@ -18,6 +18,10 @@ from .errors import RidgelineError
 ARRIVAL_NAMES = ("arrival_s", "arrival", "arrival_time", "timestamp", "time_s", "time")
 PROMPT_NAMES = ("prompt_tokens", "prompt", "input_tokens", "contexttokens", "context_tokens")
 OUTPUT_NAMES = ("output_tokens", "output", "generated_tokens", "generatedtokens", "completion_tokens")
+# ``simulate-check``'s Poisson trace: prompt and output tokens, uniform on these ranges (the
+# GPU run's registered serving predictions simulate the same trace)
+CHECK_PROMPT_RANGE = (32, 192)
+CHECK_OUTPUT_RANGE = (16, 48)
 
 
 @dataclass(frozen=True)

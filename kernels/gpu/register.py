@@ -35,17 +35,17 @@ from .plan import sizes
 
 PREDICTIONS_DIR = REPORTS_DIR / "predictions"
 HF_EXECUTION = {"eager": "eager", "compiled": "graph"}
-FIT_LIMIT = 1 << 16   # largest batch searched
 
 
-def ceilings_for(device: DeviceSpec, profile: Path | None,
-                 transfer: bool = False) -> dict[str, Ceilings]:
+def ceilings_for(device: DeviceSpec, profile: Path | None, transfer: bool = False,
+                 loaded: Mapping[str, Any] | None = None) -> dict[str, Ceilings]:
     """The datasheet's ceilings, and the profile's (``transfer``: another GPU's, its
-    fractions on this device's datasheet roofs) under the name ``calibrated``."""
+    fractions on this device's datasheet roofs) under the name ``calibrated``; ``loaded``:
+    the profile's contents when the caller has read them already."""
     out = {"spec": spec_ceilings(device)}
     if profile is not None:
-        out["calibrated"], _ = profile_ceilings(load_profile(profile), device, transfer=transfer,
-                                                where=str(profile))
+        out["calibrated"], _ = profile_ceilings(loaded or load_profile(profile), device,
+                                                transfer=transfer, where=str(profile))
     return out
 
 
@@ -67,23 +67,18 @@ def e2e_prediction(model: str, layers: int | None, batch: int, prompt: int, gene
 
 def largest_batch(model: str, prompt: int, generate: int, dtype: str,
                   device: DeviceSpec) -> int:
-    """The largest batch whose weights + KV cache + activations fit the device (the
-    engine's ``fits``), by bisection: 0 when not even one sequence fits."""
+    """The largest batch whose weights + KV cache + activations fit the device
+    (``ridgeline.max_batch``, the engine's ``fits``): 0 when not even one sequence fits."""
     from kernels.e2e import engine_settings
-    from ridgeline.analyze import analyze
+    from ridgeline.serving import max_batch
 
-    config, settings = load_model(model), engine_settings(dtype)
+    return max_batch(model, device, seq_len=prompt, generate=generate,
+                     settings=engine_settings(dtype))
 
-    def fits(batch: int) -> bool:
-        result = analyze(config, device, batch=batch, seq_len=prompt, generate=generate,
-                         settings=settings)
-        return bool(result.memory["fits"])
 
-    lo, hi = 0, FIT_LIMIT
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+def _layers(flags: Sequence[str]) -> int | None:
+    """A preset's ``["--layers", "N"]`` (or nothing: every layer)."""
+    return int(flags[1]) if flags else None
 
 
 def serving_prediction(s: Mapping[str, Any], rate: float, device: DeviceSpec,
@@ -98,12 +93,12 @@ def serving_prediction(s: Mapping[str, Any], rate: float, device: DeviceSpec,
     )
     from kernels.e2e import truncate
     from ridgeline.simulate import percentiles
+    from ridgeline.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 
     v = s["serving"]
-    layers = int(v["layers"][1]) if v["layers"] else None
-    output = tuple(int(x) for x in v["output_range"]) if v["output_range"] else (16, 48)
-    arrivals = make_trace(v["requests"], rate, (32, 192), output, 0)
-    config = truncate(load_model(v["model"]), layers)
+    output = tuple(int(x) for x in v["output_range"]) if v["output_range"] else CHECK_OUTPUT_RANGE
+    arrivals = make_trace(v["requests"], rate, CHECK_PROMPT_RANGE, output, 0)
+    config = truncate(load_model(v["model"]), _layers(v["layers"]))
     execution = "eager" if s["device"] == "cuda" else "auto"
     sims = simulations(config, device, roofs.get("calibrated"), arrivals,
                        matching_scheduler(ServerSettings()), None, v["dtype"], execution)
@@ -131,18 +126,19 @@ def register(hardware: str, profile: Path | None, preset: str = "gpu",
              commit: str = "none", transfer: bool = False) -> dict[str, Any]:
     s = sizes(preset)
     device = load_device(hardware)
-    roofs = ceilings_for(device, profile, transfer)
+    loaded = load_profile(profile) if profile else {}
+    roofs = ceilings_for(device, profile, transfer, loaded)
     e, h = s["e2e"], s["hf"]
-    layers = int(e["layers"][1]) if e["layers"] else None
+    layers = _layers(e["layers"])
     executions = sorted(set(s["executions"].values()))
     e2e = [e2e_prediction(m, layers, b, e["prompt"], e["generate"], e["dtype"], x, device, roofs)
            for m in e["models"] for x in executions for b in e["batches"]]
-    hf_layers = int(h["layers"][1]) if h["layers"] else None
+    hf_layers = _layers(h["layers"])
     hf = [{**e2e_prediction(h["model"], hf_layers, b, h["prompt"], h["generate"], h["dtype"],
                             HF_EXECUTION[mode], device, roofs), "mode": mode}
           for mode, batches in (("eager", h["batches"]), ("compiled", h["compiled_batches"]))
           for b in batches]
-    prof_meta = (load_profile(profile).get("meta") or {}) if profile else {}
+    prof_meta = loaded.get("meta") or {}
     return {
         "meta": {"kind": "registered predictions", "commit": commit, "sizes": preset,
                  "registered_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -34,6 +34,7 @@ from typing import Any
 
 from ridgeline.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
+from ridgeline.report import write_atomic
 
 from .plan import CASE_BUDGET, Stage, sizes, stages
 
@@ -47,9 +48,7 @@ def now() -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
 
 
 def pack(out: Path, folder: Path, kept: Path) -> list[str]:
@@ -168,10 +167,10 @@ def device_key(device: str, threads: Sequence[str]) -> str:
 
 
 def device_timed(path: Path) -> bool:
-    """A committed profile timed from the device's side (it carries a launch gap)."""
-    import yaml
+    """A committed profile timed from the device's side (``ridgeline.profile.timing_of``)."""
+    from ridgeline.profile import load_profile, timing_of
 
-    return path.is_file() and "launch_gap_us" in (yaml.safe_load(path.read_text()) or {})
+    return path.is_file() and timing_of(load_profile(path), str(path)) == "device"
 
 
 def plan_for(out: Path, kept: Path, preset: str, order: str = "auto"
@@ -264,7 +263,6 @@ def transfer(out: Path, other: Path) -> int:
     """This run's draw snapshot and e2e files (from the archive: exactly the files the run
     wrote), predicted from the other GPU's profile; the report goes into ``OUT/transfer``."""
     from kernels.gpu_transfer import transfer_report
-    from ridgeline.report import write_atomic
 
     with tarfile.open(out / ARCHIVE) as tar, tempfile.TemporaryDirectory() as tmp:
         names = [m.name for m in tar.getmembers() if m.name.endswith(".json")
