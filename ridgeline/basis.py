@@ -26,7 +26,8 @@ from .units import format_time
 def device_key(ceilings: Ceilings, op: Op) -> str | None:
     """The class key that prices ``op``'s device time (None: datasheet roofs, the profile's
     'default' overhead)."""
-    tables = (ceilings.efficiency, ceilings.row_curves, ceilings.size_curves, ceilings.overhead_s)
+    tables = (ceilings.efficiency, ceilings.row_curves, ceilings.size_curves,
+              ceilings.attention_tables, ceilings.overhead_s)
     return next((k for k in ceilings.keys(op) if any(k in t for t in tables)), None)
 
 
