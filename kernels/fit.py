@@ -304,8 +304,8 @@ def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Seque
                 here = np.all(np.stack(index, 1) == cell, axis=1)
                 cells[cell] = np.median(ratio[here])
             raw[stage] = cells
-            tables[stage] = GridTable(ATTENTION_AXES, knots[stage],
-                                      _nested(np.minimum(_fill_holes(cells), 1.0)))
+            tables[stage] = GridTable.of(ATTENTION_AXES, knots[stage],
+                                         np.minimum(_fill_holes(cells), 1.0))
         pred, judged = np.full(t.size, np.nan), np.full(t.size, np.nan)
         for stage, table in tables.items():
             idx = covered & (decode == (stage == "decode"))
@@ -352,7 +352,7 @@ def _leave_context_out(table: GridTable) -> GridTable:
         index = [slice(None)] * values.ndim
         index[axis] = j
         out[tuple(index)] = (1 - a) * before + a * after
-    return GridTable(table.axes, table.knots, _nested(out))
+    return GridTable.of(table.axes, table.knots, out)
 
 
 def _fill_holes(cells: np.ndarray) -> np.ndarray:
@@ -373,10 +373,6 @@ def _fill_holes(cells: np.ndarray) -> np.ndarray:
                 filled[index] = float(np.mean(near))
         cells = filled
     return cells
-
-
-def _nested(values: np.ndarray) -> tuple:
-    return tuple(_nested(v) for v in values) if np.ndim(values) else float(values)
 
 
 def _knots(rows: np.ndarray, fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -224,14 +224,9 @@ def _attention_tables(raw: Any, where: str) -> Mapping[str, Mapping[str, GridTab
                                            f"{tuple(len(k) for k in knots)}")
             if not np.all((values > 0) & (values <= 1)):
                 raise InvalidSpecError(at, "every 'fraction' must be in (0, 1]")
-            tables[stage] = GridTable(tuple(axes), tuple(tuple(float(v) for v in k) for k in knots),
-                                      _frozen(values.tolist()))
+            tables[stage] = GridTable.of(axes, knots, values)
         out[str(key)] = MappingProxyType(tables)
     return MappingProxyType(out)
-
-
-def _frozen(values: Any) -> Any:
-    return tuple(_frozen(v) for v in values) if isinstance(values, list) else float(values)
 
 
 def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -97,6 +97,18 @@ class GridTable:
         return {"axes": list(self.axes), "knots": [[float(v) for v in k] for k in self.knots],
                 "fraction": np.asarray(self.values, dtype=float).tolist()}
 
+    @classmethod
+    def of(cls, axes, knots, values) -> GridTable:
+        """A table from any numbers: axes and knots as sequences, values as an array or
+        nested lists (frozen into nested tuples of floats)."""
+        return cls(tuple(axes), tuple(tuple(float(v) for v in k) for k in knots),
+                   _nested(np.asarray(values, dtype=float).tolist()))
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> GridTable:
+        """The inverse of :meth:`to_dict` (``ridgeline.profile`` checks a profile's first)."""
+        return cls.of(raw["axes"], raw["knots"], raw["fraction"])
+
 
 # the attention tables' axes (``attention_coords``)
 ATTENTION_AXES = ("rows", "context", "head_dim")
@@ -244,10 +256,7 @@ class Ceilings:
                    first_touch_rate=raw.get("first_touch_rate"),
                    mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
                    attention_tables=MappingProxyType({
-                       k: MappingProxyType({stage: GridTable(tuple(t["axes"]),
-                                                             tuple(tuple(map(float, x)) for x in t["knots"]),
-                                                             _nested(t["fraction"]))
-                                            for stage, t in v.items()})
+                       k: MappingProxyType({stage: GridTable.from_dict(t) for stage, t in v.items()})
                        for k, v in (raw.get("attention_tables") or {}).items()}),
                    timing=raw.get("timing", ""),
                    measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
