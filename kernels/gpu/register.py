@@ -28,8 +28,8 @@ from ridgeline.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
 from ridgeline.hardware import DeviceSpec, load_device
 from ridgeline.model import load_model
-from ridgeline.profile import load_profile, profile_ceilings
-from ridgeline.roofline import Ceilings, spec_ceilings
+from ridgeline.profile import load_profile, profile_ceilings, timing_of
+from ridgeline.roofline import TIMINGS, Ceilings, spec_ceilings
 
 from .plan import sizes
 
@@ -312,8 +312,10 @@ def compare(results: Path | Sequence[Path], predictions: Path) -> dict[str, Any]
     profile = Path(meta["profile"]) if meta.get("profile") else None
     if profile is not None and not profile.is_absolute():
         profile = REPORTS_DIR.parent / profile
+    timing = timing_of(load_profile(profile), str(profile)) if profile else None
     return {"meta": {"results": str(results), "predictions": str(predictions),
-                     "hardware": meta["hardware"], "profile": meta.get("profile")},
+                     "hardware": meta["hardware"], "profile": meta.get("profile"),
+                     "transfer": transfer, "timing": TIMINGS.get(timing, timing)},
             "e2e": e2e_table(files, registered, meta["hardware"], profile, transfer),
             "largest_batch": registered.get("largest_batch", []),
             "serving": serving_table(files, registered),
@@ -352,8 +354,12 @@ def markdown(table: Mapping[str, Any]) -> str:
     """The comparison as the Markdown RESULTS.md quotes."""
     head = ("| client | model | batch | execution | TPOT ms | registered | current | "
             "TTFT ms | registered | current | peak GiB | predicted |")
-    lines = [(f"Predictions registered before the run ({table['meta']['predictions']}) against "
-              f"its measurements ({table['meta']['results']}); error = predicted / measured - 1."),
+    meta = table["meta"]
+    rests = (f"the profile {meta['profile']}" + (", transferred" if meta.get("transfer") else "")
+             + f" (timed by {meta['timing']})" if meta.get("profile") else "the datasheet alone")
+    lines = [(f"Predictions registered before the run ({meta['predictions']}) against "
+              f"its measurements ({meta['results']}); error = predicted / measured - 1. "
+              f"The e2e and transformers predictions rest on {rests}."),
              "", head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table["e2e"]:
         peak = r["measured_peak_bytes"]
