@@ -6,7 +6,7 @@
    its recorded shapes; a case whose |error| grew beyond the margin fails the gate, by name.
 2. Measure (torch, CPU, a few minutes on 2 cores): a quick calibration into a temporary
    profile, then a quick validation on the held-out shapes with it; fails if a case errors
-   or the calibrated median / p90 |error| exceeds the bounds in kernels/gate.py
+   or the calibrated median / p90 |error| exceeds the bounds in kernels/validate/gate.py
    (reasoning and the runs behind them: reports/validation/BOUNDS.md). A failure while the
    machine's roofs drifted more than 10% from the quick profile's (another tenant of a
    shared host) is measured again once; the second verdict stands.
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 def replay() -> list[str]:
     import json
 
-    from kernels.replay import replay_snapshot, tracked_snapshots
-    from ridgeline.catalog import ROOT, VALIDATION_DIR
+    from kernels.validate.replay import replay_snapshot, tracked_snapshots
+    from ridgeline.io.catalog import ROOT, VALIDATION_DIR
 
     problems = []
     paths = tracked_snapshots(VALIDATION_DIR)
@@ -47,9 +47,9 @@ def replay() -> list[str]:
 def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[str]:
     """Quick calibration, then quick validation with it. A failed verdict while the machine
     drifted (a roof of the profile measured more than 10% off during the validation: another
-    tenant of the host took or gave back memory rate or core time, ``kernels.state``) says
+    tenant of the host took or gave back memory rate or core time, ``kernels.validate.state``) says
     nothing about the model: the pair is measured again, once."""
-    from kernels.gate import verdict
+    from kernels.validate.gate import verdict
 
     for attempt in range(1, attempts + 1):
         result = measure_once(threads, keep)
@@ -64,10 +64,10 @@ def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[s
 
 
 def measure_once(threads: int | None, keep: Path | None):
-    from kernels.calibrate import calibrate
-    from kernels.gate import headline
-    from kernels.state import recorded_line
-    from kernels.validate import validate
+    from kernels.calibrate.calibrate import calibrate
+    from kernels.validate.gate import headline
+    from kernels.validate.state import recorded_line
+    from kernels.validate.validate import validate
 
     with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:
         out = keep or Path(tmp)

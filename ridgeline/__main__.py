@@ -1,3 +1,3 @@
-from .cli import main
+from ridgeline.cli import main
 
 main()

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from .errors import RidgelineError, require_torch
-from .traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
+from ridgeline.errors import RidgelineError, require_torch
+from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 
 
 class OneLineErrors(TyperGroup):
@@ -36,8 +36,7 @@ class OneLineErrors(TyperGroup):
 
 def cli_advice(err: RidgelineError) -> str:
     """The option that changes what an engine error names (the engine speaks of settings)."""
-    from .errors import (InvalidSettingError, ProfileMismatchError, UnknownDeviceError,
-                         UnknownModelError)
+    from ridgeline.errors import InvalidSettingError, ProfileMismatchError, UnknownDeviceError, UnknownModelError
 
     if isinstance(err, UnknownModelError):
         return " Run 'ridgeline models list', or pass --config path/to/config.json."
@@ -79,7 +78,7 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write
 ProfileOpt = Annotated[Optional[Path], typer.Option("--profile", help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")]
 TransferOpt = Annotated[bool, typer.Option("--transfer", help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: the committed H100 profile is eager CUDA events, host-inclusive, so eager execution only).")]
 
-# Deployment settings (ridgeline.workload.Settings), shared by analyze, sweep, compare and
+# Deployment settings (ridgeline.engine.workload.Settings), shared by analyze, sweep, compare and
 # frontier: CLI name -> (Settings field, parser, help). Values are text so that sweep and
 # compare can take lists ("16,8,4").
 SETTING_FIELDS = {
@@ -159,7 +158,7 @@ def parse_values(text: str, cast=int) -> list:
 
 def setting_values(raw: dict[str, Any], allow_lists: bool) -> dict[str, list]:
     """CLI deployment options -> {Settings field: [values]} (one value unless lists are allowed)."""
-    from .workload import dtype_for_bits
+    from ridgeline.engine.workload import dtype_for_bits
 
     out: dict[str, list] = {}
     for name, text in raw.items():
@@ -185,7 +184,7 @@ def single_settings(raw: dict[str, Any]) -> dict[str, Any]:
 def deployment(model: str | None, config: Path | None, hardware: str, dtype: str | None,
                deploy: dict, profile: Path | None = None, transfer: bool = False):
     """Resolve the command's inputs once (ridgeline.resolve); print the notes it raised."""
-    from .resolve import resolve
+    from ridgeline.io.resolve import resolve
 
     if transfer and profile is None:
         raise typer.BadParameter("--transfer needs --profile")
@@ -199,7 +198,7 @@ def deployment(model: str | None, config: Path | None, hardware: str, dtype: str
 def console():
     from rich.console import Console
 
-    from .report import console_width
+    from ridgeline.report import console_width
 
     return Console(highlight=False, soft_wrap=False, width=console_width())
 
@@ -219,7 +218,7 @@ def check_format(fmt: str) -> None:
 
 def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
     """Print or write the result; the table view prints rich renderables."""
-    from .report import write_atomic
+    from ridgeline.report import write_atomic
 
     if text is None:
         if output is not None:
@@ -249,15 +248,15 @@ def analyze(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardware
     """Per-operator roofline of prefill and decode, generation totals and memory."""
     from dataclasses import replace
 
-    from .analyze import analyze as run
-    from .report import render, rich_tables
+    from ridgeline.engine.analyze import analyze as run
+    from ridgeline.report import render, rich_tables
 
     check_format(fmt)
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
     result = run(d, batch=batch, seq_len=seq_len, generate=generate)
     if draft is not None:
-        from .model import load_model
-        from .serving import speculative
+        from ridgeline.engine.model import load_model
+        from ridgeline.api import speculative
 
         spec = speculative(d, draft=d.with_model(load_model(draft)), batch=batch,
                            seq_len=seq_len, draft_tokens=draft_tokens, acceptance=acceptance)
@@ -273,7 +272,7 @@ def write_html(result, path: Path) -> None:
     try:
         from viewer.export import write_html as export
     except ImportError as err:
-        from .errors import MissingDependencyError
+        from ridgeline.errors import MissingDependencyError
 
         raise MissingDependencyError("dash and plotly", "viewer") from err
     export(result, path)
@@ -293,7 +292,7 @@ def table_or_text(frame, fmt: str, output: Path | None, title: str, notes: list[
         emit(json.dumps({**head, "rows": frame.to_dict(orient="records"), "notes": list(notes)},
                         indent=2, default=float), [], output)
     else:
-        from .report import frame_table
+        from ridgeline.report import frame_table
 
         emit(None, [*frame_table(frame, title), *notes], output)
 
@@ -309,7 +308,7 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     import itertools
 
-    from .analyze import sweep_each
+    from ridgeline.engine.analyze import sweep_each
 
     check_format(fmt)
     lists = setting_values(deploy, allow_lists=True)
@@ -323,9 +322,9 @@ def sweep(model: ModelArg = None, config: ConfigOpt = None, hardware: HardwareOp
 
 
 def basis_notes(d) -> list[str]:
-    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.basis)."""
-    from .analyze import deployment_basis
-    from .basis import basis_lines
+    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.engine.basis)."""
+    from ridgeline.engine.analyze import deployment_basis
+    from ridgeline.engine.basis import basis_lines
 
     return basis_lines(deployment_basis(d))
 
@@ -373,7 +372,7 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
     """The same model and workload across devices and settings: one row each."""
     import itertools
 
-    from .serving import compare as run
+    from ridgeline.api import compare as run
 
     check_format(fmt)
     lists = setting_values(deploy,
@@ -381,7 +380,7 @@ def compare(model: ModelArg = None, config: ConfigOpt = None,
     base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype}
     variants = [{**{k: v for k, v in base.items() if k not in lists}, **dict(zip(lists, values))}
                 for values in itertools.product(*lists.values())]
-    from .resolve import resolve_each
+    from ridgeline.io.resolve import resolve_each
 
     if transfer and profile is None:
         raise typer.BadParameter("--transfer needs --profile")
@@ -403,9 +402,9 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
              fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
-    from .report import plain_number
-    from .serving import frontier as run
-    from .units import format_time
+    from ridgeline.report import plain_number
+    from ridgeline.api import frontier as run
+    from ridgeline.engine.units import format_time
 
     check_format(fmt)
     d = deployment(model, config, hardware, dtype, deploy, profile, transfer)
@@ -422,8 +421,8 @@ def frontier(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
 @hardware_app.command("list")
 def hardware_list() -> None:
     """One device per line: name, then the key figures."""
-    from .hardware import list_devices, load_device
-    from .units import GIB, GIGA, TERA
+    from ridgeline.io.hardware import list_devices, load_device
+    from ridgeline.engine.units import GIB, GIGA, TERA
 
     for name in list_devices():
         d = load_device(name)
@@ -436,8 +435,8 @@ def hardware_list() -> None:
 def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")],
                   refresh: Annotated[bool, typer.Option("--refresh", help="host: detect and measure again (the result is kept for later runs).")] = False) -> None:
     """All fields of one device, in the units of its file."""
-    from .hardware import detect_host, load_device
-    from .units import GIB, GIGA, KIB, MIB, TERA
+    from ridgeline.io.hardware import detect_host, load_device
+    from ridgeline.engine.units import GIB, GIGA, KIB, MIB, TERA
 
     if refresh and name != "host":
         raise typer.BadParameter("--refresh applies to 'host' only")
@@ -469,7 +468,7 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Catalog name, 'host'
 @models_app.command("list")
 def models_list() -> None:
     """One model per line: name, then its shape."""
-    from .model import list_models, load_model
+    from ridgeline.engine.model import list_models, load_model
 
     for name in list_models():
         m = load_model(name)
@@ -483,8 +482,8 @@ def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a conf
     """The parsed ModelConfig and its parameter count."""
     from dataclasses import asdict
 
-    from .memory import active_parameters, total_parameters
-    from .model import load_model
+    from ridgeline.engine.memory import active_parameters, total_parameters
+    from ridgeline.engine.model import load_model
 
     m = load_model(name)
     for key, value in asdict(m).items():
@@ -514,7 +513,7 @@ def e2e(model: ModelArg = None, config: ConfigOpt = None,
     """Run a real decoder (random weights) and compare measured TTFT/TPOT with the predictions."""
     if repredict is None:  # measuring needs torch; predicting a file again does not
         require_torch("'ridgeline e2e'")
-    from kernels.e2e import run_command
+    from kernels.e2e.e2e import run_command
 
     name = model_name(model, config) if repredict is None else None  # a file names its models
     for line in run_command(name, device=device, batch=batch, prompt=prompt,
@@ -538,9 +537,9 @@ def decode_profile(model: ModelArg = None, config: ConfigOpt = None,
                    threads: Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's); the calibrated profile is the one of this count.")] = None) -> None:
     """Split an eager decode step into host dispatch and device work (is it host-bound?)."""
     require_torch("'ridgeline decode-profile'")
-    from kernels.decode_profile import run
+    from kernels.e2e.decode_profile import run
 
-    from .model import load_model
+    from ridgeline.engine.model import load_model
 
     for line in run(load_model(model_name(model, config)), batch=batch, prompt=prompt,
                     steps=steps, layers=layers, dtype=dtype, device=device, ops=ops,
@@ -578,10 +577,10 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     """Serve requests with continuous batching: latency percentiles, throughput, KV use."""
     import json
 
-    from .report import write_atomic
-    from .simulate import Scheduler, goodput, max_rate
-    from .simulate import simulate as run
-    from .traces import load_trace, poisson
+    from ridgeline.report import write_atomic
+    from ridgeline.serving.simulator import Scheduler, goodput, max_rate
+    from ridgeline.serving.simulator import simulate as run
+    from ridgeline.io.traces import load_trace, poisson
 
     check_format(fmt)
     if not 0 < percentile <= 100:
@@ -640,7 +639,7 @@ def simulation_progress(total: int):
 def simulation_tables(result, slo: dict, found: dict | None, percentile: float) -> list:
     from rich.table import Table
 
-    from .units import format_time
+    from ridgeline.engine.units import format_time
 
     s = result.summary
     table = Table(title=f"{result.meta['model']} on {result.meta['hardware']} ({result.meta['mode']}): "
@@ -681,7 +680,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    profile: ProfileOpt = None,
                    output: OutputOpt = None) -> None:
     """Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator."""
-    from kernels.cb_server import overhead_from as fitted
+    from kernels.servecheck.cb_server import overhead_from as fitted
 
     overhead = fitted(overhead_from) if overhead_from is not None else None
     if fit_overhead is not None:
@@ -695,7 +694,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
                    f"{terms['rms_residual_s'] * 1e3:.3f} ms)")
         return
     if resimulate is not None:
-        from kernels.cb_server import report_lines, resimulate as rerun
+        from kernels.servecheck.cb_server import report_lines, resimulate as rerun
 
         for line in report_lines(rerun(resimulate, overhead, profile=profile)):
             typer.echo(line)
@@ -703,10 +702,10 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
     try:
         import transformers  # noqa: F401
     except ImportError:
-        from .errors import MissingDependencyError
+        from ridgeline.errors import MissingDependencyError
 
         raise MissingDependencyError("transformers", "hf") from None
-    from kernels.cb_server import report_lines, run_check
+    from kernels.servecheck.cb_server import report_lines, run_check
 
     gpu = device.startswith("cuda")
     clock = clock or ("device" if gpu else "cpu")
@@ -714,7 +713,7 @@ def simulate_check(model: Annotated[str, typer.Argument(help="Catalog model (bui
         raise typer.BadParameter("--requests must be >= 2, --rate > 0, --repeats >= 1 and --clock cpu, device or wall")
     if (clock == "device") != gpu and clock != "wall":
         raise typer.BadParameter(f"--clock {clock} goes with --device {'cpu' if clock == 'cpu' else 'cuda'}")
-    from kernels.e2e import resolve_device
+    from kernels.e2e.e2e import resolve_device
 
     device = resolve_device(device)
     if dtype not in ("bf16", "fp32"):
@@ -737,7 +736,7 @@ def serve(host: Annotated[str, typer.Option(help="Interface to bind; the default
           waitress: Annotated[bool, typer.Option("--waitress", help="Serve with waitress, a production WSGI server, instead of Flask's development server.")] = False,
           threads: Annotated[int, typer.Option(min=1, help="waitress: requests served at once.")] = 8) -> None:
     """Start the dashboard (Dash) and print its URL."""
-    from .errors import MissingDependencyError
+    from ridgeline.errors import MissingDependencyError
 
     if waitress and debug:
         raise typer.BadParameter("--debug runs Flask's development server; drop --debug or --waitress")
@@ -791,17 +790,17 @@ def calibrate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads
         raise typer.BadParameter("--check writes nothing: drop --refit and --output")
     if check:
         require_torch("'ridgeline calibrate --check'")
-        from kernels.state import check as run_check
+        from kernels.validate.state import check as run_check
 
         record = run_check(device, threads, profile, log=lambda msg: typer.echo(msg, err=True))
         raise typer.Exit(1 if record["drifted"] else 0)
     if refit is not None:
-        from kernels.calibrate import refit as run_refit
+        from kernels.calibrate.calibrate import refit as run_refit
 
         run_refit(refit, output, log=lambda msg: typer.echo(msg, err=True))
         return
     require_torch("'ridgeline calibrate'")
-    from kernels.calibrate import calibrate as run
+    from kernels.calibrate.calibrate import calibrate as run
 
     run(device, quick=quick, threads=threads, output=output, quiet_wait_s=quiet_wait,
         log=lambda msg: typer.echo(msg, err=True))
@@ -816,17 +815,17 @@ def validate(device: MeasureDeviceOpt = "cpu", quick: QuickOpt = False, threads:
              draw: Annotated[Optional[int], typer.Option("--draw", help="Measure a fresh held-out set drawn with this seed instead of the committed one: two catalog models, batch sizes and context lengths that calibration never uses (written as <stem>-draw<SEED>.*).")] = None) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     _check_device(device)
-    from kernels.validate import failures, rich_summary
+    from kernels.validate.validate import failures, rich_summary
 
     if draw is not None and (draw < 0 or repredict is not None):
         raise typer.BadParameter("--draw takes a seed >= 0 and measures: it does not go with --repredict")
     if repredict is not None:
-        from kernels.validate import repredict as rerun
+        from kernels.validate.validate import repredict as rerun
 
         result, paths = rerun(repredict, profile, output_dir, log=lambda msg: typer.echo(msg, err=True))
     else:
         require_torch("'ridgeline validate'")
-        from kernels.validate import validate as run
+        from kernels.validate.validate import validate as run
 
         result, paths = run(device, quick=quick, threads=threads, profile=profile,
                             output_dir=output_dir, quiet_wait_s=quiet_wait, draw=draw,
@@ -854,9 +853,9 @@ def predictions_register(hardware: HardwareOpt = "h200",
     import json
 
     from kernels.gpu.register import PREDICTIONS_DIR, register
-    from kernels.provenance import git_commit
+    from kernels.bench.provenance import git_commit
 
-    from .report import write_atomic
+    from ridgeline.report import write_atomic
 
     commit = git_commit()
     if profile is not None and not profile.is_file():
@@ -880,7 +879,7 @@ def predictions_compare(results: Annotated[list[Path], typer.Argument(help="A ru
 
     from kernels.gpu.register import compare, markdown
 
-    from .report import write_atomic
+    from ridgeline.report import write_atomic
 
     table = compare(results, predictions)
     text = markdown(table)

@@ -9,13 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UnwritableOutputError
+from ridgeline.errors import UnwritableOutputError
 import numpy as np
 
-from .units import GIB, KIB, MIB, format_bytes, format_si, format_time
+from ridgeline.engine.units import GIB, KIB, MIB, format_bytes, format_si, format_time
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import Analysis
+    from ridgeline.engine.analyze import Analysis
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
@@ -212,7 +212,7 @@ def stage_verdict(analysis: Analysis, stage: str) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """One line: what bounds TTFT and TPOT and by how much, and the largest batch that fits."""
-    from .serving import max_batch
+    from ridgeline.api import max_batch
 
     w = analysis.workload
     step = "TPOT" if analysis.generation else "a decode step"
@@ -274,9 +274,9 @@ def rich_tables(analysis: Analysis) -> list[Any]:
 
 
 def basis_lines(analysis: Analysis) -> list[str]:
-    """What the numbers rest on (ridgeline.basis): the ceilings, how their profile was
+    """What the numbers rest on (ridgeline.engine.basis): the ceilings, how their profile was
     timed, the execution priced; then each note (a stand-in type, an unmeasured term)."""
-    from .basis import basis_lines as lines
+    from ridgeline.engine.basis import basis_lines as lines
 
     return lines(analysis.extra.get("basis"))
 

@@ -1,5 +1,5 @@
 """Published anchors (issue 25): the committed reports/validation/anchors.json is what
-kernels.anchors computes today, each figure names its source (or says none was found),
+kernels.validate.anchors computes today, each figure names its source (or says none was found),
 and every basis the engine refuses records why."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-from kernels.anchors import ANCHORS, OUTPUT, load_anchors, predict_anchors
-from ridgeline.catalog import ROOT
+from kernels.validate.anchors import ANCHORS, OUTPUT, load_anchors, predict_anchors
+from ridgeline.io.catalog import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +27,9 @@ def by_id(rows: list[dict]) -> dict[str, dict]:
 
 
 def test_committed_json_is_what_the_code_computes_now(committed, computed):
-    """Numbers cannot drift silently: rerun python -m kernels.anchors after an engine change."""
+    """Numbers cannot drift silently: rerun python -m kernels.validate.anchors after an engine change."""
     assert json.loads(json.dumps(computed)) == committed["anchors"], (
-        "reports/validation/anchors.json is stale: python -m kernels.anchors")
+        "reports/validation/anchors.json is stale: python -m kernels.validate.anchors")
     assert set(committed["meta"]) >= {"commit", "date", "sources"}
     assert committed["meta"]["sources"] == {a["id"]: a["source"] for a in committed["anchors"]}
 
@@ -100,7 +100,7 @@ def test_the_predictions_that_exist_are_labelled_and_compared(computed):
 
 
 def test_results_md_renders_the_section(committed):
-    from kernels.results import anchors_section
+    from kernels.validate.results import anchors_section
 
     text = "\n".join(anchors_section())
     assert text.startswith("## Published anchors")

@@ -15,14 +15,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ridgeline.analyze import analyze
+from ridgeline.engine.analyze import analyze
 from ridgeline.cli import app
 from ridgeline.errors import UnmeasuredDtypeError
-from ridgeline.hardware import load_device
-from ridgeline.layers import stage_ops
-from ridgeline.profile import load_profile, timing_of
-from ridgeline.resolve import resolve
-from ridgeline.roofline import op_host, op_kernels
+from ridgeline.io.hardware import load_device
+from ridgeline.engine.layers import stage_ops
+from ridgeline.io.profile import load_profile, timing_of
+from ridgeline.io.resolve import resolve
+from ridgeline.engine.roofline import op_host, op_kernels
 
 H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
 H200 = "reports/profiles/cuda-nvidia-h200.yaml"
@@ -72,7 +72,7 @@ def test_a_profile_with_an_unknown_timing_is_refused(tmp_path, bad):
     # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
     ("h200", H200, "compiled",
      "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
-     "compiled host terms (host_us.compiled; python -m kernels.host_profile measures them); "
+     "compiled host terms (host_us.compiled; python -m kernels.calibrate.host_profile measures them); "
      "use execution graph or eager (set with --execution)\n"),
 ])
 def test_an_execution_mode_the_profile_has_no_terms_for_is_refused(hardware, profile, execution,
@@ -244,7 +244,7 @@ def flat(page: str) -> str:
 
 
 def test_docs_quote_the_basis_numbers():
-    from ridgeline.units import format_time
+    from ridgeline.engine.units import format_time
 
     text = flat("docs/settings.md")
     tpot = {d: analyze("llama-2-7b", "h200", 1, 512, 128, dtype=d, profile=H200).generation["tpot_s"]
@@ -326,7 +326,7 @@ def test_sweep_and_frontier_carry_the_basis_in_their_notes():
 def test_a_host_table_without_a_default_names_what_it_charges():
     from types import MappingProxyType
 
-    from ridgeline.basis import basis
+    from ridgeline.engine.basis import basis
 
     d = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, execution="eager")
     host = MappingProxyType({"eager": MappingProxyType({"rope": 60e-6})})

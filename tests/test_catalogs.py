@@ -5,7 +5,7 @@ import pytest
 
 import ridgeline as rl
 from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
-from ridgeline.hardware import cpu_flops_per_cycle, device_from_dict
+from ridgeline.io.hardware import cpu_flops_per_cycle, device_from_dict
 
 DEVICES = rl.list_devices()
 MODELS = rl.list_models()

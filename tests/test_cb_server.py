@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from kernels.cb_server import ServerSettings, build_model, compare, make_trace, matching_scheduler, replay_virtual  # noqa: E402
-from ridgeline.simulate import simulate  # noqa: E402
+from kernels.servecheck.cb_server import ServerSettings, build_model, compare, make_trace, matching_scheduler, replay_virtual
+from ridgeline.serving.simulator import simulate
 
 
 @pytest.mark.bench
@@ -70,9 +70,9 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
     name, from the calibration suite), with the copy, its GEMM and the dispatch."""
     import yaml
 
-    from kernels.state import measure_state, state_ratios
-    from kernels.suite import setup
-    from ridgeline.catalog import PROFILES_DIR
+    from kernels.validate.state import measure_state, state_ratios
+    from kernels.bench.suite import setup
+    from ridgeline.io.catalog import PROFILES_DIR
 
     profile = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
     now = measure_state(setup("cpu", 1, quick=True), profile, "cpu")
@@ -84,8 +84,8 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
 def test_a_run_names_its_profile_in_this_checkout():
     """A run records the absolute path of its profile where it ran; resimulate finds the same
     committed file here, and falls back to the device key's profile for a user's own."""
-    from kernels.cb_server import recorded_profile
-    from ridgeline.catalog import REPORTS_DIR
+    from kernels.servecheck.cb_server import recorded_profile
+    from ridgeline.io.catalog import REPORTS_DIR
 
     there = "/elsewhere/checkout/reports/profiles/drift/cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
     assert recorded_profile({"profile": there}) == \
@@ -99,8 +99,8 @@ def test_resimulate_prices_with_the_profile_it_is_given():
     """``--resimulate FILE --profile P`` prices the recorded trace with P (here the Zen 3's
     evening profile, its roofs measured lower that evening); without it, with the profile the
     run used."""
-    from kernels.cb_server import resimulate
-    from ridgeline.catalog import PROFILES_DIR, REPORTS_DIR
+    from kernels.servecheck.cb_server import resimulate
+    from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
 
     run = REPORTS_DIR / "validation" / "serving" / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.5rps-2026-11-24.json"
     own = resimulate(run)["busy"]["simulated_calibrated_s"]
@@ -114,7 +114,7 @@ def test_resimulate_refuses_a_profile_of_another_cpu():
     """A Xeon run priced with the Zen 3's profile: one line, exit 2, nothing printed."""
     from typer.testing import CliRunner
 
-    from ridgeline.catalog import PROFILES_DIR, REPORTS_DIR
+    from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
     from ridgeline.cli import app
 
     run = REPORTS_DIR / "validation" / "serving" / \
@@ -144,9 +144,9 @@ def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_pa
     the committed Zen 3 profile's recorded rates) land in meta.machine_state."""
     import yaml
 
-    import kernels.state as state
-    from kernels.cb_server import run_check
-    from ridgeline.catalog import PROFILES_DIR
+    import kernels.validate.state as state
+    from kernels.servecheck.cb_server import run_check
+    from ridgeline.io.catalog import PROFILES_DIR
 
     path = PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml"
     recorded = state.recorded_roofs(yaml.safe_load(path.read_text()))
@@ -157,9 +157,9 @@ def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_pa
         return {k: v * s for k, v in recorded.items()}
 
     monkeypatch.setattr(state, "measure_state", stub)
-    from ridgeline.profile import calibrated_ceilings, load_profile
+    from ridgeline.io.profile import calibrated_ceilings, load_profile
 
-    monkeypatch.setattr("kernels.e2e.resolve_ceilings",   # on any host: no CPU signature check
+    monkeypatch.setattr("kernels.e2e.e2e.resolve_ceilings",   # on any host: no CPU signature check
                         lambda spec, p: (calibrated_ceilings(load_profile(p), spec), ()))
     result, _ = run_check("qwen2-0.5b", layers=1, requests=2, rate=4.0, prompt=(8, 8),
                           output=(2, 2), repeats=1, dtype="fp32", profile=path,

@@ -42,7 +42,7 @@ def test_analyze_json_matches_python_api():
 
 def test_analyze_csv_to_file(tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text((rl.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    cfg.write_text((rl.engine.model.MODELS_DIR / "llama-3-8b.json").read_text())
     out = tmp_path / "run.csv"
     result = run("analyze", "--config", str(cfg), "--hardware", "h100-sxm", "--generate",
                  "128", "--format", "csv", "--output", str(out))
@@ -219,7 +219,7 @@ def test_config_that_is_not_a_file(tmp_path):
 
 
 def test_config_folder_with_config_json(tmp_path):
-    (tmp_path / "config.json").write_text((rl.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    (tmp_path / "config.json").write_text((rl.engine.model.MODELS_DIR / "llama-3-8b.json").read_text())
     result = run("analyze", "--config", str(tmp_path), "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"] == tmp_path.name  # named after its folder
@@ -306,7 +306,7 @@ def test_analyze_verdict():
     verdict = [line for line in result.output.splitlines() if line.startswith("verdict:")]
     # decode at batch 1: weights 6.74e9 params x 2 B = 13.5 GB against a KV cache of
     # 2 (k, v) x 32 layers x 4096 x 512 tokens x 2 B = 0.27 GB: weights 98 % of the bytes
-    largest = rl.serving.max_batch("llama-2-7b", "a6000", 512, 128)
+    largest = rl.api.max_batch("llama-2-7b", "a6000", 512, 128)
     assert verdict == [
         "verdict: TTFT is compute-bound (85% of prefill time; linear ops do 98% of the "
         "operations), TPOT is memory-bound (100% of decode time; weights are 98% of the bytes "

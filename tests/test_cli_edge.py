@@ -21,7 +21,7 @@ def test_a_missing_torch_is_one_line(args, monkeypatch):
 
 
 def test_measure_nothing_commands_need_no_torch(monkeypatch, tmp_path):
-    from ridgeline.catalog import VALIDATION_DIR
+    from ridgeline.io.catalog import VALIDATION_DIR
 
     monkeypatch.setitem(sys.modules, "torch", None)
     result = CliRunner().invoke(app, ["validate", "--repredict", str(tmp_path / "none.json")])

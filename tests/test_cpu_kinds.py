@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels.calibrate import memory_roof
-from kernels.cases import Options, suite_cases
+from kernels.calibrate.calibrate import memory_roof
+from kernels.bench.cases import Options, suite_cases
 
 MIB = 1024 * 1024
 LLC = SimpleNamespace(l2_bytes=32 * MIB)
@@ -64,7 +64,7 @@ def test_slow_data_types_are_skipped_with_the_measured_ratio(monkeypatch):
     """On AMD Zen 3 (AVX2 only) bf16, fp16 and int8 products run a scalar fallback."""
     import torch
 
-    import kernels.suite as suite
+    import kernels.bench.suite as suite
 
     seconds = {torch.float32: 1.0, torch.bfloat16: 118.0, torch.float16: 2.0, torch.int8: 57.0}
     monkeypatch.setattr(suite, "_matmul_seconds", lambda dtype, device: seconds[dtype])
@@ -86,8 +86,8 @@ def test_the_committed_zen3_profile_is_what_todays_fit_gives(tmp_path):
     CSV with the committed code gives the committed roofs and tables exactly."""
     import yaml
 
-    from kernels.calibrate import refit
-    from ridgeline.catalog import PROFILES_DIR
+    from kernels.calibrate.calibrate import refit
+    from ridgeline.io.catalog import PROFILES_DIR
 
     path = PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml"
     committed = yaml.safe_load(path.read_text())

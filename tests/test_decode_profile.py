@@ -9,12 +9,11 @@ from typer.testing import CliRunner  # noqa: E402
 
 from dataclasses import replace  # noqa: E402
 
-from kernels.decode_profile import (breakdown_rows, profile_decode, range_kernel_time,  # noqa: E402
-                                    report_lines)
-from kernels.e2e import engine_settings  # noqa: E402
-from ridgeline.analyze import analyze  # noqa: E402
+from kernels.e2e.decode_profile import breakdown_rows, profile_decode, range_kernel_time, report_lines
+from kernels.e2e.e2e import engine_settings
+from ridgeline.engine.analyze import analyze
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.model import ModelConfig  # noqa: E402
+from ridgeline.engine.model import ModelConfig
 
 TINY = ModelConfig(name="tiny", model_type="llama", hidden_size=32, num_layers=2, num_heads=4,
                    num_kv_heads=2, head_dim=8, intermediate_size=48, vocab_size=50,

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import ridgeline as rl
 from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
-from ridgeline.layers import Plan, attended_pairs, expected_experts
-from ridgeline.memory import active_parameters, kv_bytes_per_token, weight_bytes
-from ridgeline.serving import expected_tokens, max_batch, speculative
+from ridgeline.engine.layers import Plan, attended_pairs, expected_experts
+from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, weight_bytes
+from ridgeline.api import expected_tokens, max_batch, speculative
 
 ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")
 FP16 = Plan(2, 2, 2, "fp16", "fp16")
@@ -279,10 +279,10 @@ def test_speculation_with_no_draft_tokens_changes_nothing(batch, length, accepta
 
 
 def test_decode_sum_with_window_and_flash_equals_the_loop():
-    from ridgeline.analyze import stage_totals
-    from ridgeline.layers import stage_ops
-    from ridgeline.precision import make_plan
-    from ridgeline.roofline import spec_ceilings
+    from ridgeline.engine.analyze import stage_totals
+    from ridgeline.engine.layers import stage_ops
+    from ridgeline.engine.precision import make_plan
+    from ridgeline.engine.roofline import spec_ceilings
 
     m, d = rl.load_model("mistral-7b-v0.1"), rl.load_device("a6000")
     s = rl.Settings(attention="flash")

@@ -9,11 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels import timing  # noqa: E402
-from kernels.cases_gpu import (MAX_KV_TOKENS, gpu_cases, is_reference,  # noqa: E402
-                               split_summary)
-from kernels.host_profile import (count_kernels, profile_terms,  # noqa: E402
-                                  range_kernel_counts)
+from kernels.bench import timing
+from kernels.bench.cases_gpu import MAX_KV_TOKENS, gpu_cases, is_reference, split_summary
+from kernels.calibrate.host_profile import count_kernels, profile_terms, range_kernel_counts
 
 CUDA = torch.cuda.is_available()
 CPU_DEV = torch.autograd.DeviceType.CPU
@@ -85,7 +83,7 @@ def test_measure_rejects_unknown_timing():
 # --- the GPU case set ----------------------------------------------------------------
 
 def test_gpu_cases_load_the_device_and_stay_disjoint():
-    from kernels.cases import check_disjoint
+    from kernels.bench.cases import check_disjoint
 
     calibration = gpu_cases("calibration") + gpu_cases("calibration", quick=True)
     validation = gpu_cases("validation")
@@ -105,7 +103,7 @@ def test_gpu_cases_load_the_device_and_stay_disjoint():
     assert all(int(c.recipe["batch"]) * int(c.recipe["length"]) <= MAX_KV_TOKENS for c in decode)
     models = {c.recipe.get("model") for c in validation} - {None}
     assert models == {"llama-3-8b", "llama-2-7b"}        # GQA and MHA
-    from kernels.cases import held_out_overlap
+    from kernels.bench.cases import held_out_overlap
 
     assert not any(held_out_overlap(calibration, validation).values())  # every dimension
 
@@ -123,9 +121,9 @@ def test_reference_kernels_are_reported_apart():
 
 
 def test_rope_benchmark_is_the_decoders_rotary():
-    from kernels.bench import make_bench
-    from kernels.cases_gpu import _decoder_rope_cases
-    from kernels.decoder import apply_rope, rope_tables
+    from kernels.bench.bench import make_bench
+    from kernels.bench.cases_gpu import _decoder_rope_cases
+    from kernels.e2e.decoder import apply_rope, rope_tables
 
     case = _decoder_rope_cases("qwen2-0.5b", "decode", 2, 64, "fp32", "validation")[0]
     bench = make_bench(case, "cpu", 2**16)
@@ -166,8 +164,8 @@ def test_profile_terms_golden():
 
 
 def test_profile_terms_load_into_ceilings():
-    from ridgeline.hardware import load_device
-    from ridgeline.profile import calibrated_ceilings
+    from ridgeline.io.hardware import load_device
+    from ridgeline.io.profile import calibrated_ceilings
 
     eager = {"host_s": {"q_proj": 10e-6}, "kernels": {"q_proj": 1}}
     terms = profile_terms(eager, None, 1e-6)
@@ -180,7 +178,7 @@ def test_host_profile_dry_run_on_cpu(tmp_path):
     """The whole command on a tiny model: host terms measured, a CPU profile refused."""
     import yaml
 
-    from kernels import host_profile
+    from kernels.calibrate import host_profile
 
     config = tmp_path / "config.json"
     config.write_text('{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, '
@@ -210,9 +208,10 @@ def test_graph_replay_and_profiler_agree_on_cuda():
 
 
 def test_gpu_case_set_replaces_the_suites_cases():
-    from kernels import calibrate, validate
-    from kernels.cases import suite_cases
-    from kernels.cases_gpu import gpu_case_set
+    from kernels.calibrate import calibrate
+    from kernels.validate import validate
+    from kernels.bench.cases import suite_cases
+    from kernels.bench.cases_gpu import gpu_case_set
 
     with gpu_case_set():
         assert calibrate.suite_cases is gpu_cases and validate.suite_cases is gpu_cases

@@ -124,13 +124,13 @@ def test_every_dashboard_url_key_is_documented():
 
 
 def test_results_md_is_generated_from_the_snapshots():
-    from kernels.results import RESULTS, render
+    from kernels.validate.results import RESULTS, render
 
-    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.results"
+    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.validate.results"
 
 
 def test_results_table_formats_a_recorded_row():
-    from kernels.results import e2e_table
+    from kernels.validate.results import e2e_table
 
     row = {"model": "m", "layers": 2, "batch": 4, "prompt": 128, "compile": False,
            "measured_ttft_s": 16.6794, "measured_tpot_s": 0.0757,
@@ -259,7 +259,7 @@ def test_serving_doc_quotes_the_committed_runs(rate):
             ) in text
     steps = run["step_breakdown"]
     if rate == "1rps":
-        from kernels.cb_server import resimulate
+        from kernels.servecheck.cb_server import resimulate
 
         live = resimulate(REPORTS / "validation" / "serving" /  # the gather prices: not in the file
                           f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json")["step_breakdown"]
@@ -287,9 +287,9 @@ def test_serving_doc_quotes_the_committed_runs(rate):
 def test_serving_doc_quotes_the_gather_resimulations():
     """The masked and gather rows of docs/serving.md's policy table: the committed runs'
     comparisons (simulated under gather, and the same again live) and
-    kernels.cb_server.resimulate under masked (measures nothing); the gather prompt-chunk
+    kernels.servecheck.cb_server.resimulate under masked (measures nothing); the gather prompt-chunk
     steps' forward and the busy seconds quoted beside it."""
-    from kernels.cb_server import resimulate
+    from kernels.servecheck.cb_server import resimulate
 
     text = " ".join((ROOT / "docs" / "serving.md").read_text().split())
 
@@ -510,7 +510,7 @@ def test_serving_doc_quotes_the_third_cpu_runs():
     """The Xeon runs: measured, as simulated when they were taken (the file), and priced
     again with the committed profile (``resimulate``, measures nothing); the goal is met in
     each, and the decode steps' unpriced time per step."""
-    from kernels.cb_server import resimulate
+    from kernels.servecheck.cb_server import resimulate
 
     text = (ROOT / "docs" / "serving.md").read_text()
     for tag, label in XEON_SERVING:

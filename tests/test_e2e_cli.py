@@ -9,12 +9,12 @@ from typer.testing import CliRunner
 
 pytest.importorskip("torch")
 
-from kernels.e2e import Case, compile_overhead, engine_settings, signed_error, write_rows  # noqa: E402
+from kernels.e2e.e2e import Case, compile_overhead, engine_settings, signed_error, write_rows
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.hardware import load_device  # noqa: E402
-from ridgeline.model import load_model  # noqa: E402
-from ridgeline.profile import calibrated_ceilings, load_profile  # noqa: E402
+from ridgeline.io.hardware import load_device
+from ridgeline.engine.model import load_model
+from ridgeline.io.profile import calibrated_ceilings, load_profile
 
 PROFILE = """\
 meta: {device: test, device_kind: cpu, spec_device: epyc-9654}
@@ -85,9 +85,9 @@ def test_e2e_with_a_missing_profile_is_one_line(tmp_path):
 
 
 def test_a_device_without_a_profile_gets_empty_calibrated_columns(tmp_path):
-    from kernels.e2e import calibrated_for
-    from ridgeline.catalog import PROFILES_DIR
-    from ridgeline.hardware import load_device
+    from kernels.e2e.e2e import calibrated_for
+    from ridgeline.io.catalog import PROFILES_DIR
+    from ridgeline.io.hardware import load_device
 
     assert not (PROFILES_DIR / "cpu-nowhere-1t.yaml").exists()
     ceilings, path, note = calibrated_for("cpu-nowhere-1t", load_device("a6000"), None)
@@ -156,15 +156,15 @@ def test_repredict_recomputes_predictions_and_keeps_measurements(run, tmp_path):
 def test_busy_cores_is_a_core_count_and_waiting_is_bounded():
     import os
 
-    from kernels.e2e import busy_cores, wait_for_quiet
+    from kernels.e2e.e2e import busy_cores, wait_for_quiet
 
     assert 0.0 <= busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9
     assert wait_for_quiet(0.0) < 0.5
 
 
 def test_spec_of_the_host_scales_compute_with_the_threads_used():
-    from ridgeline.hardware import detect_host
-    from ridgeline.resolve import on_threads
+    from ridgeline.io.hardware import detect_host
+    from ridgeline.io.resolve import on_threads
 
     host = detect_host(measure=False, gpu=False)
     one = on_threads(host, 1)

@@ -8,10 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.decoder import Decoder, check_fits, footprint  # noqa: E402
-from kernels.e2e import truncate  # noqa: E402
+from kernels.e2e.decoder import Decoder, check_fits, footprint
+from kernels.e2e.e2e import truncate
 from ridgeline.errors import RidgelineError  # noqa: E402
-from ridgeline.model import ModelConfig, load_model  # noqa: E402
+from ridgeline.engine.model import ModelConfig, load_model
 
 TINY = ModelConfig(name="tiny", model_type="llama", hidden_size=32, num_layers=2, num_heads=4,
                    num_kv_heads=4, head_dim=8, intermediate_size=48, vocab_size=50,
@@ -139,7 +139,7 @@ def test_same_seed_same_weights_and_bf16_runs():
 
 
 def test_the_engines_footprint_matches_the_built_model():
-    """ridgeline.memory's weights are the decoder's parameters but LayerNorm biases (left
+    """ridgeline.engine.memory's weights are the decoder's parameters but LayerNorm biases (left
     out by the engine); its KV cache is the decoder's static cache."""
     for overrides in ({}, {"num_kv_heads": 1, "norm": "layernorm", "gated_mlp": False},
                       {"tie_word_embeddings": True, "parallel_attn": True}):

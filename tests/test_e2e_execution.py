@@ -8,13 +8,12 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from kernels.e2e import (Case, compile_overhead, predicted_columns, row_execution,  # noqa: E402
-                         write_rows)
+from kernels.e2e.e2e import Case, compile_overhead, predicted_columns, row_execution, write_rows
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.hardware import load_device  # noqa: E402
-from ridgeline.model import ModelConfig  # noqa: E402
-from ridgeline.profile import calibrated_ceilings  # noqa: E402
+from ridgeline.io.hardware import load_device
+from ridgeline.engine.model import ModelConfig
+from ridgeline.io.profile import calibrated_ceilings
 
 CUDA = torch.cuda.is_available()
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -83,7 +82,7 @@ def test_predictions_follow_the_execution():
 # --- the transformers client ----------------------------------------------------------
 
 def test_step_times():
-    from kernels.hf_client import step_times
+    from kernels.e2e.hf_client import step_times
 
     ttft, steps = step_times(10.0, [10.5, 10.7, 11.0])
     assert ttft == pytest.approx(0.5) and steps == pytest.approx([0.2, 0.3])
@@ -91,7 +90,7 @@ def test_step_times():
 
 def test_client_refuses_other_model_types_and_compile_on_cpu(tmp_path):
     pytest.importorskip("transformers")
-    from kernels.hf_client import main
+    from kernels.e2e.hf_client import main
 
     assert main(["falcon-7b", "--device", "cpu"]) == 2
     cfg = tmp_path / "tiny"
@@ -104,7 +103,7 @@ def test_client_refuses_other_model_types_and_compile_on_cpu(tmp_path):
 @pytest.mark.parametrize("model_type", ["llama", "qwen2"])
 def test_client_generates_and_predicts_on_cpu(model_type, tmp_path):
     pytest.importorskip("transformers")
-    from kernels.hf_client import run_hf
+    from kernels.e2e.hf_client import run_hf
 
     cfg = tmp_path / f"tiny-{model_type}"
     cfg.mkdir()
@@ -128,7 +127,7 @@ def test_client_generates_and_predicts_on_cpu(model_type, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_graph_decode_gives_the_eager_tokens():
-    from kernels.decoder import DecodeGraphs, Decoder
+    from kernels.e2e.decoder import DecodeGraphs, Decoder
 
     config = ModelConfig.from_hf_config({**TINY, "model_type": "llama"}, name="tiny")
     model = Decoder(config, "fp32", "cuda", max_batch=2, max_len=32)
@@ -151,7 +150,7 @@ def test_graph_decode_gives_the_eager_tokens():
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_client_compiled_is_predicted_as_graph_on_cuda(tmp_path):
     pytest.importorskip("transformers")
-    from kernels.hf_client import run_hf
+    from kernels.e2e.hf_client import run_hf
 
     cfg = tmp_path / "tiny"
     cfg.mkdir()
@@ -165,7 +164,7 @@ def test_client_compiled_is_predicted_as_graph_on_cuda(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
 def test_host_terms_on_cuda():
-    from kernels.host_profile import measure_terms
+    from kernels.calibrate.host_profile import measure_terms
 
     config = ModelConfig.from_hf_config({**TINY, "model_type": "llama"}, name="tiny")
     terms = measure_terms(config, device="cuda", prompt=8, steps=2, dtype="bf16")

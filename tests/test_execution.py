@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridgeline.analyze import analyze
+from ridgeline.engine.analyze import analyze
 from ridgeline.errors import InvalidSpecError, InvalidWorkloadError
-from ridgeline.hardware import load_device
-from ridgeline.ops import Op
-from ridgeline.profile import calibrated_ceilings
-from ridgeline.roofline import (composed_time, evaluate, queue_finish, spec_ceilings,
-                                step_order)
-from ridgeline.workload import Settings
+from ridgeline.io.hardware import load_device
+from ridgeline.engine.ops import Op
+from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.engine.roofline import composed_time, evaluate, queue_finish, spec_ceilings, step_order
+from ridgeline.engine.workload import Settings
 
 
 def loop_finish(host, device):
@@ -180,7 +179,7 @@ def test_spec_ceilings_ignore_execution():
 def test_host_terms_by_op_name():
     table = MappingProxyType({"rope": 60e-6, "default": 1e-6})
     ceilings = replace(spec_ceilings(H100), host_s=MappingProxyType({"eager": table}))
-    from ridgeline.roofline import op_host
+    from ridgeline.engine.roofline import op_host
     assert op_host(ceilings, two_ops()[1], "eager") == pytest.approx(60e-6)
     assert op_host(ceilings, two_ops()[0], "eager") == pytest.approx(1e-6)
     assert op_host(ceilings, two_ops()[0], "graph") == 0.0

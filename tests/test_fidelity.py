@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.cli import app
 from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
-from ridgeline.hardware import _physical_cores, load_device
-from ridgeline.layers import stage_ops
-from ridgeline.memory import kv_capacity_bytes, usable_bytes, weight_bytes
-from ridgeline.model import ModelConfig
-from ridgeline.precision import make_plan
-from ridgeline.roofline import evaluate, spec_ceilings
-from ridgeline.serving import max_batch, speculative
-from ridgeline.workload import Settings
+from ridgeline.io.hardware import _physical_cores, load_device
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.memory import kv_capacity_bytes, usable_bytes, weight_bytes
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.precision import make_plan
+from ridgeline.engine.roofline import evaluate, spec_ceilings
+from ridgeline.api import max_batch, speculative
+from ridgeline.engine.workload import Settings
 
 runner = CliRunner()
 
@@ -81,7 +81,7 @@ def test_speculative_cli_headline_and_valid_json():
                                 "--draft", "llama-3.2-1b"])
     assert table.exit_code == 0, table.output
     spec = speculative("llama-2-7b", "h100-sxm", "llama-3.2-1b", seq_len=512)
-    assert f"TPOT {rl.units.format_time(spec['tpot_s'])}" in table.stdout
+    assert f"TPOT {rl.engine.units.format_time(spec['tpot_s'])}" in table.stdout
     assert "memory with the draft" in table.stdout
 
 

@@ -7,12 +7,11 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from kernels.cases import (SIZE_GRID_MAX_BYTES, Options, build_op, case_dimensions, check_disjoint,
-                           size_grid_cases, suite_cases)
-from kernels.fit import FLOOR, fit_key, fit_profile_terms, roof_seconds
+from kernels.bench.cases import SIZE_GRID_MAX_BYTES, Options, build_op, case_dimensions, check_disjoint, size_grid_cases, suite_cases
+from kernels.calibrate.fit import FLOOR, fit_key, fit_profile_terms, roof_seconds
 from ridgeline.errors import InvalidSpecError
-from ridgeline.profile import calibrated_ceilings
-from ridgeline.roofline import MMAP_THRESHOLD, Ceilings, Curve, evaluate, roofline_time, time_op
+from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.engine.roofline import MMAP_THRESHOLD, Ceilings, Curve, evaluate, roofline_time, time_op
 
 MIB = 2**20
 CEIL = Ceilings("calibrated", 20e9, MappingProxyType({"fp32": 0.2e12, "bf16": 1e12}),
@@ -54,7 +53,7 @@ def test_eager_silu_mul_touches_two_fresh_tensors_and_sdpa_math_each_pass():
 
 
 def test_first_touch_broadcasts_over_workload_arrays():
-    from ridgeline import ops as O
+    from ridgeline.engine import ops as O
     ops = [O.residual_add("attn_add", np.array([1024, 8192, 16384]), 2048, ab=4.0, count=1,
                           dtype="fp32", inputs=())]
     table = evaluate(ops, TOUCH)
@@ -95,7 +94,7 @@ def test_size_table_follows_a_non_monotone_curve_and_the_engine_reads_it_back():
     assert entry["bytes"] == sorted({float(op.bytes) for op in ops})
     profile = {"bandwidth_gb_s": 20.0, "matrix_peak_tops": {"fp32": 0.2, "bf16": 1.0}, "timing": "cpu",
                "size_curves": fit.size_curves, "overhead_us": {k: v * 1e6 for k, v in fit.overhead_s.items()}}
-    from ridgeline.hardware import load_device
+    from ridgeline.io.hardware import load_device
     device = replace(load_device("a6000"), vector_peak=MappingProxyType({"fp32": 0.2e12}))
     ceilings = calibrated_ceilings(profile, device)
     predicted = np.array([float(time_op(op, ceilings)["time_s"]) for op in ops])
@@ -159,7 +158,7 @@ def test_size_grid_spans_the_call_overhead_to_past_the_mmap_threshold_and_is_hel
     ({"bytes": [1, 2], "fraction": [0.5, 0.6], "cap": 5}, "'cap' must be a number from 1 to 3"),
 ])
 def test_a_malformed_size_curve_is_one_clear_error(entry, message):
-    from ridgeline.hardware import load_device
+    from ridgeline.io.hardware import load_device
 
     profile = {"bandwidth_gb_s": 20.0, "size_curves": {"norm:attn_norm@bf16": entry}}
     with pytest.raises(InvalidSpecError, match=message):
@@ -168,7 +167,7 @@ def test_a_malformed_size_curve_is_one_clear_error(entry, message):
 
 @pytest.mark.parametrize("value", [-1.0, 0, "fast", True])
 def test_a_bad_first_touch_rate_is_one_clear_error(value):
-    from ridgeline.hardware import load_device
+    from ridgeline.io.hardware import load_device
 
     with pytest.raises(InvalidSpecError, match="'first_touch_gb_s' must be a positive number"):
         calibrated_ceilings({"bandwidth_gb_s": 20.0, "first_touch_gb_s": value}, load_device("a6000"))

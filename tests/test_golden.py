@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import ridgeline as rl
-from ridgeline.layers import Plan
-from ridgeline.memory import kv_cache_bytes, weight_bytes
+from ridgeline.engine.layers import Plan
+from ridgeline.engine.memory import kv_cache_bytes, weight_bytes
 
 FP16 = Plan(2, 2, 2, "fp16", "fp16")
 

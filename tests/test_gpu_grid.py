@@ -1,4 +1,4 @@
-"""The GPU calibration grid and its held-out draws (kernels.cases_gpu): what the grid covers,
+"""The GPU calibration grid and its held-out draws (kernels.bench.cases_gpu): what the grid covers,
 that draws lie strictly between its points, transformers' two attention paths as kernels of
 their own, the compact calibration's priority order and budget. CPU only."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import cases_gpu as G
-from kernels.cases import Options, build_op, check_disjoint, held_out_overlap
-from ridgeline.roofline import keys_for
+from kernels.bench import cases_gpu as G
+from kernels.bench.cases import Options, build_op, check_disjoint, held_out_overlap
+from ridgeline.engine.roofline import keys_for
 
 CUDA = Options(("fp32", "bf16", "fp16"), G.CUDA_BACKENDS, "cuda")
 CPU = Options(("fp32", "bf16"), ("math", "flash"), "cpu")
@@ -97,7 +97,7 @@ def test_repeat_kv_op_counts_the_copy_and_the_mask():
 @pytest.mark.parametrize("stage", ["decode", "prefill"])
 def test_transformers_paths_run_and_match_float64(backend, stage):
     torch = pytest.importorskip("torch")
-    from kernels.bench import make_bench, repeat_kv
+    from kernels.bench.bench import make_bench, repeat_kv
 
     cases = [c for c in G.gpu_cases("calibration", CPU)
              if c.backend == backend and c.stage == stage and c.recipe["rows"] == 4]
@@ -175,7 +175,7 @@ def test_compact_flag_becomes_quick_with_a_budget():
 
 
 def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
-    from kernels import suite
+    from kernels.bench import suite
 
     clock = [0.0]     # each case takes one second
 
@@ -196,7 +196,8 @@ def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
 
 
 def test_a_budget_patches_calibration_only_while_the_block_runs():
-    from kernels import calibrate, suite
+    from kernels.calibrate import calibrate
+    from kernels.bench import suite
 
     with G.gpu_case_set(10.0):
         assert calibrate.run_cases is not suite.run_cases

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.cases import Options, check_disjoint, held_out_overlap
-from kernels.cases_gpu import CUDA_BACKENDS, gpu_cases, gpu_drawn_cases
-from ridgeline.simulate import Scheduler, simulate
-from ridgeline.traces import Arrivals
+from kernels.bench.cases import Options, check_disjoint, held_out_overlap
+from kernels.bench.cases_gpu import CUDA_BACKENDS, gpu_cases, gpu_drawn_cases
+from ridgeline.serving.simulator import Scheduler, simulate
+from ridgeline.io.traces import Arrivals
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -77,7 +77,7 @@ def test_host_overlap_makes_a_step_the_longer_of_forward_and_host():
 
 
 def test_fit_overhead_of_a_gpu_run_fits_the_whole_step():
-    from kernels.cb_server import fit_overhead
+    from kernels.servecheck.cb_server import fit_overhead
 
     requests = [1, 2, 3, 4, 5, 6]
     steps = {"step_s": [0.05 + 0.002 * n for n in requests],
@@ -103,7 +103,7 @@ def signed(x: float) -> str:
 def test_serving_doc_quotes_the_h200_runs():
     """Each H200 run priced again (measures nothing) by the engine alone and with host terms
     fitted to the other rate's steps: the docs' table, and the goal met for latency."""
-    from kernels.cb_server import overhead_from, resimulate
+    from kernels.servecheck.cb_server import overhead_from, resimulate
 
     text = (ROOT / "docs" / "serving.md").read_text()
     for rate, other in ((8, 16), (16, 8)):

@@ -144,10 +144,10 @@ def test_register_h200_hand_worked(tmp_path):
 
 
 def test_largest_batch_is_the_last_that_fits():
-    from kernels.e2e import engine_settings
+    from kernels.e2e.e2e import engine_settings
     from kernels.gpu.register import largest_batch
-    from ridgeline.analyze import analyze
-    from ridgeline.hardware import load_device
+    from ridgeline.engine.analyze import analyze
+    from ridgeline.io.hardware import load_device
 
     h200 = load_device("h200")
     batch = largest_batch("llama-2-7b", 512, 32, "bf16", h200)
@@ -183,7 +183,7 @@ def test_compare_refuses_what_is_not_a_run(tmp_path):
 
 
 def test_attention_paths_name_what_sdpa_was_given():
-    from kernels.hf_client import attention_paths
+    from kernels.e2e.hf_client import attention_paths
 
     # (query heads, K/V heads, query rows, mask?, enable_gqa?) for a model of 32 query and
     # 8 K/V heads
@@ -198,7 +198,7 @@ def test_attention_paths_name_what_sdpa_was_given():
 def test_transformers_attention_path_is_recorded():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from kernels import hf_client
+    from kernels.e2e import hf_client
 
     raw, _ = hf_client.read_config("qwen2-0.5b")
     model = hf_client.build_model(hf_client.hf_raw(raw, 1), "fp32", "cpu")
@@ -216,9 +216,9 @@ def test_decoder_cache_is_exactly_the_case_s():
     torch = pytest.importorskip("torch")
     from dataclasses import replace
 
-    from kernels.decoder import Decoder
+    from kernels.e2e.decoder import Decoder
     from ridgeline.errors import RidgelineError
-    from ridgeline.model import load_model
+    from ridgeline.engine.model import load_model
 
     config = replace(load_model("qwen2-0.5b"), num_layers=1)
     model = Decoder(config, "fp32", "cpu", max_batch=4, max_len=64)
@@ -259,9 +259,9 @@ def test_run_refuses_unknown_stages_and_sizes(tmp_path):
 
 
 def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():
-    from kernels.e2e import Case, calibrated_for, predicted_columns
-    from ridgeline.hardware import load_device
-    from ridgeline.model import load_model
+    from kernels.e2e.e2e import Case, calibrated_for, predicted_columns
+    from ridgeline.io.hardware import load_device
+    from ridgeline.engine.model import load_model
 
     spec = load_device("h100-sxm")
     h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"

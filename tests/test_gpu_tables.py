@@ -10,16 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import cases_gpu as G
-from kernels.cases import Options
-from kernels.fit import (OVERHEAD_GRID, capped_overheads, fit_attention_tables, fit_class,
-                         fit_profile_terms, roof_seconds)
-from ridgeline import ops as O
+from kernels.bench import cases_gpu as G
+from kernels.bench.cases import Options
+from kernels.calibrate.fit import OVERHEAD_GRID, capped_overheads, fit_attention_tables, fit_class, fit_profile_terms, roof_seconds
+from ridgeline.engine import ops as O
 from ridgeline.errors import InvalidSpecError
-from ridgeline.hardware import load_device
-from ridgeline.profile import calibrated_ceilings
-from ridgeline.roofline import (Ceilings, Curve, GridTable, attention_coords, roofline_time,
-                                time_op)
+from ridgeline.io.hardware import load_device
+from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.engine.roofline import Ceilings, Curve, GridTable, attention_coords, roofline_time, time_op
 
 PEAKS = dict(matrix_peak=MappingProxyType({"bf16": 1e15}), vector_peak=MappingProxyType({"fp32": 1e15}))
 # decode table of one class: rows 1 and 4, contexts 64 and 256, head_dim 128
@@ -119,7 +117,7 @@ def test_the_fitted_overhead_never_exceeds_the_smallest_kernel():
 def _rows(cases, seed):
     """Fake measurements of ``cases``: the bare roofline time over a fraction that falls
     with fewer rows and shorter contexts, plus 4 µs."""
-    from kernels.suite import op_fields
+    from kernels.bench.suite import op_fields
 
     ceilings = Ceilings("calibrated", 3e12, MappingProxyType({"bf16": 7e14, "fp32": 5e13, "int8": 1.4e15, "fp8": 1.4e15}),
                         MappingProxyType({"fp32": 6e13}), device="test")
@@ -153,7 +151,7 @@ def test_a_dry_grid_fits_attention_tables_and_every_overhead_is_capped(seed):
     assert table["knots"] == [[1.0, 4.0], [64.0, 128.0, 256.0], [64.0]]
     assert np.all((np.array(table["fraction"]) > 0) & (np.array(table["fraction"]) <= 1))
     # every class's overhead is at most its fastest measured case
-    from kernels.fit import _groups
+    from kernels.calibrate.fit import _groups
 
     measured = np.array([r["measured_s"] for r in rows])
     for key, members in _groups(ops).items():
@@ -183,7 +181,7 @@ def test_a_size_grid_alone_finds_its_overhead_between_its_knots():
     0.05) plus a 2.7 µs overhead, and no case off the knots: with ``between`` each inner knot
     is judged from its neighbours, so only the true overhead leaves no error; without it
     every overhead reproduces the knots and the first (0) is kept."""
-    from kernels.fit import fit_row_table
+    from kernels.calibrate.fit import fit_row_table
 
     oh = OVERHEAD_GRID[16]
     sizes = 2.0 ** np.arange(10)
@@ -203,11 +201,11 @@ def test_the_cap_is_a_recorded_rule_that_a_committed_h100_profile_predates():
 
     import yaml
 
-    from kernels.calibrate import calibration_rows, fit_profile
-    from kernels.cases import case_from_dict
-    from kernels.fit import FIT_RULES, fit_key, recorded_rules
-    from ridgeline.catalog import PROFILES_DIR
-    from ridgeline.profile import recorded_device
+    from kernels.calibrate.calibrate import calibration_rows, fit_profile
+    from kernels.bench.cases import case_from_dict
+    from kernels.calibrate.fit import FIT_RULES, fit_key, recorded_rules
+    from ridgeline.io.catalog import PROFILES_DIR
+    from ridgeline.io.profile import recorded_device
 
     path = PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"
     committed = yaml.safe_load(path.read_text())

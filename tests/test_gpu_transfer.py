@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from kernels.gpu_transfer import e2e_errors, main, transfer_report
-from ridgeline.catalog import REPORTS_DIR
-from ridgeline.hardware import load_device
-from ridgeline.roofline import spec_ceilings
+from kernels.gpu.transfer import e2e_errors, main, transfer_report
+from ridgeline.io.catalog import REPORTS_DIR
+from ridgeline.io.hardware import load_device
+from ridgeline.engine.roofline import spec_ceilings
 
 H100 = "cuda-nvidia-h100-80gb-hbm3"
 SNAPSHOT = REPORTS_DIR / "validation" / f"{H100}-2026-11-23.json"

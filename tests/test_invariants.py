@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ridgeline as rl
-from ridgeline.analyze import decode_time_sum, stage_totals
-from ridgeline.layers import stage_ops
-from ridgeline.precision import make_plan
-from ridgeline.roofline import spec_ceilings
+from ridgeline.engine.analyze import decode_time_sum, stage_totals
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.precision import make_plan
+from ridgeline.engine.roofline import spec_ceilings
 
 MODELS = ["llama-2-7b", "llama-3-8b", "falcon-7b", "opt-6.7b", "gpt-j-6b", "gemma-7b"]
 batches = st.integers(1, 256)

@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels import bench as B  # noqa: E402
-from kernels.cases import Case, Options, suite_cases  # noqa: E402
-from kernels.suite import RunConfig, run_case  # noqa: E402
+from kernels.bench import bench as B
+from kernels.bench.cases import Case, Options, suite_cases
+from kernels.bench.suite import RunConfig, run_case
 
 CFG = RunConfig("cpu", 1, 2**20, budget_s=0.002, min_reps=3)
 SMALL = {"model": "qwen2-0.5b", "stage": "decode", "batch": 2, "length": 63}

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from kernels import cases as K
-from kernels.cases import Options, case_from_dict, check_disjoint, suite_cases
+from kernels.bench import cases as K
+from kernels.bench.cases import Options, case_from_dict, check_disjoint, suite_cases
 
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -168,7 +168,7 @@ def test_grid_measures_every_row_count_to_16_then_log_steps_to_256():
 
 
 def test_quant_grid_is_the_model_cases_kernels_on_the_row_grid():
-    from kernels.fit import ROW_TABLE_CLASSES, fit_key
+    from kernels.calibrate.fit import ROW_TABLE_CLASSES, fit_key
 
     grid = K.quant_grid_cases(("fp32", "bf16"))
     assert K.quant_grid_cases(("fp32",)) == []           # bf16 activations, as the model cases
@@ -193,7 +193,7 @@ def test_quant_grid_is_the_model_cases_kernels_on_the_row_grid():
 
 
 def test_weight_only_scale_bytes_are_the_engines():
-    from ridgeline.precision import SCALE_BYTES, ZERO_POINT_BYTES
+    from ridgeline.engine.precision import SCALE_BYTES, ZERO_POINT_BYTES
 
     assert K.precision("bf16", w_dtype="int8").scale_bytes == SCALE_BYTES == 2.0
     assert K.precision("bf16", w_dtype="int4", group_size=128).scale_bytes == SCALE_BYTES + ZERO_POINT_BYTES == 4.0

@@ -16,8 +16,8 @@ runner = CliRunner()
 
 
 def test_importing_ridgeline_and_cli_does_not_import_torch():
-    code = ("import sys, ridgeline, ridgeline.cli, kernels.cases, kernels.replay, kernels.fit, "
-            "kernels.gate, kernels.golden; assert 'torch' not in sys.modules, 'torch imported'")
+    code = ("import sys, ridgeline, ridgeline.cli, kernels.bench.cases, kernels.validate.replay, kernels.calibrate.fit, "
+            "kernels.validate.gate, kernels.validate.golden; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -57,7 +57,7 @@ def test_cuda_without_gpu_is_one_line_exit_2():
 
 def _tiny_cases(split, opts=None, quick=False):
     """Three small cases per split, from different models (held out)."""
-    from kernels.cases import Case
+    from kernels.bench.cases import Case
 
     # held out in model, batch, length and widths, as validate checks
     model, batch, length = ("qwen2-0.5b", 1, 40) if split == "calibration" else ("llama-3.2-1b", 2, 24)
@@ -75,10 +75,10 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     """The whole pipeline at toy sizes: profile, snapshot JSON/CSV/HTML, summary, replay."""
     pytest.importorskip("torch")
     pytest.importorskip("plotly")
-    import kernels.calibrate as cal
-    import kernels.suite as suite
-    import kernels.validate as val
-    from kernels.replay import replay_snapshot
+    import kernels.calibrate.calibrate as cal
+    import kernels.bench.suite as suite
+    import kernels.validate.validate as val
+    from kernels.validate.replay import replay_snapshot
 
     monkeypatch.setattr(cal, "suite_cases", _tiny_cases)
     monkeypatch.setattr(val, "suite_cases", _tiny_cases)

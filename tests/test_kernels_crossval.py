@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.cases import Options, grid_cases, suite_cases
-from kernels.validate import cross_validate, rich_summary, summarize
+from kernels.bench.cases import Options, grid_cases, suite_cases
+from kernels.validate.validate import cross_validate, rich_summary, summarize
 from ridgeline.errors import InvalidSpecError
-from ridgeline.hardware import load_device
-from ridgeline.profile import calibrated_ceilings
-from ridgeline.roofline import evaluate
+from ridgeline.io.hardware import load_device
+from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.engine.roofline import evaluate
 
 PROFILE = {"meta": {"device": "test"}, "timing": "device", "bandwidth_gb_s": 40.0,
            "matrix_peak_tops": {"fp32": 0.2, "bf16": 0.8, "int8": 1.6},
@@ -31,7 +31,7 @@ def test_leave_one_model_out_recovers_a_model_it_can_represent():
     cases = [c for c in suite_cases("calibration", opts, quick=True)
              if c.stage != "grid" and c.kernel in ("linear", "rmsnorm")]
     cases += grid_cases(("fp32",), quick=True)
-    from kernels.fit import EFF_GRID, OVERHEAD_GRID
+    from kernels.calibrate.fit import EFF_GRID, OVERHEAD_GRID
 
     half, oh = float(EFF_GRID[58]), float(OVERHEAD_GRID[12])
     truth = {**PROFILE, "efficiency": {k: {"compute": half, "memory": half}
@@ -97,9 +97,9 @@ def test_profile_row_tables_are_checked(curves, problem):
 
 
 def test_row_tables_round_trip_through_a_snapshot():
-    from kernels.replay import predict
-    from ridgeline.roofline import Ceilings
-    from kernels.cases import build_op
+    from kernels.validate.replay import predict
+    from ridgeline.engine.roofline import Ceilings
+    from kernels.bench.cases import build_op
 
     curves = {"linear@fp32": [{"k": 896, "n": 4864, "rows": [1, 2, 16], "fraction": [0.4, 0.2, 0.6]},
                               {"k": 2048, "n": 2048, "rows": [1, 4], "fraction": [0.5, 0.3]}]}

@@ -7,9 +7,9 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from kernels.cases import build_op
-from kernels.fit import EFF_GRID, OVERHEAD_GRID, fit_class, fit_key, fit_profile_terms, roof_seconds
-from ridgeline.roofline import Ceilings, keys_for, time_op
+from kernels.bench.cases import build_op
+from kernels.calibrate.fit import EFF_GRID, OVERHEAD_GRID, fit_class, fit_key, fit_profile_terms, roof_seconds
+from ridgeline.engine.roofline import Ceilings, keys_for, time_op
 
 CEIL = Ceilings("calibrated", 40e9, MappingProxyType({"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12}),
                 MappingProxyType({"fp32": 0.2e12}), device="test")
@@ -94,8 +94,8 @@ def test_tile_fill_scales_compute_for_few_rows_and_spares_gemv():
     (32, 8, 256, 1024),   # prefill: query length times the group
 ])
 def test_attention_tile_rows_are_query_rows_per_kv_head(heads, kv_heads, q_len, rows):
-    from ridgeline import ops as O
-    from ridgeline.roofline import tile_rows
+    from ridgeline.engine import ops as O
+    from ridgeline.engine.roofline import tile_rows
 
     kw = dict(ab=2, kvb=2, count=1, dtype="bf16")
     assert tile_rows(O.qk_matmul(2, heads, kv_heads, q_len, 512, 128, **kw)) == rows
@@ -109,7 +109,7 @@ def test_attention_tile_rows_are_query_rows_per_kv_head(heads, kv_heads, q_len, 
 
 def test_tile_fill_broadcasts_over_workload_arrays():
     import ridgeline as rl
-    from ridgeline.hardware import load_device
+    from ridgeline.io.hardware import load_device
 
     eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0,
                            "gemv_memory": 0.45}}
@@ -193,8 +193,8 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     assert entry["fraction"] == pytest.approx([fraction(m) for m in ms], rel=1e-3)
     assert fit.overhead_s["linear@fp32"] == pytest.approx(overhead)
     assert "linear@fp32" not in fit.efficiency and fit.refused == []
-    from ridgeline.hardware import load_device
-    from ridgeline.profile import calibrated_ceilings
+    from ridgeline.io.hardware import load_device
+    from ridgeline.io.profile import calibrated_ceilings
 
     profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2}, "vector_peak_tops": {"fp32": 0.2},
                "timing": "device", "row_curves": fit.row_curves, "overhead_us": {"linear@fp32": overhead * 1e6}}
@@ -210,7 +210,7 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
 def test_weight_only_products_on_the_grid_get_their_own_row_table():
     # the quick gate's Xeon: a one-row int8 product streams near the memory roof while a tile
     # fill fitted at 2, 4 and 32 rows priced it twice as slow; the grid measures it
-    from kernels.cases import quant_grid_cases
+    from kernels.bench.cases import quant_grid_cases
 
     grid = [c.op for c in quant_grid_cases(("bf16",), quick=True) if c.kernel == "int8_weight_only"]
     model = [build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "decode", "batch": b,
@@ -233,7 +233,7 @@ def test_weight_only_products_on_the_grid_get_their_own_row_table():
 
 
 def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance():
-    from ridgeline.roofline import Curve, RowTable
+    from ridgeline.engine.roofline import Curve, RowTable
 
     table = RowTable(((1024.0, 1024.0), (4096.0, 4096.0)),
                      (Curve((1.0, 4.0), (0.2, 0.4)), Curve((1.0, 4.0), (0.6, 0.8))))
@@ -247,7 +247,7 @@ def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance()
 
 
 def test_a_more_specific_kernel_class_is_not_read_from_the_plain_gemm_table():
-    from ridgeline.roofline import Curve, RowTable
+    from ridgeline.engine.roofline import Curve, RowTable
 
     wo = build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "decode", "batch": 1,
                    "length": 10, "dtype": "bf16", "op": "o_proj", "w_dtype": "int8",
@@ -280,8 +280,8 @@ def test_a_residual_add_may_reach_its_reads_at_the_roof_on_recorded_cpu_data():
 
     import pandas as pd
 
-    from kernels.cases import case_from_dict
-    from kernels.fit import write_free
+    from kernels.bench.cases import case_from_dict
+    from kernels.calibrate.fit import write_free
 
     frame = pd.read_csv(Path(__file__).parent / "data" / "epyc-attn-add-fp32.calibration.csv",
                         keep_default_na=False)
@@ -313,7 +313,7 @@ def _grid_row(m, t, dtype="bf16", k=2048, n=2048):
 
 
 def test_grid_breaks_finds_points_slower_than_both_neighbours():
-    from kernels.calibrate import grid_breaks
+    from kernels.calibrate.calibrate import grid_breaks
 
     rows = [_grid_row(1, 1.0), _grid_row(2, 1.1), _grid_row(3, 1.5), _grid_row(4, 1.2),
             _grid_row(5, 1.2), _grid_row(6, 1.6),            # last point: no larger neighbour
@@ -328,7 +328,7 @@ def test_grid_breaks_finds_points_slower_than_both_neighbours():
 
 
 def test_grid_breaks_reads_the_size_grid_by_tokens_per_kernel_and_width():
-    from kernels.calibrate import grid_breaks
+    from kernels.calibrate.calibrate import grid_breaks
 
     def row(kernel, tokens, t, width=2048):
         return {"name": f"sgrid/{kernel}/t{tokens}xw{width}/fp32", "stage": "grid", "status": "ok",
@@ -344,9 +344,9 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     """An attention class measured on the decode grid: its decode cases become a row table by
     (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
     cases keep fitted terms, and an array of query lengths takes each where it applies."""
-    from kernels.cases import attention_grid_cases
-    from ridgeline.hardware import load_device
-    from ridgeline.profile import calibrated_ceilings
+    from kernels.bench.cases import attention_grid_cases
+    from ridgeline.io.hardware import load_device
+    from ridgeline.io.profile import calibrated_ceilings
 
     def fraction(rows, d):   # one row slow, a dip at 4, and head_dim 128 half as fast
         base = 0.1 if rows == 1 else 0.3 if rows == 4 else 0.5

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, headline, verdict
+from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, headline, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,14 +1,14 @@
 """Golden analytic values: the engine's flops/bytes per op, pinned exactly (no torch).
 
 A failure means a formula changed. If the change is deliberate, regenerate with
-``python -m kernels.golden --write`` and commit the diff of reports/golden/analytic.json.
+``python -m kernels.validate.golden --write`` and commit the diff of reports/golden/analytic.json.
 """
 from __future__ import annotations
 
 import copy
 import json
 
-from kernels.golden import GOLDEN_PATH, compute, differences
+from kernels.validate.golden import GOLDEN_PATH, compute, differences
 
 
 def test_engine_matches_golden_values_exactly():

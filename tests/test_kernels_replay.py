@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from kernels.cases import suite_cases
-from kernels.replay import predict, relative_error, replay_snapshot, snapshots
-from kernels.suite import op_fields
-from ridgeline.roofline import Ceilings
+from kernels.bench.cases import suite_cases
+from kernels.validate.replay import predict, relative_error, replay_snapshot, snapshots
+from kernels.bench.suite import op_fields
+from ridgeline.engine.roofline import Ceilings
 
 CAL = Ceilings("calibrated", 40e9, {"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12},
                {"fp32": 0.2e12}, {"linear@bf16": {"compute": 0.9, "memory": 0.6}},
@@ -76,7 +76,7 @@ def test_replay_needs_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, json; from kernels.replay import replay_snapshot, snapshots; "
+    code = ("import sys, json; from kernels.validate.replay import replay_snapshot, snapshots; "
             "[replay_snapshot(json.load(open(p))) for p in snapshots()]; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

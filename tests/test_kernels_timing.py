@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kernels.timing import Measurement, measure, rotation_sets, summarize
+from kernels.bench.timing import Measurement, measure, rotation_sets, summarize
 
 
 def test_summarize_quantiles_and_spread():

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ridgeline.catalog import PROFILES_DIR, VALIDATION_DIR
+from ridgeline.io.catalog import PROFILES_DIR, VALIDATION_DIR
 from ridgeline.cli import app
 
 runner = CliRunner()
@@ -22,7 +22,7 @@ CPU = PROFILES_DIR / "cpu-amd-epyc-1t.yaml"
 @pytest.fixture(autouse=True)
 def no_machine(monkeypatch):
     """Anything that reads the current machine fails the test."""
-    import ridgeline.hardware as hw
+    import ridgeline.io.hardware as hw
 
     def refuse(*_a, **_k):
         raise AssertionError("a measure-nothing command read the current machine")

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.cli import app
 from ridgeline.errors import ProfileMismatchError, RidgelineError
-from ridgeline.hardware import load_device
-from ridgeline.profile import load_profile
-from ridgeline.resolve import resolve, resolve_each
+from ridgeline.io.hardware import load_device
+from ridgeline.io.profile import load_profile
+from ridgeline.io.resolve import resolve, resolve_each
 
 H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
 CPU = "reports/profiles/cpu-amd-epyc-1t.yaml"
@@ -111,7 +111,7 @@ def test_compare_applies_the_profile_where_it_was_measured():
 ZEN3 = "AuthenticAMD 25/1: avx2 fma"
 
 
-HOST = rl.hardware.detect_host(measure=False, gpu=False)
+HOST = rl.io.hardware.detect_host(measure=False, gpu=False)
 
 
 def cpu_host(name: str, signature: str):
@@ -144,7 +144,7 @@ def test_host_profile_from_a_cpu_of_another_signature_is_refused():
 
 
 def test_cpu_signature_and_key_name_from_cpuinfo():
-    from ridgeline.hardware import cpu_key_name, cpu_signature
+    from ridgeline.io.hardware import cpu_key_name, cpu_signature
 
     info = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143",
             "model name": "Intel(R) Xeon(R) Platinum 8480+",
@@ -152,7 +152,7 @@ def test_cpu_signature_and_key_name_from_cpuinfo():
     assert cpu_signature(info) == ("GenuineIntel 6/143: avx2 fma avx512f avx512_bf16 avx512_vnni "
                                    "amx_bf16 amx_int8")
     assert cpu_key_name(info) == "Intel(R) Xeon(R) Platinum 8480+ f6m143"
-    assert rl.profile.device_key("cpu", cpu_key_name(info), 1) == "cpu-intel-r-xeon-r-platinum-8480-f6m143-1t"
+    assert rl.io.profile.device_key("cpu", cpu_key_name(info), 1) == "cpu-intel-r-xeon-r-platinum-8480-f6m143-1t"
 
 
 def test_a_profile_that_names_no_device_is_refused(tmp_path):
@@ -171,7 +171,7 @@ def test_a_profile_that_names_no_device_is_refused(tmp_path):
     ("Tesla V100-SXM2-16GB", "v100"), ("Tesla T4", "t4"), ("Some Future GPU", None)])
 def test_driver_names_come_from_the_device_files(driver, catalog):
     """The longest matching ``driver_names`` entry wins ('H100 PCIe' over 'H100')."""
-    from ridgeline.names import catalog_name_for_gpu
+    from ridgeline.io.names import catalog_name_for_gpu
 
     assert catalog_name_for_gpu(driver) == catalog
 
@@ -203,7 +203,7 @@ def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows()
 
 
 def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
-    import ridgeline.hardware as hw
+    import ridgeline.io.hardware as hw
 
     monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("Some Other CPU", ZEN3))
     result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32",
@@ -214,7 +214,7 @@ def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
 
 
 def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_path):
-    import ridgeline.hardware as hw
+    import ridgeline.io.hardware as hw
 
     signed = tmp_path / "zen5.yaml"
     signed.write_text(open(CPU).read().replace("  cpu: AMD EPYC\n",

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from ridgeline import analyze
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import load_device
-from ridgeline.profile import calibrated_ceilings, load_profile, profile_path
-from ridgeline.simulate import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
-from ridgeline.traces import Arrivals, poisson
+from ridgeline.io.hardware import load_device
+from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_path
+from ridgeline.serving.simulator import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.io.traces import Arrivals, poisson
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 
@@ -200,8 +200,8 @@ def test_masked_attention_one_sequence_is_varlen_and_more_with_several():
     32 x 132); with 8 chunks of 32 over 100 cached each every query meets all 8 x 132
     keys, 8 times the pairs of the per-sequence kernels, so the step costs more (8 decodes
     read the same keys once either way: memory-bound on an A6000, no cheaper)."""
-    from ridgeline.resolve import resolve
-    from ridgeline.simulate import build_step_cost, masked_step_time, step_time
+    from ridgeline.io.resolve import resolve
+    from ridgeline.serving.simulator import build_step_cost, masked_step_time, step_time
 
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
@@ -226,7 +226,7 @@ def test_masked_attention_serves_the_same_schedule():
 # --- transformers' sdpa step (batch_attention "gather") ------------------------------------
 
 def _qwen_flash():
-    from ridgeline.resolve import resolve
+    from ridgeline.io.resolve import resolve
 
     return resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
 
@@ -241,8 +241,8 @@ def test_gather_ops_bytes_by_hand():
     14 x 1000 x 128 x 2 = 3 584 000 B, the query 40 x 14 x 64 x 2 = 71 680 B plus the mask
     40 x 1000 x 2 = 80 000 B, the output 71 680 B, 24 kernels; its tiles hold T = 40 rows.
     For a lone query token the query heads fold onto the 2 K/V heads: 512 000 B of K/V."""
-    from ridgeline.roofline import tile_rows
-    from ridgeline.simulate import GATHER_OPS, gather_ops
+    from ridgeline.engine.roofline import tile_rows
+    from ridgeline.serving.simulator import GATHER_OPS, gather_ops
 
     d = _qwen_flash()
     write, gather, repeat, attn, folded = gather_ops(d.model, d.plan, 40, 1000)
@@ -264,7 +264,7 @@ def test_gather_lone_decode_by_hand():
     step (the engine's decode attention, memory-bound) plus the new token's K/V written
     (48 kernels x 512 B), the 1001 keys read back (48 x 512 x 1001 B) and the mask
     (24 x 2 x 1001 B): (24 576 + 24 600 576 + 48 048) B / 768 GB/s = 32.1 us."""
-    from ridgeline.simulate import build_step_cost, gather_step_time, masked_step_time
+    from ridgeline.serving.simulator import build_step_cost, gather_step_time, masked_step_time
 
     d = _qwen_flash()
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
@@ -281,9 +281,9 @@ def test_gather_table_is_the_engine_on_its_ops(tokens, keys, reads):
     """The tabulated step (affine in the keys at each T) equals the engine evaluating
     gather_ops at the step's own T and K, here on the committed CPU profile (per-kernel
     overheads, tile fill by rows)."""
-    from ridgeline.resolve import resolve
-    from ridgeline.roofline import evaluate
-    from ridgeline.simulate import _token_part, build_step_cost, gather_ops, gather_step_time
+    from ridgeline.io.resolve import resolve
+    from ridgeline.engine.roofline import evaluate
+    from ridgeline.serving.simulator import _token_part, build_step_cost, gather_ops, gather_step_time
 
     roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), load_device("a6000"))
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash", ceilings=roofs)
@@ -331,7 +331,7 @@ def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hi
     and ``decode_time`` adds Python floats) gives every timeline and request time to the
     bit of the path that looks at every request each step (preemptions, prefix hits and
     a sliding window included)."""
-    import ridgeline.simulate as S
+    import ridgeline.serving.simulator as S
 
     rng = np.random.default_rng(seed)
     n = 60

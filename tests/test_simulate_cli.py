@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
-from ridgeline.traces import load_trace, poisson
+from ridgeline.io.traces import load_trace, poisson
 
 runner = CliRunner()
 
@@ -113,7 +113,7 @@ def test_resimulate_reproduces_the_committed_transformers_run():
     engine, the profile and the scheduler mapping have not drifted since the run)."""
     from pathlib import Path
 
-    from kernels.cb_server import resimulate
+    from kernels.servecheck.cb_server import resimulate
 
     path = Path(__file__).resolve().parent.parent / "reports" / "validation" / "serving" / \
         "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json"

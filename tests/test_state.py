@@ -7,8 +7,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kernels import state
-from ridgeline.catalog import PROFILES_DIR
+from kernels.validate import state
+from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.cli import app
 
 runner = CliRunner()

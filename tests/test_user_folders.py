@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from ridgeline.catalog import ROOT, VALIDATION_DIR, user_cache_dir, user_data_dir
-from ridgeline.profile import list_profiles, profile_path
+from ridgeline.io.catalog import ROOT, VALIDATION_DIR, user_cache_dir, user_data_dir
+from ridgeline.io.profile import list_profiles, profile_path
 
 
 def test_user_folders_follow_the_environment(tmp_path, monkeypatch):
@@ -23,8 +23,8 @@ def test_user_folders_follow_the_environment(tmp_path, monkeypatch):
 
 
 def test_e2e_writes_into_the_user_folder_by_default():
-    from kernels.e2e import default_path
-    from ridgeline.model import load_model
+    from kernels.e2e.e2e import default_path
+    from ridgeline.engine.model import load_model
 
     path = default_path("cpu-x-1t", load_model("qwen2-0.5b"), "2026-01-01")
     assert path == user_data_dir() / "validation" / "e2e-cpu-x-1t-qwen2-0.5b-2026-01-01.json"
@@ -60,7 +60,7 @@ def test_the_dashboard_reads_both_folders_and_says_so(tmp_path, monkeypatch):
 
 
 def test_the_gate_replays_only_tracked_snapshots(tmp_path):
-    from kernels.replay import tracked_snapshots
+    from kernels.validate.replay import tracked_snapshots
 
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
@@ -76,7 +76,7 @@ def test_the_gate_replays_only_tracked_snapshots(tmp_path):
 def test_host_is_detected_once_and_kept_with_its_provenance(monkeypatch, tmp_path):
     """The copy bandwidth is measured once: a new process (the in-memory table cleared)
     reads the same figure back from disk; --refresh measures again."""
-    import ridgeline.hardware as hw
+    import ridgeline.io.hardware as hw
     from typer.testing import CliRunner
 
     from ridgeline.cli import app

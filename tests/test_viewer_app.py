@@ -19,9 +19,9 @@ from dash.exceptions import PreventUpdate
 from typer.testing import CliRunner
 
 import ridgeline as rl
-from ridgeline.catalog import MODELS_DIR, HARDWARE_DIR
+from ridgeline.io.catalog import MODELS_DIR, HARDWARE_DIR
 from ridgeline.cli import app as cli
-from ridgeline.workload import Settings
+from ridgeline.engine.workload import Settings
 from viewer import callbacks, data, figures, ids, state
 from viewer.app import create_app
 
@@ -146,7 +146,7 @@ def test_analyze_callback_shows_the_engines_numbers():
     engine = rl.analyze("llama-2-7b", "a6000", batch=4, seq_len=1024, generate=64, settings=Settings(w_dtype="int8"))
     assert out[0] == ""
     assert list(out[2:7]) == list(figures.format_cards(engine).values())
-    assert out[3] == rl.units.format_time(engine.generation["tpot_s"])
+    assert out[3] == rl.engine.units.format_time(engine.generation["tpot_s"])
     rows = out[-1]
     assert len(rows) == len(engine.prefill.ops) + len(engine.decode.ops)
     q = next(r for r in rows if r["stage"] == "decode" and r["name"] == "q_proj")
@@ -436,7 +436,7 @@ def test_importing_the_cli_loads_no_dash_or_plotly():
 
 
 def test_calibrated_profile_changes_roofs_and_numbers(tmp_path, monkeypatch):
-    import ridgeline.profile as rp
+    import ridgeline.io.profile as rp
 
     monkeypatch.setattr(rp, "PROFILES_DIR", tmp_path)
     (tmp_path / "my-a6000.yaml").write_text(

@@ -21,7 +21,7 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 import ridgeline as rl  # noqa: E402
-from ridgeline.workload import Settings  # noqa: E402
+from ridgeline.engine.workload import Settings
 from viewer import figures, ids  # noqa: E402
 from viewer.screenshots import chrome, chromium_paths, serve_in_thread, wait_for  # noqa: E402
 
@@ -141,7 +141,7 @@ def test_uploads_in_the_page(page, tmp_path):
         lambda d: "malformed JSON" in d.find_element(By.ID, ids.UPLOAD_ERROR).text)
     assert cards_shown(page) == before and "model=llama-2-7b" in page.current_url
 
-    from ridgeline.catalog import MODELS_DIR
+    from ridgeline.io.catalog import MODELS_DIR
 
     good = tmp_path / "my-model.json"
     good.write_text((MODELS_DIR / "llama-3.2-1b.json").read_text())

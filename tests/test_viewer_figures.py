@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("plotly")
 
 import ridgeline as rl
-from ridgeline.layers import stage_ops
-from ridgeline.roofline import spec_ceilings, time_op
-from ridgeline.units import GIB, format_bytes, format_time
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.roofline import spec_ceilings, time_op
+from ridgeline.engine.units import GIB, format_bytes, format_time
 from viewer import data, figures
 from viewer.state import defaults
 
@@ -137,7 +137,7 @@ def test_sweep_figure_values_and_oom_boundary():
     assert rl.analyze("llama-2-13b", "a6000", batch=first_oom, seq_len=2048, generate=256).memory["fits"] is False
     assert rl.analyze("llama-2-13b", "a6000", batch=first_oom // 2, seq_len=2048, generate=256).memory["fits"] is True
     # a dotted line per subplot at the exact largest batch that fits (not between grid points)
-    largest = rl.serving.max_batch("llama-2-13b", "a6000", 2048, 256)
+    largest = rl.api.max_batch("llama-2-13b", "a6000", 2048, 256)
     assert first_oom // 2 < largest < first_oom
     assert rl.analyze("llama-2-13b", "a6000", batch=largest, seq_len=2048, generate=256).memory["fits"]
     assert not rl.analyze("llama-2-13b", "a6000", batch=largest + 1, seq_len=2048, generate=256).memory["fits"]

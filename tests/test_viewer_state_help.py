@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ridgeline.workload import Settings
+from ridgeline.engine.workload import Settings
 from viewer.state import setting_controls
 
 

@@ -9,8 +9,8 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 
 def create_app() -> Dash:
-    from . import callbacks, serving
-    from .layout import build_layout
+    from viewer import callbacks, serving
+    from viewer.layout import build_layout
 
     app = Dash(__name__, title="ridgeline", assets_folder=str(ASSETS),
                suppress_callback_exceptions=False, update_title=None)

@@ -18,7 +18,7 @@ def time_analyze_callback(repeats: int = 20, serialize: bool = True) -> list[flo
     nothing is cached); with ``serialize`` the outputs are also encoded as Dash does."""
     from plotly.utils import PlotlyJSONEncoder
 
-    from .callbacks import update_analyze
+    from viewer.callbacks import update_analyze
 
     json.dumps(update_analyze("/", QUERY.format(batch=1), None), cls=PlotlyJSONEncoder)  # warm
     times = []

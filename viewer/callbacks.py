@@ -14,11 +14,10 @@ from dash import ALL, Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
 
 from ridgeline.errors import RidgelineError
-from ridgeline.roofline import spec_ceilings
+from ridgeline.engine.roofline import spec_ceilings
 
-from . import data, figures, ids
-from .state import (PAGES, UPLOAD_PREFIX, coerce, component_value, control, page_from_path,
-                    parse_query, query_problems, to_query)
+from viewer import data, figures, ids
+from viewer.state import PAGES, UPLOAD_PREFIX, coerce, component_value, control, page_from_path, parse_query, query_problems, to_query
 
 ERROR_PREFIX = "error: "
 
@@ -96,7 +95,7 @@ def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | 
 def node_details(node: Mapping[str, Any]) -> list:
     from dash import html
 
-    from ridgeline.units import format_si, format_time
+    from ridgeline.engine.units import format_si, format_time
 
     rows = [("op", f"{node['id']} ({node['kind']}, {node['stage']})"),
             ("operations", format_si(node["flops"])), ("bytes", format_si(node["bytes"], "B")),
@@ -141,7 +140,7 @@ def update_sweep(pathname: str | None, search: str | None, uploads: Mapping | No
 
 
 def compare_rows(frame) -> list[dict[str, Any]]:
-    from ridgeline.units import format_bytes, format_time
+    from ridgeline.engine.units import format_bytes, format_time
 
     rows = []
     for r in frame.itertuples():
@@ -174,8 +173,8 @@ def profile_figure(key: str | None = None):
     profiles = data.list_profiles()
     if not profiles:
         return None
-    from ridgeline.profile import load_profile, profile_path, recorded_device
-    from ridgeline.resolve import resolve_ceilings
+    from ridgeline.io.profile import load_profile, profile_path, recorded_device
+    from ridgeline.io.resolve import resolve_ceilings
 
     path = profile_path(key if key in profiles else profiles[0])
     raw = load_profile(path)

@@ -19,14 +19,14 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.catalog import MAX_FILE_BYTES, VALIDATION_DIR, user_data_dir
+from ridgeline.io.catalog import MAX_FILE_BYTES, VALIDATION_DIR, user_data_dir
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
-from ridgeline.hardware import DeviceSpec, device_from_dict, list_devices
-from ridgeline.model import ModelConfig, list_models
-from ridgeline.resolve import Deployment, resolve
+from ridgeline.io.hardware import DeviceSpec, device_from_dict, list_devices
+from ridgeline.engine.model import ModelConfig, list_models
+from ridgeline.io.resolve import Deployment, resolve
 
-from .state import UPLOAD_PREFIX, settings_of
+from viewer.state import UPLOAD_PREFIX, settings_of
 
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -84,8 +84,8 @@ def catalog_model(name: str) -> ModelConfig:
 
 @lru_cache(maxsize=64)
 def catalog_device(name: str) -> DeviceSpec:
-    if name == "host":  # detected once per machine (ridgeline.hardware.detect_host)
-        return rl.hardware.detect_host()
+    if name == "host":  # detected once per machine (ridgeline.io.hardware.detect_host)
+        return rl.io.hardware.detect_host()
     if name not in list_devices():
         raise UnknownDeviceError(name, list_devices() + ["host"])
     return rl.load_device(name)
@@ -113,7 +113,7 @@ def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
 
 def list_profiles() -> list[str]:
     """Measured device profiles (user's and committed) the roofline can use."""
-    from ridgeline.profile import list_profiles as profiles
+    from ridgeline.io.profile import list_profiles as profiles
 
     return profiles()
 
@@ -122,7 +122,7 @@ def profile_file(key: str) -> Path | None:
     """``spec`` -> None (datasheet roofs); a profile key -> its file."""
     if not key or key == "spec":
         return None
-    from ridgeline.profile import profile_path
+    from ridgeline.io.profile import profile_path
 
     if key not in list_profiles():
         raise RidgelineError(f"no device profile '{key}'; run 'ridgeline calibrate'")
@@ -184,11 +184,11 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
 
 def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any],
                     frame: pd.DataFrame) -> int:
-    """The exact largest batch (ridgeline.serving.max_batch) or prompt length that fits, the
+    """The exact largest batch (ridgeline.api.max_batch) or prompt length that fits, the
     other size at the state's value; 0 when nothing does. Prompt lengths: bisection between
     the last grid point that fits and the first that does not, 64 lengths per sweep call."""
     if axis == "batch":
-        from ridgeline.serving import max_batch
+        from ridgeline.api import max_batch
 
         return max_batch(d, seq_len=state["seq_len"], generate=state["generate"])
     fits = frame["fits"].to_numpy(bool)
@@ -296,11 +296,11 @@ def shown_folders() -> str:
 
 
 def timing_label(device_key: str) -> str:
-    """How a device's measurements were timed, in words (``ridgeline.roofline.TIMINGS``),
+    """How a device's measurements were timed, in words (``ridgeline.engine.roofline.TIMINGS``),
     from its profile (the user's, else the committed one); '' where it has none."""
     from ridgeline.errors import RidgelineError
-    from ridgeline.profile import load_profile, profile_path, timing_of
-    from ridgeline.roofline import TIMINGS
+    from ridgeline.io.profile import load_profile, profile_path, timing_of
+    from ridgeline.engine.roofline import TIMINGS
 
     path = profile_path(device_key)
     if not path.is_file():

@@ -8,11 +8,11 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ridgeline.analyze import Analysis
+from ridgeline.engine.analyze import Analysis
 from ridgeline.report import write_atomic
 
-from . import figures
-from .figures import CARD_TITLES, TABLE_COLUMNS, analysis_title, op_rows
+from viewer import figures
+from viewer.figures import CARD_TITLES, TABLE_COLUMNS, analysis_title, op_rows
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Arial, sans-serif; margin: 16px 24px;
@@ -36,7 +36,7 @@ td.text, th.text { text-align: left; }
 def _cell(value, numeric: str | None) -> str:
     if not numeric:
         return html.escape(str(value))
-    from ridgeline.units import format_si
+    from ridgeline.engine.units import format_si
 
     if numeric == "d":
         return str(int(value))

@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ridgeline.analyze import Analysis
-from ridgeline.layers import head_ops, stage_ops
-from ridgeline.roofline import Ceilings, spec_ceilings
+from ridgeline.engine.analyze import Analysis
+from ridgeline.engine.layers import head_ops, stage_ops
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.report import plain_number
-from ridgeline.units import GIB, TERA, format_bytes, format_si, format_time
+from ridgeline.engine.units import GIB, TERA, format_bytes, format_si, format_time
 
 STAGES = ("prefill", "decode")
 STAGE_SYMBOLS = {"prefill": "circle", "decode": "diamond"}
@@ -452,9 +452,9 @@ def op_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def analysis_title(a: Analysis) -> str:
-    """The analysis in one line, then what it rests on (``ridgeline.basis``: the timing of
+    """The analysis in one line, then what it rests on (``ridgeline.engine.basis``: the timing of
     its profile, the execution priced, each note) a line each."""
-    from ridgeline.basis import basis_lines
+    from ridgeline.engine.basis import basis_lines
 
     w, s = a.workload, a.settings
     title = (f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "

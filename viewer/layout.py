@@ -7,13 +7,13 @@ from dash.dash_table.Format import Format, Scheme
 
 import dash_cytoscape as cyto
 
-from ridgeline.hardware import list_devices
-from ridgeline.model import list_models
+from ridgeline.io.hardware import list_devices
+from ridgeline.engine.model import list_models
 
-from . import ids
-from .figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
-from .serving import serving_page
-from .state import PAGE_TITLES, PAGES, Control, component_value, controls
+from viewer import ids
+from viewer.figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
+from viewer.serving import serving_page
+from viewer.state import PAGE_TITLES, PAGES, Control, component_value, controls
 
 FORMATS = {"si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
            "g": Format(precision=4, scheme=Scheme.decimal_or_exponent),
@@ -69,7 +69,7 @@ def upload(cid: str, text: str, accept: str) -> dcc.Upload:
 
 
 def sidebar() -> html.Div:
-    from .data import list_profiles
+    from viewer.data import list_profiles
 
     options = {"model": list_models(), "device": list_devices() + ["host"],
                "profile": ["spec", *list_profiles()]}
@@ -153,7 +153,7 @@ def compare_page() -> html.Div:
 
 
 def validation_page() -> html.Div:
-    from .data import validation_devices
+    from viewer.data import validation_devices
 
     return html.Div([
         html.Div(id=ids.VALIDATION_MESSAGE, className="page-title"),

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.io.catalog import REPORTS_DIR
 
 SHOTS_DIR = REPORTS_DIR / "screenshots"
 CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -50,7 +50,7 @@ def serve_in_thread(app=None):
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     if app is None:
-        from .app import create_app
+        from viewer.app import create_app
 
         app = create_app()
     server = make_server("127.0.0.1", 0, app.server, threaded=True)

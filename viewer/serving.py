@@ -2,7 +2,7 @@
 
 The sidebar's model, device, roofline and settings, the prompt and generated tokens, and
 the page's own controls (``serving_*`` in ``viewer.state``) come from the URL state;
-each rate is one ``ridgeline.simulate`` run of Poisson arrivals (seed 0). Three layers as
+each rate is one ``ridgeline.serving.simulator`` run of Poisson arrivals (seed 0). Three layers as
 on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, and
 ``update_serving`` is the thin callback.
 """
@@ -17,12 +17,12 @@ from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
 from ridgeline.errors import RidgelineError
-from ridgeline.simulate import PERCENTILES, Scheduler, simulate
-from ridgeline.traces import poisson
+from ridgeline.serving.simulator import PERCENTILES, Scheduler, simulate
+from ridgeline.io.traces import poisson
 
-from . import ids
-from .figures import SERIES_COLORS, base_layout
-from .state import page_from_path, parse_query
+from viewer import ids
+from viewer.figures import SERIES_COLORS, base_layout
+from viewer.state import page_from_path, parse_query
 
 MOST_RATES = 12
 
@@ -39,7 +39,7 @@ def rates_of(text: str) -> list[float]:
 
 def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
     """One simulation per rate: [(rate, SimResult)]."""
-    from .data import deployment_for
+    from viewer.data import deployment_for
 
     d = deployment_for(state, uploads)
     sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
@@ -100,7 +100,7 @@ def update_serving(pathname: str | None, search: str | None, uploads: Mapping | 
 
 
 def serving_page() -> html.Div:
-    from .layout import error_line, graph, section_controls
+    from viewer.layout import error_line, graph, section_controls
 
     return html.Div([
         html.Div("Continuous batching under Poisson arrivals: each rate is one simulated run "

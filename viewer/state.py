@@ -2,7 +2,7 @@
 
 Every setting of every page lives in the URL (``?model=llama-2-7b&batch=8...``), so a view
 can be shared and reloaded. Deployment settings are generated from the fields of
-``ridgeline.workload.Settings``: a new field there becomes a new control here, with choices
+``ridgeline.engine.workload.Settings``: a new field there becomes a new control here, with choices
 from ``SETTING_CHOICES`` when it has a fixed set of values.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from ridgeline import workload
-from ridgeline.hardware import list_devices
-from ridgeline.model import list_models
-from ridgeline.units import DTYPE_BITS
-from ridgeline.workload import Settings
+from ridgeline.engine import workload
+from ridgeline.io.hardware import list_devices
+from ridgeline.engine.model import list_models
+from ridgeline.engine.units import DTYPE_BITS
+from ridgeline.engine.workload import Settings
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")

@@ -107,7 +107,7 @@ def e2e_commands(s: Mapping[str, Any], execution: str, folder: str,
 def hf_command(s: Mapping[str, Any], mode: str, batches, folder: str,
                profile: str | None) -> tuple[str, ...]:
     h = s["hf"]
-    return (PY, "-m", "kernels.hf_client", h["model"], "--device", s["device"], *h["layers"],
+    return (PY, "-m", "kernels.e2e.hf_client", h["model"], "--device", s["device"], *h["layers"],
             *_profile(profile),
             "--dtype", h["dtype"], *_flags("--batch", batches), "--prompt", str(h["prompt"]),
             "--generate", str(h["generate"]), "--repeats", str(h["repeats"]), "--mode", mode,
@@ -139,17 +139,17 @@ def stages(s: Mapping[str, Any], out: str, profiled: bool, committed: str | None
     dev, caps = s["device"], s["caps"]
     fresh = f"{kept}/calibrate/profile.yaml"
     cal = Stage("calibrate", caps["calibrate"], (
-        (PY, "-m", "kernels.cases_gpu", "calibrate", "--device", dev, *s["threads"],
+        (PY, "-m", "kernels.bench.cases_gpu", "calibrate", "--device", dev, *s["threads"],
          *s["calibrate"], "--output", f"{at('calibrate')}/profile.yaml"),),
         "a GPU-range profile of this GPU, this run", setup_s=75)
     draw = Stage("draw", caps["draw"], (
-        (PY, "-m", "kernels.cases_gpu", "validate", "--device", dev, *s["threads"],
+        (PY, "-m", "kernels.bench.cases_gpu", "validate", "--device", dev, *s["threads"],
          *s["draw"], "--draw", str(s["draw_seed"]), "--profile", fresh,
          "--output-dir", at("draw")),),
         "a fresh GPU-range draw, predicted by this run's profile", ("calibrate",), setup_s=40)
     host = s["host"]
     terms = Stage("host-terms", caps["host-terms"], (
-        (PY, "-m", "kernels.host_profile", host["model"], "--device", dev, *host["layers"],
+        (PY, "-m", "kernels.calibrate.host_profile", host["model"], "--device", dev, *host["layers"],
          "--prompt", str(host["prompt"]), "--steps", str(host["steps"]), "--no-compile",
          "--profile", fresh),
         ("cp", fresh, f"{at('host-terms')}/profile.yaml")),
@@ -172,7 +172,7 @@ def stages(s: Mapping[str, Any], out: str, profiled: bool, committed: str | None
         Stage("serving", caps["serving"], tuple(serving_commands(s, at("serving"), profile)),
               "transformers' continuous batching against the simulator"),
         Stage("agree", caps["agree"], (
-            (PY, "-m", "kernels.cases_gpu", "agree", "--device", dev, "--every",
+            (PY, "-m", "kernels.bench.cases_gpu", "agree", "--device", dev, "--every",
              str(s["agree_every"]), "--output-dir", at("agree")),),
             "graph replay against profiler kernel durations"),
     ]

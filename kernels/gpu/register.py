@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
-from ridgeline.hardware import DeviceSpec, load_device
-from ridgeline.model import load_model
-from ridgeline.profile import load_profile, profile_ceilings, timing_of
-from ridgeline.roofline import TIMINGS, Ceilings, spec_ceilings
+from ridgeline.io.hardware import DeviceSpec, load_device
+from ridgeline.engine.model import load_model
+from ridgeline.io.profile import load_profile, profile_ceilings, timing_of
+from ridgeline.engine.roofline import TIMINGS, Ceilings, spec_ceilings
 
-from .plan import sizes
+from kernels.gpu.plan import sizes
 
 PREDICTIONS_DIR = REPORTS_DIR / "predictions"
 HF_EXECUTION = {"eager": "eager", "compiled": "graph"}
@@ -52,7 +52,7 @@ def ceilings_for(device: DeviceSpec, profile: Path | None, transfer: bool = Fals
 def e2e_prediction(model: str, layers: int | None, batch: int, prompt: int, generate: int,
                    dtype: str, execution: str, device: DeviceSpec,
                    roofs: Mapping[str, Ceilings]) -> dict[str, Any]:
-    from kernels.e2e import Case, predict, truncate
+    from kernels.e2e.e2e import Case, predict, truncate
 
     config = truncate(load_model(model), layers)
     row: dict[str, Any] = {"model": model, "layers": config.num_layers, "batch": batch,
@@ -69,8 +69,8 @@ def largest_batch(model: str, prompt: int, generate: int, dtype: str,
                   device: DeviceSpec) -> int:
     """The largest batch whose weights + KV cache + activations fit the device
     (``ridgeline.max_batch``, the engine's ``fits``): 0 when not even one sequence fits."""
-    from kernels.e2e import engine_settings
-    from ridgeline.serving import max_batch
+    from kernels.e2e.e2e import engine_settings
+    from ridgeline.api import max_batch
 
     return max_batch(model, device, seq_len=prompt, generate=generate,
                      settings=engine_settings(dtype))
@@ -85,15 +85,10 @@ def serving_prediction(s: Mapping[str, Any], rate: float, device: DeviceSpec,
                        roofs: Mapping[str, Ceilings]) -> dict[str, Any]:
     """The simulator's percentiles for the trace the serving stage replays (the same
     trace, scheduler and execution as ``simulate-check``; its default ranges and seed)."""
-    from kernels.cb_server import (
-        ServerSettings,
-        make_trace,
-        matching_scheduler,
-        simulations,
-    )
-    from kernels.e2e import truncate
-    from ridgeline.simulate import percentiles
-    from ridgeline.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
+    from kernels.servecheck.cb_server import ServerSettings, make_trace, matching_scheduler, simulations
+    from kernels.e2e.e2e import truncate
+    from ridgeline.serving.simulator import percentiles
+    from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 
     v = s["serving"]
     output = tuple(int(x) for x in v["output_range"]) if v["output_range"] else CHECK_OUTPUT_RANGE
@@ -108,10 +103,10 @@ def serving_prediction(s: Mapping[str, Any], rate: float, device: DeviceSpec,
 
 
 def draw_prediction(seed: int, roofs: Mapping[str, Ceilings]) -> dict[str, Any]:
-    """The draw's cases, each with its predicted seconds (``kernels.replay.predict``)."""
-    from kernels.cases import Options
-    from kernels.cases_gpu import CUDA_BACKENDS, DTYPES, gpu_drawn_cases
-    from kernels.replay import predict
+    """The draw's cases, each with its predicted seconds (``kernels.validate.replay.predict``)."""
+    from kernels.bench.cases import Options
+    from kernels.bench.cases_gpu import CUDA_BACKENDS, DTYPES, gpu_drawn_cases
+    from kernels.validate.replay import predict
 
     cases, what = gpu_drawn_cases(seed, Options(DTYPES, CUDA_BACKENDS, "cuda"))
     ops = [c.op for c in cases]
@@ -241,7 +236,7 @@ def e2e_table(files: Mapping[str, Any], registered: Mapping[str, Any], hardware:
 
 
 def serving_table(files: Mapping[str, Any], registered: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from ridgeline.simulate import percentiles
+    from ridgeline.serving.simulator import percentiles
 
     reg = {float(r["rate"]): r for r in registered.get("serving", [])}
     out = []
@@ -265,7 +260,7 @@ def serving_table(files: Mapping[str, Any], registered: Mapping[str, Any]) -> li
 def draw_table(files: Mapping[str, Any], registered: Mapping[str, Any]) -> dict[str, Any]:
     """Per op class: |error| median and p90 of the registered (committed profile) and of
     this run's own profile (the snapshot's calibrated column), headline kernels only."""
-    from kernels.cases import is_reference
+    from kernels.bench.cases import is_reference
 
     reg = {c["name"]: c for c in registered.get("draw", {}).get("cases", [])}
     snaps = [d for n, d in files.items() if n.startswith("draw/") and isinstance(d, dict)

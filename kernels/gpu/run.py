@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ridgeline.catalog import REPORTS_DIR
+from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
 from ridgeline.report import write_atomic
 
-from .plan import CASE_BUDGET, Stage, sizes, stages
+from kernels.gpu.plan import CASE_BUDGET, Stage, sizes, stages
 
 ARCHIVE, MANIFEST, LOG = "results.tar.gz", "manifest.json", "run.log"
 OTHER_GPU = {"cuda-nvidia-h200": "cuda-nvidia-h100-80gb-hbm3",
@@ -81,7 +81,7 @@ def pack(out: Path, folder: Path, kept: Path) -> list[str]:
 def gpu_state(device: str) -> dict[str, Any]:
     if device != "cuda":
         return {}
-    from kernels.provenance import nvml_state
+    from kernels.bench.provenance import nvml_state
 
     return nvml_state()
 
@@ -153,22 +153,22 @@ def with_profile(cmd: Sequence[str], log) -> list[str]:
 
 
 def commit() -> str:
-    from kernels.provenance import git_commit
+    from kernels.bench.provenance import git_commit
 
     return git_commit()
 
 
 def device_key(device: str, threads: Sequence[str]) -> str:
-    from kernels.e2e import resolve_device
-    from kernels.provenance import measured_key
+    from kernels.e2e.e2e import resolve_device
+    from kernels.bench.provenance import measured_key
 
     resolve_device(device)   # one line and exit 2 when the GPU is not there
     return measured_key(device, int(threads[1]) if threads else None)
 
 
 def device_timed(path: Path) -> bool:
-    """A committed profile timed from the device's side (``ridgeline.profile.timing_of``)."""
-    from ridgeline.profile import load_profile, timing_of
+    """A committed profile timed from the device's side (``ridgeline.io.profile.timing_of``)."""
+    from ridgeline.io.profile import load_profile, timing_of
 
     return path.is_file() and timing_of(load_profile(path), str(path)) == "device"
 
@@ -262,7 +262,7 @@ def budget_seconds(text: str | None, default: float) -> float:
 def transfer(out: Path, other: Path) -> int:
     """This run's draw snapshot and e2e files (from the archive: exactly the files the run
     wrote), predicted from the other GPU's profile; the report goes into ``OUT/transfer``."""
-    from kernels.gpu_transfer import transfer_report
+    from kernels.gpu.transfer import transfer_report
 
     with tarfile.open(out / ARCHIVE) as tar, tempfile.TemporaryDirectory() as tmp:
         names = [m.name for m in tar.getmembers() if m.name.endswith(".json")

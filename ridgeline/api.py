@@ -1,0 +1,195 @@
+"""Serving decisions built on the engine: speculative decoding, the largest batch that fits,
+the latency/throughput frontier, and side-by-side comparisons."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from ridgeline.engine.analyze import analyze, memory_totals, plain, stage_totals
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.io.resolve import Deployment, as_deployment
+from ridgeline.engine.workload import Settings, Workload
+
+Number = Any
+
+
+def expected_tokens(k: Number, acceptance: Number) -> Number:
+    """Tokens a verification step yields when each of k draft tokens is accepted with
+    probability a, independently, stopping at the first rejection (plus the target's own
+    token): (1 - a^(k+1)) / (1 - a); k + 1 when a = 1 (Leviathan et al., 2023, Eq. 1)."""
+    k, a = np.asarray(k, dtype=float), np.asarray(acceptance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(a >= 1.0, k + 1, (1 - a ** (k + 1)) / (1 - a))
+
+
+def _step_time(d: Deployment, batch, cached, q_len) -> Number:
+    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len),
+                             d.ceilings, d.plan)
+    return totals["time_s"]
+
+
+def _draft(d: Deployment, draft: Deployment | ModelConfig | str) -> Deployment:
+    """The draft model on the target's device, settings and ceilings."""
+    if isinstance(draft, Deployment):
+        return draft
+    return d.with_model(draft if isinstance(draft, ModelConfig) else load_model(str(draft)))
+
+
+def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s: float) -> Number:
+    """Acceptance rate below which speculation is slower than plain decoding, by bisection
+    on the monotone speed-up (60 halvings; NaN where even a = 1 does not pay)."""
+    k = np.asarray(k, dtype=float)
+    cost = k * draft_s + np.asarray(verify_s)
+    lo, hi = np.zeros_like(k), np.ones_like(k)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        fast = expected_tokens(k, mid) * target_s >= cost
+        hi, lo = np.where(fast, mid, hi), np.where(fast, lo, mid)
+    return np.where(expected_tokens(k, 1.0) * target_s >= cost, hi, np.nan)
+
+
+def _prefill_and_memory(d: Deployment, batch, seq_len, cached) -> tuple:
+    """Prefill seconds of ``seq_len`` prompt tokens and the memory table with ``cached``
+    tokens per sequence in the cache."""
+    ops = stage_ops(d.model, "prefill", batch, seq_len, d.plan)
+    totals, _ = stage_totals(ops, d.ceilings, d.plan)
+    mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1),
+                        d.plan, ops)
+    return totals["time_s"], mem
+
+
+def _together(target: dict, draft: dict) -> dict:
+    """Target and draft on one device: weights and caches add up, activations do not
+    (the two models run one after the other)."""
+    out = {k: target[k] + draft[k] for k in ("weights_bytes", "kv_cache_bytes")}
+    out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"],
+                                               draft["activations_peak_bytes"])
+    out["peak_bytes"] = sum(out.values())
+    usable = target["usable_bytes"]
+    out.update(capacity_bytes=target["capacity_bytes"], usable_bytes=usable,
+               fits=out["peak_bytes"] <= usable,
+               shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0))
+    return out
+
+
+def speculative(model, hardware=None, draft=None, *, batch: int = 1, seq_len: int = 512,
+                draft_tokens: int = 4, acceptance: float = 0.7, max_k: int = 8,
+                **how: Any) -> dict:
+    """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
+    tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
+    yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
+    for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
+
+    Both models live on the device: ``memory`` adds the draft's weights and KV cache to
+    the target's, and ``ttft_s`` runs both prefills over the prompt. ``model`` is a
+    Deployment or a name with ``hardware`` and ``how`` (see ``analyze``); the draft runs
+    on the same device, settings and ceilings (the result's ``mode``)."""
+    if draft is None:
+        raise InvalidWorkloadError("name a draft model")
+    if not 0.0 <= acceptance <= 1.0:
+        raise InvalidWorkloadError(f"acceptance must be between 0 and 1, got {acceptance}")
+    if draft_tokens < 0:
+        raise InvalidWorkloadError(f"draft tokens must be >= 0, got {draft_tokens}")
+    d = as_deployment(model, hardware, **how)
+    small = _draft(d, draft)
+    Workload(batch, seq_len)
+    ks = np.arange(max(max_k, draft_tokens) + 1)
+    target_s = float(_step_time(d, batch, seq_len, 1))
+    draft_s = float(_step_time(small, batch, seq_len, 1))
+    verify_s = _step_time(d, batch, seq_len, ks + 1)
+    tokens = expected_tokens(ks, acceptance)
+    speedup = tokens * target_s / (ks * draft_s + verify_s)
+    even = break_even_acceptance(ks, draft_s, verify_s, target_s)
+    even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
+    k = draft_tokens
+    cached = seq_len + k + 1  # the verify pass writes k + 1 positions
+    target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
+    draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
+    tpot = (k * draft_s + verify_s[k]) / tokens[k]
+    return plain({
+        "draft": small.model.name, "mode": d.mode,
+        "draft_tokens": k, "acceptance": acceptance,
+        "expected_tokens_per_step": tokens[k], "target_step_s": target_s,
+        "draft_step_s": draft_s, "verify_s": verify_s[k],
+        "tpot_s": tpot, "tokens_per_s": batch / tpot, "ttft_s": target_pre + draft_pre,
+        "speedup": speedup[k], "break_even_acceptance": even[k],
+        "memory": _together(target_mem, draft_mem),
+        "by_draft_tokens": [{"draft_tokens": int(i), "speedup": speedup[i],
+                             "break_even_acceptance": even[i]} for i in ks],
+    })
+
+
+def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how: Any) -> int:
+    """Largest batch whose peak memory fits what the runtime may use on one device
+    (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
+    per-sequence amount (KV cache and activations both scale with the batch), so the
+    answer is floor((usable - weights) / per-sequence bytes); 0 when nothing fits."""
+    d = as_deployment(model, hardware, **how)
+    config, device, p = d.model, d.device, d.plan
+    m = p.micro_batches
+    one = memory_totals(config, device, Workload(m, seq_len, generate), p)
+    two = memory_totals(config, device, Workload(2 * m, seq_len, generate), p)
+    per_seq = float(two["peak_bytes"] - one["peak_bytes"]) / m
+    fixed = float(one["peak_bytes"]) - per_seq * m
+    room = float(one["usable_bytes"]) - fixed
+    return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
+
+
+def frontier(model, hardware=None, seq_len: int = 1024, generate: int = 256, *, batches=None,
+             tpot_slo: float | None = None, ttft_slo: float | None = None, **how: Any):
+    """TPOT against throughput across batch sizes up to the largest that fits (powers of
+    two and the maximum itself), and the best throughput meeting the latency targets."""
+    from ridgeline.engine.analyze import sweep
+
+    if generate < 2:
+        raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
+    d = as_deployment(model, hardware, **how)
+    top = max_batch(d, seq_len=seq_len, generate=generate)
+    if batches is None:
+        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
+    if not batches:
+        raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
+    frame = sweep(d, batch=batches, seq_len=[seq_len], generate=generate)
+    ok = np.ones(len(frame), dtype=bool)
+    if tpot_slo is not None:
+        ok &= frame["tpot_s"].to_numpy() <= tpot_slo
+    if ttft_slo is not None:
+        ok &= frame["ttft_s"].to_numpy() <= ttft_slo
+    frame["meets_slo"] = ok
+    best = None
+    if ok.any():
+        row = frame[ok].sort_values("tokens_per_s").iloc[-1]
+        best = {"batch": int(row["batch"]), "tokens_per_s": float(row["tokens_per_s"]),
+                "tpot_s": float(row["tpot_s"]), "ttft_s": float(row["ttft_s"])}
+    return frame, {"max_batch": top, "best": best, "mode": d.mode}
+
+
+def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512,
+            generate: int = 128, **how: Any):
+    """One row per deployment (device and settings variant): the key totals side by side,
+    with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
+    name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
+    (``how``: ``profile``, ``transfer``)."""
+    import pandas as pd
+
+    from ridgeline.io.resolve import resolve_each
+
+    deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
+    rows = []
+    for d in deployments:
+        a = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
+        gen = a.generation or {}
+        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items()
+                          if v != getattr(Settings(), k)) or "default"
+        rows.append({"hardware": a.device.name, "settings": label, "mode": a.mode,
+                     "matrix_dtype": a.plan.matrix_dtype,
+                     "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
+                     "tokens_per_s": gen.get("tokens_per_s"),
+                     "prefill_s": a.prefill.total["time_s"],
+                     "decode_step_s": a.decode.total["time_s"],
+                     "peak_bytes": a.memory["peak_bytes"], "fits": a.memory["fits"]})
+    return pd.DataFrame(rows)

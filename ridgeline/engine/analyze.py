@@ -1,0 +1,384 @@
+"""Stage and generation totals: the public ``analyze`` entry point and ``sweep``."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ridgeline.engine import memory as M
+from ridgeline.engine.basis import basis
+from ridgeline.errors import InvalidSettingError
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.engine.layers import Plan, head_ops, pipeline_factors, stage_ops
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.ops import BYTE_FIELDS, Op
+from ridgeline.io.resolve import Deployment, as_deployment
+from ridgeline.engine.roofline import Ceilings, composed_time, evaluate, execution_terms, has_execution_terms, roofline_time
+from ridgeline.engine.workload import Settings, Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+OP_COLUMNS = ["name", "kind", "count", "flops", "bytes", *BYTE_FIELDS, "vector_flops",
+              "comm_bytes", "intensity", "bound", "perf", "time_s", "dtype"]
+TOTAL_FIELDS = ("flops", "vector_flops", "bytes", "weight_bytes", "act_read_bytes",
+                "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "comm_bytes")
+
+
+def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None
+                 ) -> tuple[dict[str, Any], dict]:
+    """Whole-pass sums on one device (count applied; pipeline micro-batches and bubble
+    applied), and the per-op table they came from. Arrays when the workload is."""
+    table = evaluate(ops, ceilings)
+    time_factor, amount = pipeline_factors(p) if p else (1.0, 1.0)
+    totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
+    totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
+    if has_execution_terms(ceilings):  # a device-time profile: compose device and host
+        composed = composed_time(ops, table, ceilings, ceilings.execution, ceilings.serial)
+        totals.update({k: time_factor * v for k, v in composed.items()})
+    return totals, table
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One forward pass: the per-op table (one instance each) and whole-pass totals."""
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    table: dict[str, np.ndarray]
+    total: dict[str, float]
+
+    def records(self) -> list[dict[str, Any]]:
+        """One plain dict per op, in ``OP_COLUMNS`` order (the JSON rows)."""
+        rows = []
+        for i, name in enumerate(self.names):
+            row: dict[str, Any] = {"name": name, "kind": self.kinds[i]}
+            for col in OP_COLUMNS[2:-1]:
+                value = self.table[col][i]
+                row[col] = str(value) if col == "bound" else float(value)
+            row["count"] = int(row["count"])
+            row["dtype"] = self.dtypes[i]
+            rows.append(row)
+        return rows
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """The per-op table as a DataFrame (pandas is imported only when asked for)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records(), columns=OP_COLUMNS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ops": self.records(), "total": dict(self.total)}
+
+
+def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan) -> Stage:
+    totals, table = stage_totals(ops, ceilings, p)
+    return Stage(tuple(op.name for op in ops), tuple(op.kind for op in ops),
+                 tuple(op.dtype for op in ops), table, {k: float(v) for k, v in totals.items()})
+
+
+def _affine_sum(y_lo, y_hi, n):
+    """Sum of an affine sequence of n terms from y_lo to y_hi."""
+    return n * (y_lo + y_hi) / 2
+
+
+def _positive_part_sum(w_lo, w_hi, lo, hi):
+    """Sum over integers s in [lo, hi] of max(w(s), 0), w affine with w(lo)=w_lo, w(hi)=w_hi."""
+    n = hi - lo + 1
+    span = np.maximum(hi - lo, 1)
+    slope = (w_hi - w_lo) / span
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = lo - w_lo / np.where(slope == 0, np.inf, slope)  # where w crosses 0
+    # rising through zero: positive on [floor(root)+1, hi]; falling: on [lo, ceil(root)-1]
+    start = np.where(w_lo > 0, lo, np.clip(np.floor(root) + 1, lo, hi + 1))
+    stop = np.where(w_lo > 0, np.clip(np.ceil(root) - 1, lo - 1, hi), hi)
+    count = np.maximum(stop - start + 1, 0)
+    partial = _affine_sum(w_lo + slope * (start - lo), w_lo + slope * (stop - lo), count)
+    both_pos = (w_lo >= 0) & (w_hi >= 0)
+    both_neg = (w_lo <= 0) & (w_hi <= 0)
+    return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
+
+
+def _sides(table: dict) -> tuple:
+    """(arithmetic, transfer) seconds of each op: the roofs that do work (matrix/vector,
+    exponentials) and those that move bytes (memory, interconnect). Each is affine in the
+    cached length: an op moves bytes through memory or over the link, never both, and its
+    exponentials and operations both grow with the pairs attended."""
+    zero = 0 * table["memory_s"]
+    return (roofline_time(table["compute_s"], zero, zero, table["exp_s"]),
+            roofline_time(zero, table["memory_s"], table["network_s"]))
+
+
+def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
+                    at_lo: dict | None = None):
+    """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
+
+    Each op's operations and bytes are affine in s on the range, so its time per step is
+    the max of two affine functions: the sum splits at their crossing into two
+    arithmetic series. One evaluation at each end replaces a loop over the steps.
+    """
+    hi_safe = np.maximum(hi, lo)
+    if at_lo is None:
+        at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
+    at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p), ceilings)
+    n = hi_safe - lo + 1
+    work_lo, move_lo = _sides(at_lo)
+    work_hi, move_hi = _sides(at_hi)
+    memory = _affine_sum(move_lo, move_hi, n)
+    excess = _positive_part_sum(work_lo - move_lo, work_hi - move_hi, lo, hi_safe)
+    # first touch (a CPU's fresh pages): 0 or proportional to the bytes at each end, so the
+    # mean of the ends, exact unless an allocation crosses the mmap threshold inside the range
+    touch = (at_lo["first_touch_s"] + at_hi["first_touch_s"]) / 2
+    per_op = at_lo["count"] * (memory + excess + n * (at_lo["overhead_s"] + touch))
+    if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
+        ops = stage_ops(model, "decode", batch, lo, p)
+        device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
+        per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
+    time_factor, _ = pipeline_factors(p)
+    return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
+
+
+def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
+    """Ranges of cached length on which every op is affine: a sliding window splits at
+    the step whose KV length reaches the window."""
+    window = model.sliding_window
+    if not window:
+        return [(lo, hi)]
+    return [(lo, np.minimum(hi, window - 1)), (np.maximum(lo, window), hi)]
+
+
+def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
+                 at_lo: dict | None = None):
+    """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
+    the first step when the caller already has it."""
+    ranges = decode_ranges(model, lo, hi)
+    if queued(ceilings):
+        return sum(queued_decode_sum(model, batch, a, b, p, ceilings) for a, b in ranges)
+    return sum(decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None)
+               for i, (a, b) in enumerate(ranges))
+
+
+def queued(ceilings: Ceilings) -> bool:
+    """Whether a step's time is the host/device queue rather than a sum over ops."""
+    return (has_execution_terms(ceilings) and not ceilings.serial
+            and ceilings.execution != "graph" and bool(ceilings.host_s.get(ceilings.execution)))
+
+
+def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings):
+    """Sum of queued decode-step times over cached lengths lo..hi (0 where hi < lo), by
+    Simpson's rule on the first, middle and last step: exact where the step time is affine
+    in the cached length (the sum of an affine sequence is n times its middle term), and
+    within the curvature of the queue's max where one regime hands over to the other."""
+    hi_safe = np.maximum(hi, lo)
+    n = hi_safe - lo + 1
+
+    def step(length):
+        ops = stage_ops(model, "decode", batch, length, p)
+        return stage_totals(ops, ceilings, p)[0]["time_s"]
+
+    total = n * (step(lo) + 4 * step((lo + hi_safe) / 2) + step(hi_safe)) / 6
+    return np.where(hi >= lo, total, 0.0)
+
+
+def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
+                      ceilings: Ceilings, ttft, first_step: dict | None = None) -> dict[str, Any]:
+    """TTFT, TPOT, total and tokens/s over ``generate`` output tokens per sequence.
+
+    The prefill yields the first token; output token j = 2..N costs one decode step with
+    P + j - 2 tokens cached, so the steps cover cached lengths P .. P + N - 2.
+    """
+    n = np.asarray(workload.generate)
+    lo = np.asarray(workload.seq_len)
+    decode = decode_total(model, workload.batch, lo, lo + n - 2, p, ceilings, first_step)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n > 1, decode / np.maximum(n - 1, 1), np.nan)
+    total = ttft + decode
+    return {"prompt": workload.seq_len, "generate": n, "ttft_s": ttft, "tpot_s": tpot,
+            "total_s": total, "tokens_per_s": np.asarray(workload.batch) * n / total}
+
+
+def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
+                  p: Plan, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
+    """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
+    one micro-batch, is the larger stage). It fits when the peak is within what the runtime
+    may use: ``memory_utilization`` x capacity - the runtime's fixed reserve
+    (:func:`ridgeline.engine.memory.usable_bytes`); ``kv_capacity_bytes`` is what is left there for
+    the KV cache after weights and activations."""
+    batch, prompt = workload.batch, workload.seq_len
+    micro = batch / p.micro_batches
+    kv_len = prompt + np.maximum(np.asarray(workload.generate) - 1, 0)
+    x_bytes = micro * prompt * model.hidden_size * p.ab
+    if prefill_ops is None:
+        prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
+    head_names = {op.name for op in head_ops(model, 1, 1, p)}
+    layer = [op for op in prefill_ops if op.name not in head_names]
+    head = [op for op in prefill_ops if op.name in ("final_norm", "lm_head")]
+    activations = np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
+    weights = M.weight_bytes(model, p)
+    kv = M.kv_cache_bytes(model, batch, kv_len, p)
+    peak = weights + kv + activations
+    usable = M.usable_bytes(device, p)
+    return {"weights_bytes": weights, "kv_cache_bytes": kv, "activations_peak_bytes": activations,
+            "peak_bytes": peak, "capacity_bytes": device.memory_capacity,
+            "usable_bytes": usable, "runtime_reserve_bytes": device.runtime_reserve,
+            "kv_capacity_bytes": M.kv_capacity_bytes(model, device, p, activations),
+            "fits": peak <= usable, "shortfall_bytes": np.maximum(peak - usable, 0),
+            "devices": p.tp * p.pp * p.ep}
+
+
+def plain(value: Any) -> Any:
+    """numpy scalars -> Python numbers for JSON; NaN -> None."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.item()) if value.ndim == 0 else [plain(v) for v in value.tolist()]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if np.isnan(value) else float(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything ``ridgeline analyze`` reports, for one workload point."""
+
+    model: ModelConfig
+    device: DeviceSpec
+    workload: Workload
+    settings: Settings
+    mode: str
+    plan: Plan
+    prefill: Stage
+    decode: Stage
+    memory: dict[str, Any]
+    generation: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "model": self.model.name,
+            "hardware": self.device.name,
+            "mode": self.mode,
+            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq_len,
+                         "generate": self.workload.generate, **asdict(self.settings),
+                         "matrix_dtype": self.plan.matrix_dtype},
+            "prefill": self.prefill.to_dict(),
+            "decode": self.decode.to_dict(),
+        }
+        if self.generation is not None:
+            out["generation"] = self.generation
+        out["memory"] = self.memory
+        out.update(self.extra)
+        return plain(out)
+
+
+def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
+    """Workloads the model was not trained for: more positions than max_position_embeddings
+    (the numbers are still computed; the model's outputs would not be meaningful)."""
+    longest = int(np.max(workload.seq_len + np.maximum(np.asarray(workload.generate) - 1, 0)))
+    limit = model.max_position_embeddings
+    if limit and longest > limit:
+        return [f"{longest} positions exceed {model.name}'s max_position_embeddings ({limit})"]
+    return []
+
+
+def check_micro_batches(batch, p: Plan) -> None:
+    if np.any(np.asarray(batch) % p.micro_batches):
+        raise InvalidSettingError("micro_batches", f"batch {batch} does not split into "
+                                  f"{p.micro_batches} micro-batches; make batch a multiple of it")
+
+
+def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
+            batch: int = 1, seq_len: int = 512, generate: int = 0, **how: Any) -> Analysis:
+    """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
+
+    ``model`` is a :class:`~ridgeline.io.resolve.Deployment` (``resolve(...)``), or a model
+    name / config with ``hardware`` and ``how`` = resolve's keywords: ``dtype``,
+    ``settings``, ``profile``, ``transfer``, ``ceilings`` and Settings fields
+    (``w_dtype="int4"``, ``attention="flash"``, ``tp=2`` ...). The ceilings default to the
+    device's datasheet roofline (``spec``)."""
+    d = as_deployment(model, hardware, **how)
+    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
+    workload = Workload(int(batch), int(seq_len), int(generate))
+    check_micro_batches(workload.batch, p)
+    ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p)
+           for stage in ("prefill", "decode")}
+    stages = {stage: build_stage(ops[stage], roofs, p) for stage in ops}
+    generation = None
+    if workload.generate > 0:
+        gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"],
+                                stages["decode"].table)
+        generation = plain(gen)
+    mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
+    extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
+    warnings = context_warnings(config, workload)
+    if warnings:
+        extra["warnings"] = warnings
+    if p.pp > 1:
+        extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
+                             "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}
+    return Analysis(config, device, workload, d.settings, roofs.mode, p,
+                    stages["prefill"], stages["decode"], mem, generation, extra)
+
+
+def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
+    """What ``d``'s numbers rest on (``ridgeline.engine.basis``), read at one workload point: the
+    ops (names, types) and so the notes are the same at every point of a sweep."""
+    ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
+    return basis(ops, d.ceilings, d.device, d.settings.execution)
+
+
+def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
+          batch=1, seq_len=512, generate=0, **how: Any) -> pd.DataFrame:
+    """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
+    ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
+    d = as_deployment(model, hardware, **how)
+    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
+    grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(),
+                                 indexing="ij")
+    workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
+    check_micro_batches(workload.batch, p)
+    prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs, p)
+    decode, _ = stage_totals(stage_ops(config, "decode", workload.batch, workload.seq_len, p), roofs, p)
+    mem = memory_totals(config, device, workload, p)
+    import pandas as pd
+
+    frame = pd.DataFrame({"batch": workload.batch, "seq_len": workload.seq_len,
+                          "prefill_s": prefill["time_s"], "decode_step_s": decode["time_s"]})
+    if np.max(generate) > 0:
+        gen = generation_totals(config, workload, p, roofs, prefill["time_s"])
+        for key in ("ttft_s", "tpot_s", "total_s", "tokens_per_s"):
+            frame[key] = np.broadcast_to(gen[key], frame.shape[0])
+    for key in ("weights_bytes", "kv_cache_bytes", "activations_peak_bytes", "peak_bytes", "fits"):
+        frame[key] = np.broadcast_to(mem[key], frame.shape[0])
+    return frame
+
+
+def sweep_each(d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0,
+               on_step=None) -> pd.DataFrame:
+    """:func:`sweep` under each variant of ``d``'s settings (a dict of Settings fields), with
+    the variant's fields as leading columns; ``on_step(done, total)`` after each."""
+    import pandas as pd
+
+    from ridgeline.io.resolve import make_settings
+
+    frames = []
+    for i, options in enumerate(variants):
+        frame = sweep(d.with_settings(make_settings(None, d.settings, options)), batch=batch,
+                      seq_len=seq_len, generate=generate)
+        for key, value in options.items():
+            frame.insert(0, key, value)
+        frames.append(frame)
+        if on_step is not None:
+            on_step(i + 1, len(variants))
+    return pd.concat(frames, ignore_index=True)

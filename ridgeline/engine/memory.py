@@ -1,0 +1,138 @@
+"""Memory per device: weights, KV cache at its largest, activations at their liveness peak."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.engine.layers import Plan, shard
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.ops import Op
+from ridgeline.engine.workload import Number
+
+
+def attention_parameters(c: ModelConfig, heads: int, kv_heads: int) -> int:
+    """Projection weights of one layer's attention for ``heads`` query / ``kv_heads`` KV heads."""
+    h, d = c.hidden_size, c.head_dim
+    if not c.is_mla:
+        return 2 * h * heads * d + 2 * h * kv_heads * d
+    r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
+    q = (h * c.q_lora_rank + c.q_lora_rank * heads * (nope + rope_d) if c.q_lora_rank
+         else h * heads * (nope + rope_d))
+    return q + h * (r + rope_d) + r * heads * (nope + v_d) + heads * v_d * h
+
+
+def mlp_parameters(c: ModelConfig, width: int) -> int:
+    return (3 if c.gated_mlp else 2) * c.hidden_size * width
+
+
+def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
+    """Parameters of the layers one device holds, by group (biases are left out: < 0.1%).
+
+    ``experts`` counts every routed expert on the device; ``active_experts`` the top-k a
+    token uses (for active parameters per token)."""
+    p = p or Plan(2, 2, 2, "fp16", "fp16")
+    s = shard(c, p)
+    out = {"attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
+           "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2)}
+    if not c.is_moe:
+        out["mlp"] = s.layers * mlp_parameters(c, s.intermediate)
+        return out
+    out["mlp"] = s.dense_layers * mlp_parameters(c, s.intermediate)
+    out["router"] = s.moe_layers * c.hidden_size * c.num_experts
+    out["shared_experts"] = s.moe_layers * mlp_parameters(c, s.shared_intermediate)
+    out["experts"] = s.moe_layers * s.experts * mlp_parameters(c, s.moe_intermediate)
+    out["active_experts"] = s.moe_layers * c.num_experts_per_tok * mlp_parameters(c, s.moe_intermediate)
+    return out
+
+
+def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
+    """Weights on the most loaded device: its layers (linear weights at the weight type with
+    their quantisation scales, norms and router at 16 bits), plus embeddings and lm_head
+    (vocabulary split over tensor-parallel devices; with pipeline stages the first holds
+    the embeddings and the last lm_head, so the larger of the two counts)."""
+    parts = layer_parameters(c, p)
+    experts = parts.pop("active_experts", 0) if active else parts.get("experts", 0)
+    parts.pop("active_experts", None)
+    parts["experts"] = experts
+    linear = sum(v for k, v in parts.items() if k not in ("norms", "router"))
+    scales = 0.0
+    if p.scale_bytes:
+        groups = linear / p.group_size if p.group_size else linear / c.hidden_size
+        scales = groups * p.scale_bytes
+    hb = p.head_bytes
+    layers = linear * p.wb + scales + (parts["norms"] + parts.get("router", 0)) * hb
+    table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * hb
+    head = 0 if c.tie_word_embeddings and p.pp == 1 else table
+    ends = max(table, head) if p.pp > 1 else table + head
+    return layers + ends + c.hidden_size * hb
+
+
+ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")  # one byte per weight: weight_bytes counts parameters
+
+
+def total_parameters(c: ModelConfig) -> float:
+    """Every parameter of the model (biases left out, as in ``layer_parameters``)."""
+    return weight_bytes(c, ONE_BYTE)
+
+
+def active_parameters(c: ModelConfig) -> float:
+    """Parameters a token touches in one forward pass (MoE: only its top-k experts)."""
+    return weight_bytes(c, ONE_BYTE, active=True)
+
+
+def usable_bytes(device: DeviceSpec, p: Plan) -> float:
+    """Device memory the serving runtime may fill: ``memory_utilization`` x capacity less
+    the runtime's fixed reserve (CUDA context, library workspaces), as vLLM budgets it
+    (``gpu_memory_utilization`` x total memory, minus non-torch memory)."""
+    return device.memory_capacity * p.memory_utilization - device.runtime_reserve
+
+
+def kv_capacity_bytes(c: ModelConfig, device: DeviceSpec, p: Plan, activation_bytes: Number = 0.0
+                      ) -> Number:
+    """Bytes available to the KV cache on one device: usable memory less the weights and
+    the peak activations of the largest step (``activation_bytes``); never below 0."""
+    return np.maximum(usable_bytes(device, p) - weight_bytes(c, p) - activation_bytes, 0.0)
+
+
+def kv_bytes_per_token(c: ModelConfig, p: Plan) -> float:
+    """KV cache one token adds on one device: K and V per layer and KV head
+    (2 * L * g * d), or MLA's latent + rotary key (L * (r + d_rope)), replicated over TP."""
+    s = shard(c, p)
+    if c.is_mla:
+        return s.layers * (c.kv_lora_rank + c.qk_rope_head_dim) * p.kvb
+    return 2 * s.layers * s.kv_heads * c.head_dim * p.kvb
+
+
+def kv_cache_bytes(c: ModelConfig, batch: Number, kv_len: Number, p: Plan) -> Number:
+    """The cache for ``batch`` sequences of ``kv_len`` tokens (a sliding window caps the
+    length kept; paged attention allocates whole blocks)."""
+    kept = np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
+    if p.attention == "paged":
+        kept = np.ceil(kept / p.kv_block) * p.kv_block
+    return batch * kept * kv_bytes_per_token(c, p)
+
+
+def activation_peak(ops: Sequence[Op], input_bytes: Number) -> Number:
+    """Largest sum of live activation tensors while walking ``ops`` in order.
+
+    A tensor is born when its op writes it (size = the op's activation write) and dies
+    after the last op that lists its producer in ``inputs``; ``x`` (the layer input) is
+    alive from the start. Weights and the KV cache are counted elsewhere.
+    """
+    index = {op.name: i for i, op in enumerate(ops)}
+    sizes = {op.name: op.act_write_bytes for op in ops}
+    sizes["x"] = input_bytes
+    born = {name: index.get(name, -1) for name in sizes}
+    last = dict(born)
+    for i, op in enumerate(ops):
+        for src in op.inputs:
+            if src in last:
+                last[src] = max(last[src], i)
+    peak = 0 * input_bytes
+    for i in range(len(ops)):
+        live = sum(sizes[t] for t in sizes if born[t] <= i <= last[t])
+        peak = np.maximum(peak, live)
+    return peak

@@ -1,0 +1,698 @@
+"""Roofline: time and bound of each op against a device's ceilings.
+
+time = max(operations / compute roof, bytes / bandwidth roof) + per-kernel overhead
+(Williams, Waterman, Patterson, "Roofline", CACM 2009), with two more roofs where they
+apply: bytes over the interconnect, and exponentials on the special-function units. ``spec`` ceilings are datasheet
+peaks; ``calibrated`` ones come from a measured device profile (``ridgeline calibrate``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.engine.ops import BYTE_FIELDS, Op
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A measured quantity as a function of one size, interpolated linearly in the size's
+    log and held flat beyond the outermost knots."""
+
+    x: tuple[float, ...]     # increasing knots: rows of a skinny product
+    y: tuple[float, ...]     # the value at each knot
+
+    def at(self, size):
+        return np.interp(np.log(np.asarray(size, dtype=float)), np.log(self.x), self.y)
+
+
+@dataclass(frozen=True)
+class RowTable:
+    """A class's measured fraction of the roofline bound for skinny products: one curve in
+    rows per measured (K, N) shape; between shapes, the mean of the curves weighted by
+    inverse squared distance in (log K, log N) (a measured shape gives its own curve)."""
+
+    shapes: tuple[tuple[float, float], ...]    # (k, n) of each curve
+    curves: tuple[Curve, ...]
+
+    @classmethod
+    def from_entries(cls, raw) -> RowTable:
+        """What ``Ceilings.to_dict`` wrote: [{k, n, x: rows, y: fractions}, ...]."""
+        return cls(tuple((float(e["k"]), float(e["n"])) for e in raw),
+                   tuple(Curve(tuple(float(v) for v in e["x"]), tuple(float(v) for v in e["y"]))
+                         for e in raw))
+
+    @property
+    def max_rows(self) -> float:
+        """The most rows any curve was measured at."""
+        return max(c.x[-1] for c in self.curves)
+
+    def at(self, rows, k: float, n: float):
+        values = np.stack([np.broadcast_to(c.at(rows), np.shape(rows)) for c in self.curves])
+        kn = np.log(np.array(self.shapes, dtype=float))
+        d2 = (kn[:, 0] - np.log(k)) ** 2 + (kn[:, 1] - np.log(n)) ** 2
+        if np.any(d2 < 1e-12):
+            return values[int(np.argmin(d2))]
+        weights = 1.0 / d2
+        return np.tensordot(weights / weights.sum(), values, axes=1)
+
+
+@dataclass(frozen=True)
+class GridTable:
+    """A measured quantity on a full grid of named axes, interpolated linearly in the log
+    of each axis (multilinear between the 2^d corners around a point) and held flat beyond
+    the outermost knots."""
+
+    axes: tuple[str, ...]                    # e.g. rows, context, head_dim
+    knots: tuple[tuple[float, ...], ...]     # increasing knots of each axis
+    values: tuple                            # nested tuples, one level per axis
+
+    def at(self, **coords):
+        grid = np.asarray(self.values, dtype=float)
+        points = np.broadcast_arrays(*(np.asarray(coords[a], dtype=float) for a in self.axes))
+        lows, fracs = [], []
+        for knots, x in zip(self.knots, points):
+            if len(knots) == 1:
+                lows.append(np.zeros(x.shape, dtype=int))
+                fracs.append(np.zeros(x.shape))
+                continue
+            pos = np.interp(np.log(x), np.log(knots), np.arange(len(knots), dtype=float))
+            low = np.minimum(np.floor(pos).astype(int), len(knots) - 2)
+            lows.append(low)
+            fracs.append(pos - low)
+        out = np.zeros(points[0].shape)
+        for corner in np.ndindex(*(2,) * len(self.axes)):
+            weight, index = np.ones(out.shape), []
+            for c, low, frac, knots in zip(corner, lows, fracs, self.knots):
+                weight = weight * (frac if c else 1.0 - frac)
+                index.append(np.minimum(low + c, len(knots) - 1))
+            out = out + weight * grid[tuple(index)]
+        return out if out.ndim else float(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"axes": list(self.axes), "knots": [[float(v) for v in k] for k in self.knots],
+                "fraction": np.asarray(self.values, dtype=float).tolist()}
+
+    @classmethod
+    def of(cls, axes, knots, values) -> GridTable:
+        """A table from any numbers: axes and knots as sequences, values as an array or
+        nested lists (frozen into nested tuples of floats)."""
+        return cls(tuple(axes), tuple(tuple(float(v) for v in k) for k in knots),
+                   _nested(np.asarray(values, dtype=float).tolist()))
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> GridTable:
+        """The inverse of :meth:`to_dict` (``ridgeline.io.profile`` checks a profile's first)."""
+        return cls.of(raw["axes"], raw["knots"], raw["fraction"])
+
+
+# the attention tables' axes (``attention_coords``)
+ATTENTION_AXES = ("rows", "context", "head_dim")
+
+
+def attention_coords(op: Op):
+    """Where an attention op sits in a measured attention table: its stage ('decode' where
+    one query token per sequence, else 'prefill'; arrays give an array), query rows per K/V
+    head (the GQA group), context (decode: the keys read, ``kv_len`` or the fused op's
+    pairs; prefill: the prompt, ``q_len``) and head_dim; None for ops without them."""
+    d = op.dims
+    if "q_len" not in d or "head_dim" not in d or not d.get("kv_heads"):
+        return None
+    q = np.asarray(d["q_len"], dtype=float)
+    keys = np.asarray(d["kv_len"] if "kv_len" in d else d["pairs"], dtype=float)
+    decode = q == 1
+    context = np.where(decode, keys / np.maximum(q, 1), q)
+    return decode, float(d["heads"]) / float(d["kv_heads"]), context, float(d["head_dim"])
+
+
+# PyTorch's CUDA softmax runs rows of up to 1024 columns in one warp-per-row kernel and longer
+# ones in a block-per-row kernel (aten/src/ATen/native/cuda/SoftMax.cu): a size curve per side
+SOFTMAX_SPLIT_COLS = 1024
+SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"   # suffix of the long rows' size curve
+
+
+# glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB):
+# allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
+MMAP_THRESHOLD = 32 * 2**20
+SIZE_KINDS = ("elementwise", "norm", "softmax")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The roofs an op is timed against."""
+
+    mode: str                               # spec | calibrated | transferred
+    bandwidth: float                        # bytes/s
+    matrix_peak: Mapping[str, float]        # ops/s per data type
+    vector_peak: Mapping[str, float]        # ops/s per data type (element-wise)
+    # per op kind: fraction of the roofs reached ("compute", "memory"), and fixed seconds
+    efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    overhead_s: Mapping[str, float] = field(default_factory=dict)
+    device: str = ""
+    link_bandwidth: float | None = None     # bytes/s per direction between devices
+    link_latency: float = 0.0               # seconds per hop
+    link_per_peer: float | None = None      # point-to-point mesh: bytes/s per peer link (None: switched)
+    exp_rate: float | None = None           # exponentials/s (special-function units; None: no roof)
+    # execution terms of a device-time profile (empty: today's per-kernel overhead only)
+    launch_gap_s: float = 0.0               # device idle between back-to-back kernels (graph)
+    host_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # mode -> op -> s/call
+    kernels: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> launches
+    execution: str = "graph"                # graph | eager | compiled (see composed_time)
+    serial: bool = False                    # the host is the device (a CPU)
+    # calibrated only: per class, the measured fraction of the roofline bound (max of the
+    # matrix and memory roofs, never above 1) by rows and shape, replacing the class's
+    # efficiency terms (skinny products, where libraries switch kernels between row counts)
+    row_curves: Mapping[str, RowTable] = field(default_factory=dict)
+    # calibrated only: per element-wise class (elementwise, norm, softmax), the measured
+    # fraction of the roofline bound by the op's bytes (caches, prefetch ramps and composite
+    # kernels' extra passes change it with size), replacing the class's efficiency terms
+    size_curves: Mapping[str, Curve] = field(default_factory=dict)
+    # CPU, calibrated: bytes/s at which the operating system hands a process fresh pages (the
+    # fault and the zeroing), paid by every tensor an op allocates at or above the C
+    # allocator's mmap threshold: glibc maps each such allocation anew and unmaps it on free
+    first_touch_rate: float | None = None
+    mmap_threshold: float = MMAP_THRESHOLD
+    # calibrated only: per attention class, the measured fraction of the roofline bound on a
+    # grid of rows per K/V head x context x head_dim, one table per stage (decode, prefill),
+    # replacing the class's efficiency terms for the ops of that stage (GPU calibration)
+    attention_tables: Mapping[str, Mapping[str, GridTable]] = field(default_factory=dict)
+    # what a calibrated profile rests on: how it was timed (``TIMINGS``; "" for datasheet
+    # roofs), the data types it measured classes of (empty: it names none), and the types it
+    # did not measure priced with the classes of a measured type of the same datasheet rate
+    timing: str = ""
+    measured_dtypes: frozenset = frozenset()
+    dtype_as: Mapping[str, str] = field(default_factory=dict)
+    measured_peaks: frozenset = frozenset()     # matrix types with a measured peak (the rest: datasheet)
+
+    def group_bandwidth(self, devices):
+        """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
+        (NVSwitch) gives every group the full link bandwidth; a fully connected mesh
+        (MI300X's xGMI) gives one link per peer, (n - 1) x per-peer, capped at the total."""
+        if self.link_per_peer is None:
+            return self.link_bandwidth
+        return np.minimum((np.asarray(devices) - 1) * self.link_per_peer, self.link_bandwidth)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (SI units): result files record the ceilings each mode used."""
+        return {"mode": self.mode, "bandwidth": self.bandwidth, "matrix_peak": dict(self.matrix_peak),
+                "vector_peak": dict(self.vector_peak),
+                "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
+                "overhead_s": dict(self.overhead_s), "device": self.device,
+                "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency,
+                "link_per_peer": self.link_per_peer, "exp_rate": self.exp_rate,
+                "launch_gap_s": self.launch_gap_s,
+                "host_s": {k: dict(v) for k, v in self.host_s.items()},
+                "kernels": {k: dict(v) for k, v in self.kernels.items()},
+                "execution": self.execution, "serial": self.serial,
+                "row_curves": {k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)}
+                                   for kn, cv in zip(v.shapes, v.curves)]
+                               for k, v in self.row_curves.items()},
+                **self._measured_extras()}
+
+    def _measured_extras(self) -> dict[str, Any]:
+        """Size curves, the first touch and what the profile rests on (its timing, the types
+        it measured, stand-ins), where a profile gives them (older result files record none)."""
+        out: dict[str, Any] = {}
+        if self.timing:
+            out.update(timing=self.timing, measured_dtypes=sorted(self.measured_dtypes),
+                       dtype_as=dict(self.dtype_as), measured_peaks=sorted(self.measured_peaks))
+        if self.size_curves:
+            out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
+                                  for k, v in self.size_curves.items()}
+        if self.first_touch_rate:
+            out.update(first_touch_rate=self.first_touch_rate, mmap_threshold=self.mmap_threshold)
+        if self.attention_tables:
+            out["attention_tables"] = {k: {stage: t.to_dict() for stage, t in v.items()}
+                                       for k, v in self.attention_tables.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
+        """What ``to_dict`` wrote; files from before links (or the exp roof) were recorded
+        have none."""
+        def frozen(table: Mapping | None) -> Mapping:
+            return MappingProxyType(dict(table or {}))
+
+        return cls(raw["mode"], float(raw["bandwidth"]), frozen(raw["matrix_peak"]),
+                   frozen(raw.get("vector_peak")),
+                   MappingProxyType({k: frozen(v) for k, v in (raw.get("efficiency") or {}).items()}),
+                   frozen(raw.get("overhead_s")), device=raw.get("device", ""),
+                   link_bandwidth=raw.get("link_bandwidth"),
+                   link_latency=float(raw.get("link_latency") or 0.0),
+                   link_per_peer=raw.get("link_per_peer"), exp_rate=raw.get("exp_rate"),
+                   launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
+                   host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
+                   kernels=MappingProxyType({k: frozen(v) for k, v in (raw.get("kernels") or {}).items()}),
+                   execution=raw.get("execution", "graph"), serial=bool(raw.get("serial", False)),
+                   row_curves=MappingProxyType({k: RowTable.from_entries(v) for k, v in
+                                                (raw.get("row_curves") or {}).items()}),
+                   size_curves=MappingProxyType({k: Curve(tuple(map(float, v["x"])),
+                                                          tuple(map(float, v["y"])))
+                                                 for k, v in (raw.get("size_curves") or {}).items()}),
+                   first_touch_rate=raw.get("first_touch_rate"),
+                   mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
+                   attention_tables=MappingProxyType({
+                       k: MappingProxyType({stage: GridTable.from_dict(t) for stage, t in v.items()})
+                       for k, v in (raw.get("attention_tables") or {}).items()}),
+                   timing=raw.get("timing", ""),
+                   measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
+                   dtype_as=frozen(raw.get("dtype_as")),
+                   measured_peaks=frozenset(raw.get("measured_peaks") or ()))
+
+    def vector_roof(self, dtype: str) -> float:
+        return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
+                or min(self.matrix_peak.values()))
+
+    def compute_roof(self, op: Op) -> float:
+        if op.matrix:
+            table = self.matrix_peak
+            peak = table.get(op.dtype)
+            if peak is None:
+                from ridgeline.errors import UnsupportedDtypeError
+                raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
+        else:
+            peak = self.vector_roof(op.dtype)
+        terms = self.terms(op)
+        roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
+                                                             bool(terms.get("gemv")))
+        return _measured_or(self.row_fraction(op), peak, roof)
+
+    def memory_roof(self, op: Op):
+        """Bandwidth times the class's memory efficiency; a class whose one-row products run
+        a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
+        terms = self.terms(op)
+        rate = self.bandwidth * terms.get("memory", 1.0)
+        rows = tile_rows(op) if "gemv_memory" in terms else None
+        if rows is not None:
+            rate = np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
+        return _measured_or(self.row_fraction(op), self.bandwidth, rate)
+
+    def row_fraction(self, op: Op):
+        """The class's measured fraction of the bound at the op's rows and shape, or None
+        when its most specific key has efficiency terms only (or the op has no such shape):
+        a GEMM's (m, k, n); an attention op's (query rows per K/V head, head_dim) where those
+        rows are within the measured ones (a decode, a few tokens of a step; the CPU kernel
+        computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
+        they are more (a prompt: the class's terms price it); an element-wise class's by the
+        op's bytes."""
+        for key in self.keys(op):
+            if key in self.attention_tables:
+                return self.attention_fraction(key, op)
+            if key in self.size_curves and op.kind in SIZE_KINDS:
+                long_rows = self.size_curves.get(key + SOFTMAX_LONG)
+                if long_rows is not None and "cols" in op.dims:
+                    return np.where(np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS,
+                                    long_rows.at(op.bytes), self.size_curves[key].at(op.bytes))
+                return self.size_curves[key].at(op.bytes)
+            if key in self.row_curves:
+                dims = op.dims
+                if "m" in dims and "k" in dims and "n" in dims:
+                    return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
+                if "q_len" in dims and "head_dim" in dims:
+                    table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
+                    fraction = table.at(rows, dims["head_dim"], 1.0)
+                    return np.where(rows <= table.max_rows, fraction, np.nan)
+                return None
+            if key in self.efficiency:
+                return None
+        return None
+
+    def attention_fraction(self, key: str, op: Op):
+        """The class's measured fraction of the bound at the op's rows, context and head_dim,
+        from its table of the op's stage; NaN where the class has no table of that stage
+        (the class's terms price it) or the op is not attention-shaped."""
+        coords = attention_coords(op)
+        if coords is None:
+            return None
+        decode, rows, context, head_dim = coords
+        tables = self.attention_tables[key]
+        out = np.full(np.shape(context), np.nan)
+        for stage, where in (("decode", decode), ("prefill", ~decode)):
+            if stage in tables and np.any(where):
+                value = tables[stage].at(rows=rows, context=context, head_dim=head_dim)
+                out = np.where(where, value, out)
+        return out if out.ndim else float(out)
+
+    def overhead(self, op: Op) -> float:
+        for key in self.keys(op):
+            if key in self.overhead_s:
+                return self.overhead_s[key]
+        return self.overhead_s.get("default", 0.0)
+
+    def class_dtype(self, dtype: str) -> str:
+        """The data type whose measured classes price ``dtype``: itself when the profile
+        measured it (or names no types), the measured type of the same datasheet rate it
+        stands in for (``dtype_as``), else refused (UnmeasuredDtypeError)."""
+        if not self.measured_dtypes or dtype in self.measured_dtypes:
+            return dtype
+        if dtype in self.dtype_as:
+            return self.dtype_as[dtype]
+        from ridgeline.errors import UnmeasuredDtypeError
+        raise UnmeasuredDtypeError(dtype, self.device, sorted(self.measured_dtypes))
+
+    def keys(self, op: Op) -> tuple[str, ...]:
+        """``keys_for`` the op at its class data type (``class_dtype``)."""
+        return class_keys(op.kind, op.name, self.class_dtype(op.dtype))
+
+    def terms(self, op: Op) -> Mapping[str, float]:
+        """The efficiency terms of the most specific key the table holds (see ``keys``)."""
+        for key in self.keys(op):
+            if key in self.efficiency:
+                return self.efficiency[key]
+        return {}
+
+
+def _nested(values) -> tuple:
+    """Lists of lists of numbers -> tuples of tuples of floats (hashable, frozen)."""
+    if isinstance(values, (list, tuple)):
+        return tuple(_nested(v) for v in values)
+    return float(values)
+
+
+def _measured_or(fraction, roof, otherwise):
+    """``roof`` x the measured fraction where there is one (not None, not NaN), else
+    ``otherwise``."""
+    if fraction is None:
+        return otherwise
+    fraction = np.asarray(fraction, dtype=float)
+    out = np.where(np.isnan(fraction), otherwise, roof * np.nan_to_num(fraction, nan=1.0))
+    return out if out.ndim else float(out)
+
+
+def tile_rows(op: Op):
+    """Rows a matrix kernel's tiles are filled with: ``m`` of a GEMM; for attention the query
+    rows that share one K/V head, ``q_len * heads / kv_heads`` (decode: 1 with MHA, the group
+    size with GQA, every head with MQA, as grouped kernels fold the group into the query
+    axis); None for ops with neither."""
+    dims = op.dims
+    if "m" in dims:
+        return dims["m"]
+    q_len = dims.get("q_len")
+    heads, kv_heads = dims.get("heads"), dims.get("kv_heads")
+    if q_len is None or not heads or not kv_heads:
+        return q_len
+    return q_len * (heads / kv_heads)
+
+
+def _tile_fill(op: Op, rows_half: float | None, gemv: bool = False):
+    """Fraction of a matrix kernel's rate reached with ``rows`` rows per tile: rows / (rows +
+    rows_half). A calibrated profile may give ``rows_half`` for a class (CPU GEMMs with a few
+    rows leave the register tiles part-empty and repack the weights for little work; decode
+    attention has one query row); spec ceilings never do, and ops without rows are not affected.
+    A class whose one-row products dispatch to a matrix-vector kernel (BLAS GEMV: no tiles)
+    says so with ``gemv``: its one-row ops get fill 1."""
+    return tile_fill(tile_rows(op) if rows_half else None, rows_half, gemv)
+
+
+def tile_fill(rows, rows_half: float | None, gemv: bool = False):
+    """``_tile_fill`` for row counts (arrays broadcast); rows None or rows_half 0: fill 1."""
+    if rows is None or not rows_half:
+        return 1.0
+    rows = np.asarray(rows, dtype=float)
+    fill = rows / (rows + rows_half)
+    # with ``gemv`` set, a one-row product runs a matrix-vector kernel with no tiles to fill
+    return np.where(rows == 1, 1.0, fill) if gemv else fill
+
+
+def keys_for(op: Op) -> tuple[str, ...]:
+    """Efficiency/overhead keys of an op, most specific first: 'kind:name@dtype',
+    'kind:name', 'kind@dtype', 'kind'. A profile may refine a kind by kernel ('linear:
+    int8_weight_only') or by data type ('linear@bf16'); plain kind keys keep working."""
+    return class_keys(op.kind, op.name, op.dtype)
+
+
+def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
+    return (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
+
+
+def spec_ceilings(device: DeviceSpec) -> Ceilings:
+    """The datasheet roofline: an upper bound on speed."""
+    vector = dict(device.vector_peak) or {"fp32": min(device.matrix_peak.values())}
+    return Ceilings("spec", device.memory_bandwidth, device.matrix_peak,
+                    MappingProxyType(vector), device=device.name,
+                    link_bandwidth=device.interconnect_bandwidth,
+                    link_latency=device.interconnect_latency or 0.0,
+                    link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+
+
+def roofline_time(compute_s, memory_s, network_s=0.0, exp_s=0.0):
+    """The roofline step: the slowest of doing the arithmetic, moving the bytes through
+    device memory, sending them over the interconnect, and computing the exponentials."""
+    return np.maximum(np.maximum(compute_s, memory_s), np.maximum(network_s, exp_s))
+
+
+def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
+    """One field of every op as an array of shape (ops, *workload shape); fields that are
+    scalars for every op get shape (ops, 1, ...) with ``ndim`` axes so they broadcast."""
+    values = [getattr(op, field_name) for op in ops]
+    try:  # fast path: every op has the same shape (all scalars in a single analysis)
+        out = np.array(values, dtype=float)
+    except ValueError:
+        out = np.stack(np.broadcast_arrays(*values)).astype(float)
+    return out.reshape(out.shape + (1,) * (ndim - out.ndim))
+
+
+def _per_op(values: list, shape: tuple) -> np.ndarray:
+    """One value per op, shape (ops, 1, ...) when all are scalars, else (ops, *workload)."""
+    try:
+        return np.array(values, dtype=float).reshape((len(values),) + (1,) * (len(shape) - 1))
+    except (ValueError, TypeError):
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape[1:]) for v in values])
+
+
+def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
+    """Every op of a pass at once: bytes by destination, time, attainable perf and bound.
+
+    Arrays have shape (ops, *workload shape); times are per instance (one of ``count``).
+    """
+    table = {f: _stack(ops, f) for f in ("flops", *BYTE_FIELDS)}
+    nbytes = sum(table[f] for f in BYTE_FIELDS)
+    shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
+    compute = _per_op([ceilings.compute_roof(op) for op in ops], nbytes.shape)
+    memory = _per_op([ceilings.memory_roof(op) for op in ops], nbytes.shape)
+    overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
+    vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
+    flops, vector_flops = table["flops"], _stack(ops, "vector_flops", nbytes.ndim)
+    compute_s = flops / compute + vector_flops / vector
+    memory_s = nbytes / memory
+    network_s = _network_seconds(ops, ceilings, nbytes.ndim)
+    exp_s = _stack(ops, "exps", nbytes.ndim) / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
+    first_touch = first_touch_seconds(ops, ceilings, nbytes.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
+    table.update(
+        bytes=nbytes, intensity=intensity, vector_flops=vector_flops,
+        comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
+        compute_s=compute_s, memory_s=memory_s, network_s=network_s, exp_s=exp_s + 0 * nbytes,
+        overhead_s=overhead + 0 * nbytes, first_touch_s=first_touch,
+        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch,
+        perf=np.minimum(compute, intensity * memory),
+        bound=_bound(compute_s, memory_s, network_s, exp_s),
+        count=np.array([op.count for op in ops], dtype=float).reshape(shape),
+    )
+    return table
+
+
+def first_touch_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> np.ndarray:
+    """Per op, the seconds its fresh tensors at or above the mmap threshold take to be
+    faulted in: their bytes / ``first_touch_rate`` (0 without one: a GPU, a datasheet)."""
+    if not ceilings.first_touch_rate:
+        return np.zeros(shape)
+    threshold = ceilings.mmap_threshold
+    fresh = [sum(np.where(np.asarray(a, dtype=float) >= threshold, a, 0.0) for a in op.allocations)
+             for op in ops]
+    return _per_op(fresh, shape) / ceilings.first_touch_rate + np.zeros(shape)
+
+
+BOUNDS = ("compute", "memory", "network", "exp")
+
+
+def _bound(*seconds):
+    """Name of the largest term; ties go to the earlier name (compute before memory)."""
+    stacked = np.stack(np.broadcast_arrays(*seconds))
+    return np.asarray(BOUNDS)[np.argmax(stacked, axis=0)]
+
+
+def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.ndarray:
+    comm = _stack(ops, "comm_bytes", ndim)
+    if not np.any(comm):
+        return 0 * comm
+    if not ceilings.link_bandwidth:
+        from ridgeline.errors import InvalidSettingError
+        raise InvalidSettingError("link_bw_gb_s", f"{ceilings.device} has no interconnect "
+                                  "bandwidth in its spec; give link_bw_gb_s")
+    hops = _stack(ops, "comm_hops", ndim)
+    # a point-to-point send uses one link; a collective the group's bandwidth
+    groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]
+    bandwidth = _per_op([ceilings.group_bandwidth(n) for n in groups], comm.shape)
+    return np.where(comm > 0, comm / bandwidth + hops * ceilings.link_latency, 0.0)
+
+
+def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
+    """One op's row of :func:`evaluate` (time, perf, bound, bytes...)."""
+    return {k: v[0] for k, v in evaluate([op], ceilings).items()}
+
+
+# --- execution modes: device time and host time composed ----------------------------------
+#
+# A profile measured from the device's side (graph replay, profiler kernel durations) gives
+# each op's device time d_i; the host's dispatch cost h_i per call and the kernels k_i each op
+# launches are measured apart. How a step's time follows from them depends on how it runs:
+#
+#   graph     one launch replays every kernel: T = sum_i (d_i + k_i * gap)
+#   eager     the host enqueues op i after h_i more seconds (E_i = h_1 + ... + h_i) and the
+#   compiled  device runs it when both it and the op are ready:
+#                 F_i = max(F_{i-1}, E_i) + d_i + k_i * gap,      F_0 = 0,
+#             so T = F_n = max_k (E_k + sum_{j >= k} (d_j + k_j * gap)): the host's share
+#             counts only where the host is the slower side (max(sum h, sum d) <= T <=
+#             sum h + sum d). ``compiled`` is the same queue with torch.compile's host
+#             costs and kernel counts (fused ops, no graphs).
+#   CPU       no separate device: host and kernels run on one thread, T = sum_i (h_i + d_i).
+#
+# Ceilings without execution terms keep the per-kernel overhead sum in every mode.
+
+EXECUTIONS = ("graph", "eager", "compiled")
+
+
+TIMINGS = {  # how a profile's kernels were timed -> the words an answer names its basis with
+    "device": "device time (CUDA-graph replay / profiler kernel durations)",
+    "eager": "eager CUDA events, host-inclusive",
+    "cpu": "a CPU timer (host and kernels on one thread)",
+}
+
+
+def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ceilings:
+    """The ceilings set to run in ``execution`` (a Settings value) on ``device``. ``auto``:
+    graph on a GPU or accelerator (what serving stacks run for decode), eager on a CPU (no
+    separate device: host and kernels share a thread, so nothing overlaps) or with a profile
+    timed by eager events (its times hold the host: it has no device times for a graph).
+
+    A device-time profile prices eager or compiled only with its measured host terms for
+    that mode; an eager-timed one no graph. Anything else is refused, never the same number
+    under another name (a fallback that is kept is named by ``ridgeline.engine.basis``)."""
+    from dataclasses import replace
+
+    from ridgeline.errors import InvalidSettingError
+
+    cpu = device.kind == "cpu"
+    if execution == "auto":
+        execution = "eager" if cpu or ceilings.timing == "eager" else "graph"
+    if execution == "graph" and cpu:
+        raise InvalidSettingError("execution", f"{device.name} is a CPU: it runs no CUDA graphs; "
+                                  "use execution eager or compiled")
+    missing = missing_execution_terms(ceilings, execution)
+    if missing:
+        raise InvalidSettingError("execution", f"the {ceilings.mode} profile of "
+                                  f"{ceilings.device} cannot price {execution} execution: "
+                                  f"{missing}")
+    return replace(ceilings, execution=execution, serial=cpu)
+
+
+def missing_execution_terms(ceilings: Ceilings, execution: str) -> str:
+    """Why a profile cannot price ``execution`` ('' when it can): an eager-timed GPU profile
+    holds host time in every kernel, so no graph (compiled is priced as its eager calls, an
+    upper bound, and ``ridgeline.engine.basis`` says so); a device-time one needs the host terms it
+    measured for eager or compiled."""
+    if ceilings.timing == "eager" and execution == "graph":
+        return (f"it was timed by {TIMINGS['eager']}, so it holds no device times for "
+                "graph; use a device-time profile, or execution eager")
+    if ceilings.timing == "device" and execution != "graph" and not ceilings.host_s.get(execution):
+        have = [m for m in EXECUTIONS if m == "graph" or ceilings.host_s.get(m)]
+        return (f"it measured no {execution} host terms (host_us.{execution}; python -m "
+                f"kernels.calibrate.host_profile measures them); use execution {' or '.join(have)}")
+    return ""
+
+
+def has_execution_terms(ceilings: Ceilings) -> bool:
+    return bool(ceilings.launch_gap_s or ceilings.host_s or ceilings.kernels)
+
+
+def execution_key(table: Mapping[str, float], op: Op) -> str | None:
+    """The key of ``op``'s own entry in a host or kernels table (keyed by engine op name:
+    fused SDPA is 'attention'; the unfused qk_matmul, softmax and sv_matmul are ops of
+    their own), 'default' where the table has none for it, or None."""
+    if op.name in table:
+        return op.name
+    return "default" if "default" in table else None
+
+
+def _lookup(table: Mapping[str, float], op: Op, default: float) -> float:
+    """An op's entry: by engine op name, then 'default' (never another op's: a kind such
+    as 'attention' is also the fused op's name)."""
+    key = execution_key(table, op)
+    return default if key is None else float(table[key])
+
+
+def kernels_table(ceilings: Ceilings, execution: str) -> Mapping[str, float]:
+    """The kernels-per-op table of ``execution`` (a graph replays the eager launches)."""
+    return ceilings.kernels.get(execution) or ceilings.kernels.get(
+        "eager" if execution == "graph" else execution) or {}
+
+
+def op_kernels(ceilings: Ceilings, op: Op, execution: str) -> float:
+    """Kernels one call of ``op`` launches (a graph replays the eager launches; 1 unknown)."""
+    return _lookup(kernels_table(ceilings, execution), op, 1.0)
+
+
+def op_host(ceilings: Ceilings, op: Op, execution: str) -> float:
+    """Host seconds to dispatch one call of ``op`` (0 in a graph: one replay per step)."""
+    if execution == "graph":
+        return 0.0
+    return _lookup(ceilings.host_s.get(execution) or {}, op, 0.0)
+
+
+def step_order(ops: Sequence[Op]) -> np.ndarray:
+    """Indices of ``ops`` in the order one pass runs them: ops before the first repeated op,
+    then the repeated (per-layer) ops layer by layer, then the rest."""
+    counts = [int(op.count) for op in ops]
+    repeated = [i for i, c in enumerate(counts) if c > 1]
+    if not repeated:
+        return np.array([i for i, c in enumerate(counts) if c > 0], dtype=int)
+    first, last = repeated[0], repeated[-1]
+    head = [i for i in range(first) if counts[i] > 0]
+    body = [i for r in range(max(counts[first:last + 1])) for i in range(first, last + 1)
+            if counts[i] > r]
+    tail = [i for i in range(last + 1, len(ops)) for _ in range(counts[i])]
+    return np.array(head + body + tail, dtype=int)
+
+
+def queue_finish(host, device):
+    """F_n of the queue F_i = max(F_{i-1}, E_i) + d_i, E the running sum of ``host``:
+    max_k (E_k + sum_{j >= k} d_j), along axis 0 (calls in order; any trailing shape)."""
+    host, device = np.broadcast_arrays(np.asarray(host, float), np.asarray(device, float))
+    enqueued = np.cumsum(host, axis=0)
+    remaining = np.flip(np.cumsum(np.flip(device, axis=0), axis=0), axis=0)
+    return np.max(enqueued + remaining, axis=0)
+
+
+def execution_terms(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
+                    execution: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per op instance: device seconds (the roofline time, per-kernel overhead included, plus
+    the launch gaps) and host seconds, shaped like ``table['time_s']``."""
+    shape = (len(ops),) + (1,) * (table["time_s"].ndim - 1)
+    gaps = np.array([op_kernels(ceilings, op, execution) for op in ops]).reshape(shape)
+    host = np.array([op_host(ceilings, op, execution) for op in ops]).reshape(shape)
+    return table["time_s"] + gaps * ceilings.launch_gap_s, host + 0 * table["time_s"]
+
+
+def composed_time(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
+                  execution: str, serial: bool) -> dict[str, np.ndarray]:
+    """One pass's seconds in ``execution`` mode (see above): ``time_s``, and the device's and
+    the host's sums ``device_s`` and ``host_s``. ``serial``: the host is the device (a CPU)."""
+    if execution not in EXECUTIONS:
+        from ridgeline.errors import InvalidWorkloadError
+        raise InvalidWorkloadError(f"unknown execution {execution!r}; use one of: "
+                                   f"{', '.join(EXECUTIONS)}")
+    device, host = execution_terms(ops, table, ceilings, execution)
+    count = table["count"]
+    device_s, host_s = np.sum(count * device, axis=0), np.sum(count * host, axis=0)
+    if serial or execution == "graph" or not np.any(host):
+        time_s = device_s + host_s
+    else:
+        order = step_order(ops)
+        time_s = queue_finish(host[order], device[order])
+    return {"time_s": time_s, "device_s": device_s, "host_s": host_s}

@@ -1,0 +1,107 @@
+"""What the user asks for: the workload (sizes) and the deployment settings."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
+from ridgeline.engine.units import DTYPE_BITS
+
+Number = Union[int, float, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes. ``batch`` and ``seq_len`` may be numpy arrays (a sweep is one array expression)."""
+
+    batch: Number = 1          # sequences processed together
+    seq_len: Number = 512      # prompt tokens per sequence (prefill length)
+    generate: Number = 0       # output tokens per sequence: 1 from prefill + (generate-1) decode steps
+
+    def __post_init__(self) -> None:
+        for field in ("batch", "seq_len"):
+            _check_positive(field, getattr(self, field))
+        if np.any(np.asarray(self.generate) < 0):
+            raise InvalidWorkloadError(f"generate must be >= 0, got {self.generate!r}")
+
+
+def _check_positive(field: str, value: Number) -> None:
+    arr = np.asarray(value)
+    if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
+        raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
+    if np.any(arr <= 0) or np.any(arr != np.floor(arr)):
+        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
+
+
+ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
+ZERO_POINTS = ("fp16", "packed")
+EXECUTIONS = ("auto", "graph", "eager", "compiled")
+
+
+def setting(default, help: str):
+    """A ``Settings`` field with its one line of help (the dashboard shows it)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the model is deployed. Each field changes named terms of named ops."""
+
+    w_dtype: str = setting("fp16", "stored weight type of the linear layers (weights read)")
+    a_dtype: str = setting("fp16", "activation type (activations read/written)")
+    kv_dtype: str = setting("fp16", "KV-cache type (KV read/written)")
+    group_size: int = setting(0, "quantisation group along k; 0 = one scale per output channel")
+    attention: str = setting("eager", "eager | flash | flash-decoding | paged")
+    kv_block: int = setting(16, "tokens per KV block (paged attention)")
+    tp: int = setting(1, "tensor-parallel devices")
+    pp: int = setting(1, "pipeline-parallel stages")
+    ep: int = setting(1, "expert-parallel devices (MoE)")
+    micro_batches: int = setting(1, "pipeline micro-batches (batch must divide evenly)")
+    link_bw_gb_s: float = setting(
+        0.0, "override of the device's interconnect bandwidth (GB/s per direction)")
+    link_latency_us: float = setting(
+        -1.0, "override of the per-hop link latency (µs); < 0 keeps the spec")
+    zero_points: str = setting("fp16", "integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)")
+    memory_utilization: float = setting(
+        0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)")
+    execution: str = setting(
+        "auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
+
+    def __post_init__(self) -> None:
+        known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
+        for field in ("w_dtype", "a_dtype", "kv_dtype"):
+            value = getattr(self, field)
+            if value not in DTYPE_BITS or value == "tf32":
+                raise InvalidWorkloadError(f"unknown data type {value!r} for {field}; use one of: {known}")
+        if self.attention not in ATTENTION_KERNELS:
+            raise InvalidWorkloadError(f"unknown attention kernel {self.attention!r}; use one of: "
+                                       f"{', '.join(ATTENTION_KERNELS)}")
+        if self.execution not in EXECUTIONS:
+            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: "
+                                       f"{', '.join(EXECUTIONS)}")
+        for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidWorkloadError(f"{field} must be a whole number >= 1, got {value!r}")
+        if self.group_size < 0:
+            raise InvalidWorkloadError(f"group_size must be >= 0 (0: per channel), got {self.group_size}")
+        if self.zero_points not in ZERO_POINTS:
+            raise InvalidWorkloadError(f"unknown zero-point layout {self.zero_points!r}; use one of: "
+                                       f"{', '.join(ZERO_POINTS)}")
+        if not 0 < self.memory_utilization <= 1:
+            raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got "
+                                       f"{self.memory_utilization}; e.g. 0.9")
+        if self.link_bw_gb_s < 0:
+            raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+
+
+def dtype_for_bits(bits: int, what: str) -> str:
+    """--w-bits/--a-bits/--kv-bits: 16 means fp16, lower widths are integers."""
+    if bits == 16:
+        return "fp16"
+    if bits in (8, 4, 2, 1):
+        return f"int{bits}"
+    raise InvalidWorkloadError(f"--{what}-bits must be 16, 8, 4, 2 or 1, got {bits}")
