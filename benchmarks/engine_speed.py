@@ -29,7 +29,7 @@ def main() -> None:
     batch = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
     seq = np.arange(1, 1001) * 32
     for generate in (0, 128):
-        t = median_seconds(lambda: rl.sweep(model, device, batch, seq, generate=generate), 1, 5)
+        t = median_seconds(lambda generate=generate: rl.sweep(model, device, batch, seq, generate=generate), 1, 5)
         print(f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
               f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)")
 

@@ -218,7 +218,7 @@ def check_format(fmt: str) -> None:
 
 def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
     """Print or write the result; the table view prints rich renderables."""
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     if text is None:
         if output is not None:
@@ -577,7 +577,7 @@ def simulate(model: ModelArg = None, config: ConfigOpt = None, hardware: Hardwar
     """Serve requests with continuous batching: latency percentiles, throughput, KV use."""
     import json
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
     from ridgeline.serving.simulator import Scheduler, goodput, max_rate
     from ridgeline.serving.simulator import simulate as run
     from ridgeline.io.traces import load_trace, poisson
@@ -855,7 +855,7 @@ def predictions_register(hardware: HardwareOpt = "h200",
     from kernels.gpu.register import PREDICTIONS_DIR, register
     from kernels.bench.provenance import git_commit
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     commit = git_commit()
     if profile is not None and not profile.is_file():
@@ -879,7 +879,7 @@ def predictions_compare(results: Annotated[list[Path], typer.Argument(help="A ru
 
     from kernels.gpu.register import compare, markdown
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     table = compare(results, predictions)
     text = markdown(table)

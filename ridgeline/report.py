@@ -4,47 +4,14 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ridgeline.errors import UnwritableOutputError
 import numpy as np
 
 from ridgeline.engine.units import GIB, KIB, MIB, format_bytes, format_si, format_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from ridgeline.engine.analyze import Analysis
-
-
-def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename: never a half-written file.
-    Missing parent folders are created; a path that cannot be written raises
-    UnwritableOutputError (one line) and leaves nothing behind."""
-    path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    except (FileExistsError, NotADirectoryError):
-        raise UnwritableOutputError(path, "part of its folder path is a file") from None
-    except OSError as err:
-        raise UnwritableOutputError(path, err.strerror or str(err)) from None
-    try:
-        with os.fdopen(fd, mode) as handle:
-            handle.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        reason = "it is a folder" if path.is_dir() else (err.strerror or str(err))
-        raise UnwritableOutputError(path, reason) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def to_json(analysis: Analysis) -> str:

@@ -19,7 +19,8 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
-from ridgeline.io.catalog import MAX_FILE_BYTES, VALIDATION_DIR, user_data_dir
+from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
+from ridgeline.io.files import MAX_FILE_BYTES
 from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
                               UnknownDeviceError, UnknownModelError)
 from ridgeline.io.hardware import DeviceSpec, device_from_dict, list_devices

@@ -9,7 +9,7 @@ import html
 from pathlib import Path
 
 from ridgeline.engine.analyze import Analysis
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 
 from viewer import figures
 from viewer.figures import CARD_TITLES, TABLE_COLUMNS, analysis_title, op_rows

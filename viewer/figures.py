@@ -223,7 +223,7 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     for i, (w, group) in enumerate(frame.groupby("w_dtype", sort=False)):
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         boundary = oom_boundary(group)
-        for row, (col, label, scale) in enumerate(SWEEP_ROWS, start=1):
+        for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
             fits = group["fits"].to_numpy(bool)
             symbols = np.where(fits, "circle", "x-open")
             fig.add_trace(go.Scatter(
@@ -402,7 +402,7 @@ def validation_error_figure(frame: pd.DataFrame, height: int = 360) -> go.Figure
     """Median relative error by op class, spec vs calibrated."""
     table = relative_errors(frame)
     fig = go.Figure()
-    for col, label, color in PREDICTIONS:
+    for _col, label, color in PREDICTIONS:
         fig.add_trace(go.Bar(x=table.index, y=table[label] * 100, name=label, marker_color=color,
                              meta=f"error:{label}", hovertemplate="%{x}: %{y:.1f}%<extra></extra>"))
     fig.add_hline(y=10, line={"dash": "dot", "color": "#2ca02c"}, annotation_text="10%")

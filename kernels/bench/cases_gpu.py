@@ -334,7 +334,7 @@ def write_agreement(device: str, every: int, folder=None) -> str:
 
     import numpy as np
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     from ridgeline.io.catalog import user_data_dir
 

@@ -21,7 +21,7 @@ import yaml
 from ridgeline.io.catalog import user_data_dir
 from ridgeline.io.hardware import device_to_dict
 from ridgeline.io.profile import timing_of
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 from ridgeline.engine.units import GIGA, TERA
 
 from kernels.bench.cases import case_from_dict, suite_cases

@@ -174,7 +174,7 @@ def merge_into(path: Path, terms: dict[str, Any], meta: dict[str, Any]) -> dict[
     import yaml
 
     from ridgeline.io.profile import load_profile
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     profile = load_profile(path)
     profile.update(terms)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             merge_into(args.profile, terms, meta)
             print(f"merged into {args.profile}")
         if args.output is not None:
-            from ridgeline.report import write_atomic
+            from ridgeline.io.files import write_atomic
 
             write_atomic(args.output, yaml.safe_dump({"meta": meta, **terms}, sort_keys=False))
             print(f"wrote {args.output}")

@@ -30,7 +30,7 @@ from ridgeline.errors import ProfileMismatchError, RidgelineError
 from ridgeline.io.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
 from ridgeline.engine.model import ModelConfig
 from ridgeline.io.profile import profile_path
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import measuring_device, resolve_ceilings
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings

@@ -37,7 +37,8 @@ import numpy as np
 
 from ridgeline.io.catalog import user_data_dir
 from ridgeline.errors import RidgelineError
-from ridgeline.engine.model import MODELS_DIR, ModelConfig, read_json
+from ridgeline.engine.model import MODELS_DIR, ModelConfig
+from ridgeline.io.files import read_json
 
 from kernels.e2e.e2e import NOISE_CPU, NOISE_CUDA, Case, Result, calibrated_for, measured_key, predicted_columns, provenance, read_peak, reset_peak, resolve_device, spec_device, summarize, write_rows
 

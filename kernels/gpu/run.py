@@ -34,7 +34,7 @@ from typing import Any
 
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.errors import RidgelineError
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 
 from kernels.gpu.plan import CASE_BUDGET, Stage, sizes, stages
 

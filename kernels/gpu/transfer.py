@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("snapshot", type=Path)

@@ -29,7 +29,7 @@ import numpy as np
 from ridgeline.io.catalog import MODELS_DIR, REPORTS_DIR
 from ridgeline.errors import RidgelineError
 from ridgeline.engine.model import ModelConfig, load_model
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.serving.simulator import Scheduler, percentiles, simulate
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE, Arrivals
@@ -95,7 +95,6 @@ def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
     """Submit each request at its arrival time (from the main thread, while transformers'
     generation thread serves); return per-request seconds from submission."""
     from transformers import GenerationConfig
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     rng = np.random.default_rng(seed)
     vocab = model.config.vocab_size

@@ -30,7 +30,7 @@ from ridgeline.io.catalog import ROOT
 from ridgeline.errors import RidgelineError
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile, measured_on
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 
 from kernels.bench.provenance import git_commit
 

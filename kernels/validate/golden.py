@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     current = compute()
     if "--write" in args:
         GOLDEN_PATH.parent.mkdir(parents=True, exist_ok=True)
-        from ridgeline.report import write_atomic
+        from ridgeline.io.files import write_atomic
 
         write_atomic(GOLDEN_PATH, json.dumps(current, indent=1) + "\n")
         print(f"wrote {GOLDEN_PATH}")

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     for name in (sys.argv[1:] if argv is None else argv):
         path = Path(name)

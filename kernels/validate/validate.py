@@ -21,7 +21,7 @@ import numpy as np
 from ridgeline.io.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.errors import RidgelineError
 from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, profile_path, recorded_device
-from ridgeline.report import write_atomic
+from ridgeline.io.files import write_atomic
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 
 from kernels.bench.cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases

@@ -1,13 +1,13 @@
 """Models: the ``ModelConfig`` record and the one place that knows Hugging Face key aliases."""
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ridgeline.io.catalog import MODELS_DIR, list_names, looks_like_path, read_small_text
+from ridgeline.io.catalog import MODELS_DIR, list_names, looks_like_path
+from ridgeline.io.files import read_json
 from ridgeline.errors import InvalidConfigError, UnknownModelError, UnsupportedArchitectureError
 
 # model_type -> (gated MLP, norm kind, attention and MLP in parallel off one norm)
@@ -194,13 +194,6 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
 
 def list_models() -> list[str]:
     return list_names(MODELS_DIR, ".json")
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_small_text(path, InvalidConfigError))
-    except json.JSONDecodeError as err:
-        raise InvalidConfigError(str(path), f"malformed JSON at line {err.lineno}: {err.msg}") from None
 
 
 def load_model(name: str) -> ModelConfig:

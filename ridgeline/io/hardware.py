@@ -10,9 +10,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 
-from ridgeline.io.catalog import HARDWARE_DIR, list_names, looks_like_path, read_small_text
+from ridgeline.io.catalog import HARDWARE_DIR, list_names, looks_like_path
+from ridgeline.io.files import read_yaml
 from ridgeline.errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
 from ridgeline.engine.units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
 
@@ -176,17 +176,6 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
     if device.runtime_reserve:
         out["runtime_reserve_gib"] = device.runtime_reserve / GIB
     return out
-
-
-def read_yaml(path: Path) -> Any:
-    """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
-    text = read_small_text(path, InvalidSpecError)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise InvalidSpecError(str(path), f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
 
 
 def list_devices() -> list[str]:
@@ -441,7 +430,7 @@ def _write_host_cache(key: tuple, device: DeviceSpec) -> DeviceSpec:
     import json
 
     from ridgeline import __version__
-    from ridgeline.report import write_atomic
+    from ridgeline.io.files import write_atomic
 
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     path = host_cache_path(key)

@@ -53,7 +53,8 @@ import numpy as np
 
 from ridgeline.io.catalog import PROFILES_DIR, user_data_dir
 from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
-from ridgeline.io.hardware import DeviceSpec, read_yaml
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.io.files import read_yaml
 from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable
 from ridgeline.engine.units import GIGA, TERA
 

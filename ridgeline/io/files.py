@@ -1,0 +1,87 @@
+"""Reading and writing files: small text files read with a size limit, YAML and JSON
+parsed into one-line errors, and atomic writes (never a half-written file)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ridgeline.errors import InvalidConfigError, InvalidSpecError, UnwritableOutputError
+
+
+MAX_FILE_BYTES = 1_000_000  # a config.json, device YAML or profile is a few KB (as the dashboard's uploads)
+
+
+def read_small_text(path: Path, error) -> str:
+    """The text of a config or spec file, refusing what is not one: a folder, a device or
+    pipe (``/dev/zero``), a file over 1 MB (read no further than that). ``error(where,
+    problem)`` builds the one-line error to raise."""
+    if path.is_dir():
+        raise error(str(path), "is a folder; pass the file itself")
+    if path.exists() and not path.is_file():
+        raise error(str(path), "is not a regular file (a device, pipe or socket); pass a file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise error(str(path), f"cannot read file ({err.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        size = max(path.stat().st_size, len(data)) / 1e6
+        size = f"{size:,.0f}" if size >= 100 else f"{size:.3g}"
+        raise error(str(path), f"file is {size} MB; the limit is 1 MB (a config or spec file "
+                               "is a few KB: is it the right file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(str(path), "not a UTF-8 text file") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
+    text = read_small_text(path, InvalidSpecError)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise InvalidSpecError(str(path), f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(read_small_text(path, InvalidConfigError))
+    except json.JSONDecodeError as err:
+        raise InvalidConfigError(str(path), f"malformed JSON at line {err.lineno}: {err.msg}") from None
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename: never a half-written file.
+    Missing parent folders are created; a path that cannot be written raises
+    UnwritableOutputError (one line) and leaves nothing behind."""
+    path = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except (FileExistsError, NotADirectoryError):
+        raise UnwritableOutputError(path, "part of its folder path is a file") from None
+    except OSError as err:
+        raise UnwritableOutputError(path, err.strerror or str(err)) from None
+    try:
+        with os.fdopen(fd, mode) as handle:
+            handle.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        reason = "it is a folder" if path.is_dir() else (err.strerror or str(err))
+        raise UnwritableOutputError(path, reason) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
