@@ -14,6 +14,7 @@
 Usage: python .ci/validate_gate.py [--replay-only] [--threads N] [--keep DIR]
 Exit 0 on pass, 1 on failure (the reasons printed, one per line).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,14 @@ def replay() -> list[str]:
     print(f"replaying the {len(paths)} snapshots git tracks in {VALIDATION_DIR.relative_to(ROOT)}/")
     for path in paths:
         result = replay_snapshot(json.loads(path.read_text()))
-        print(f"replay {path.name}: {result['cases']} cases, {result['changed']} predictions changed, "
-              f"{len(result['worse'])} worse")
-        problems += [f"replay {path.name}: {w['case']} ({w['mode']}) error {w['recorded']:+.1%} -> "
-                     f"{w['now']:+.1%}" for w in result["worse"]]
+        print(
+            f"replay {path.name}: {result['cases']} cases, {result['changed']} predictions changed, "
+            f"{len(result['worse'])} worse"
+        )
+        problems += [
+            f"replay {path.name}: {w['case']} ({w['mode']}) error {w['recorded']:+.1%} -> {w['now']:+.1%}"
+            for w in result["worse"]
+        ]
     return problems
 
 
@@ -74,20 +79,23 @@ def measure_once(threads: int | None, keep: Path | None):
         out.mkdir(parents=True, exist_ok=True)
         print(f"measuring into {out} (profile and snapshot of this run only)")
         start = time.perf_counter()
-        profile, _ = calibrate("cpu", quick=True, threads=threads, output=out / "profile.yaml",
-                               progress=False)
-        result, paths = validate("cpu", quick=True, threads=threads, profile=profile,
-                                 output_dir=out, progress=False)
+        profile, _ = calibrate("cpu", quick=True, threads=threads, output=out / "profile.yaml", progress=False)
+        result, paths = validate("cpu", quick=True, threads=threads, profile=profile, output_dir=out, progress=False)
         print(f"measured in {time.perf_counter() - start:.0f} s: {headline(result)}")
         state = recorded_line(result["meta"], "the quick profile")
         if state:
             print(f"  {state}")
         for row in result["summary"]:
-            cv = (f"  leave-one-model-out {row['cv_median_abs']:.1%} / {row['cv_p90_abs']:.1%}"
-                  if row.get("cv_count") else "")
-            print(f"  {row['op_class']:12s} n={row['count']:3d}  calibrated median "
-                  f"{row['calibrated_median_abs']:.1%} p90 {row['calibrated_p90_abs']:.1%}  "
-                  f"spec median {row['spec_median_abs']:.1%}{cv}")
+            cv = (
+                f"  leave-one-model-out {row['cv_median_abs']:.1%} / {row['cv_p90_abs']:.1%}"
+                if row.get("cv_count")
+                else ""
+            )
+            print(
+                f"  {row['op_class']:12s} n={row['count']:3d}  calibrated median "
+                f"{row['calibrated_median_abs']:.1%} p90 {row['calibrated_p90_abs']:.1%}  "
+                f"spec median {row['spec_median_abs']:.1%}{cv}"
+            )
         return result
 
 

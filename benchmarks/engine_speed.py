@@ -2,6 +2,7 @@
 
 Run: python benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
 """
+
 from __future__ import annotations
 
 import statistics
@@ -30,8 +31,10 @@ def main() -> None:
     seq = np.arange(1, 1001) * 32
     for generate in (0, 128):
         t = median_seconds(lambda generate=generate: rl.sweep(model, device, batch, seq, generate=generate), 1, 5)
-        print(f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
-              f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)")
+        print(
+            f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
+            f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)"
+        )
 
 
 if __name__ == "__main__":

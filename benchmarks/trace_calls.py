@@ -14,6 +14,7 @@ Run: python benchmarks/trace_calls.py w_bits analyze llama-2-7b --w-bits 4
          --profile reports/profiles/cuda-nvidia-h200.yaml
 TRACE_LIST=1 lists the traced calls. The counts depend only on the code, not on the machine.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,8 +65,7 @@ def traced_calls(param: str, argv: list[str]) -> list[tuple[str, str]]:
     def holds(frame) -> bool:
         code = frame.f_code
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        return any(is_carried(p) for n in names if n in frame.f_locals
-                   for p in parts(frame.f_locals[n], 2))
+        return any(is_carried(p) for n in names if n in frame.f_locals for p in parts(frame.f_locals[n], 2))
 
     def is_carried(p) -> bool:
         if type(p) in (str, int, float):  # plain values have no identity to follow: equal ones

@@ -1,5 +1,6 @@
 """Serving decisions built on the engine: speculative decoding, the largest batch that fits,
 the latency/throughput frontier, and side-by-side comparisons."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -8,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from ridgeline.engine.analyze import analyze, memory_totals, plain, stage_totals
-from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig, load_model
-from ridgeline.io.resolve import Deployment, as_deployment
 from ridgeline.engine.workload import Settings, Workload
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
+from ridgeline.io.resolve import Deployment, as_deployment
 
 Number = Any
 
@@ -27,8 +28,7 @@ def expected_tokens(k: Number, acceptance: Number) -> Number:
 
 
 def _step_time(d: Deployment, batch, cached, q_len) -> Number:
-    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len),
-                             d.ceilings, d.plan)
+    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len), d.ceilings, d.plan)
     return totals["time_s"]
 
 
@@ -57,8 +57,7 @@ def _prefill_and_memory(d: Deployment, batch, seq_len, cached) -> tuple:
     tokens per sequence in the cache."""
     ops = stage_ops(d.model, "prefill", batch, seq_len, d.plan)
     totals, _ = stage_totals(ops, d.ceilings, d.plan)
-    mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1),
-                        d.plan, ops)
+    mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1), d.plan, ops)
     return totals["time_s"], mem
 
 
@@ -66,19 +65,30 @@ def _together(target: dict, draft: dict) -> dict:
     """Target and draft on one device: weights and caches add up, activations do not
     (the two models run one after the other)."""
     out = {k: target[k] + draft[k] for k in ("weights_bytes", "kv_cache_bytes")}
-    out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"],
-                                               draft["activations_peak_bytes"])
+    out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"], draft["activations_peak_bytes"])
     out["peak_bytes"] = sum(out.values())
     usable = target["usable_bytes"]
-    out.update(capacity_bytes=target["capacity_bytes"], usable_bytes=usable,
-               fits=out["peak_bytes"] <= usable,
-               shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0))
+    out.update(
+        capacity_bytes=target["capacity_bytes"],
+        usable_bytes=usable,
+        fits=out["peak_bytes"] <= usable,
+        shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0),
+    )
     return out
 
 
-def speculative(model, hardware=None, draft=None, *, batch: int = 1, seq_len: int = 512,
-                draft_tokens: int = 4, acceptance: float = 0.7, max_k: int = 8,
-                **how: Any) -> dict:
+def speculative(
+    model,
+    hardware=None,
+    draft=None,
+    *,
+    batch: int = 1,
+    seq_len: int = 512,
+    draft_tokens: int = 4,
+    acceptance: float = 0.7,
+    max_k: int = 8,
+    **how: Any,
+) -> dict:
     """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
     tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
     yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
@@ -110,17 +120,27 @@ def speculative(model, hardware=None, draft=None, *, batch: int = 1, seq_len: in
     target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
     draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
-    return plain({
-        "draft": small.model.name, "mode": d.mode,
-        "draft_tokens": k, "acceptance": acceptance,
-        "expected_tokens_per_step": tokens[k], "target_step_s": target_s,
-        "draft_step_s": draft_s, "verify_s": verify_s[k],
-        "tpot_s": tpot, "tokens_per_s": batch / tpot, "ttft_s": target_pre + draft_pre,
-        "speedup": speedup[k], "break_even_acceptance": even[k],
-        "memory": _together(target_mem, draft_mem),
-        "by_draft_tokens": [{"draft_tokens": int(i), "speedup": speedup[i],
-                             "break_even_acceptance": even[i]} for i in ks],
-    })
+    return plain(
+        {
+            "draft": small.model.name,
+            "mode": d.mode,
+            "draft_tokens": k,
+            "acceptance": acceptance,
+            "expected_tokens_per_step": tokens[k],
+            "target_step_s": target_s,
+            "draft_step_s": draft_s,
+            "verify_s": verify_s[k],
+            "tpot_s": tpot,
+            "tokens_per_s": batch / tpot,
+            "ttft_s": target_pre + draft_pre,
+            "speedup": speedup[k],
+            "break_even_acceptance": even[k],
+            "memory": _together(target_mem, draft_mem),
+            "by_draft_tokens": [
+                {"draft_tokens": int(i), "speedup": speedup[i], "break_even_acceptance": even[i]} for i in ks
+            ],
+        }
+    )
 
 
 def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how: Any) -> int:
@@ -139,8 +159,17 @@ def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how
     return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
 
 
-def frontier(model, hardware=None, seq_len: int = 1024, generate: int = 256, *, batches=None,
-             tpot_slo: float | None = None, ttft_slo: float | None = None, **how: Any):
+def frontier(
+    model,
+    hardware=None,
+    seq_len: int = 1024,
+    generate: int = 256,
+    *,
+    batches=None,
+    tpot_slo: float | None = None,
+    ttft_slo: float | None = None,
+    **how: Any,
+):
     """TPOT against throughput across batch sizes up to the largest that fits (powers of
     two and the maximum itself), and the best throughput meeting the latency targets."""
     from ridgeline.engine.analyze import sweep
@@ -163,13 +192,16 @@ def frontier(model, hardware=None, seq_len: int = 1024, generate: int = 256, *, 
     best = None
     if ok.any():
         row = frame[ok].sort_values("tokens_per_s").iloc[-1]
-        best = {"batch": int(row["batch"]), "tokens_per_s": float(row["tokens_per_s"]),
-                "tpot_s": float(row["tpot_s"]), "ttft_s": float(row["ttft_s"])}
+        best = {
+            "batch": int(row["batch"]),
+            "tokens_per_s": float(row["tokens_per_s"]),
+            "tpot_s": float(row["tpot_s"]),
+            "ttft_s": float(row["ttft_s"]),
+        }
     return frame, {"max_batch": top, "best": best, "mode": d.mode}
 
 
-def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512,
-            generate: int = 128, **how: Any):
+def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512, generate: int = 128, **how: Any):
     """One row per deployment (device and settings variant): the key totals side by side,
     with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
     name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
@@ -183,13 +215,20 @@ def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int 
     for d in deployments:
         a = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
         gen = a.generation or {}
-        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items()
-                          if v != getattr(Settings(), k)) or "default"
-        rows.append({"hardware": a.device.name, "settings": label, "mode": a.mode,
-                     "matrix_dtype": a.plan.matrix_dtype,
-                     "ttft_s": gen.get("ttft_s"), "tpot_s": gen.get("tpot_s"),
-                     "tokens_per_s": gen.get("tokens_per_s"),
-                     "prefill_s": a.prefill.total["time_s"],
-                     "decode_step_s": a.decode.total["time_s"],
-                     "peak_bytes": a.memory["peak_bytes"], "fits": a.memory["fits"]})
+        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items() if v != getattr(Settings(), k)) or "default"
+        rows.append(
+            {
+                "hardware": a.device.name,
+                "settings": label,
+                "mode": a.mode,
+                "matrix_dtype": a.plan.matrix_dtype,
+                "ttft_s": gen.get("ttft_s"),
+                "tpot_s": gen.get("tpot_s"),
+                "tokens_per_s": gen.get("tokens_per_s"),
+                "prefill_s": a.prefill.total["time_s"],
+                "decode_step_s": a.decode.total["time_s"],
+                "peak_bytes": a.memory["peak_bytes"],
+                "fits": a.memory["fits"],
+            }
+        )
     return pd.DataFrame(rows)

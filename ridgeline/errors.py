@@ -1,4 +1,5 @@
 """Domain errors. Each carries the offending value and a fix; the CLI prints one line, exit 2."""
+
 from __future__ import annotations
 
 import difflib
@@ -12,8 +13,9 @@ class RidgelineError(Exception):
 def _did_you_mean(name: str, choices: Iterable[str]) -> str:
     choices = list(choices)
     starts = [c for c in choices if c.startswith(name.lower())]
-    close = (starts + [c for c in difflib.get_close_matches(name.lower(), choices, n=3, cutoff=0.5)
-                       if c not in starts])[:3]
+    close = (
+        starts + [c for c in difflib.get_close_matches(name.lower(), choices, n=3, cutoff=0.5) if c not in starts]
+    )[:3]
     return f" Did you mean: {', '.join(close)}?" if close else ""
 
 
@@ -57,9 +59,7 @@ class UnwritableOutputError(RidgelineError):
 class UnsupportedArchitectureError(RidgelineError):
     def __init__(self, model_type: str, supported: Iterable[str]):
         self.model_type = model_type
-        super().__init__(
-            f"unsupported model_type '{model_type}'; supported: {', '.join(sorted(supported))}."
-        )
+        super().__init__(f"unsupported model_type '{model_type}'; supported: {', '.join(sorted(supported))}.")
 
 
 class InvalidWorkloadError(RidgelineError):
@@ -79,21 +79,21 @@ class ProfileMismatchError(RidgelineError):
     """A measured profile applied to a device it was not measured on. ``home`` is the
     device to use it with: a catalog name, or 'host' on the CPU it was measured on."""
 
-    def __init__(self, profile: str, measured_on: str, device: str, home: str,
-                 transferable: bool):
+    def __init__(self, profile: str, measured_on: str, device: str, home: str, transferable: bool):
         self.home, self.device = home, device
         self.transferable = transferable
-        fix = (f"analyse {home} with it, or transfer its fractions to {device} (same "
-               "architecture)" if transferable else f"analyse {home} with it, or calibrate {device}")
+        fix = (
+            f"analyse {home} with it, or transfer its fractions to {device} (same architecture)"
+            if transferable
+            else f"analyse {home} with it, or calibrate {device}"
+        )
         super().__init__(f"profile {profile} was measured on {measured_on}, not {device}; {fix}")
 
 
 class UnsupportedDtypeError(RidgelineError):
     def __init__(self, dtype: str, device: str, supported: Iterable[str], what: str = "matrix"):
         self.dtype = dtype
-        super().__init__(
-            f"{device} has no {what} units for {dtype}; choose one of: {', '.join(supported)}."
-        )
+        super().__init__(f"{device} has no {what} units for {dtype}; choose one of: {', '.join(supported)}.")
 
 
 class UnmeasuredDtypeError(RidgelineError):
@@ -106,7 +106,8 @@ class UnmeasuredDtypeError(RidgelineError):
         super().__init__(
             f"the profile of {device} measured no {dtype} classes, and none of the types it "
             f"measured ({measured}) has {dtype}'s datasheet rate; use one of those types, or "
-            f"calibrate {dtype}")
+            f"calibrate {dtype}"
+        )
 
 
 class MissingDependencyError(RidgelineError):

@@ -1,4 +1,5 @@
 """Outputs: JSON, CSV, rich tables, and atomic file writes."""
+
 from __future__ import annotations
 
 import io
@@ -34,11 +35,20 @@ def ops_csv_frame(analysis: Analysis):
         frame.insert(0, "stage", stage)
         frames.append(frame)
         total = getattr(analysis, stage).total
-        totals.append({"stage": stage, "name": "total", "kind": TOTAL_KIND,
-                       **{k: v for k, v in total.items() if k in frame.columns}})
+        totals.append(
+            {
+                "stage": stage,
+                "name": "total",
+                "kind": TOTAL_KIND,
+                **{k: v for k, v in total.items() if k in frame.columns},
+            }
+        )
     gen = analysis.generation or {}
-    totals += [{"stage": "generation", "name": key[:-2], "kind": TOTAL_KIND, "time_s": gen[key]}
-               for key in ("ttft_s", "tpot_s", "total_s") if gen.get(key) is not None]
+    totals += [
+        {"stage": "generation", "name": key[:-2], "kind": TOTAL_KIND, "time_s": gen[key]}
+        for key in ("ttft_s", "tpot_s", "total_s")
+        if gen.get(key) is not None
+    ]
     return pd.concat([*frames, pd.DataFrame(totals, columns=frames[0].columns)], ignore_index=True)
 
 
@@ -88,8 +98,9 @@ def _table(title: str):
     from rich.table import Table
 
     # no vertical rules, two spaces between columns: wide tables fit 100 columns
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                 pad_edge=False, padding=(0, 0, 0, 1))
+    return Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1)
+    )
 
 
 def _add_column(table, header: str, text: bool = False) -> None:
@@ -122,33 +133,67 @@ def console_width() -> int:
     return Console().width if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
 
 
-STAGE_COLUMNS = (("op", True), ("count", False), ("ops", False), ("bytes moved (B)", False),
-                 ("ops/byte", False), ("perf (ops/s)", False), ("bound", True),
-                 ("time each", False), ("dtype", True))
+STAGE_COLUMNS = (
+    ("op", True),
+    ("count", False),
+    ("ops", False),
+    ("bytes moved (B)", False),
+    ("ops/byte", False),
+    ("perf (ops/s)", False),
+    ("bound", True),
+    ("time each", False),
+    ("dtype", True),
+)
 
 
 def _stage_table(analysis: Analysis, stage: str):
     workload = analysis.workload
-    title = (f"{stage}: batch {workload.batch}, "
-             + (f"{workload.seq_len} prompt tokens" if stage == "prefill"
-                else f"1 new token, {workload.seq_len} cached"))
+    title = f"{stage}: batch {workload.batch}, " + (
+        f"{workload.seq_len} prompt tokens" if stage == "prefill" else f"1 new token, {workload.seq_len} cached"
+    )
     table = _table(title)
     for header, text in STAGE_COLUMNS:
         _add_column(table, header, text)
-    rows = [[row["name"], str(row["count"]), si_number(row["flops"]), si_number(row["bytes"]),
-             plain_number(row["intensity"]), si_number(row["perf"]), row["bound"],
-             format_time(row["time_s"]), row["dtype"]] for row in getattr(analysis, stage).records()]
+    rows = [
+        [
+            row["name"],
+            str(row["count"]),
+            si_number(row["flops"]),
+            si_number(row["bytes"]),
+            plain_number(row["intensity"]),
+            si_number(row["perf"]),
+            row["bound"],
+            format_time(row["time_s"]),
+            row["dtype"],
+        ]
+        for row in getattr(analysis, stage).records()
+    ]
     total = getattr(analysis, stage).total
-    rows.append(["total (x count)", "", si_number(total["flops"]), si_number(total["bytes"]),
-                 "", "", "", format_time(total["time_s"]), ""])
+    rows.append(
+        [
+            "total (x count)",
+            "",
+            si_number(total["flops"]),
+            si_number(total["bytes"]),
+            "",
+            "",
+            "",
+            format_time(total["time_s"]),
+            "",
+        ]
+    )
     for row in rows:
         table.add_row(*row, style="bold" if row is rows[-1] else None)
     fit_columns(table, [list(col) for col in zip(*rows)], console_width())
     return table
 
 
-BYTE_TERMS = (("weights", ("weight_bytes",)), ("activations", ("act_read_bytes", "act_write_bytes")),
-              ("the KV cache", ("kv_read_bytes", "kv_write_bytes")), ("communication", ("comm_bytes",)))
+BYTE_TERMS = (
+    ("weights", ("weight_bytes",)),
+    ("activations", ("act_read_bytes", "act_write_bytes")),
+    ("the KV cache", ("kv_read_bytes", "kv_write_bytes")),
+    ("communication", ("comm_bytes",)),
+)
 
 
 def sum_by(records: list[dict], key: str, value: str) -> dict[str, float]:
@@ -183,11 +228,12 @@ def verdict(analysis: Analysis) -> str:
 
     w = analysis.workload
     step = "TPOT" if analysis.generation else "a decode step"
-    largest = max_batch(analysis.model, analysis.device, w.seq_len, w.generate,
-                        settings=analysis.settings)
-    fits = (f"largest batch that fits: {largest}" if largest else "not even batch 1 fits")
-    return (f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
-            f"{stage_verdict(analysis, 'decode')}; {fits} ({w.seq_len} + {w.generate} tokens each)")
+    largest = max_batch(analysis.model, analysis.device, w.seq_len, w.generate, settings=analysis.settings)
+    fits = f"largest batch that fits: {largest}" if largest else "not even batch 1 fits"
+    return (
+        f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
+        f"{stage_verdict(analysis, 'decode')}; {fits} ({w.seq_len} + {w.generate} tokens each)"
+    )
 
 
 def summary_lines(analysis: Analysis) -> list[str]:
@@ -196,48 +242,78 @@ def summary_lines(analysis: Analysis) -> list[str]:
     gen = analysis.generation
     if gen:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
-        lines.append(f"TTFT {format_time(gen['ttft_s'])}   TPOT {tpot}   "
-                     f"total {format_time(gen['total_s'])}   "
-                     f"{plain_number(gen['tokens_per_s'], 4)} tokens/s")
+        lines.append(
+            f"TTFT {format_time(gen['ttft_s'])}   TPOT {tpot}   "
+            f"total {format_time(gen['total_s'])}   "
+            f"{plain_number(gen['tokens_per_s'], 4)} tokens/s"
+        )
     spec = analysis.extra.get("speculative")
     if spec:
         even = spec["break_even_acceptance"]
         smem = spec["memory"]
-        fits = "fits" if smem["fits"] else (f"does NOT fit: {format_bytes(smem['shortfall_bytes'])} over "
-                                            f"the {format_bytes(smem['usable_bytes'])} usable")
-        lines.append(f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
-                     f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
-                     f"{plain_number(spec['tokens_per_s'], 4)} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
-                     f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
-                     f"{'-' if even is None else format(even, '.3g')})")
-        lines.append(f"memory with the draft: {format_bytes(smem['peak_bytes'])} of "
-                     f"{format_bytes(smem['capacity_bytes'])}: {fits}")
+        fits = (
+            "fits"
+            if smem["fits"]
+            else (
+                f"does NOT fit: {format_bytes(smem['shortfall_bytes'])} over "
+                f"the {format_bytes(smem['usable_bytes'])} usable"
+            )
+        )
+        lines.append(
+            f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
+            f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
+            f"{plain_number(spec['tokens_per_s'], 4)} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
+            f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
+            f"{'-' if even is None else format(even, '.3g')})"
+        )
+        lines.append(
+            f"memory with the draft: {format_bytes(smem['peak_bytes'])} of "
+            f"{format_bytes(smem['capacity_bytes'])}: {fits}"
+        )
     pipe = analysis.extra.get("pipeline")
     if pipe:
-        lines.append(f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
-                     f"bubble {pipe['bubble_fraction']:.1%}")
+        lines.append(
+            f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
+            f"bubble {pipe['bubble_fraction']:.1%}"
+        )
     mem = analysis.memory
     usable = mem.get("usable_bytes", mem["capacity_bytes"])
-    fits = "fits" if mem["fits"] else (
-        f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} over the {format_bytes(usable)} usable "
-        "(memory utilization x capacity - runtime reserve)")
+    fits = (
+        "fits"
+        if mem["fits"]
+        else (
+            f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} over the {format_bytes(usable)} usable "
+            "(memory utilization x capacity - runtime reserve)"
+        )
+    )
     per = f" per device (x{mem['devices']})" if mem.get("devices", 1) > 1 else ""
-    lines.append(f"memory{per}: weights {format_bytes(mem['weights_bytes'])} + KV cache "
-                 f"{format_bytes(mem['kv_cache_bytes'])} + activations "
-                 f"{format_bytes(mem['activations_peak_bytes'])} = {format_bytes(mem['peak_bytes'])}"
-                 f" of {format_bytes(mem['capacity_bytes'])}: {fits}")
+    lines.append(
+        f"memory{per}: weights {format_bytes(mem['weights_bytes'])} + KV cache "
+        f"{format_bytes(mem['kv_cache_bytes'])} + activations "
+        f"{format_bytes(mem['activations_peak_bytes'])} = {format_bytes(mem['peak_bytes'])}"
+        f" of {format_bytes(mem['capacity_bytes'])}: {fits}"
+    )
     return lines
 
 
 def rich_tables(analysis: Analysis) -> list[Any]:
     s = analysis.settings
-    header = (f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
-              f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
-              f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
-              + (f", tp {s.tp}" if s.tp > 1 else "") + (f", pp {s.pp}" if s.pp > 1 else "")
-              + (f", ep {s.ep}" if s.ep > 1 else ""))
-    return [header, *basis_lines(analysis), _stage_table(analysis, "prefill"),
-            _stage_table(analysis, "decode"), verdict(analysis), *summary_lines(analysis)]
+    header = (
+        f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
+        f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
+        f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
+        + (f", tp {s.tp}" if s.tp > 1 else "")
+        + (f", pp {s.pp}" if s.pp > 1 else "")
+        + (f", ep {s.ep}" if s.ep > 1 else "")
+    )
+    return [
+        header,
+        *basis_lines(analysis),
+        _stage_table(analysis, "prefill"),
+        _stage_table(analysis, "decode"),
+        verdict(analysis),
+        *summary_lines(analysis),
+    ]
 
 
 def basis_lines(analysis: Analysis) -> list[str]:
@@ -249,12 +325,24 @@ def basis_lines(analysis: Analysis) -> list[str]:
 
 
 # sweep / compare / frontier columns: header and the kind of unit its numbers get
-FRAME_HEADERS = {"batch": "batch", "seq_len": "prompt tokens", "prefill_s": "prefill",
-                 "decode_step_s": "decode step", "ttft_s": "TTFT", "tpot_s": "TPOT",
-                 "total_s": "total", "tokens_per_s": "tokens/s", "weights_bytes": "weights",
-                 "kv_cache_bytes": "KV cache", "activations_peak_bytes": "act. peak",
-                 "peak_bytes": "peak memory", "capacity_bytes": "capacity", "fits": "fits",
-                 "meets_slo": "meets SLO", "matrix_dtype": "matrix dtype"}
+FRAME_HEADERS = {
+    "batch": "batch",
+    "seq_len": "prompt tokens",
+    "prefill_s": "prefill",
+    "decode_step_s": "decode step",
+    "ttft_s": "TTFT",
+    "tpot_s": "TPOT",
+    "total_s": "total",
+    "tokens_per_s": "tokens/s",
+    "weights_bytes": "weights",
+    "kv_cache_bytes": "KV cache",
+    "activations_peak_bytes": "act. peak",
+    "peak_bytes": "peak memory",
+    "capacity_bytes": "capacity",
+    "fits": "fits",
+    "meets_slo": "meets SLO",
+    "matrix_dtype": "matrix dtype",
+}
 
 
 def frame_column(values, column: str) -> tuple[str, str, list[str]]:
@@ -264,8 +352,13 @@ def frame_column(values, column: str) -> tuple[str, str, list[str]]:
         return name, "", ["yes" if v else "no" for v in values]
     if not all(isinstance(v, (int, float, np.number)) or v is None for v in values):
         return name, "", ["-" if v is None else str(v) for v in values]
-    units = (TIME_UNITS if column.endswith("_s") and column != "tokens_per_s"
-             else BYTE_UNITS if column.endswith("_bytes") else None)
+    units = (
+        TIME_UNITS
+        if column.endswith("_s") and column != "tokens_per_s"
+        else BYTE_UNITS
+        if column.endswith("_bytes")
+        else None
+    )
     if units is None:
         return name, "", [str(int(v)) if float(v).is_integer() else plain_number(v) for v in values]
     scale, unit = column_unit(values, units)
@@ -276,13 +369,11 @@ def frame_table(frame, title: str) -> list:
     """A DataFrame as a rich table: readable headers with their units, one unit per column;
     columns equal in every row are said once, under the table."""
     columns = [frame_column(frame[c].tolist(), c) for c in frame.columns]
-    same = [(name, unit, cells[0]) for name, unit, cells in columns
-            if len(frame) > 1 and len(set(cells)) == 1]
+    same = [(name, unit, cells[0]) for name, unit, cells in columns if len(frame) > 1 and len(set(cells)) == 1]
     shown = [c for c in columns if (c[0], c[1], c[2][0]) not in same] or columns
     table = _table(title)
     for name, unit, cells in shown:
-        _add_column(table, f"{name} ({unit})" if unit else name,
-                    text=not any(ch.isdigit() for ch in "".join(cells)))
+        _add_column(table, f"{name} ({unit})" if unit else name, text=not any(ch.isdigit() for ch in "".join(cells)))
     for row in zip(*(cells for _, _, cells in shown)):
         table.add_row(*row)
     fit_columns(table, [cells for _, _, cells in shown], console_width())

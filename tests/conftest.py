@@ -1,4 +1,5 @@
 """Shared fixtures: catalog objects loaded once; a user folder of the test session's own."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Published anchors (issue 25): the committed reports/validation/anchors.json is what
 kernels.validate.anchors computes today, each figure names its source (or says none was found),
 and every basis the engine refuses records why."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,8 @@ def by_id(rows: list[dict]) -> dict[str, dict]:
 def test_committed_json_is_what_the_code_computes_now(committed, computed):
     """Numbers cannot drift silently: rerun python -m kernels.validate.anchors after an engine change."""
     assert json.loads(json.dumps(computed)) == committed["anchors"], (
-        "reports/validation/anchors.json is stale: python -m kernels.validate.anchors")
+        "reports/validation/anchors.json is stale: python -m kernels.validate.anchors"
+    )
     assert set(committed["meta"]) >= {"commit", "date", "sources"}
     assert committed["meta"]["sources"] == {a["id"]: a["source"] for a in committed["anchors"]}
 
@@ -106,5 +108,6 @@ def test_results_md_renders_the_section(committed):
     assert text.startswith("## Published anchors")
     for row in committed["anchors"]:
         assert row["title"] in text
-    assert text.count("refused [") == sum("refused" in p for r in committed["anchors"]
-                                           for p in r["predictions"].values())
+    assert text.count("refused [") == sum(
+        "refused" in p for r in committed["anchors"] for p in r["predictions"].values()
+    )

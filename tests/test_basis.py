@@ -3,6 +3,7 @@
 Numbers are worked by hand from the committed profiles: the H200's (device time, graph
 replay; host terms measured for eager only, keyed by engine op) and the H100's (eager CUDA
 events, host-inclusive: no launch gap, no host term, no kernels per op)."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ridgeline.engine.analyze import analyze
 from ridgeline.cli import app
+from ridgeline.engine.analyze import analyze
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.roofline import op_host, op_kernels
 from ridgeline.errors import UnmeasuredDtypeError
 from ridgeline.io.hardware import load_device
-from ridgeline.engine.layers import stage_ops
 from ridgeline.io.profile import load_profile, timing_of
 from ridgeline.io.resolve import resolve
-from ridgeline.engine.roofline import op_host, op_kernels
 
 H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
 H200 = "reports/profiles/cuda-nvidia-h200.yaml"
@@ -63,20 +64,30 @@ def test_a_profile_with_an_unknown_timing_is_refused(tmp_path, bad):
     assert "'timing' must be one of device, eager, cpu" in result.output
 
 
-@pytest.mark.parametrize("hardware, profile, execution, message", [
-    # before: TPOT 11 ms in graph as in eager (a silent equality); 6.15 ms of it host time
-    ("h100-sxm", H100, "graph",
-     "error: the calibrated profile of h100-sxm cannot price graph execution: it was "
-     "timed by eager CUDA events, host-inclusive, so it holds no device times for "
-     "graph; use a device-time profile, or execution eager (set with --execution)\n"),
-    # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
-    ("h200", H200, "compiled",
-     "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
-     "compiled host terms (host_us.compiled; python -m kernels.calibrate.host_profile measures them); "
-     "use execution graph or eager (set with --execution)\n"),
-])
-def test_an_execution_mode_the_profile_has_no_terms_for_is_refused(hardware, profile, execution,
-                                                                    message):
+@pytest.mark.parametrize(
+    "hardware, profile, execution, message",
+    [
+        # before: TPOT 11 ms in graph as in eager (a silent equality); 6.15 ms of it host time
+        (
+            "h100-sxm",
+            H100,
+            "graph",
+            "error: the calibrated profile of h100-sxm cannot price graph execution: it was "
+            "timed by eager CUDA events, host-inclusive, so it holds no device times for "
+            "graph; use a device-time profile, or execution eager (set with --execution)\n",
+        ),
+        # before: 7.43 ms, faster than graph's 7.50 ms (no host, one launch per op)
+        (
+            "h200",
+            H200,
+            "compiled",
+            "error: the calibrated profile of h200 cannot price compiled execution: it measured no "
+            "compiled host terms (host_us.compiled; python -m kernels.calibrate.host_profile measures them); "
+            "use execution graph or eager (set with --execution)\n",
+        ),
+    ],
+)
+def test_an_execution_mode_the_profile_has_no_terms_for_is_refused(hardware, profile, execution, message):
     result = cli("-H", hardware, "--dtype", "bf16", "--profile", profile, "--execution", execution)
     assert result.exit_code == 2
     assert result.output == message
@@ -85,13 +96,13 @@ def test_an_execution_mode_the_profile_has_no_terms_for_is_refused(hardware, pro
 def test_the_h100_profile_prices_compiled_as_its_eager_calls_and_says_so():
     compiled = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled")
     eager = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "eager")
-    assert compiled["generation"] == eager["generation"]          # the same number, named
+    assert compiled["generation"] == eager["generation"]  # the same number, named
     assert compiled["basis"]["execution"] == "compiled"
     assert compiled["basis"]["notes"][0] == (
         "compiled priced as eager: the profile was timed by eager CUDA events, host-inclusive "
-        "and holds no compiled terms")
-    embed = ("no measured class for embed@bf16: priced by datasheet roofs and the profile's "
-             "default overhead")
+        "and holds no compiled terms"
+    )
+    embed = "no measured class for embed@bf16: priced by datasheet roofs and the profile's default overhead"
     assert eager["basis"]["notes"] == [embed]
 
 
@@ -103,11 +114,12 @@ def test_the_h100_profile_prices_eager_and_says_so():
     basis = auto["basis"]
     assert (basis["ceilings"], basis["timing"], basis["execution"]) == ("calibrated", "eager", "eager")
     assert basis["timing_label"] == "eager CUDA events, host-inclusive"
-    assert basis["notes"][0] == ("execution eager (auto): the profile was timed by eager CUDA "
-                                 "events, host-inclusive, so it holds no device times for graph")
+    assert basis["notes"][0] == (
+        "execution eager (auto): the profile was timed by eager CUDA "
+        "events, host-inclusive, so it holds no device times for graph"
+    )
     table = cli("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100).stdout.splitlines()
-    assert table[1] == ("basis: calibrated roofline, timed by eager CUDA events, "
-                        "host-inclusive; execution eager")
+    assert table[1] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager")
 
 
 def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
@@ -125,8 +137,10 @@ def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
     assert fp16["generation"]["tpot_s"] == pytest.approx(bf16["generation"]["tpot_s"], rel=2e-3)
     assert fp16["generation"]["tpot_s"] == pytest.approx(7.480e-3, rel=1e-3)
     assert fp16["basis"]["dtype_as"] == {"fp16": "bf16"} and bf16["basis"]["dtype_as"] == {}
-    note = ("fp16 priced with the profile's measured bf16 classes: it measured no fp16 classes, "
-            "and h200's datasheet gives both 989.4 TFLOP/s")
+    note = (
+        "fp16 priced with the profile's measured bf16 classes: it measured no fp16 classes, "
+        "and h200's datasheet gives both 989.4 TFLOP/s"
+    )
     assert note in fp16["basis"]["notes"]
     assert f"note: {note}" in cli("-H", "h200", "--profile", H200).stdout.splitlines()
 
@@ -134,20 +148,28 @@ def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
 def small_h100_profile(tmp_path, linear_class: str) -> Path:
     """A device-timed H100 profile with an fp32 matrix peak and one measured linear class."""
     path = tmp_path / f"{linear_class}.yaml"
-    path.write_text(yaml.safe_dump({
-        "meta": {"spec_device": "h100-sxm"}, "timing": "device", "bandwidth_gb_s": 3000.0,
-        "matrix_peak_tops": {"fp32": 50.0},
-        "efficiency": {linear_class: {"compute": 0.5, "memory": 0.9}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "meta": {"spec_device": "h100-sxm"},
+                "timing": "device",
+                "bandwidth_gb_s": 3000.0,
+                "matrix_peak_tops": {"fp32": 50.0},
+                "efficiency": {linear_class: {"compute": 0.5, "memory": 0.9}},
+            }
+        )
+    )
     return path
 
 
 def test_a_type_with_no_measured_stand_in_is_refused(tmp_path):
     path = small_h100_profile(tmp_path, "linear@fp32")
-    result = cli("-H", "h100-sxm", "--profile", str(path))          # fp16: 2 bytes, not 4
+    result = cli("-H", "h100-sxm", "--profile", str(path))  # fp16: 2 bytes, not 4
     assert result.exit_code == 2
     assert result.output == (
         "error: the profile of h100-sxm measured no fp16 classes, and none of the types it "
-        "measured (fp32) has fp16's datasheet rate; use one of those types, or calibrate fp16\n")
+        "measured (fp32) has fp16's datasheet rate; use one of those types, or calibrate fp16\n"
+    )
     with pytest.raises(UnmeasuredDtypeError):
         analyze("llama-2-7b", "h100-sxm", profile=path, dtype="bf16")
     assert analyze("llama-2-7b", "h100-sxm", profile=path, dtype="fp32").extra["basis"]["dtype_as"] == {}
@@ -157,8 +179,7 @@ def test_unfused_attention_has_its_own_host_terms_not_sdpas():
     d = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, execution="eager")
     ops = {op.name: op for op in stage_ops(d.model, "decode", 1, 512, d.plan)}
     fused = resolve("llama-2-7b", "h200", dtype="bf16", profile=H200, attention="flash")
-    sdpa = next(op for op in stage_ops(fused.model, "decode", 1, 512, fused.plan)
-                if op.name == "attention")
+    sdpa = next(op for op in stage_ops(fused.model, "decode", 1, 512, fused.plan) if op.name == "attention")
     c = d.ceilings
     # fused SDPA keeps its measured 49.3992 us and 4 kernels; qk, softmax and sv (not
     # measured apart) take the profile's default, 15.7338 us and 1 kernel, never SDPA's
@@ -182,23 +203,28 @@ def test_ops_priced_without_a_measured_term_are_named():
     out = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "eager")
     missing = {(e["op"], e["term"]): e["priced_by"] for e in out["basis"]["unmeasured"]}
     assert missing == {
-        ("embed", "device"): "datasheet roofs",          # no embed class in the profile
-        ("qk_matmul", "eager host"): "default", ("softmax", "eager host"): "default",
-        ("sv_matmul", "eager host"): "default", ("qk_matmul", "kernels per op"): "default",
-        ("softmax", "kernels per op"): "default", ("sv_matmul", "kernels per op"): "default"}
-    lines = cli("-H", "h200", "--dtype", "bf16", "--profile", H200,
-                "--execution", "eager").stdout.splitlines()
-    assert ("note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
-            "the profile's default (15.7 µs per call)") in lines
-    assert ("note: no measured kernel count for qk_matmul, softmax, sv_matmul: priced at the "
-            "profile's default (1 per call)") in lines
+        ("embed", "device"): "datasheet roofs",  # no embed class in the profile
+        ("qk_matmul", "eager host"): "default",
+        ("softmax", "eager host"): "default",
+        ("sv_matmul", "eager host"): "default",
+        ("qk_matmul", "kernels per op"): "default",
+        ("softmax", "kernels per op"): "default",
+        ("sv_matmul", "kernels per op"): "default",
+    }
+    lines = cli("-H", "h200", "--dtype", "bf16", "--profile", H200, "--execution", "eager").stdout.splitlines()
+    assert (
+        "note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
+        "the profile's default (15.7 µs per call)"
+    ) in lines
+    assert (
+        "note: no measured kernel count for qk_matmul, softmax, sv_matmul: priced at the profile's default (1 per call)"
+    ) in lines
     # fused attention: its host and kernels were measured; graph names only the kernels
     flash = as_json("-H", "h200", "--dtype", "bf16", "--profile", H200, "--attention", "flash")
     assert [(e["op"], e["term"]) for e in flash["basis"]["unmeasured"]] == [("embed", "device")]
     # fp8 GEMMs: no linear@fp8 class, the pooled 'linear' one is named
     fp8 = as_json("-H", "h200", "--dtype", "fp8", "--profile", H200)
-    assert {"op": "q_proj", "dtype": "fp8", "term": "device",
-            "priced_by": "linear"} in fp8["basis"]["unmeasured"]
+    assert {"op": "q_proj", "dtype": "fp8", "term": "device", "priced_by": "linear"} in fp8["basis"]["unmeasured"]
 
 
 def test_datasheet_roofs_say_eager_is_device_time_only():
@@ -222,12 +248,18 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
 
     query = "?model=llama-2-7b&device=h200&generate=16&profile=cuda-nvidia-h200"
     title = callbacks.update_analyze("/", query + "&execution=eager", None)[1].splitlines()
-    assert title[1] == ("basis: calibrated roofline, timed by device time (CUDA-graph replay / "
-                        "profiler kernel durations); execution eager")
-    assert ("note: fp16 priced with the profile's measured bf16 classes: it measured no fp16 "
-            "classes, and h200's datasheet gives both 989.4 TFLOP/s") in title
-    assert ("note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
-            "the profile's default (15.7 µs per call)") in title
+    assert title[1] == (
+        "basis: calibrated roofline, timed by device time (CUDA-graph replay / "
+        "profiler kernel durations); execution eager"
+    )
+    assert (
+        "note: fp16 priced with the profile's measured bf16 classes: it measured no fp16 "
+        "classes, and h200's datasheet gives both 989.4 TFLOP/s"
+    ) in title
+    assert (
+        "note: no measured eager host term for qk_matmul, softmax, sv_matmul: priced at "
+        "the profile's default (15.7 µs per call)"
+    ) in title
     refused = callbacks.update_analyze("/", query + "&execution=compiled", None)
     assert refused[0].startswith("error: the calibrated profile of h200 cannot price compiled")
     h100 = "?model=llama-2-7b&device=h100-sxm&profile=cuda-nvidia-h100-80gb-hbm3"
@@ -247,13 +279,16 @@ def test_docs_quote_the_basis_numbers():
     from ridgeline.engine.units import format_time
 
     text = flat("docs/settings.md")
-    tpot = {d: analyze("llama-2-7b", "h200", 1, 512, 128, dtype=d, profile=H200).generation["tpot_s"]
-            for d in ("fp16", "bf16")}
-    assert (f"gives TPOT {format_time(tpot['fp16'])} beside bf16's {format_time(tpot['bf16'])}"
-            in text)
+    tpot = {
+        d: analyze("llama-2-7b", "h200", 1, 512, 128, dtype=d, profile=H200).generation["tpot_s"]
+        for d in ("fp16", "bf16")
+    }
+    assert f"gives TPOT {format_time(tpot['fp16'])} beside bf16's {format_time(tpot['bf16'])}" in text
     raw = load_profile(H200)
-    sdpa = f"SDPA's {raw['host_us']['eager']['attention']:.1f} µs and " \
-           f"{raw['kernels_per_op']['eager']['attention']:g} kernels each"
+    sdpa = (
+        f"SDPA's {raw['host_us']['eager']['attention']:.1f} µs and "
+        f"{raw['kernels_per_op']['eager']['attention']:g} kernels each"
+    )
     assert sdpa in text
 
 
@@ -261,39 +296,48 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
     snap = json.loads((ROOT / "reports/validation/cuda-nvidia-h200-2026-11-26-draw1127.json").read_text())
     quant = next(r for r in snap["summary"] if r["op_class"] == "quant")
     rows = [r for r in snap["rows"] if r["status"] == "ok" and r["op_class"] == "quant"]
-    assert {r["kernel"] for r in rows} - {"int8_weight_only"} == {"int4_weight_only", "int8_matmul",
-                                                                  "fp8_matmul"}
-    assert len(rows) == quant["count"] + 10          # the ten reference int8 weight-only rows
+    assert {r["kernel"] for r in rows} - {"int8_weight_only"} == {"int4_weight_only", "int8_matmul", "fp8_matmul"}
+    assert len(rows) == quant["count"] + 10  # the ten reference int8 weight-only rows
     err = np.abs([r["error_calibrated"] for r in rows])
 
     def pair(median, p90):
         return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
 
     text = flat("docs/measurement.md")
-    assert (f"the reference int8 weight-only kernel is reported apart, and with it the class is "
-            f"{pair(np.median(err), np.quantile(err, 0.9))}) "
-            f"{pair(quant['calibrated_median_abs'], quant['calibrated_p90_abs'])}") in text
+    assert (
+        f"the reference int8 weight-only kernel is reported apart, and with it the class is "
+        f"{pair(np.median(err), np.quantile(err, 0.9))}) "
+        f"{pair(quant['calibrated_median_abs'], quant['calibrated_p90_abs'])}"
+    ) in text
     assert pair(np.median(err), np.quantile(err, 0.9)) == "9.8 % / 52.1 %"
 
 
-@pytest.mark.parametrize("page, label", [
-    ("README.md", "an H100 (eager CUDA events, host-inclusive"),
-    ("docs/measurement.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
-    ("docs/measurement.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
-    ("docs/measurement.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
-    ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
-    ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
-    ("reports/RESULTS.md", "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive."),
-    ("reports/RESULTS.md", ("calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by "
-                            "eager CUDA events, host-inclusive.")),
-])
+@pytest.mark.parametrize(
+    "page, label",
+    [
+        ("README.md", "an H100 (eager CUDA events, host-inclusive"),
+        ("docs/measurement.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
+        ("docs/measurement.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
+        ("docs/measurement.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
+        ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
+        ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
+        (
+            "reports/RESULTS.md",
+            "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive.",
+        ),
+        (
+            "reports/RESULTS.md",
+            ("calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA events, host-inclusive."),
+        ),
+    ],
+)
 def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
     assert label in flat(page)
 
 
 def test_every_h100_section_of_results_md_says_it_is_host_inclusive():
     text = (ROOT / "reports/RESULTS.md").read_text()
-    sections = re.split(r"\n##+ ", text)[1:]   # a section ends at the next heading of any level
+    sections = re.split(r"\n##+ ", text)[1:]  # a section ends at the next heading of any level
     h100 = [s for s in sections if "h100" in s.split("\n", 1)[0]]
     assert len(h100) == 6
     assert all("timed by eager CUDA events, host-inclusive" in s for s in h100)
@@ -306,20 +350,38 @@ def test_the_transfer_help_labels_the_h100_profile():
 
 
 def test_sweep_and_frontier_carry_the_basis_in_their_notes():
-    sweep = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--dtype", "bf16",
-                                     "--batch", "1,8", "--generate", "16", "--profile", H100,
-                                     "-f", "json"])
+    sweep = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "llama-2-7b",
+            "-H",
+            "h100-sxm",
+            "--dtype",
+            "bf16",
+            "--batch",
+            "1,8",
+            "--generate",
+            "16",
+            "--profile",
+            H100,
+            "-f",
+            "json",
+        ],
+    )
     assert sweep.exit_code == 0, sweep.output
     notes = json.loads(sweep.stdout)["notes"]
-    assert notes[0] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; "
-                        "execution eager")
-    frontier = CliRunner().invoke(app, ["frontier", "llama-2-7b", "-H", "h200", "--profile", H200,
-                                        "-f", "json"])
+    assert notes[0] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager")
+    frontier = CliRunner().invoke(app, ["frontier", "llama-2-7b", "-H", "h200", "--profile", H200, "-f", "json"])
     assert frontier.exit_code == 0, frontier.output
-    assert any(n.startswith("note: fp16 priced with the profile's measured bf16 classes")
-               for n in json.loads(frontier.stdout)["notes"])
-    refused = CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8",
-                                       "--profile", H100, "--execution", "eager,graph"])
+    assert any(
+        n.startswith("note: fp16 priced with the profile's measured bf16 classes")
+        for n in json.loads(frontier.stdout)["notes"]
+    )
+    refused = CliRunner().invoke(
+        app,
+        ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8", "--profile", H100, "--execution", "eager,graph"],
+    )
     assert refused.exit_code == 2 and "no device times for graph" in refused.output
 
 
@@ -333,17 +395,22 @@ def test_a_host_table_without_a_default_names_what_it_charges():
     c = replace(d.ceilings, host_s=host, kernels=MappingProxyType({}))
     ops = {"decode": stage_ops(d.model, "decode", 1, 512, d.plan)}
     b = basis(ops, c, d.device, "eager")
-    assert op_host(c, ops["decode"][1], "eager") == 0.0          # attn_norm: no entry, no default
-    assert any(n.startswith("no measured eager host term for embed, attn_norm, q_proj") and
-               n.endswith("priced at no host time, as the table gives no default")
-               for n in b["notes"]), b["notes"]
+    assert op_host(c, ops["decode"][1], "eager") == 0.0  # attn_norm: no entry, no default
+    assert any(
+        n.startswith("no measured eager host term for embed, attn_norm, q_proj")
+        and n.endswith("priced at no host time, as the table gives no default")
+        for n in b["notes"]
+    ), b["notes"]
 
 
-@pytest.mark.parametrize("args", [
-    ("-H", "h200", "--profile", H200, "--execution", "eager"),                   # fp16 stand-in
-    ("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled"),
-    ("-H", "h100-sxm", "--profile", H200, "--transfer", "--dtype", "fp8"),       # pooled class
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-H", "h200", "--profile", H200, "--execution", "eager"),  # fp16 stand-in
+        ("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100, "--execution", "compiled"),
+        ("-H", "h100-sxm", "--profile", H200, "--transfer", "--dtype", "fp8"),  # pooled class
+    ],
+)
 def test_calibrated_json_with_a_basis_matches_the_schema(args):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
@@ -356,7 +423,19 @@ def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
     path = small_h100_profile(tmp_path, "linear@bf16")
     out = as_json("-H", "h100-sxm", "--dtype", "bf16", "--profile", str(path))
     peaks = {e["op"] for e in out["basis"]["unmeasured"] if e["term"] == "matrix peak"}
-    assert peaks == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                     "lm_head", "qk_matmul", "sv_matmul"}
-    assert any(n.startswith("no measured matrix peak for q_proj@bf16") and
-               n.endswith("priced at h100-sxm's datasheet peak") for n in out["basis"]["notes"])
+    assert peaks == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "lm_head",
+        "qk_matmul",
+        "sv_matmul",
+    }
+    assert any(
+        n.startswith("no measured matrix peak for q_proj@bf16") and n.endswith("priced at h100-sxm's datasheet peak")
+        for n in out["basis"]["notes"]
+    )

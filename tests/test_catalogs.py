@@ -1,4 +1,5 @@
 """The shipped catalogs load, carry sources, and hold the figures the seed paper uses."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,9 +14,25 @@ MODELS = rl.list_models()
 
 def test_catalog_sizes():
     assert len(DEVICES) >= 20
-    for name in ("a6000", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200",
-                 "l4", "l40s", "rtx-4090", "rtx-3090", "v100", "mi300x", "tpu-v5e",
-                 "jetson-agx-orin", "epyc-9654", "xeon-8480"):
+    for name in (
+        "a6000",
+        "a100-40gb",
+        "a100-80gb",
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "l4",
+        "l40s",
+        "rtx-4090",
+        "rtx-3090",
+        "v100",
+        "mi300x",
+        "tpu-v5e",
+        "jetson-agx-orin",
+        "epyc-9654",
+        "xeon-8480",
+    ):
         assert name in DEVICES
     assert any(d.startswith("apple-m") for d in DEVICES)
 
@@ -61,14 +78,28 @@ def test_config_errors():
     with pytest.raises(UnsupportedArchitectureError, match="supported: .*llama"):
         rl.ModelConfig.from_hf_config({"model_type": "t5"})
     with pytest.raises(InvalidConfigError, match="not a multiple"):
-        rl.ModelConfig.from_hf_config({"model_type": "llama", "hidden_size": 64,
-                                       "num_attention_heads": 6, "num_key_value_heads": 4,
-                                       "num_hidden_layers": 1, "vocab_size": 10})
+        rl.ModelConfig.from_hf_config(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 6,
+                "num_key_value_heads": 4,
+                "num_hidden_layers": 1,
+                "vocab_size": 10,
+            }
+        )
 
 
 def test_device_schema_errors():
-    base = {"name": "x", "vendor": "v", "kind": "gpu", "memory_capacity_gib": 8,
-            "memory_bandwidth_gb_s": 100, "matrix_peak_tops": {"fp16": 10}, "sources": ["http://x"]}
+    base = {
+        "name": "x",
+        "vendor": "v",
+        "kind": "gpu",
+        "memory_capacity_gib": 8,
+        "memory_bandwidth_gb_s": 100,
+        "matrix_peak_tops": {"fp16": 10},
+        "sources": ["http://x"],
+    }
     assert device_from_dict(base).memory_bandwidth == 100e9
     with pytest.raises(rl.RidgelineError, match="'kind' must be one of"):
         device_from_dict({**base, "kind": "fpga"})

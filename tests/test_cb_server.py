@@ -1,4 +1,5 @@
 """The transformers continuous-batching replay (skipped without transformers)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,14 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from kernels.servecheck.cb_server import ServerSettings, build_model, compare, make_trace, matching_scheduler, replay_virtual
+from kernels.servecheck.cb_server import (
+    ServerSettings,
+    build_model,
+    compare,
+    make_trace,
+    matching_scheduler,
+    replay_virtual,
+)
 from ridgeline.serving.simulator import simulate
 
 
@@ -70,8 +78,8 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
     name, from the calibration suite), with the copy, its GEMM and the dispatch."""
     import yaml
 
-    from kernels.validate.state import measure_state, state_ratios
     from kernels.bench.suite import setup
+    from kernels.validate.state import measure_state, state_ratios
     from ridgeline.io.catalog import PROFILES_DIR
 
     profile = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
@@ -88,8 +96,10 @@ def test_a_run_names_its_profile_in_this_checkout():
     from ridgeline.io.catalog import REPORTS_DIR
 
     there = "/elsewhere/checkout/reports/profiles/drift/cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
-    assert recorded_profile({"profile": there}) == \
-        REPORTS_DIR / "profiles" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
+    assert (
+        recorded_profile({"profile": there})
+        == REPORTS_DIR / "profiles" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
+    )
     assert recorded_profile({"profile": "/home/u/.local/share/ridgeline/profiles/cpu-x.yaml"}) is None
     assert recorded_profile({"profile": "/elsewhere/reports/profiles/gone.yaml"}) is None
     assert recorded_profile({}) is None
@@ -102,7 +112,9 @@ def test_resimulate_prices_with_the_profile_it_is_given():
     from kernels.servecheck.cb_server import resimulate
     from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
 
-    run = REPORTS_DIR / "validation" / "serving" / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.5rps-2026-11-24.json"
+    run = (
+        REPORTS_DIR / "validation" / "serving" / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.5rps-2026-11-24.json"
+    )
     own = resimulate(run)["busy"]["simulated_calibrated_s"]
     named = resimulate(run, profile=PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml")["busy"]["simulated_calibrated_s"]
     evening = resimulate(run, profile=PROFILES_DIR / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml")
@@ -114,13 +126,18 @@ def test_resimulate_refuses_a_profile_of_another_cpu():
     """A Xeon run priced with the Zen 3's profile: one line, exit 2, nothing printed."""
     from typer.testing import CliRunner
 
-    from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
     from ridgeline.cli import app
+    from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
 
-    run = REPORTS_DIR / "validation" / "serving" / \
-        "serving-cpu-intel-r-xeon-r-processor-f6m207-1t-qwen2-0.5b-0.25rps-2026-11-25.json"
-    result = CliRunner().invoke(app, ["simulate-check", "--resimulate", str(run), "--profile",
-                                      str(PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml")])
+    run = (
+        REPORTS_DIR
+        / "validation"
+        / "serving"
+        / "serving-cpu-intel-r-xeon-r-processor-f6m207-1t-qwen2-0.5b-0.25rps-2026-11-25.json"
+    )
+    result = CliRunner().invoke(
+        app, ["simulate-check", "--resimulate", str(run), "--profile", str(PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml")]
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.startswith("error: profile ") and result.output.count("\n") == 1
     assert "was measured on another CPU ('AMD EPYC', AuthenticAMD 25/1: avx2 fma" in result.output
@@ -132,8 +149,20 @@ def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
 
     from ridgeline.cli import app
 
-    result = CliRunner().invoke(app, ["simulate-check", "--dtype", "fp32", "--requests", "2",
-                                      "--repeats", "1", "--profile", str(tmp_path / "none.yaml")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate-check",
+            "--dtype",
+            "fp32",
+            "--requests",
+            "2",
+            "--repeats",
+            "1",
+            "--profile",
+            str(tmp_path / "none.yaml"),
+        ],
+    )
     assert result.exit_code == 2
     assert f"--profile {tmp_path / 'none.yaml'}: no such file" in result.output
     assert "Traceback" not in result.output
@@ -159,11 +188,22 @@ def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_pa
     monkeypatch.setattr(state, "measure_state", stub)
     from ridgeline.io.profile import calibrated_ceilings, load_profile
 
-    monkeypatch.setattr("kernels.e2e.e2e.resolve_ceilings",   # on any host: no CPU signature check
-                        lambda spec, p: (calibrated_ceilings(load_profile(p), spec), ()))
-    result, _ = run_check("qwen2-0.5b", layers=1, requests=2, rate=4.0, prompt=(8, 8),
-                          output=(2, 2), repeats=1, dtype="fp32", profile=path,
-                          out=tmp_path / "run.json")
+    monkeypatch.setattr(
+        "kernels.e2e.e2e.resolve_ceilings",  # on any host: no CPU signature check
+        lambda spec, p: (calibrated_ceilings(load_profile(p), spec), ()),
+    )
+    result, _ = run_check(
+        "qwen2-0.5b",
+        layers=1,
+        requests=2,
+        rate=4.0,
+        prompt=(8, 8),
+        output=(2, 2),
+        repeats=1,
+        dtype="fp32",
+        profile=path,
+        out=tmp_path / "run.json",
+    )
     machine = result["meta"]["machine_state"]
     assert len(machine["runs"]) == 2
     assert machine["ratios"] == {k: round((0.8 * 0.6) ** 0.5, 3) for k in recorded}

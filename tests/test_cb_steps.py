@@ -1,5 +1,6 @@
 """The step breakdown of a transformers replay and the host terms fitted to it: pure
 functions of recorded steps (no torch, no transformers)."""
+
 from __future__ import annotations
 
 import json
@@ -8,16 +9,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.servecheck.cb_server import ServerSettings, breakdown, fit_overhead, overhead_from, predicted_steps, step_mix
+from kernels.servecheck.cb_server import (
+    ServerSettings,
+    breakdown,
+    fit_overhead,
+    overhead_from,
+    predicted_steps,
+    step_mix,
+)
 from ridgeline.errors import RidgelineError
 
 
 def steps_of(other: list[float], query: list[list[int]], past: list[list[int]]) -> dict[str, list]:
     """Recorded steps with a 10 ms forward each and ``other`` seconds beside it."""
     n = len(other)
-    return {"prepare_s": [o / 2 for o in other], "forward_s": [0.010] * n, "attention_s": [0.001] * n,
-            "sample_s": [o / 4 for o in other], "update_s": [o / 4 for o in other],
-            "step_s": [0.010 + o for o in other], "query": query, "past": past}
+    return {
+        "prepare_s": [o / 2 for o in other],
+        "forward_s": [0.010] * n,
+        "attention_s": [0.001] * n,
+        "sample_s": [o / 4 for o in other],
+        "update_s": [o / 4 for o in other],
+        "step_s": [0.010 + o for o in other],
+        "query": query,
+        "past": past,
+    }
 
 
 def test_fit_recovers_fixed_and_per_request_terms():
@@ -133,8 +148,9 @@ def test_fit_overhead_command_prints_the_options():
     terms = overhead_from(CALIBRATION)
     result = runner.invoke(app, ["simulate-check", "--fit-overhead", str(CALIBRATION)])
     assert result.exit_code == 0
-    assert result.output.startswith(f"--step-overhead {terms['step_overhead_s']:.6f} "
-                                    f"--request-overhead {terms['request_overhead_s']:.6f}")
+    assert result.output.startswith(
+        f"--step-overhead {terms['step_overhead_s']:.6f} --request-overhead {terms['request_overhead_s']:.6f}"
+    )
     wall = SERVING / "serving-cpu-amd-epyc-1t-qwen2-0.5b-2rps-wall-2026-11-23.json"
     for path, message in ((wall, "has no recorded steps"), (SERVING / "missing.json", "no serving run at")):
         result = runner.invoke(app, ["simulate-check", "--fit-overhead", str(path)])
@@ -152,6 +168,9 @@ def test_predicted_gather_steps_know_which_steps_read_the_cache():
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
     # (fresh, cached, sequences, keys, reads): 2 decodes over 13 + 41 keys; a fresh 30
     # and a decode over 30 + 42 keys; two fresh prompts over their own 32 keys
-    expected = [gather_step_time(cost, 0, 2, 2, 54.0, True), gather_step_time(cost, 30, 1, 2, 72.0, True),
-                gather_step_time(cost, 32, 0, 2, 32.0, False)]
+    expected = [
+        gather_step_time(cost, 0, 2, 2, 54.0, True),
+        gather_step_time(cost, 30, 1, 2, 72.0, True),
+        gather_step_time(cost, 32, 0, 2, 32.0, False),
+    ]
     np.testing.assert_allclose(predicted_steps(d, s, ServerSettings(), "gather"), expected, rtol=1e-12)

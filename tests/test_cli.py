@@ -1,4 +1,5 @@
 """The CLI through CliRunner: outputs, schema, and one-line errors with exit code 2."""
+
 from __future__ import annotations
 
 import json
@@ -19,33 +20,71 @@ def run(*args: str):
 
 
 def test_analyze_json_matches_python_api():
-    result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--batch", "8",
-                 "--seq-len", "1024", "--generate", "256", "--format", "json")
+    result = run(
+        "analyze",
+        "llama-2-7b",
+        "--hardware",
+        "a6000",
+        "--batch",
+        "8",
+        "--seq-len",
+        "1024",
+        "--generate",
+        "256",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     api = rl.analyze("llama-2-7b", "a6000", batch=8, seq_len=1024, generate=256).to_dict()
     assert data == json.loads(json.dumps(api))
-    assert set(data) == {"model", "hardware", "mode", "workload", "prefill", "decode",
-                         "generation", "memory", "basis"}
+    assert set(data) == {"model", "hardware", "mode", "workload", "prefill", "decode", "generation", "memory", "basis"}
     op = data["decode"]["ops"][0]
-    for key in ("name", "count", "flops", "bytes", "weight_bytes", "act_read_bytes",
-                "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "intensity", "bound",
-                "perf", "time_s"):
+    for key in (
+        "name",
+        "count",
+        "flops",
+        "bytes",
+        "weight_bytes",
+        "act_read_bytes",
+        "act_write_bytes",
+        "kv_read_bytes",
+        "kv_write_bytes",
+        "intensity",
+        "bound",
+        "perf",
+        "time_s",
+    ):
         assert key in op
-    assert set(data["generation"]) >= {"prompt", "generate", "ttft_s", "tpot_s", "total_s",
-                                       "tokens_per_s"}
-    assert set(data["memory"]) >= {"weights_bytes", "kv_cache_bytes", "activations_peak_bytes",
-                                   "peak_bytes", "capacity_bytes", "fits"}
-    assert set(data["prefill"]["total"]) >= {"flops", "bytes", "weight_bytes", "kv_read_bytes",
-                                             "time_s"}
+    assert set(data["generation"]) >= {"prompt", "generate", "ttft_s", "tpot_s", "total_s", "tokens_per_s"}
+    assert set(data["memory"]) >= {
+        "weights_bytes",
+        "kv_cache_bytes",
+        "activations_peak_bytes",
+        "peak_bytes",
+        "capacity_bytes",
+        "fits",
+    }
+    assert set(data["prefill"]["total"]) >= {"flops", "bytes", "weight_bytes", "kv_read_bytes", "time_s"}
 
 
 def test_analyze_csv_to_file(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text((rl.engine.model.MODELS_DIR / "llama-3-8b.json").read_text())
     out = tmp_path / "run.csv"
-    result = run("analyze", "--config", str(cfg), "--hardware", "h100-sxm", "--generate",
-                 "128", "--format", "csv", "--output", str(out))
+    result = run(
+        "analyze",
+        "--config",
+        str(cfg),
+        "--hardware",
+        "h100-sxm",
+        "--generate",
+        "128",
+        "--format",
+        "csv",
+        "--output",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     lines = out.read_text().splitlines()
     assert lines[0].startswith("stage,name,kind,count,flops,bytes")
@@ -54,8 +93,7 @@ def test_analyze_csv_to_file(tmp_path):
 
 
 def test_analyze_table():
-    result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--seq-len", "2048",
-                 "--generate", "128")
+    result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--seq-len", "2048", "--generate", "128")
     assert result.exit_code == 0
     assert "qk_matmul" in result.stdout and "TTFT" in result.stdout and "fits" in result.stdout
 
@@ -63,8 +101,7 @@ def test_analyze_table():
 def test_catalog_listings():
     hw = run("hardware", "list")
     names = [line.split("\t")[0] for line in hw.stdout.splitlines()]
-    assert len(names) >= 20 and {"a6000", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
-                                 "rtx-4090"} <= set(names)
+    assert len(names) >= 20 and {"a6000", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "rtx-4090"} <= set(names)
     models = run("models", "list")
     names = [line.split("\t")[0] for line in models.stdout.splitlines()]
     assert {"llama-2-7b", "llama-3-8b", "falcon-7b", "opt-6.7b", "gpt-j-6b"} <= set(names)
@@ -74,18 +111,21 @@ def test_catalog_listings():
     assert "8.030 B" in show.stdout
 
 
-@pytest.mark.parametrize("args,message", [
-    (["analyze", "llama-2-7x", "--hardware", "a6000"], "unknown model 'llama-2-7x'. Did you mean: llama-2-7b"),
-    (["analyze", "llama-2-7b", "--hardware", "h100"], "unknown hardware 'h100'. Did you mean: h100-pcie, h100-sxm"),
-    (["analyze", "llama-2-7b", "--batch", "0"], "batch must be a positive whole number"),
-    (["analyze", "llama-2-7b", "--seq-len", "-3"], "seq_len must be a positive whole number"),
-    (["analyze", "llama-2-7b", "--batch", "many"], "Invalid value for '--batch'"),
-    (["analyze", "llama-2-7b", "--dtype", "fp7"], "unknown data type 'fp7'"),
-    (["analyze", "llama-2-7b", "--hardware", "tpu-v5e", "--dtype", "fp16"], "tpu-v5e has no matrix units for fp16"),
-    (["analyze", "llama-2-7b", "--format", "xml"], "--format must be one of"),
-    (["analyze"], "name a model"),
-    (["models", "show", "gpt-5"], "unknown model 'gpt-5'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["analyze", "llama-2-7x", "--hardware", "a6000"], "unknown model 'llama-2-7x'. Did you mean: llama-2-7b"),
+        (["analyze", "llama-2-7b", "--hardware", "h100"], "unknown hardware 'h100'. Did you mean: h100-pcie, h100-sxm"),
+        (["analyze", "llama-2-7b", "--batch", "0"], "batch must be a positive whole number"),
+        (["analyze", "llama-2-7b", "--seq-len", "-3"], "seq_len must be a positive whole number"),
+        (["analyze", "llama-2-7b", "--batch", "many"], "Invalid value for '--batch'"),
+        (["analyze", "llama-2-7b", "--dtype", "fp7"], "unknown data type 'fp7'"),
+        (["analyze", "llama-2-7b", "--hardware", "tpu-v5e", "--dtype", "fp16"], "tpu-v5e has no matrix units for fp16"),
+        (["analyze", "llama-2-7b", "--format", "xml"], "--format must be one of"),
+        (["analyze"], "name a model"),
+        (["models", "show", "gpt-5"], "unknown model 'gpt-5'"),
+    ],
+)
 def test_errors_are_one_line_exit_2(args, message):
     result = run(*args)
     assert result.exit_code == 2
@@ -124,8 +164,10 @@ def test_failed_run_leaves_no_output_file(tmp_path):
 
 
 def test_cli_import_is_light():
-    code = ("import sys, ridgeline.cli; heavy = {'torch', 'dash', 'plotly', 'pandas'} & "
-            "set(sys.modules); print(sorted(heavy))")
+    code = (
+        "import sys, ridgeline.cli; heavy = {'torch', 'dash', 'plotly', 'pandas'} & "
+        "set(sys.modules); print(sorted(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -150,18 +192,20 @@ def test_output_into_missing_folders_creates_them(tmp_path, command):
 
 
 @pytest.mark.parametrize("command", WRITERS, ids=lambda c: c[0])
-@pytest.mark.parametrize("target,reason", [
-    ("/proc/ridgeline-test.out", "No such file or directory"),  # a virtual file system
-    ("{tmp}", "it is a folder"),
-    ("{tmp}/a-file/run.out", "part of its folder path is a file"),
-])
+@pytest.mark.parametrize(
+    "target,reason",
+    [
+        ("/proc/ridgeline-test.out", "No such file or directory"),  # a virtual file system
+        ("{tmp}", "it is a folder"),
+        ("{tmp}/a-file/run.out", "part of its folder path is a file"),
+    ],
+)
 def test_unwritable_output_is_one_line_exit_2(tmp_path, command, target, reason):
     (tmp_path / "a-file").write_text("keep me")
     target = target.format(tmp=tmp_path)
     result = run(*command, "--output", target)
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == [
-        f"error: cannot write {target}: {reason}; choose another output path"]
+    assert result.output.strip().splitlines() == [f"error: cannot write {target}: {reason}; choose another output path"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
     assert (tmp_path / "a-file").read_text() == "keep me"
 
@@ -174,8 +218,8 @@ def test_html_into_missing_folder_and_unwritable(tmp_path):
     result = run("analyze", "llama-2-7b", "--html", "/proc/ridgeline-test.html")
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: cannot write /proc/ridgeline-test.html: No such file or directory; "
-        "choose another output path"]
+        "error: cannot write /proc/ridgeline-test.html: No such file or directory; choose another output path"
+    ]
 
 
 def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -199,12 +243,15 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
 
 # --- config files that are not config files (issue 12.5) --------------------------------
 
+
 def test_config_that_is_not_a_file(tmp_path):
     import os
 
-    cases = {"/dev/zero": "/dev/zero: is not a regular file (a device, pipe or socket); pass a file",
-             str(tmp_path): f"{tmp_path}: a folder without a config.json; pass the config file",
-             str(tmp_path / "none.json"): f"{tmp_path / 'none.json'}: no such config file"}
+    cases = {
+        "/dev/zero": "/dev/zero: is not a regular file (a device, pipe or socket); pass a file",
+        str(tmp_path): f"{tmp_path}: a folder without a config.json; pass the config file",
+        str(tmp_path / "none.json"): f"{tmp_path / 'none.json'}: no such config file",
+    }
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)  # opening it would block forever
     cases[str(fifo)] = f"{fifo}: is not a regular file (a device, pipe or socket); pass a file"
@@ -214,8 +261,7 @@ def test_config_that_is_not_a_file(tmp_path):
         assert result.output.strip().splitlines() == [f"error: {message}"]
     result = run("analyze", "llama-2-7b", "--hardware", "/dev/zero")
     assert result.exit_code == 2
-    assert result.output.strip() == ("error: /dev/zero: is not a regular file (a device, pipe "
-                                     "or socket); pass a file")
+    assert result.output.strip() == ("error: /dev/zero: is not a regular file (a device, pipe or socket); pass a file")
 
 
 def test_config_folder_with_config_json(tmp_path):
@@ -251,28 +297,70 @@ def test_huge_config_is_refused_without_reading_it(tmp_path, monkeypatch):
 
 # --- terminal tables (issue 12.6) --------------------------------------------------------
 
+
 def run_at(columns: int, *args: str):
     return runner.invoke(app, list(args), env={"COLUMNS": str(columns)})
 
 
 TABLE_COMMANDS = {
-    "analyze": (["analyze", "llama-2-7b", "--generate", "128"],
-                ["op", "count", "ops", "bytes moved (B)", "ops/byte", "perf (ops/s)", "bound",
-                 "time each", "dtype", "total (x count)"]),
-    "sweep": (["sweep", "llama-2-7b", "--batch", "1,2,4..64", "--generate", "128", "--w-bits", "16,4"],
-              ["w dtype", "batch", "prefill (s)", "decode step (ms)", "TTFT (s)", "TPOT (ms)",
-               "total (s)", "tokens/s", "weights (GiB)", "KV cache (GiB)", "act. peak (GiB)",
-               "peak memory (GiB)"]),
-    "frontier": (["frontier", "llama-2-7b"],
-                 ["batch", "prefill (s)", "decode step (ms)", "TTFT (s)", "TPOT (ms)", "total (s)",
-                  "tokens/s", "KV cache (GiB)", "act. peak (GiB)", "peak memory (GiB)"]),
-    "compare": (["compare", "llama-2-7b"],
-                ["hardware", "TTFT (ms)", "TPOT (ms)", "tokens/s", "prefill (ms)", "decode step (ms)"]),
+    "analyze": (
+        ["analyze", "llama-2-7b", "--generate", "128"],
+        [
+            "op",
+            "count",
+            "ops",
+            "bytes moved (B)",
+            "ops/byte",
+            "perf (ops/s)",
+            "bound",
+            "time each",
+            "dtype",
+            "total (x count)",
+        ],
+    ),
+    "sweep": (
+        ["sweep", "llama-2-7b", "--batch", "1,2,4..64", "--generate", "128", "--w-bits", "16,4"],
+        [
+            "w dtype",
+            "batch",
+            "prefill (s)",
+            "decode step (ms)",
+            "TTFT (s)",
+            "TPOT (ms)",
+            "total (s)",
+            "tokens/s",
+            "weights (GiB)",
+            "KV cache (GiB)",
+            "act. peak (GiB)",
+            "peak memory (GiB)",
+        ],
+    ),
+    "frontier": (
+        ["frontier", "llama-2-7b"],
+        [
+            "batch",
+            "prefill (s)",
+            "decode step (ms)",
+            "TTFT (s)",
+            "TPOT (ms)",
+            "total (s)",
+            "tokens/s",
+            "KV cache (GiB)",
+            "act. peak (GiB)",
+            "peak memory (GiB)",
+        ],
+    ),
+    "compare": (
+        ["compare", "llama-2-7b"],
+        ["hardware", "TTFT (ms)", "TPOT (ms)", "tokens/s", "prefill (ms)", "decode step (ms)"],
+    ),
 }
 
 
-@pytest.mark.parametrize("name,columns", [(name, 100) for name in TABLE_COMMANDS] + [
-    (name, 80) for name in ("analyze", "frontier", "compare")])  # sweep's 12 columns need ~94
+@pytest.mark.parametrize(
+    "name,columns",
+    [(name, 100) for name in TABLE_COMMANDS] + [(name, 80) for name in ("analyze", "frontier", "compare")],
+)  # sweep's 12 columns need ~94
 def test_table_headers_whole_with_units(name, columns):
     """Headers may wrap between words, never be cut short (the old 'decode_ste…')."""
     args, headers = TABLE_COMMANDS[name]
@@ -296,8 +384,7 @@ def test_narrow_terminal_never_cuts_text(name):
 def test_frontier_pick_has_no_exponent():
     # the old note said 'TTFT 4.87e+03 ms'
     result = run_at(100, "frontier", "llama-2-7b")
-    assert "best throughput meeting the targets: batch 39, 601.1 tokens/s, TPOT 48.9 ms, TTFT 4.13 s" \
-        in result.output
+    assert "best throughput meeting the targets: batch 39, 601.1 tokens/s, TPOT 48.9 ms, TTFT 4.13 s" in result.output
     assert "the same in every row: prompt tokens 1024, weights 12.6 GiB, fits yes" in result.output
 
 
@@ -310,15 +397,15 @@ def test_analyze_verdict():
     assert verdict == [
         "verdict: TTFT is compute-bound (85% of prefill time; linear ops do 98% of the "
         "operations), TPOT is memory-bound (100% of decode time; weights are 98% of the bytes "
-        f"moved); largest batch that fits: {largest} (512 + 128 tokens each)"]
+        f"moved); largest batch that fits: {largest} (512 + 128 tokens each)"
+    ]
     # 70B in fp16 (129 GiB) on a 48 GiB card. Batch 64 x 4096 cached tokens: the KV cache read
     # per step is 64 x 4096 x 524,288 B (2 x 32 layers x 4096 x 2 B per token) = 137 GB against
     # 13.5 GB of weights: 137 / 150.5 = 91 %, and the activations' few GB make it 90 %
     result = run_at(300, "analyze", "llama-2-70b", "-H", "a6000", "--generate", "16")
     assert "; not even batch 1 fits (512 + 16 tokens each)" in result.output
     result = run_at(300, "analyze", "llama-2-7b", "--batch", "64", "--seq-len", "4096", "--generate", "16")
-    assert "TPOT is memory-bound (100% of decode time; the KV cache is 90% of the bytes moved)" \
-        in result.output
+    assert "TPOT is memory-bound (100% of decode time; the KV cache is 90% of the bytes moved)" in result.output
     # the largest batch: it fits, one more does not
     assert rl.analyze("llama-2-7b", "a6000", batch=largest, generate=128).memory["fits"]
     assert not rl.analyze("llama-2-7b", "a6000", batch=largest + 1, generate=128).memory["fits"]
@@ -333,8 +420,13 @@ def test_analyze_csv_carries_the_totals():
     frame = pd.read_csv(io.StringIO(result.stdout))
     api = rl.analyze("llama-2-7b", "a6000", generate=128)
     totals = frame[frame["kind"] == "total"].set_index(["stage", "name"])
-    assert list(totals.index) == [("prefill", "total"), ("decode", "total"), ("generation", "ttft"),
-                                  ("generation", "tpot"), ("generation", "total")]
+    assert list(totals.index) == [
+        ("prefill", "total"),
+        ("decode", "total"),
+        ("generation", "ttft"),
+        ("generation", "tpot"),
+        ("generation", "total"),
+    ]
     for stage in ("prefill", "decode"):
         for key in ("flops", "bytes", "weight_bytes", "kv_read_bytes", "time_s"):
             assert totals.loc[(stage, "total"), key] == pytest.approx(getattr(api, stage).total[key])
@@ -346,6 +438,7 @@ def test_analyze_csv_carries_the_totals():
 def test_any_refused_file_is_one_line(monkeypatch, tmp_path):
     """What the system refuses below the CLI (a folder a measurement command creates, a file
     it writes) is one line naming the path, exit 2, never a traceback."""
+
     def refuse(result, path):
         raise PermissionError(13, "Permission denied", str(path))
 
@@ -358,15 +451,18 @@ def test_any_refused_file_is_one_line(monkeypatch, tmp_path):
 
 def test_analyze_table_needs_no_pandas():
     """The table view (verdict included) reads records, so `ridgeline analyze` stays fast."""
-    code = ("import sys; from typer.testing import CliRunner; from ridgeline.cli import app; "
-            "r = CliRunner().invoke(app, ['analyze', 'llama-2-7b', '--generate', '16']); "
-            "print(r.exit_code, 'verdict:' in r.output, 'pandas' in sys.modules)")
+    code = (
+        "import sys; from typer.testing import CliRunner; from ridgeline.cli import app; "
+        "r = CliRunner().invoke(app, ['analyze', 'llama-2-7b', '--generate', '16']); "
+        "print(r.exit_code, 'verdict:' in r.output, 'pandas' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "True", "False"]
 
 
-@pytest.mark.parametrize("path, message", [("/dev/zero", "is not a regular file"),
-                                           ("/tmp", "is a folder; pass the file itself")])
+@pytest.mark.parametrize(
+    "path, message", [("/dev/zero", "is not a regular file"), ("/tmp", "is a folder; pass the file itself")]
+)
 def test_profile_that_is_not_a_file(path, message):
     result = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "a6000", "--profile", path])
     assert result.exit_code == 2 and message in result.output

@@ -1,4 +1,5 @@
 """The CLI edge: a missing torch is one error with one message, whatever the command."""
+
 from __future__ import annotations
 
 import json
@@ -10,14 +11,12 @@ from typer.testing import CliRunner
 from ridgeline.cli import app
 
 
-@pytest.mark.parametrize("args", [["calibrate"], ["validate"], ["e2e", "qwen2-0.5b"],
-                                  ["decode-profile", "qwen2-0.5b"]])
+@pytest.mark.parametrize("args", [["calibrate"], ["validate"], ["e2e", "qwen2-0.5b"], ["decode-profile", "qwen2-0.5b"]])
 def test_a_missing_torch_is_one_line(args, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
-    assert result.output == (f"error: 'ridgeline {args[0]}' needs PyTorch: "
-                             "pip install 'ridgeline[bench]'\n")
+    assert result.output == (f"error: 'ridgeline {args[0]}' needs PyTorch: pip install 'ridgeline[bench]'\n")
 
 
 def test_measure_nothing_commands_need_no_torch(monkeypatch, tmp_path):
@@ -27,20 +26,27 @@ def test_measure_nothing_commands_need_no_torch(monkeypatch, tmp_path):
     result = CliRunner().invoke(app, ["validate", "--repredict", str(tmp_path / "none.json")])
     assert result.exit_code == 2 and "no validation snapshot" in result.output
     committed = VALIDATION_DIR / "e2e-cpu-amd-epyc-2t-llama-2-7b-2026-11-23.json"
-    result = CliRunner().invoke(app, ["e2e", "--repredict", str(committed),
-                                      "-o", str(tmp_path / "e2e.json")])
+    result = CliRunner().invoke(app, ["e2e", "--repredict", str(committed), "-o", str(tmp_path / "e2e.json")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "e2e.json").read_text())["rows"]
 
 
-@pytest.mark.parametrize("call,engine,cli", [
-    (lambda rl: rl.analyze("llama-2-7b", "a6000", tp=3), "tp=3 does not divide 32 attention heads",
-     ["analyze", "llama-2-7b", "--tp", "3"]),
-    (lambda rl: rl.analyze("llama-2-7b", "a6000", batch=0), "batch must be a positive whole number",
-     ["analyze", "llama-2-7b", "--batch", "0"]),
-    (lambda rl: rl.analyze("llama-2-7x", "a6000"), "unknown model 'llama-2-7x'",
-     ["analyze", "llama-2-7x"]),
-])
+@pytest.mark.parametrize(
+    "call,engine,cli",
+    [
+        (
+            lambda rl: rl.analyze("llama-2-7b", "a6000", tp=3),
+            "tp=3 does not divide 32 attention heads",
+            ["analyze", "llama-2-7b", "--tp", "3"],
+        ),
+        (
+            lambda rl: rl.analyze("llama-2-7b", "a6000", batch=0),
+            "batch must be a positive whole number",
+            ["analyze", "llama-2-7b", "--batch", "0"],
+        ),
+        (lambda rl: rl.analyze("llama-2-7x", "a6000"), "unknown model 'llama-2-7x'", ["analyze", "llama-2-7x"]),
+    ],
+)
 def test_engine_errors_name_settings_and_the_cli_names_options(call, engine, cli):
     """A Python user reads no CLI flags; the CLI adds its own option to the same line."""
     import ridgeline as rl
@@ -54,8 +60,9 @@ def test_engine_errors_name_settings_and_the_cli_names_options(call, engine, cli
     assert result.output.startswith(f"error: {err.value}") and "--" in result.output
 
 
-@pytest.mark.parametrize("args", [["validate", "--draw", "-1"],
-                                  ["validate", "--draw", "3", "--repredict", "snapshot.json"]])
+@pytest.mark.parametrize(
+    "args", [["validate", "--draw", "-1"], ["validate", "--draw", "3", "--repredict", "snapshot.json"]]
+)
 def test_a_draw_takes_a_seed_and_measures(args):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2

@@ -1,6 +1,7 @@
 """Deployment settings: quantisation, attention kernels, MoE, MLA, parallelism, speculation.
 
 Hand-worked goldens cite the config they come from (models/catalog/*.json)."""
+
 from __future__ import annotations
 
 import math
@@ -10,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ridgeline as rl
-from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
+from ridgeline.api import expected_tokens, max_batch, speculative
 from ridgeline.engine.layers import Plan, attended_pairs, expected_experts
 from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, weight_bytes
-from ridgeline.api import expected_tokens, max_batch, speculative
+from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
 
 ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")
 FP16 = Plan(2, 2, 2, "fp16", "fp16")
@@ -24,6 +25,7 @@ def rows(analysis, stage="decode"):
 
 
 # --- quantisation ---------------------------------------------------------------------
+
 
 def test_w4a16_group_scales_and_dequant():
     """q_proj of Llama-2-7B (4096 x 4096) in int4 with groups of 128: half a byte per weight
@@ -38,15 +40,18 @@ def test_w4a16_group_scales_and_dequant():
     assert rows(a)["lm_head"]["weight_bytes"] == 32000 * 4096 * 2  # lm_head stays 16-bit
 
 
-@pytest.mark.parametrize("device,w,a,expected", [
-    ("a6000", "int4", "fp16", "fp16"),   # weight-only: converted up
-    ("a6000", "int8", "int8", "int8"),   # W8A8 on int8 tensor cores
-    ("a6000", "int4", "int4", "int4"),   # Ampere has int4 units
-    ("h100-sxm", "int4", "int4", "int8"),  # Hopper has none: next integer type up
-    ("h100-sxm", "fp8_e4m3", "fp8_e4m3", "fp8"),
-    ("a100-80gb", "fp8_e4m3", "fp8_e4m3", "fp16"),  # no fp8 units on Ampere
-    ("v100", "int8", "int8", "fp16"),    # no int8 tensor cores on Volta
-])
+@pytest.mark.parametrize(
+    "device,w,a,expected",
+    [
+        ("a6000", "int4", "fp16", "fp16"),  # weight-only: converted up
+        ("a6000", "int8", "int8", "int8"),  # W8A8 on int8 tensor cores
+        ("a6000", "int4", "int4", "int4"),  # Ampere has int4 units
+        ("h100-sxm", "int4", "int4", "int8"),  # Hopper has none: next integer type up
+        ("h100-sxm", "fp8_e4m3", "fp8_e4m3", "fp8"),
+        ("a100-80gb", "fp8_e4m3", "fp8_e4m3", "fp16"),  # no fp8 units on Ampere
+        ("v100", "int8", "int8", "fp16"),  # no int8 tensor cores on Volta
+    ],
+)
 def test_compute_type_follows_the_hardware(device, w, a, expected):
     assert rl.analyze("llama-2-7b", device, w_dtype=w, a_dtype=a).plan.matrix_dtype == expected
 
@@ -76,8 +81,11 @@ def test_paper_decode_gains_from_weight_bits_shrink_with_batch():
     assert speedups[0] > 3.5
     assert all(x > y for x, y in zip(speedups, speedups[1:]))
     assert decode_linear_time(128, "int4") >= decode_linear_time(128, "int8")
-    step = [rl.analyze("llama-2-13b", "a6000", batch=b, seq_len=1024, w_dtype=w).decode.total["time_s"]
-            for b in (1, 64) for w in ("fp16", "int4")]
+    step = [
+        rl.analyze("llama-2-13b", "a6000", batch=b, seq_len=1024, w_dtype=w).decode.total["time_s"]
+        for b in (1, 64)
+        for w in ("fp16", "int4")
+    ]
     assert step[0] / step[1] > 3 and step[2] / step[3] < 1.35
 
 
@@ -98,6 +106,7 @@ def test_kv_bits_change_only_kv_terms():
 
 
 # --- attention ------------------------------------------------------------------------
+
 
 def test_flash_prefill_has_no_score_matrix_and_skips_masked_half():
     eager = rows(rl.analyze("llama-2-7b", "a6000", seq_len=2048), "prefill")
@@ -131,7 +140,6 @@ def test_sliding_window_caps_kv():
     assert attended_pairs(m, 8000, 8000, causal=True) == 4096 * 4097 / 2 + (8000 - 4096) * 4096
 
 
-
 def test_causal_flash_in_key_blocks():
     """A kernel that takes keys in blocks of 512 computes S^2 pairs up to S = 512; at S = 1300
     (n = 3 blocks): rows 0-511 compute 512 keys, rows 512-1023 compute 1024, rows 1024-1299
@@ -139,7 +147,7 @@ def test_causal_flash_in_key_blocks():
     m = rl.load_model("llama-3-8b")
     assert attended_pairs(m, 320, 320, causal=True, key_block=512) == 320 * 320
     assert attended_pairs(m, 1300, 1300, causal=True, key_block=512) == 1_145_232
-    assert attended_pairs(m, 1300, 1300, causal=True) == 1300 * 1301 / 2    # exact causal
+    assert attended_pairs(m, 1300, 1300, causal=True) == 1300 * 1301 / 2  # exact causal
     # the host CPU's plan has PyTorch's CPU key block; a GPU's counts exactly causal
     host = rl.analyze("llama-3-8b", "host", seq_len=320, generate=1, attention="flash", dtype="fp32")
     gpu = rl.analyze("llama-3-8b", "a6000", seq_len=320, generate=1, attention="flash", dtype="bf16")
@@ -149,6 +157,7 @@ def test_causal_flash_in_key_blocks():
 
 # --- mixture of experts and latent attention ------------------------------------------
 
+
 def test_mixtral_weights_and_active_parameters():
     """Mixtral-8x7B: h 4096, 8 experts of 3 x 4096 x 14336, top-2, GQA 32/8, vocab 32000."""
     attention = 2 * 4096 * 4096 + 2 * 4096 * 1024
@@ -157,7 +166,7 @@ def test_mixtral_weights_and_active_parameters():
     embeddings = 2 * 32000 * 4096 + 4096
     m = rl.load_model("mixtral-8x7b")
     assert weight_bytes(m, ONE_BYTE) == 32 * (fixed + 8 * expert) + embeddings  # 46.7B
-    assert active_parameters(m) == 32 * (fixed + 2 * expert) + embeddings      # 12.9B
+    assert active_parameters(m) == 32 * (fixed + 2 * expert) + embeddings  # 12.9B
     assert round(active_parameters(m) / 1e9, 1) == 12.9
 
 
@@ -183,6 +192,7 @@ def test_deepseek_mla_kv_bytes_per_token():
 
 # --- parallelism ----------------------------------------------------------------------
 
+
 def test_tp2_all_reduce_bytes_for_llama2_70b():
     """Each layer all-reduces the hidden state twice; ring with n = 2 sends 2(n-1)/n = 1
     message: 8192 x 2 bytes per token per all-reduce."""
@@ -197,8 +207,7 @@ def test_tp2_all_reduce_bytes_for_llama2_70b():
 
 
 def test_link_override_and_bound():
-    a = rl.analyze("llama-2-70b", "h100-sxm", batch=1, seq_len=1024, tp=2, link_bw_gb_s=1.0,
-                   link_latency_us=5.0)
+    a = rl.analyze("llama-2-70b", "h100-sxm", batch=1, seq_len=1024, tp=2, link_bw_gb_s=1.0, link_latency_us=5.0)
     r = rows(a)["attn_allreduce"]
     assert r["time_s"] == pytest.approx(16384 / 1e9 + 2 * 5e-6)
     assert r["bound"] == "network"
@@ -218,27 +227,28 @@ def test_pipeline_and_expert_parallel():
 
 # --- speculative decoding and serving --------------------------------------------------
 
+
 def test_expected_tokens():
     assert expected_tokens(4, 0.8) == pytest.approx((1 - 0.8**5) / 0.2)  # 3.3616
     assert expected_tokens(4, 1.0) == 5 and expected_tokens(0, 0.3) == 1
 
 
 def test_speculative_speedup_and_break_even():
-    s = speculative("llama-2-70b", "h100-sxm", "llama-2-7b", seq_len=1024, draft_tokens=4,
-                    acceptance=0.8)
+    s = speculative("llama-2-70b", "h100-sxm", "llama-2-7b", seq_len=1024, draft_tokens=4, acceptance=0.8)
     assert s["speedup"] == pytest.approx(
-        s["expected_tokens_per_step"] * s["target_step_s"] / (4 * s["draft_step_s"] + s["verify_s"]))
+        s["expected_tokens_per_step"] * s["target_step_s"] / (4 * s["draft_step_s"] + s["verify_s"])
+    )
     assert s["speedup"] > 1
     even = s["break_even_acceptance"]
-    at_even = speculative("llama-2-70b", "h100-sxm", "llama-2-7b", seq_len=1024,
-                          draft_tokens=4, acceptance=even)
+    at_even = speculative("llama-2-70b", "h100-sxm", "llama-2-7b", seq_len=1024, draft_tokens=4, acceptance=even)
     assert at_even["speedup"] == pytest.approx(1.0, rel=1e-6)
 
 
 def test_max_batch_is_the_fitting_boundary():
     top = max_batch("llama-2-7b", "a6000", 1024, 128)
-    fits = [rl.analyze("llama-2-7b", "a6000", batch=b, seq_len=1024, generate=128).memory["fits"]
-            for b in (top, top + 1)]
+    fits = [
+        rl.analyze("llama-2-7b", "a6000", batch=b, seq_len=1024, generate=128).memory["fits"] for b in (top, top + 1)
+    ]
     assert fits == [True, False]
 
 
@@ -248,8 +258,13 @@ MODELS = st.sampled_from(["llama-2-7b", "llama-3-8b", "falcon-7b", "mixtral-8x7b
 
 
 @settings(max_examples=30, deadline=None)
-@given(MODELS, st.sampled_from(["int8", "int4", "int2", "int1", "fp8_e4m3"]),
-       st.sampled_from([0, 32, 64, 128]), st.integers(1, 64), st.integers(1, 4096))
+@given(
+    MODELS,
+    st.sampled_from(["int8", "int4", "int2", "int1", "fp8_e4m3"]),
+    st.sampled_from([0, 32, 64, 128]),
+    st.integers(1, 64),
+    st.integers(1, 4096),
+)
 def test_quantising_never_increases_bytes(model, w, group, batch, length):
     base = rl.analyze(model, "h100-sxm", batch=batch, seq_len=length)
     quant = rl.analyze(model, "h100-sxm", batch=batch, seq_len=length, w_dtype=w, group_size=group)
@@ -264,16 +279,19 @@ def test_tp_never_increases_per_device_weights(model, tp):
     one = rl.analyze(model, "h100-sxm").memory["weights_bytes"]
     split = rl.analyze(model, "h100-sxm", tp=tp)
     assert split.memory["weights_bytes"] <= one
-    assert all(r["weight_bytes"] <= o["weight_bytes"] for r, o in
-               zip(split.decode.records(), rl.analyze(model, "h100-sxm").decode.records())
-               if r["name"] == o["name"])
+    assert all(
+        r["weight_bytes"] <= o["weight_bytes"]
+        for r, o in zip(split.decode.records(), rl.analyze(model, "h100-sxm").decode.records())
+        if r["name"] == o["name"]
+    )
 
 
 @settings(max_examples=20, deadline=None)
 @given(st.integers(1, 32), st.integers(1, 8192), st.floats(0, 1))
 def test_speculation_with_no_draft_tokens_changes_nothing(batch, length, acceptance):
-    s = speculative("llama-2-13b", "a6000", "llama-2-7b", batch=batch, seq_len=length,
-                    draft_tokens=0, acceptance=acceptance)
+    s = speculative(
+        "llama-2-13b", "a6000", "llama-2-7b", batch=batch, seq_len=length, draft_tokens=0, acceptance=acceptance
+    )
     assert s["speedup"] == pytest.approx(1.0, rel=1e-12)
     assert s["tpot_s"] == pytest.approx(s["target_step_s"], rel=1e-12)
 
@@ -288,6 +306,7 @@ def test_decode_sum_with_window_and_flash_equals_the_loop():
     s = rl.Settings(attention="flash")
     a = rl.analyze(m, d, batch=8, seq_len=4000, generate=300, settings=s)
     p = make_plan(s, d, m.head_dim)
-    loop = sum(stage_totals(stage_ops(m, "decode", 8, c, p), spec_ceilings(d), p)[0]["time_s"]
-               for c in range(4000, 4299))
+    loop = sum(
+        stage_totals(stage_ops(m, "decode", 8, c, p), spec_ceilings(d), p)[0]["time_s"] for c in range(4000, 4299)
+    )
     assert a.generation["tpot_s"] * 299 == pytest.approx(loop, rel=1e-9)

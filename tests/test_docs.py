@@ -6,6 +6,7 @@ Examples are fenced ``bash`` blocks whose lines start with ``$ ``: the command r
 shell from the repository root (``ridgeline`` as ``python -m ridgeline``), and the lines
 after it, up to the next ``$`` or the end of the block, must equal its output.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def run_example(command: str) -> list[str]:
     python = shlex.quote(sys.executable)
     shell = re.sub(r"(^|\|\s*)ridgeline ", rf"\1{python} -m ridgeline ", command)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", shell], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, f"{command}\n{done.stderr}"
     return [line.rstrip() for line in done.stdout.splitlines()]
 
@@ -111,7 +113,7 @@ def test_json_output_matches_the_schema(model, device, options):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
     out = rl.analyze(model, device, **options).to_dict()
-    text = json.dumps(out, allow_nan=False)     # NaN is not JSON
+    text = json.dumps(out, allow_nan=False)  # NaN is not JSON
     jsonschema.validate(json.loads(text), schema)
 
 
@@ -132,15 +134,27 @@ def test_results_md_is_generated_from_the_snapshots():
 def test_results_table_formats_a_recorded_row():
     from kernels.validate.results import e2e_table
 
-    row = {"model": "m", "layers": 2, "batch": 4, "prompt": 128, "compile": False,
-           "measured_ttft_s": 16.6794, "measured_tpot_s": 0.0757,
-           "predicted_spec_ttft_s": 17.5, "error_spec_ttft": 17.5 / 16.6794 - 1,
-           "predicted_spec_tpot_s": None, "error_spec_tpot": None,
-           "predicted_calibrated_ttft_s": 0.00512, "error_calibrated_ttft": -0.5,
-           "predicted_calibrated_tpot_s": 0.0666, "error_calibrated_tpot": 0.0666 / 0.0757 - 1}
+    row = {
+        "model": "m",
+        "layers": 2,
+        "batch": 4,
+        "prompt": 128,
+        "compile": False,
+        "measured_ttft_s": 16.6794,
+        "measured_tpot_s": 0.0757,
+        "predicted_spec_ttft_s": 17.5,
+        "error_spec_ttft": 17.5 / 16.6794 - 1,
+        "predicted_spec_tpot_s": None,
+        "error_spec_tpot": None,
+        "predicted_calibrated_ttft_s": 0.00512,
+        "error_calibrated_ttft": -0.5,
+        "predicted_calibrated_tpot_s": 0.0666,
+        "error_calibrated_tpot": 0.0666 / 0.0757 - 1,
+    }
     # 16679 ms measured, 17500 ms spec (+5 %), 5.12 ms calibrated (-50 %); TPOT 75.7 vs 66.6 (-12 %)
-    assert e2e_table([row])[-1] == ("| m | 2 | 4 | 128 | eager | 16679 | 17500 (+5%) | 5.12 (-50%) "
-                                    "| 75.7 | - | 66.6 (-12%) |")
+    assert e2e_table([row])[-1] == (
+        "| m | 2 | 4 | 128 | eager | 16679 | 17500 (+5%) | 5.12 (-50%) | 75.7 | - | 66.6 (-12%) |"
+    )
 
 
 REPORTS = ROOT / "reports"
@@ -178,23 +192,35 @@ def test_measurement_doc_quotes_the_committed_kernel_results():
         assert f"{name} {cal(cls)}" in text, name
     assert f"reference math backend ({cal('reference')})" in text
     ok = [r for r in cpu["rows"] if r["status"] == "ok"]
-    decode = np.abs([r["error_calibrated"] for r in ok if r["op_class"] == "attention"
-                     and r["stage"] == "decode" and r.get("backend") != "math"])
-    assert (f"at {pct_pair(np.median(decode), np.quantile(decode, 0.9))} over its "
-            f"{decode.size} cases") in text
-    fused = [abs(r["error_calibrated"]) for r in ok if r.get("backend") == "flash"
-             and r["stage"] == "decode" and r["dtype"] == "bf16"]
+    decode = np.abs(
+        [
+            r["error_calibrated"]
+            for r in ok
+            if r["op_class"] == "attention" and r["stage"] == "decode" and r.get("backend") != "math"
+        ]
+    )
+    assert (f"at {pct_pair(np.median(decode), np.quantile(decode, 0.9))} over its {decode.size} cases") in text
+    fused = [
+        abs(r["error_calibrated"])
+        for r in ok
+        if r.get("backend") == "flash" and r["stage"] == "decode" and r["dtype"] == "bf16"
+    ]
     assert max(fused) < 0.04 and "(the fused bf16 kernel within 4 % on every one" in text
-    mha = [r["error_calibrated"] for r in ok if r.get("backend") == "flash"
-           and r["stage"] == "prefill" and r["name"].startswith("llama-2-7b")]
+    mha = [
+        r["error_calibrated"]
+        for r in ok
+        if r.get("backend") == "flash" and r["stage"] == "prefill" and r["name"].startswith("llama-2-7b")
+    ]
     assert f"up to {max(mha) * 100:.0f} % too slow" in text
     assert f"attention on prompts (p90 {summary['attention']['calibrated_p90_abs'] * 100:.0f} %" in text
     norms = [r["error_calibrated"] for r in ok if r["op_class"] == "norm" and r["stage"] == "prefill"]
     assert f"prefill RMSNorm ({signed(max(norms))} to {signed(min(norms))}" in text
     assert f"element-wise ops (p90 {summary['elementwise']['calibrated_p90_abs'] * 100:.0f} %" in text
     again = [r for r in ok if r.get("first_s") == r.get("first_s") and r.get("first_s")]
-    assert any(f"`{r['name']}`: {r['first_s'] * 1e3:.2f} → {r['measured_s'] * 1e3:.2f} ms" in text
-               for r in again) or not again
+    assert (
+        any(f"`{r['name']}`: {r['first_s'] * 1e3:.2f} → {r['measured_s'] * 1e3:.2f} ms" in text for r in again)
+        or not again
+    )
     h100 = json.loads((REPORTS / "validation" / "cuda-nvidia-h100-80gb-hbm3-2026-11-23.json").read_text())
     h = {r["op_class"]: r for r in h100["summary"]}
     for cls in ("all", "headline"):
@@ -225,8 +251,11 @@ def test_measurement_doc_quotes_the_committed_attention_grid():
 
 def test_measurement_doc_quotes_the_committed_e2e():
     text = " ".join((ROOT / "docs" / "measurement.md").read_text().split())
-    rows = [r for path in sorted((REPORTS / "validation").glob("e2e-cpu-amd-epyc-1t-*.json"))
-            for r in json.loads(path.read_text())["rows"]]
+    rows = [
+        r
+        for path in sorted((REPORTS / "validation").glob("e2e-cpu-amd-epyc-1t-*.json"))
+        for r in json.loads(path.read_text())["rows"]
+    ]
     ttft = [r["error_calibrated_ttft"] for r in rows]
     tpot = [r["error_calibrated_tpot"] for r in rows]
     assert f"TTFT within {signed(min(ttft))} … {signed(max(ttft))}" in text
@@ -247,41 +276,59 @@ def serving_cells(comparison: dict) -> str:
 @pytest.mark.parametrize("rate", ["1rps", "0.5rps"])
 def test_serving_doc_quotes_the_committed_runs(rate):
     text = (ROOT / "docs" / "serving.md").read_text()
-    run = json.loads((REPORTS / "validation" / "serving" /
-                      f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json").read_text())
-    for mode, label in (("calibrated", "calibrated profile"),
-                        ("calibrated+overhead", "calibrated + host terms"), ("spec", "spec (host)")):
+    run = json.loads(
+        (REPORTS / "validation" / "serving" / f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json").read_text()
+    )
+    for mode, label in (
+        ("calibrated", "calibrated profile"),
+        ("calibrated+overhead", "calibrated + host terms"),
+        ("spec", "spec (host)"),
+    ):
         busy = run["busy"][f"simulated_{mode}_s"]
         assert f"| simulated, {label} | {serving_cells(run['comparison'][mode])} | {busy:.1f} |" in text
     measured = run["comparison"]["calibrated"]
-    assert (f"| transformers (measured) | {measured['ttft_s']['measured']['p50']:.3f} s | "
-            f"{measured['ttft_s']['measured']['p90']:.3f} s | {measured['latency_s']['measured']['p50']:.2f} s"
-            ) in text
+    assert (
+        f"| transformers (measured) | {measured['ttft_s']['measured']['p50']:.3f} s | "
+        f"{measured['ttft_s']['measured']['p90']:.3f} s | {measured['latency_s']['measured']['p50']:.2f} s"
+    ) in text
     steps = run["step_breakdown"]
     if rate == "1rps":
         from kernels.servecheck.cb_server import resimulate
 
-        live = resimulate(REPORTS / "validation" / "serving" /  # the gather prices: not in the file
-                          f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json")["step_breakdown"]
+        live = resimulate(
+            REPORTS
+            / "validation"
+            / "serving"  # the gather prices: not in the file
+            / f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{rate}-2026-11-23.json"
+        )["step_breakdown"]
         for stage in ("decode", "prefill"):
             rest = steps[f"{stage}_forward_s"] - steps[f"{stage}_attention_s"]
-            assert (f"{steps[f'{stage}_forward_s']:.2f} s | {steps[f'{stage}_attention_s']:.2f} s | "
-                    f"{rest:.2f} s | {steps[f'{stage}_other_s']:.2f} s |") in text
+            assert (
+                f"{steps[f'{stage}_forward_s']:.2f} s | {steps[f'{stage}_attention_s']:.2f} s | "
+                f"{rest:.2f} s | {steps[f'{stage}_other_s']:.2f} s |"
+            ) in text
             predicted = [steps[f"{stage}_predicted_calibrated_{how}_s"] for how in ("varlen", "masked")]
             predicted += [live[f"{stage}_predicted_calibrated_{how}_s"] for how in ("gather", "none")]
             wanted = [steps[f"{stage}_forward_s"]] * 3 + [rest]
             assert " | ".join(f"{p:.2f} s ({signed(p / w - 1)})" for p, w in zip(predicted, wanted)) in text
-        price = {how: live[f"decode_predicted_calibrated_{how}_s"] - live["decode_predicted_calibrated_none_s"]
-                 for how in ("varlen", "masked", "gather")}
-        assert (f"comes to {price['gather']:.2f} s against {steps['decode_attention_s']:.2f} s measured "
-                f"(per sequence {price['varlen']:.2f} s, masked {price['masked']:.2f} s)") in " ".join(text.split())
+        price = {
+            how: live[f"decode_predicted_calibrated_{how}_s"] - live["decode_predicted_calibrated_none_s"]
+            for how in ("varlen", "masked", "gather")
+        }
+        assert (
+            f"comes to {price['gather']:.2f} s against {steps['decode_attention_s']:.2f} s measured "
+            f"(per sequence {price['varlen']:.2f} s, masked {price['masked']:.2f} s)"
+        ) in " ".join(text.split())
         chunks = live["prefill_predicted_calibrated_gather_s"] - live["prefill_predicted_calibrated_none_s"]
-        assert (f"attention comes to {chunks:.2f} s against {steps['prefill_attention_s']:.2f} s measured"
-                ) in " ".join(text.split())
+        assert (f"attention comes to {chunks:.2f} s against {steps['prefill_attention_s']:.2f} s measured") in " ".join(
+            text.split()
+        )
     else:
         rest = steps["decode_forward_s"] - steps["decode_attention_s"]
-        assert (f"{int(steps['decode_steps'])} decode steps, {rest:.2f} s measured against "
-                f"{steps['decode_predicted_calibrated_none_s']:.2f} s") in " ".join(text.split())
+        assert (
+            f"{int(steps['decode_steps'])} decode steps, {rest:.2f} s measured against "
+            f"{steps['decode_predicted_calibrated_none_s']:.2f} s"
+        ) in " ".join(text.split())
 
 
 def test_serving_doc_quotes_the_gather_resimulations():
@@ -297,8 +344,11 @@ def test_serving_doc_quotes_the_gather_resimulations():
         return " | ".join(signed(c[k]["error"][q]) for k in ("ttft_s", "latency_s") for q in ("p50", "p90"))
 
     prefill = []
-    for tag, label in (("0.5rps", "0.5 request/s"), ("1rps", "1 request/s"),
-                       ("2rps-seed7", "2 requests/s (the calibration trace)")):
+    for tag, label in (
+        ("0.5rps", "0.5 request/s"),
+        ("1rps", "1 request/s"),
+        ("2rps-seed7", "2 requests/s (the calibration trace)"),
+    ):
         path = REPORTS / "validation" / "serving" / f"serving-cpu-amd-epyc-1t-qwen2-0.5b-{tag}-2026-11-23.json"
         run = json.loads(path.read_text())
         gather = resimulate(path, batch_attention="gather")
@@ -311,8 +361,10 @@ def test_serving_doc_quotes_the_gather_resimulations():
         b = gather["step_breakdown"]
         prefill.append(signed(b["prefill_predicted_calibrated_gather_s"] / b["prefill_forward_s"] - 1))
         if tag == "1rps":
-            assert (f"add up to {gather['busy']['simulated_calibrated_s']:.1f} s against transformers' "
-                    f"{gather['busy']['measured_cpu_s']:.1f} CPU s at 1 request/s") in text
+            assert (
+                f"add up to {gather['busy']['simulated_calibrated_s']:.1f} s against transformers' "
+                f"{gather['busy']['measured_cpu_s']:.1f} CPU s at 1 request/s"
+            ) in text
     assert f"({prefill[1]} and {prefill[2]} on those steps' forward:" in text
 
 
@@ -331,8 +383,9 @@ def test_measurement_doc_quotes_the_second_cpu():
     bounds = " ".join((REPORTS / "validation" / "BOUNDS.md").read_text().split())
     assert "int8 products run {}×, {}× and {}× slower".format(*(r.rstrip("x") for r in ratios)) in bounds
     for run, words in (("run7", "passed at"), ("run8", "passed at")):
-        gate = json.loads((REPORTS / "validation" / "gate-runs" /
-                           f"{run}-cpu-amd-epyc-f25m1-1t-2026-11-24-quick.json").read_text())
+        gate = json.loads(
+            (REPORTS / "validation" / "gate-runs" / f"{run}-cpu-amd-epyc-f25m1-1t-2026-11-24-quick.json").read_text()
+        )
         every = {r["op_class"]: r for r in gate["summary"]}
         pair = pct_pair(every["all"]["calibrated_median_abs"], every["all"]["calibrated_p90_abs"])
         assert f"{words} {pair}" in bounds, run
@@ -355,13 +408,15 @@ def test_measurement_doc_quotes_the_second_cpu():
     assert f"over the {head['count']} headline cases {cal('headline')}" in text
     assert "leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
     assert f"over all {summary['all']['count']}, {cal('all')}" in text
-    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("sweep", "sweep"),
-                      ("prefill attention", "attention")):
+    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("sweep", "sweep"), ("prefill attention", "attention")):
         assert f"{name} {cal(cls)}" in text, name
     assert head["calibrated_bias"] < 0 and f"The bias is −{-head['calibrated_bias'] * 100:.1f} %" in text
     ok = [r for r in snap["rows"] if r["status"] == "ok"]
-    prompt = [r["flops"] / r["measured_s"] / 1e9 for r in ok
-              if r["name"].startswith("llama-3-8b/prefill") and r["op_class"] == "gemm"]
+    prompt = [
+        r["flops"] / r["measured_s"] / 1e9
+        for r in ok
+        if r["name"].startswith("llama-3-8b/prefill") and r["op_class"] == "gemm"
+    ]
     assert f"ran at {min(prompt):.0f}–{max(prompt):.0f} GFLOP/s" in text
     skinny = [r["error_calibrated"] for r in ok if r["op_class"] == "gemv" and "/b1x" not in r["name"]]
     assert f"ran up to {-min(skinny) * 100:.0f} % slower" in text
@@ -370,17 +425,22 @@ def test_measurement_doc_quotes_the_second_cpu():
 def test_serving_doc_quotes_the_second_cpu_runs():
     text = (ROOT / "docs" / "serving.md").read_text()
     folder = REPORTS / "validation" / "serving"
-    for tag, label in (("0.25rps-roofs", "0.25/s, roofs recorded"), ("0.25rps", "0.25/s"),
-                       ("0.5rps", "0.5/s (overloaded)")):
+    for tag, label in (
+        ("0.25rps-roofs", "0.25/s, roofs recorded"),
+        ("0.25rps", "0.25/s"),
+        ("0.5rps", "0.5/s (overloaded)"),
+    ):
         d = json.loads((folder / f"serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-{tag}-2026-11-24.json").read_text())
         c = d["comparison"]["calibrated"]
         cells = [signed(c[k]["error"][q]) for k in ("ttft_s", "latency_s") for q in ("p50", "p90")]
         busy = f"{d['busy']['measured_cpu_s']:.1f} / {d['busy']['simulated_calibrated_s']:.1f}"
         assert f"| {label} | {' | '.join(cells)} | {busy} |" in text, label
-    roofs = json.loads((folder / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.25rps-roofs-2026-11-24.json"
-                        ).read_text())["meta"]["roofs"]
-    assert (f"read {roofs['before']['stream_gb_s']:.1f} and {roofs['after']['stream_gb_s']:.1f} GB/s"
-            in " ".join(text.split()))
+    roofs = json.loads(
+        (folder / "serving-cpu-amd-epyc-f25m1-1t-qwen2-0.5b-fp32-0.25rps-roofs-2026-11-24.json").read_text()
+    )["meta"]["roofs"]
+    assert f"read {roofs['before']['stream_gb_s']:.1f} and {roofs['after']['stream_gb_s']:.1f} GB/s" in " ".join(
+        text.split()
+    )
 
 
 def test_measurement_doc_quotes_the_drifted_state():
@@ -393,24 +453,27 @@ def test_measurement_doc_quotes_the_drifted_state():
     drift = REPORTS / "profiles" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening"
     morning = yaml.safe_load((REPORTS / "profiles" / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
     evening = yaml.safe_load(drift.with_suffix(".yaml").read_text())
-    assert (f"memory roof of {morning['bandwidth_gb_s']} GB/s and an fp32 peak of "
-            f"{morning['matrix_peak_tops']['fp32']} TFLOP/s") in text
-    assert (f"the same CPU read {evening['bandwidth_gb_s']} GB/s and "
-            f"{evening['matrix_peak_tops']['fp32']}") in text
+    assert (
+        f"memory roof of {morning['bandwidth_gb_s']} GB/s and an fp32 peak of "
+        f"{morning['matrix_peak_tops']['fp32']} TFLOP/s"
+    ) in text
+    assert (f"the same CPU read {evening['bandwidth_gb_s']} GB/s and {evening['matrix_peak_tops']['fp32']}") in text
     then = pd.read_csv(REPORTS / "profiles" / "cpu-amd-epyc-f25m1-1t.calibration.csv", index_col="name")
     now = pd.read_csv(drift.with_suffix(".calibration.csv"), index_col="name")
     speed = (then.measured_s / now.measured_s).dropna()
     lo, mid, hi = (f"{q:.2f}" for q in speed.quantile([0.1, 0.5, 0.9]))
     assert f"its {len(speed)} calibration cases ran at {mid}x their morning speed" in text
     assert f"{lo}x to {hi}x between the 10th and 90th percentiles" in text
-    snap = json.loads((REPORTS / "validation" / "drift" /
-                       "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.json").read_text())
+    snap = json.loads((REPORTS / "validation" / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.json").read_text())
     r = snap["meta"]["machine_state"]["ratios"]
-    assert (f"copy {r['copy']:.2f}x, stream {r['stream']:.2f}x, fp32 GEMM {r['fp32 GEMM']:.2f}x "
-            f"and dispatch {r['dispatch']:.2f}x") in text
+    assert (
+        f"copy {r['copy']:.2f}x, stream {r['stream']:.2f}x, fp32 GEMM {r['fp32 GEMM']:.2f}x "
+        f"and dispatch {r['dispatch']:.2f}x"
+    ) in text
     head = next(s for s in snap["summary"] if s["op_class"] == "headline")
-    assert (f"headline median {head['calibrated_median_abs'] * 100:.1f} %, bias "
-            f"{head['calibrated_bias'] * 100:+.1f} %") in text
+    assert (
+        f"headline median {head['calibrated_median_abs'] * 100:.1f} %, bias {head['calibrated_bias'] * 100:+.1f} %"
+    ) in text
 
 
 def test_measurement_doc_quotes_the_second_drifted_validation():
@@ -425,21 +488,28 @@ def test_measurement_doc_quotes_the_second_drifted_validation():
         return next(s for s in result["summary"] if s["op_class"] == "headline")
 
     h, m = head(snap), head(morning)
-    assert (f"headline median of {h['calibrated_median_abs'] * 100:.1f} %, bias "
-            f"{h['calibrated_bias'] * 100:+.1f} %") in text
-    assert (f"leave-one-model-out figure, {h['cv_median_abs'] * 100:.1f} % / {h['cv_p90_abs'] * 100:.1f} %, "
-            f"against the morning profile's {m['cv_median_abs'] * 100:.1f} % / {m['cv_p90_abs'] * 100:.1f} %") in text
+    assert (
+        f"headline median of {h['calibrated_median_abs'] * 100:.1f} %, bias {h['calibrated_bias'] * 100:+.1f} %"
+    ) in text
+    assert (
+        f"leave-one-model-out figure, {h['cv_median_abs'] * 100:.1f} % / {h['cv_p90_abs'] * 100:.1f} %, "
+        f"against the morning profile's {m['cv_median_abs'] * 100:.1f} % / {m['cv_p90_abs'] * 100:.1f} %"
+    ) in text
 
 
 def test_bounds_quote_the_third_cpu_gate_run():
     """BOUNDS.md's Xeon paragraph: signature, case counts, figures and tail of run 9."""
     bounds = " ".join((REPORTS / "validation" / "BOUNDS.md").read_text().split())
-    gate = json.loads((REPORTS / "validation" / "gate-runs" /
-                       "run9-cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25-quick.json").read_text())
+    gate = json.loads(
+        (
+            REPORTS / "validation" / "gate-runs" / "run9-cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25-quick.json"
+        ).read_text()
+    )
     assert f"(`{gate['meta']['cpu_signature']}`, 260 MiB L3" in bounds
     assert "amx" not in gate["meta"]["cpu_signature"] and not gate["meta"]["skipped"]
-    assert (f"{gate['meta']['profile_meta']['calibration_cases']} cases, {len(gate['rows'])} "
-            "validation cases") in bounds
+    assert (
+        f"{gate['meta']['profile_meta']['calibration_cases']} cases, {len(gate['rows'])} validation cases"
+    ) in bounds
     every = {r["op_class"]: r for r in gate["summary"]}["all"]
     assert f"passed at {pct_pair(every['calibrated_median_abs'], every['calibrated_p90_abs'])}" in bounds
     assert f"leave-one-model-out {pct_pair(every['cv_median_abs'], every['cv_p90_abs'])}" in bounds
@@ -474,9 +544,15 @@ def test_measurement_doc_quotes_the_third_cpu():
     head = summary["headline"]
     assert f"over the {head['count']} Xeon headline cases {cal('headline')}" in text
     assert "Xeon leave-one-model-out " + pct_pair(head["cv_median_abs"], head["cv_p90_abs"]) in text
-    for name, cls in (("GEMM", "gemm"), ("GEMV", "gemv"), ("quant", "quant"), ("norm", "norm"),
-                      ("element-wise", "elementwise"), ("softmax", "softmax"),
-                      ("attention", "attention")):
+    for name, cls in (
+        ("GEMM", "gemm"),
+        ("GEMV", "gemv"),
+        ("quant", "quant"),
+        ("norm", "norm"),
+        ("element-wise", "elementwise"),
+        ("softmax", "softmax"),
+        ("attention", "attention"),
+    ):
         assert f"{name} {cal(cls)}" in text, name
     state = snap["meta"]["machine_state"]
     assert not state["drifted"]
@@ -487,13 +563,16 @@ def test_measurement_doc_quotes_the_third_cpu():
     adds = [err[f"llama-3-8b/decode/b8x768/attn_add/{d}"] for d in ("fp16", "bf16")]
     assert f"MHA prompts up to {flash * 100:.0f} % too slow" in text
     assert "in fp16/bf16 ({:+.0f} %, {:+.0f} %)".format(*(a * 100 for a in adds)) in text
-    assert f"fp32 prompt SiLU × mul ({err['llama-3-8b/prefill/b1x320/mlp_act/fp32'] * 100:.0f} %)".replace(
-        "-", "−") in text
+    assert (
+        f"fp32 prompt SiLU × mul ({err['llama-3-8b/prefill/b1x320/mlp_act/fp32'] * 100:.0f} %)".replace("-", "−")
+        in text
+    )
     stream = profile["measurements"]["stream"]
     assert stream["case"].startswith("grid/m1x") and stream["case"].endswith("/fp32")
     assert profile["bandwidth_gb_s"] == stream["gb_s"] > stream["copy_gb_s"]
-    assert (f"one-row fp32 products read {stream['gb_s']:.1f} GB/s against the copy's "
-            f"{stream['copy_gb_s']:.1f} GB/s") in text
+    assert (
+        f"one-row fp32 products read {stream['gb_s']:.1f} GB/s against the copy's {stream['copy_gb_s']:.1f} GB/s"
+    ) in text
     assert not [r for r in profile["refused"] if r["class"] == "linear@fp32"]
     assert profile["meta"]["refit"]["from"] == f"reports/profiles/{XEON}.yaml"
     assert snap["meta"]["repredicted"]["profile"] == f"reports/profiles/{XEON}.yaml"
@@ -502,8 +581,7 @@ def test_measurement_doc_quotes_the_third_cpu():
     assert f"a 64 MiB output takes {64 * 2**20 / touch / 1e6:.0f} ms to fault in" in text
 
 
-XEON_SERVING = (("fp32-0.125rps", "fp32, 0.125/s"), ("fp32-0.25rps", "fp32, 0.25/s"),
-                ("0.25rps", "bf16, 0.25/s"))
+XEON_SERVING = (("fp32-0.125rps", "fp32, 0.125/s"), ("fp32-0.25rps", "fp32, 0.25/s"), ("0.25rps", "bf16, 0.25/s"))
 
 
 def test_serving_doc_quotes_the_third_cpu_runs():
@@ -519,9 +597,12 @@ def test_serving_doc_quotes_the_third_cpu_runs():
         assert d["meta"]["profile"] == f"reports/profiles/{XEON}.yaml"
         assert not d["meta"]["machine_state"]["drifted"]
         c = d["comparison"]["calibrated"]
-        measured = [f"{c[k]['measured'][q]:.{n}f} s" for k, n in (("ttft_s", 3), ("latency_s", 2))
-                    for q in ("p50", "p90")]
-        assert f"| {label}, transformers (measured) | {' | '.join(measured)} | {d['busy']['measured_cpu_s']:.1f} |" in text
+        measured = [
+            f"{c[k]['measured'][q]:.{n}f} s" for k, n in (("ttft_s", 3), ("latency_s", 2)) for q in ("p50", "p90")
+        ]
+        assert (
+            f"| {label}, transformers (measured) | {' | '.join(measured)} | {d['busy']['measured_cpu_s']:.1f} |" in text
+        )
         for name, res in (("as calibrated", d), ("committed (refitted)", live)):
             cc = res["comparison"]["calibrated"]
             errors = [cc[k]["error"][q] for k in ("ttft_s", "latency_s") for q in ("p50", "p90")]
@@ -531,8 +612,10 @@ def test_serving_doc_quotes_the_third_cpu_runs():
             assert row + f"{res['busy']['simulated_calibrated_s']:.1f} |" in text, row
         b = live["step_breakdown"]
         n, meas, pred = b["decode_steps"], b["decode_forward_s"], b["decode_predicted_calibrated_gather_s"]
-        assert (f"| {label} | {n:.0f} | {b['decode_tokens'] / n:.2f} | {meas:.2f} s | {pred:.2f} s "
-                f"({signed(pred / meas - 1)}) | {(meas - pred) / n * 1e3:.1f} ms |") in text
+        assert (
+            f"| {label} | {n:.0f} | {b['decode_tokens'] / n:.2f} | {meas:.2f} s | {pred:.2f} s "
+            f"({signed(pred / meas - 1)}) | {(meas - pred) / n * 1e3:.1f} ms |"
+        ) in text
 
 
 def test_measurement_doc_quotes_the_fresh_draw():

@@ -1,4 +1,5 @@
 """``ridgeline e2e`` on CPU with a small config: the plumbing, not the timings."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ pytest.importorskip("torch")
 from kernels.e2e.e2e import Case, compile_overhead, engine_settings, signed_error, write_rows
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.io.hardware import load_device
 from ridgeline.engine.model import load_model
+from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings, load_profile
 
 PROFILE = """\
@@ -25,9 +26,28 @@ efficiency: {linear: {compute: 0.8, memory: 0.7}}
 overhead_us: {default: 5.0}
 """
 
-ARGS = ["e2e", "qwen2-0.5b", "--device", "cpu", "--layers", "2", "--batch", "1", "--prompt", "32",
-        "--generate", "4", "--dtype", "fp32", "--repeats", "2", "--threads", "2",
-        "--hardware", "epyc-9654"]
+ARGS = [
+    "e2e",
+    "qwen2-0.5b",
+    "--device",
+    "cpu",
+    "--layers",
+    "2",
+    "--batch",
+    "1",
+    "--prompt",
+    "32",
+    "--generate",
+    "4",
+    "--dtype",
+    "fp32",
+    "--repeats",
+    "2",
+    "--threads",
+    "2",
+    "--hardware",
+    "epyc-9654",
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +55,7 @@ def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("e2e")
     (folder / "profile.yaml").write_text(PROFILE)
     out = folder / "e2e.json"
-    result = CliRunner().invoke(app, [*ARGS, "--profile", str(folder / "profile.yaml"),
-                                      "--output", str(out)])
+    result = CliRunner().invoke(app, [*ARGS, "--profile", str(folder / "profile.yaml"), "--output", str(out)])
     return result, json.loads(out.read_text()), folder
 
 
@@ -49,8 +68,15 @@ def test_e2e_writes_rows_with_provenance(run):
         assert key in meta
     assert meta["threads"] == 2 and meta["device_key"].startswith("cpu-") and meta["device_key"].endswith("-2t")
     [row] = data["rows"]
-    assert (row["model"], row["layers"], row["batch"], row["prompt"], row["generate"],
-            row["dtype"], row["compile"]) == ("qwen2-0.5b", 2, 1, 32, 4, "fp32", False)
+    assert (
+        row["model"],
+        row["layers"],
+        row["batch"],
+        row["prompt"],
+        row["generate"],
+        row["dtype"],
+        row["compile"],
+    ) == ("qwen2-0.5b", 2, 1, 32, 4, "fp32", False)
     for key in ("measured_ttft_s", "measured_tpot_s", "measured_ttft_p20_s", "measured_tpot_p80_s"):
         assert row[key] > 0
     assert row["measured_ttft_p20_s"] <= row["measured_ttft_s"] <= row["measured_ttft_p80_s"]
@@ -77,8 +103,9 @@ def test_e2e_predictions_equal_analyze_for_the_same_inputs(run):
 def test_e2e_with_a_missing_profile_is_one_line(tmp_path):
     """A profile named on the command line must exist (without --profile, a device with no
     profile gets empty calibrated columns and a note: ``calibrated_for``)."""
-    result = CliRunner().invoke(app, [*ARGS, "--repeats", "1", "--profile",
-                                      str(tmp_path / "none.yaml"), "--output", str(tmp_path / "o.json")])
+    result = CliRunner().invoke(
+        app, [*ARGS, "--repeats", "1", "--profile", str(tmp_path / "none.yaml"), "--output", str(tmp_path / "o.json")]
+    )
     assert result.exit_code == 2
     assert f"--profile {tmp_path / 'none.yaml'}: no such file" in result.output
     assert not (tmp_path / "o.json").exists() and "Traceback" not in result.output
@@ -95,12 +122,15 @@ def test_a_device_without_a_profile_gets_empty_calibrated_columns(tmp_path):
     assert note.startswith("calibrated: no measured profile at") and "calibrated predictions are empty" in note
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--dtype", "int8"], "--dtype must be one of fp32, bf16, fp16"),
-    (["--layers", "99"], "--layers must be between 1 and 24"),
-    (["--device", "cuda"], "torch sees no CUDA device"),
-    (["--generate", "1"], "--generate must be at least 2"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--dtype", "int8"], "--dtype must be one of fp32, bf16, fp16"),
+        (["--layers", "99"], "--layers must be between 1 and 24"),
+        (["--device", "cuda"], "torch sees no CUDA device"),
+        (["--generate", "1"], "--generate must be at least 2"),
+    ],
+)
 def test_e2e_errors_are_one_line(extra, message, tmp_path):
     import torch
 
@@ -119,11 +149,19 @@ def test_e2e_refuses_what_does_not_fit():
 
 def test_rows_merge_by_configuration_and_compile_gap(tmp_path):
     path = tmp_path / "r.json"
-    base = {"model": "m", "layers": 2, "batch": 1, "prompt": 8, "generate": 4, "dtype": "fp32",
-            "measured_ttft_s": 0.2, "measured_tpot_s": 0.1, "engine_ops_per_decode_step": 50}
+    base = {
+        "model": "m",
+        "layers": 2,
+        "batch": 1,
+        "prompt": 8,
+        "generate": 4,
+        "dtype": "fp32",
+        "measured_ttft_s": 0.2,
+        "measured_tpot_s": 0.1,
+        "engine_ops_per_decode_step": 50,
+    }
     write_rows(path, {"date": "d"}, [{**base, "compile": False}])
-    write_rows(path, {"date": "d"}, [{**base, "compile": True, "measured_tpot_s": 0.08,
-                                      "measured_ttft_s": 0.15}])
+    write_rows(path, {"date": "d"}, [{**base, "compile": True, "measured_tpot_s": 0.08, "measured_ttft_s": 0.15}])
     write_rows(path, {"date": "e"}, [{**base, "compile": False, "measured_tpot_s": 0.12}])
     data = json.loads(path.read_text())
     assert data["meta"] == {"date": "e"} and len(data["rows"]) == 2
@@ -142,8 +180,9 @@ def test_repredict_recomputes_predictions_and_keeps_measurements(run, tmp_path):
     path.write_text(json.dumps(stale))
     before_text = path.read_text()
     out = tmp_path / "new" / "rep.json"
-    result = CliRunner().invoke(app, ["e2e", "--repredict", str(path), "--profile",
-                                      str(folder / "profile.yaml"), "-o", str(out)])
+    result = CliRunner().invoke(
+        app, ["e2e", "--repredict", str(path), "--profile", str(folder / "profile.yaml"), "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert path.read_text() == before_text  # the input is never written over
     [row] = json.loads(out.read_text())["rows"]

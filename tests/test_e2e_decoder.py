@@ -1,4 +1,5 @@
 """The e2e decoder against an independent naive implementation (full recompute, no cache)."""
+
 from __future__ import annotations
 
 import math
@@ -10,15 +11,25 @@ torch = pytest.importorskip("torch")
 
 from kernels.e2e.decoder import Decoder, check_fits, footprint
 from kernels.e2e.e2e import truncate
-from ridgeline.errors import RidgelineError  # noqa: E402
 from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.errors import RidgelineError  # noqa: E402
 
-TINY = ModelConfig(name="tiny", model_type="llama", hidden_size=32, num_layers=2, num_heads=4,
-                   num_kv_heads=4, head_dim=8, intermediate_size=48, vocab_size=50,
-                   tie_word_embeddings=False)
+TINY = ModelConfig(
+    name="tiny",
+    model_type="llama",
+    hidden_size=32,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=4,
+    head_dim=8,
+    intermediate_size=48,
+    vocab_size=50,
+    tie_word_embeddings=False,
+)
 
 
 # --- the reference: loops and einsum over the model's own weights, float64 -----------
+
 
 def ref_norm(x, kind, weight, bias):
     if kind == "layernorm":
@@ -45,7 +56,7 @@ def ref_act(name, x):
     if name == "silu":
         return x / (1 + torch.exp(-x))
     if name == "gelu_new":
-        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))  # exact gelu
 
 
@@ -79,11 +90,15 @@ def reference_logits(model, tokens):
         q, k = ref_rope(q), ref_rope(k)
         a = ref_attention(q, k, v, c.sliding_window).reshape(B, S, -1)
         attn_out = a @ W[p + "o_proj.weight"].T
-        m_in = n if c.parallel_attn else ref_norm(x + attn_out, c.norm, W[p + "mlp_norm.weight"],
-                                                  W.get(p + "mlp_norm.bias"))
+        m_in = (
+            n
+            if c.parallel_attn
+            else ref_norm(x + attn_out, c.norm, W[p + "mlp_norm.weight"], W.get(p + "mlp_norm.bias"))
+        )
         up = m_in @ W[p + "up_proj.weight"].T
-        hidden = (ref_act(c.hidden_act, m_in @ W[p + "gate_proj.weight"].T) * up
-                  if c.gated_mlp else ref_act(c.hidden_act, up))
+        hidden = (
+            ref_act(c.hidden_act, m_in @ W[p + "gate_proj.weight"].T) * up if c.gated_mlp else ref_act(c.hidden_act, up)
+        )
         x = x + attn_out + hidden @ W[p + "down_proj.weight"].T
     x = ref_norm(x, c.norm, W["final_norm.weight"], W.get("final_norm.bias"))
     head = W["embed.weight"] if c.tie_word_embeddings else W["lm_head.weight"]
@@ -95,8 +110,13 @@ VARIANTS = {
     "gqa-swiglu-rms": {"num_kv_heads": 2},
     "mqa-swiglu-rms": {"num_kv_heads": 1},
     "mha-plain-gelu-layernorm": {"gated_mlp": False, "hidden_act": "gelu", "norm": "layernorm"},
-    "mqa-parallel-layernorm": {"num_kv_heads": 1, "gated_mlp": False, "hidden_act": "gelu_new",
-                               "norm": "layernorm", "parallel_attn": True},
+    "mqa-parallel-layernorm": {
+        "num_kv_heads": 1,
+        "gated_mlp": False,
+        "hidden_act": "gelu_new",
+        "norm": "layernorm",
+        "parallel_attn": True,
+    },
     "gqa-geglu-tied": {"num_kv_heads": 2, "hidden_act": "gelu_new", "tie_word_embeddings": True},
     "gqa-sliding-window": {"num_kv_heads": 2, "sliding_window": 4},
 }
@@ -111,8 +131,8 @@ def test_prefill_and_decode_match_reference_fp64(variant):
     got = model(tokens[:, :prompt], 0, all_logits=True)
     torch.testing.assert_close(got, reference_logits(model, tokens[:, :prompt]), rtol=1e-10, atol=1e-10)
     for pos in range(prompt, tokens.shape[1]):  # four decode steps, one token each
-        step = model(tokens[:, pos:pos + 1], pos)
-        want = reference_logits(model, tokens[:, :pos + 1])[:, -1]
+        step = model(tokens[:, pos : pos + 1], pos)
+        want = reference_logits(model, tokens[:, : pos + 1])[:, -1]
         torch.testing.assert_close(step, want, rtol=1e-10, atol=1e-10)
 
 
@@ -141,8 +161,11 @@ def test_same_seed_same_weights_and_bf16_runs():
 def test_the_engines_footprint_matches_the_built_model():
     """ridgeline.engine.memory's weights are the decoder's parameters but LayerNorm biases (left
     out by the engine); its KV cache is the decoder's static cache."""
-    for overrides in ({}, {"num_kv_heads": 1, "norm": "layernorm", "gated_mlp": False},
-                      {"tie_word_embeddings": True, "parallel_attn": True}):
+    for overrides in (
+        {},
+        {"num_kv_heads": 1, "norm": "layernorm", "gated_mlp": False},
+        {"tie_word_embeddings": True, "parallel_attn": True},
+    ):
         config = replace(TINY, **overrides)
         model = Decoder(config, "fp32", max_batch=3, max_len=4)
         weights, cache = footprint(config, 3, 4, 4)

@@ -1,4 +1,5 @@
 """End to end by execution mode: graph-captured decode, rows per mode, the transformers client."""
+
 from __future__ import annotations
 
 import json
@@ -11,18 +12,45 @@ torch = pytest.importorskip("torch")
 from kernels.e2e.e2e import Case, compile_overhead, predicted_columns, row_execution, write_rows
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.io.hardware import load_device
 from ridgeline.engine.model import ModelConfig
+from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings
 
 CUDA = torch.cuda.is_available()
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256,
-        "max_position_embeddings": 256, "hidden_act": "silu", "rms_norm_eps": 1e-5,
-        "tie_word_embeddings": False}
-ARGS = ["e2e", "qwen2-0.5b", "--device", "cpu", "--layers", "1", "--batch", "1", "--prompt", "8",
-        "--generate", "3", "--dtype", "fp32", "--repeats", "1", "--threads", "1",
-        "--hardware", "epyc-9654"]
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 256,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+}
+ARGS = [
+    "e2e",
+    "qwen2-0.5b",
+    "--device",
+    "cpu",
+    "--layers",
+    "1",
+    "--batch",
+    "1",
+    "--prompt",
+    "8",
+    "--generate",
+    "3",
+    "--dtype",
+    "fp32",
+    "--repeats",
+    "1",
+    "--threads",
+    "1",
+    "--hardware",
+    "epyc-9654",
+]
 
 
 def test_graph_execution_needs_cuda(tmp_path):
@@ -45,21 +73,40 @@ def test_eager_rows_carry_their_execution(tmp_path):
 
 def test_rows_of_each_execution_merge_apart(tmp_path):
     path = tmp_path / "r.json"
-    base = {"model": "m", "layers": 2, "batch": 1, "prompt": 8, "generate": 4, "dtype": "fp32",
-            "measured_ttft_s": 0.2, "measured_tpot_s": 0.1, "engine_ops_per_decode_step": 50}
-    write_rows(path, {}, [{**base, "compile": False}])                    # an old row
-    write_rows(path, {}, [{**base, "compile": False, "execution": "eager", "measured_tpot_s": 0.12},
-                          {**base, "compile": False, "execution": "graph", "measured_tpot_s": 0.05},
-                          {**base, "compile": True, "execution": "compiled",
-                           "measured_tpot_s": 0.08}])
+    base = {
+        "model": "m",
+        "layers": 2,
+        "batch": 1,
+        "prompt": 8,
+        "generate": 4,
+        "dtype": "fp32",
+        "measured_ttft_s": 0.2,
+        "measured_tpot_s": 0.1,
+        "engine_ops_per_decode_step": 50,
+    }
+    write_rows(path, {}, [{**base, "compile": False}])  # an old row
+    write_rows(
+        path,
+        {},
+        [
+            {**base, "compile": False, "execution": "eager", "measured_tpot_s": 0.12},
+            {**base, "compile": False, "execution": "graph", "measured_tpot_s": 0.05},
+            {**base, "compile": True, "execution": "compiled", "measured_tpot_s": 0.08},
+        ],
+    )
     rows = json.loads(path.read_text())["rows"]
     assert sorted(row_execution(r) for r in rows) == ["compiled", "eager", "graph"]
-    [gap] = compile_overhead(rows)                  # eager against compiled, not graph
+    [gap] = compile_overhead(rows)  # eager against compiled, not graph
     assert gap["tpot_saved_s"] == pytest.approx(0.12 - 0.08)
 
 
-PROFILE = {"bandwidth_gb_s": 20.0, "matrix_peak_tops": {"fp32": 0.5}, "launch_gap_us": 2.0,
-           "host_us": {"eager": {"default": 50.0}}, "kernels_per_op": {"eager": {"default": 2}}}
+PROFILE = {
+    "bandwidth_gb_s": 20.0,
+    "matrix_peak_tops": {"fp32": 0.5},
+    "launch_gap_us": 2.0,
+    "host_us": {"eager": {"default": 50.0}},
+    "kernels_per_op": {"eager": {"default": 2}},
+}
 
 
 def test_predictions_follow_the_execution():
@@ -70,8 +117,9 @@ def test_predictions_follow_the_execution():
     measured = {"measured_ttft_s": 1e-3, "measured_tpot_s": 1e-3}
     for execution in ("graph", "eager"):
         cols = predicted_columns(config, h100, case, "fp32", ceilings, measured, execution)
-        expect = analyze(config, h100, 1, 16, 4, dtype="fp32", ceilings=ceilings,
-                         attention="flash", execution=execution).generation
+        expect = analyze(
+            config, h100, 1, 16, 4, dtype="fp32", ceilings=ceilings, attention="flash", execution=execution
+        ).generation
         assert cols["predicted_calibrated_tpot_s"] == pytest.approx(expect["tpot_s"], rel=1e-12)
     graph = predicted_columns(config, h100, case, "fp32", ceilings, measured, "graph")
     eager = predicted_columns(config, h100, case, "fp32", ceilings, measured, "eager")
@@ -80,6 +128,7 @@ def test_predictions_follow_the_execution():
 
 
 # --- the transformers client ----------------------------------------------------------
+
 
 def test_step_times():
     from kernels.e2e.hf_client import step_times
@@ -108,21 +157,27 @@ def test_client_generates_and_predicts_on_cpu(model_type, tmp_path):
     cfg = tmp_path / f"tiny-{model_type}"
     cfg.mkdir()
     (cfg / "config.json").write_text(json.dumps({**TINY, "model_type": model_type}))
-    result = run_hf(str(cfg), [Case(2, 8, 3)], dtype="fp32", device="cpu", repeats=1,
-                    hardware="epyc-9654", profile=None,
-                    output=tmp_path / "hf.json")
+    result = run_hf(
+        str(cfg),
+        [Case(2, 8, 3)],
+        dtype="fp32",
+        device="cpu",
+        repeats=1,
+        hardware="epyc-9654",
+        profile=None,
+        output=tmp_path / "hf.json",
+    )
     [row] = json.loads((tmp_path / "hf.json").read_text())["rows"]
     assert result.meta["client"] == "transformers" and row["client"] == "transformers"
-    assert (row["model"], row["layers"], row["batch"], row["execution"]) == (
-        f"tiny-{model_type}", 2, 2, "eager")
+    assert (row["model"], row["layers"], row["batch"], row["execution"]) == (f"tiny-{model_type}", 2, 2, "eager")
     assert row["measured_ttft_s"] > 0 and row["measured_tpot_s"] > 0
     config = ModelConfig.from_hf_config({**TINY, "model_type": model_type})
-    spec = analyze(config, "epyc-9654", 2, 8, 3, dtype="fp32", attention="flash",
-                   execution="eager").generation
+    spec = analyze(config, "epyc-9654", 2, 8, 3, dtype="fp32", attention="flash", execution="eager").generation
     assert row["predicted_spec_tpot_s"] == pytest.approx(spec["tpot_s"], rel=1e-12)
 
 
 # --- on a GPU ---------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA GPU")
@@ -155,8 +210,16 @@ def test_client_compiled_is_predicted_as_graph_on_cuda(tmp_path):
     cfg = tmp_path / "tiny"
     cfg.mkdir()
     (cfg / "config.json").write_text(json.dumps({**TINY, "model_type": "llama"}))
-    result = run_hf(str(cfg), [Case(1, 8, 4)], dtype="bf16", device="cuda", repeats=1,
-                    modes=("eager", "compiled"), hardware="h100-sxm", write=False)
+    result = run_hf(
+        str(cfg),
+        [Case(1, 8, 4)],
+        dtype="bf16",
+        device="cuda",
+        repeats=1,
+        modes=("eager", "compiled"),
+        hardware="h100-sxm",
+        write=False,
+    )
     assert [r["execution"] for r in result.rows] == ["eager", "graph"]
     assert all(r["measured_tpot_s"] > 0 for r in result.rows)
 

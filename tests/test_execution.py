@@ -1,4 +1,5 @@
 """Execution modes: graph, eager and compiled composition of device and host time."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridgeline.engine.analyze import analyze
-from ridgeline.errors import InvalidSpecError, InvalidWorkloadError
-from ridgeline.io.hardware import load_device
 from ridgeline.engine.ops import Op
-from ridgeline.io.profile import calibrated_ceilings
 from ridgeline.engine.roofline import composed_time, evaluate, queue_finish, spec_ceilings, step_order
 from ridgeline.engine.workload import Settings
+from ridgeline.errors import InvalidSpecError, InvalidWorkloadError
+from ridgeline.io.hardware import load_device
+from ridgeline.io.profile import calibrated_ceilings
 
 
 def loop_finish(host, device):
@@ -39,8 +40,13 @@ def test_queue_golden():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 100, allow_subnormal=False),
-                                 st.floats(0, 100, allow_subnormal=False)), min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 100, allow_subnormal=False), st.floats(0, 100, allow_subnormal=False)),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_queue_matches_recurrence_and_bounds(pairs):
     host, device = (np.array(v) for v in zip(*pairs))
     finish = queue_finish(host, device)
@@ -49,24 +55,27 @@ def test_queue_matches_recurrence_and_bounds(pairs):
 
 
 def test_queue_broadcasts_over_workload_axes():
-    host = np.array([[1.0], [6.0], [1.0]])             # (ops, 1)
+    host = np.array([[1.0], [6.0], [1.0]])  # (ops, 1)
     device = np.array([[4.0, 0.5], [1.0, 0.5], [4.0, 0.5]])
     # second column: host-bound, 1 + 6 + 1 + last 0.5 = 8.5
     assert queue_finish(host, device) == pytest.approx([12.0, 8.5])
 
 
 def test_step_order_interleaves_layers():
-    ops = [Op("embed", "embed", 1, 0), Op("a", "norm", 2, 0), Op("b", "linear", 2, 0),
-           Op("head", "linear", 1, 0)]
+    ops = [Op("embed", "embed", 1, 0), Op("a", "norm", 2, 0), Op("b", "linear", 2, 0), Op("head", "linear", 1, 0)]
     assert step_order(ops).tolist() == [0, 1, 2, 1, 2, 3]
 
 
 H100 = load_device("h100-sxm")
 # A profile with execution terms, numbers chosen for hand arithmetic (not a measurement):
 # every op costs 10 µs of host per eager call, rope launches 12 kernels, gap 1 µs.
-TERMS = {"bandwidth_gb_s": 3000.0, "matrix_peak_tops": {"bf16": 600.0},
-         "launch_gap_us": 1.0, "host_us": {"eager": {"default": 10.0}, "compiled": {"default": 2.0}},
-         "kernels_per_op": {"eager": {"default": 1, "rope": 12}, "compiled": {"default": 1}}}
+TERMS = {
+    "bandwidth_gb_s": 3000.0,
+    "matrix_peak_tops": {"bf16": 600.0},
+    "launch_gap_us": 1.0,
+    "host_us": {"eager": {"default": 10.0}, "compiled": {"default": 2.0}},
+    "kernels_per_op": {"eager": {"default": 1, "rope": 12}, "compiled": {"default": 1}},
+}
 
 
 def test_profile_terms_load():
@@ -76,11 +85,14 @@ def test_profile_terms_load():
     assert c.kernels["eager"]["rope"] == 12
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"launch_gap_us": -1}, "launch_gap_us"),
-    ({"host_us": {"eager": {"rope": "fast"}}}, "host_us.eager.rope"),
-    ({"kernels_per_op": [1, 2]}, "kernels_per_op"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"launch_gap_us": -1}, "launch_gap_us"),
+        ({"host_us": {"eager": {"rope": "fast"}}}, "host_us.eager.rope"),
+        ({"kernels_per_op": [1, 2]}, "kernels_per_op"),
+    ],
+)
 def test_profile_terms_refused(bad, message):
     with pytest.raises(InvalidSpecError, match=message):
         calibrated_ceilings({**TERMS, **bad}, H100)
@@ -89,8 +101,10 @@ def test_profile_terms_refused(bad, message):
 def two_ops():
     # a 1 GB weight read (memory-bound: 1e9 / 3e12 = 333.3 µs) and a rope that moves 3 MB
     # (1 µs); one layer each
-    return [Op("q_proj", "linear", 1, 2e6, weight_bytes=1e9, matrix=True, dtype="bf16"),
-            Op("rope", "elementwise", 1, 0, act_read_bytes=3e6, dtype="bf16")]
+    return [
+        Op("q_proj", "linear", 1, 2e6, weight_bytes=1e9, matrix=True, dtype="bf16"),
+        Op("rope", "elementwise", 1, 0, act_read_bytes=3e6, dtype="bf16"),
+    ]
 
 
 def compose(execution, serial=False, ops=None):
@@ -134,8 +148,12 @@ def test_profile_without_terms_says_how_it_was_timed_or_is_refused():
     # device-timed without host terms: graph only; eager-timed: eager only (auto picks it)
     device = calibrated_ceilings({**plain, "timing": "device"}, H100)
     eager = calibrated_ceilings({**plain, "timing": "eager"}, H100)
-    for ceilings, ok, refused in ((device, "graph", "eager"), (device, "graph", "compiled"),
-                                  (eager, "eager", "graph"), (eager, "compiled", "graph")):
+    for ceilings, ok, refused in (
+        (device, "graph", "eager"),
+        (device, "graph", "compiled"),
+        (eager, "eager", "graph"),
+        (eager, "compiled", "graph"),
+    ):
         analyze("llama-2-7b", H100, 1, 512, dtype="bf16", ceilings=ceilings, execution=ok)
         with pytest.raises(InvalidWorkloadError, match=f"cannot price {refused} execution"):
             analyze("llama-2-7b", H100, 1, 512, dtype="bf16", ceilings=ceilings, execution=refused)
@@ -146,16 +164,22 @@ def test_profile_without_terms_says_how_it_was_timed_or_is_refused():
 
 def test_modes_order_and_generation_sum():
     ceilings = calibrated_ceilings(TERMS, H100)
-    runs = {mode: analyze("llama-2-7b", H100, 1, 512, 33, dtype="bf16", ceilings=ceilings,
-                          execution=mode) for mode in ("graph", "eager", "compiled")}
+    runs = {
+        mode: analyze("llama-2-7b", H100, 1, 512, 33, dtype="bf16", ceilings=ceilings, execution=mode)
+        for mode in ("graph", "eager", "compiled")
+    }
     step = {m: r.decode.total["time_s"] for m, r in runs.items()}
     # graph pays no host; compiled launches fewer kernels (no 12-kernel rope) and less host
     assert step["graph"] <= step["eager"] and step["compiled"] <= step["eager"]
     assert step["eager"] <= runs["eager"].decode.total["device_s"] + runs["eager"].decode.total["host_s"]
     # decode over 32 steps: the Simpson sum stays within 1% of 32 single-step evaluations
     for mode, r in runs.items():
-        each = [analyze("llama-2-7b", H100, 1, 512 + j, 0, dtype="bf16", ceilings=ceilings,
-                        execution=mode).decode.total["time_s"] for j in range(0, 32, 8)]
+        each = [
+            analyze("llama-2-7b", H100, 1, 512 + j, 0, dtype="bf16", ceilings=ceilings, execution=mode).decode.total[
+                "time_s"
+            ]
+            for j in range(0, 32, 8)
+        ]
         assert r.generation["tpot_s"] == pytest.approx(np.mean(each), rel=0.01)
 
 
@@ -180,6 +204,7 @@ def test_host_terms_by_op_name():
     table = MappingProxyType({"rope": 60e-6, "default": 1e-6})
     ceilings = replace(spec_ceilings(H100), host_s=MappingProxyType({"eager": table}))
     from ridgeline.engine.roofline import op_host
+
     assert op_host(ceilings, two_ops()[1], "eager") == pytest.approx(60e-6)
     assert op_host(ceilings, two_ops()[0], "eager") == pytest.approx(1e-6)
     assert op_host(ceilings, two_ops()[0], "graph") == 0.0
@@ -195,8 +220,20 @@ def test_cli_execution_option_and_json(tmp_path):
 
     profile = tmp_path / "p.yaml"
     profile.write_text(yaml.safe_dump({**TERMS, "meta": {"spec_device": "h100-sxm"}}))
-    base = ["analyze", "llama-2-7b", "-H", "h100-sxm", "--dtype", "bf16", "--generate", "8",
-            "--profile", str(profile), "-f", "json"]
+    base = [
+        "analyze",
+        "llama-2-7b",
+        "-H",
+        "h100-sxm",
+        "--dtype",
+        "bf16",
+        "--generate",
+        "8",
+        "--profile",
+        str(profile),
+        "-f",
+        "json",
+    ]
     out = {}
     for mode in ("graph", "eager"):
         result = CliRunner().invoke(app, [*base, "--execution", mode])

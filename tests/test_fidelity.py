@@ -1,6 +1,7 @@
 """The defects an independent hand audit found (issue 11), each pinned by a value worked
 out by hand in the comment beside it. Model shapes come from models/catalog/*.json,
 device figures from hardware/*.yaml."""
+
 from __future__ import annotations
 
 import json
@@ -11,16 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 import ridgeline as rl
+from ridgeline.api import max_batch, speculative
 from ridgeline.cli import app
-from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
-from ridgeline.io.hardware import _physical_cores, load_device
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.memory import kv_capacity_bytes, usable_bytes, weight_bytes
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import evaluate, spec_ceilings
-from ridgeline.api import max_batch, speculative
 from ridgeline.engine.workload import Settings
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
+from ridgeline.io.hardware import _physical_cores, load_device
 
 runner = CliRunner()
 
@@ -30,6 +31,7 @@ def rows(analysis, stage="decode"):
 
 
 # --- MLA -------------------------------------------------------------------------------
+
 
 def test_mla_absorb_weights_are_per_head():
     """DeepSeek-V2-Lite: 16 heads, qk_nope 128, kv_lora_rank 512, v_head 128. W_UK and W_UV
@@ -50,6 +52,7 @@ def test_absorbed_flash_decode_reads_the_latent_once():
 
 
 # --- speculative decoding --------------------------------------------------------------
+
 
 def test_verify_pass_computes_logits_at_every_position():
     """Verifying k = 4 draft tokens for 2 sequences: lm_head over 2 x 5 = 10 rows,
@@ -72,13 +75,27 @@ def test_speculation_counts_the_draft_in_memory_and_ttft():
 
 
 def test_speculative_cli_headline_and_valid_json():
-    out = runner.invoke(app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--draft", "llama-3.2-1b",
-                              "--draft-tokens", "0", "--format", "json"])
+    out = runner.invoke(
+        app,
+        [
+            "analyze",
+            "llama-2-7b",
+            "-H",
+            "h100-sxm",
+            "--draft",
+            "llama-3.2-1b",
+            "--draft-tokens",
+            "0",
+            "--format",
+            "json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert data["speculative"]["by_draft_tokens"][0]["break_even_acceptance"] is None
-    table = runner.invoke(app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--generate", "8",
-                                "--draft", "llama-3.2-1b"])
+    table = runner.invoke(
+        app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--generate", "8", "--draft", "llama-3.2-1b"]
+    )
     assert table.exit_code == 0, table.output
     spec = speculative("llama-2-7b", "h100-sxm", "llama-3.2-1b", seq_len=512)
     assert f"TPOT {rl.engine.units.format_time(spec['tpot_s'])}" in table.stdout
@@ -86,6 +103,7 @@ def test_speculative_cli_headline_and_valid_json():
 
 
 # --- parallelism -----------------------------------------------------------------------
+
 
 def test_all_reduce_costs_hops_times_latency_plus_bytes():
     """Llama-2-70B decode, tp 8 on H100 SXM: a ring all-reduce of 8192 x 2 bytes sends
@@ -120,9 +138,10 @@ def test_vocab_parallel_embedding_and_logits_gather():
 
 
 def test_network_and_memory_seconds_are_separate_columns():
-    table = evaluate(stage_ops(rl.load_model("llama-2-7b"), "decode", 1, 512,
-                               make_plan(Settings(tp=2), load_device("h100-sxm"))),
-                     spec_ceilings(load_device("h100-sxm")))
+    table = evaluate(
+        stage_ops(rl.load_model("llama-2-7b"), "decode", 1, 512, make_plan(Settings(tp=2), load_device("h100-sxm"))),
+        spec_ceilings(load_device("h100-sxm")),
+    )
     comm = table["comm_bytes"].ravel() > 0
     memory_s, network_s = table["memory_s"].ravel(), table["network_s"].ravel()
     assert comm.sum() == 4  # embed_allreduce, attn_allreduce, mlp_allreduce, logits_gather
@@ -131,6 +150,7 @@ def test_network_and_memory_seconds_are_separate_columns():
 
 
 # --- attention conventions -------------------------------------------------------------
+
 
 def test_sliding_window_eager_prefill_is_full_then_masked():
     """Mistral-7B-v0.1 (window 4096), eager prefill of 16384: the full score matrix,
@@ -154,8 +174,7 @@ def test_eager_gqa_reads_kv_per_query_head():
     assert eager["qk_matmul"]["kv_read_bytes"] == eager["sv_matmul"]["kv_read_bytes"] == 8_396_800
     flash = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024, attention="flash"))
     assert flash["attention"]["kv_read_bytes"] == 4_198_400
-    assert rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))["qk_matmul"]["kv_read_bytes"] \
-        == 1025 * 32 * 128 * 2
+    assert rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))["qk_matmul"]["kv_read_bytes"] == 1025 * 32 * 128 * 2
 
 
 def test_exponentials_bound_a_flash_attention_2_kernel():
@@ -164,22 +183,26 @@ def test_exponentials_bound_a_flash_attention_2_kernel():
     (71 heads, d = 64) flash prefill of 4096 in fp8: 71 x 4096 x 4097/2 = 595,736,576
     exponentials take 142.45 µs, while the fp8 matrix work (256 ops per pair at 1978.9 T)
     and the softmax's vector work (5 per pair at 133.8 T) take 77.06 + 22.26 = 99.3 µs."""
-    r = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash",
-                        dtype="fp8_e4m3"), "prefill")["attention"]
+    r = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash", dtype="fp8_e4m3"), "prefill")[
+        "attention"
+    ]
     exps = 71 * 4096 * 4097 / 2
     assert exps == 595_736_576
     assert r["bound"] == "exp"
     assert r["time_s"] == pytest.approx(exps / 4.182e12)
     # at bf16 the matrix work (2 x 77.06 µs) is the larger term again
-    bf16 = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash",
-                           dtype="bf16"), "prefill")["attention"]
+    bf16 = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash", dtype="bf16"), "prefill")[
+        "attention"
+    ]
     assert bf16["bound"] == "compute"
 
 
 # --- quantisation and catalogs ---------------------------------------------------------
 
-@pytest.mark.parametrize("options", [{"dtype": "int4"}, {"w_dtype": "int4"}, {"a_dtype": "int8"},
-                                     {"w_dtype": "int8", "a_dtype": "int8"}])
+
+@pytest.mark.parametrize(
+    "options", [{"dtype": "int4"}, {"w_dtype": "int4"}, {"a_dtype": "int8"}, {"w_dtype": "int8", "a_dtype": "int8"}]
+)
 def test_embeddings_norms_and_lm_head_stay_16_bit(options):
     """One rule for every route: Llama-2-7B's lm_head is 32000 x 4096 x 2 bytes, a norm
     4096 x 2, the embedding row 4096 x 2, and lm_head runs at the fp16 roof."""
@@ -194,8 +217,9 @@ def test_packed_zero_points():
     """int4, groups of 128, packed 4-bit zeros: an fp16 scale + a 0.5-byte zero per group,
     4 + 8 x 2.5 / 128 = 4.15625 bits per weight (fp16 zeros: 4 + 8 x 4 / 128 = 4.25)."""
     weights = 4096 * 4096
-    packed = rows(rl.analyze("llama-2-7b", "a6000", w_dtype="int4", group_size=128,
-                             zero_points="packed"))["q_proj"]["weight_bytes"]
+    packed = rows(rl.analyze("llama-2-7b", "a6000", w_dtype="int4", group_size=128, zero_points="packed"))["q_proj"][
+        "weight_bytes"
+    ]
     fp16 = rows(rl.analyze("llama-2-7b", "a6000", w_dtype="int4", group_size=128))["q_proj"]["weight_bytes"]
     assert 8 * packed / weights == 4.15625
     assert 8 * fp16 / weights == 4.25
@@ -235,12 +259,15 @@ def test_models_commands_show_moe():
 
 # --- inputs the engine refuses or flags ------------------------------------------------
 
+
 @pytest.mark.parametrize("value", [".nan", ".inf"])
 def test_device_yaml_with_nan_or_inf_is_refused(tmp_path, value):
     path = tmp_path / "bad.yaml"
-    path.write_text("name: bad\nvendor: x\nkind: gpu\nmemory_capacity_gib: 8\n"
-                    f"memory_bandwidth_gb_s: {value}\nmatrix_peak_tops: {{fp16: 10}}\n"
-                    "sources: [http://x]\n")
+    path.write_text(
+        "name: bad\nvendor: x\nkind: gpu\nmemory_capacity_gib: 8\n"
+        f"memory_bandwidth_gb_s: {value}\nmatrix_peak_tops: {{fp16: 10}}\n"
+        "sources: [http://x]\n"
+    )
     out = runner.invoke(app, ["analyze", "llama-2-7b", "-H", str(path)])
     assert out.exit_code == 2
     assert "'memory_bandwidth_gb_s' must be a positive number" in out.output
@@ -248,10 +275,19 @@ def test_device_yaml_with_nan_or_inf_is_refused(tmp_path, value):
 
 
 def test_hidden_size_must_split_into_heads():
-    raw = {"model_type": "llama", "hidden_size": 4100, "num_attention_heads": 32,
-           "num_hidden_layers": 2, "intermediate_size": 11008, "vocab_size": 32000}
-    with pytest.raises(InvalidConfigError, match=r"hidden_size \(4100\) is not a multiple of "
-                                                  r"num_attention_heads \(32\)"):
+    raw = {
+        "model_type": "llama",
+        "hidden_size": 4100,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 2,
+        "intermediate_size": 11008,
+        "vocab_size": 32000,
+    }
+    with pytest.raises(
+        InvalidConfigError,
+        match=r"hidden_size \(4100\) is not a multiple of "
+        r"num_attention_heads \(32\)",
+    ):
         ModelConfig.from_hf_config(raw)
     assert ModelConfig.from_hf_config({**raw, "head_dim": 128}).head_dim == 128
 
@@ -265,6 +301,7 @@ def test_sequence_beyond_max_positions_warns():
 
 # --- memory headroom -------------------------------------------------------------------
 
+
 def test_headroom_and_runtime_reserve_set_what_fits():
     """A6000: 48 GiB x 0.9 - 0.75 GiB reserve = 42.45 GiB usable; the KV cache gets what
     the weights and activations leave of it."""
@@ -272,15 +309,13 @@ def test_headroom_and_runtime_reserve_set_what_fits():
     p = make_plan(Settings(), device)
     assert usable_bytes(device, p) == pytest.approx(42.45 * 2**30)
     model = rl.load_model("llama-2-7b")
-    assert kv_capacity_bytes(model, device, p, 1e9) == pytest.approx(
-        42.45 * 2**30 - weight_bytes(model, p) - 1e9)
+    assert kv_capacity_bytes(model, device, p, 1e9) == pytest.approx(42.45 * 2**30 - weight_bytes(model, p) - 1e9)
     default = max_batch("llama-2-7b", "a6000", 1024, 128)
     whole = max_batch("llama-2-7b", "a6000", 1024, 128, memory_utilization=1.0)
     assert default < whole
     a = rl.analyze("llama-2-7b", "a6000", batch=default, seq_len=1024, generate=128)
     assert a.memory["fits"] and a.memory["peak_bytes"] <= 42.45 * 2**30
-    assert not rl.analyze("llama-2-7b", "a6000", batch=default + 1, seq_len=1024,
-                          generate=128).memory["fits"]
+    assert not rl.analyze("llama-2-7b", "a6000", batch=default + 1, seq_len=1024, generate=128).memory["fits"]
     with pytest.raises(InvalidWorkloadError, match="memory utilization must be in"):
         Settings(memory_utilization=1.5)
     assert math.isclose(a.memory["runtime_reserve_bytes"], 0.75 * 2**30)

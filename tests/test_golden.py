@@ -4,6 +4,7 @@ Llama-3-8B: h=4096, 32 heads, 8 KV heads, d=128, i=14336, vocab 128256, 32 layer
 (meta-llama/Meta-Llama-3-8B config.json). Falcon-7B: h=4544, 71 heads, 1 KV head, d=64,
 i=4h=18176, vocab 65024, 32 layers, parallel attention, tied (tiiuae/falcon-7b).
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """The GPU calibration grid and its held-out draws (kernels.bench.cases_gpu): what the grid covers,
 that draws lie strictly between its points, transformers' two attention paths as kernels of
 their own, the compact calibration's priority order and budget. CPU only."""
+
 from __future__ import annotations
 
 import itertools
@@ -27,8 +28,8 @@ def _values(cases, key):
 
 def test_the_grid_spans_the_gpu_ranges():
     full = G.GRIDS["full"]
-    assert full.decode_contexts == tuple(2**i for i in range(6, 16))     # 64 ... 32768
-    assert full.prefill_lengths == tuple(2**i for i in range(6, 14))     # 64 ... 8192
+    assert full.decode_contexts == tuple(2**i for i in range(6, 16))  # 64 ... 32768
+    assert full.prefill_lengths == tuple(2**i for i in range(6, 14))  # 64 ... 8192
     assert full.decode_batches == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     cal = G.gpu_cases("calibration", CUDA)
     table = [c for c in cal if c.recipe.get("builder") == "attention_grid" and "model" not in c.recipe]
@@ -41,8 +42,7 @@ def test_the_grid_spans_the_gpu_ranges():
 
 def test_softmax_both_sides_of_1024_columns_and_element_wise_from_one_token():
     for quick in (False, True):
-        grid = [c for c in G.gpu_cases("calibration", CUDA, quick)
-                if c.recipe.get("builder") == "size_grid"]
+        grid = [c for c in G.gpu_cases("calibration", CUDA, quick) if c.recipe.get("builder") == "size_grid"]
         widths = {int(c.recipe["width"]) for c in grid if c.kernel == "softmax"}
         assert min(widths) <= 1024 < max(widths)
         for kernel in ("rmsnorm", "residual_add", "silu_mul", "softmax"):
@@ -56,8 +56,13 @@ def test_softmax_both_sides_of_1024_columns_and_element_wise_from_one_token():
 def test_transformers_paths_are_kernels_of_their_own():
     cal = G.gpu_cases("calibration", CUDA)
     names = {(c.backend, c.op.name) for c in cal if c.kernel == "sdpa"}
-    assert {("gqa", "sdpa_gqa"), ("repeat_kv", "sdpa_repeat_kv"), ("flash", "attention"),
-            ("efficient", "sdpa_efficient"), ("cudnn", "sdpa_cudnn")} <= names
+    assert {
+        ("gqa", "sdpa_gqa"),
+        ("repeat_kv", "sdpa_repeat_kv"),
+        ("flash", "attention"),
+        ("efficient", "sdpa_efficient"),
+        ("cudnn", "sdpa_cudnn"),
+    } <= names
     gqa = next(c for c in cal if c.backend == "gqa")
     rkv = next(c for c in cal if c.backend == "repeat_kv")
     assert keys_for(gqa.op)[0] == "attention:sdpa_gqa@bf16"
@@ -76,16 +81,24 @@ def test_repeat_kv_op_counts_the_copy_and_the_mask():
     head_dim 64 in bf16 (2 bytes):
     K/V in the cache 2 x 1 x 2 x 64 x 64 x 2 = 32768 B; copied to 8 heads 2 x 8 x 64 x 64 x 2
     = 131072 B written, then read by SDPA; q 8 x 64 x 2 = 1024 B; mask 1 x 1 x 64 = 64 B."""
-    recipe = {"builder": "attention_grid", "kernel": "repeat_kv", "rows": 4, "batch": 1,
-              "kv_heads": 2, "kv_len": 64, "head_dim": 64, "dtype": "bf16",
-              "rename": "sdpa_repeat_kv"}
+    recipe = {
+        "builder": "attention_grid",
+        "kernel": "repeat_kv",
+        "rows": 4,
+        "batch": 1,
+        "kv_heads": 2,
+        "kv_len": 64,
+        "head_dim": 64,
+        "dtype": "bf16",
+        "rename": "sdpa_repeat_kv",
+    }
     op = build_op(recipe)
     assert op.name == "sdpa_repeat_kv"
     assert op.kv_read_bytes == 32768
     assert op.act_read_bytes == 1024 + 131072 + 64
     assert op.act_write_bytes == 1024 + 131072
     gqa = build_op({**recipe, "kernel": "attention", "rename": "sdpa_gqa"})
-    assert gqa.kv_read_bytes == 32768 and gqa.act_read_bytes == 1024   # K/V once per K/V head
+    assert gqa.kv_read_bytes == 32768 and gqa.act_read_bytes == 1024  # K/V once per K/V head
     # MHA: repeat_kv returns its input; only the mask is extra
     mha = build_op({**recipe, "rows": 1, "kv_heads": 8})
     flash = build_op({**recipe, "rows": 1, "kv_heads": 8, "kernel": "attention"})
@@ -99,12 +112,15 @@ def test_transformers_paths_run_and_match_float64(backend, stage):
     torch = pytest.importorskip("torch")
     from kernels.bench.bench import make_bench, repeat_kv
 
-    cases = [c for c in G.gpu_cases("calibration", CPU)
-             if c.backend == backend and c.stage == stage and c.recipe["rows"] == 4]
+    cases = [
+        c
+        for c in G.gpu_cases("calibration", CPU)
+        if c.backend == backend and c.stage == stage and c.recipe["rows"] == 4
+    ]
     bench = make_bench(cases[0], "cpu", 2**16)
     assert bench.check() < 2e-2
     x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5)
-    assert torch.equal(repeat_kv(x, 2), x.repeat_interleave(2, dim=1))   # HF's semantics
+    assert torch.equal(repeat_kv(x, 2), x.repeat_interleave(2, dim=1))  # HF's semantics
     assert repeat_kv(x, 1) is x
 
 
@@ -141,12 +157,14 @@ def test_the_dry_draw_is_held_out_from_the_dry_grid():
 
 def test_check_between_names_the_value_on_a_grid_point():
     grid = G.GRIDS["full"]
-    on = G.model_cases(["llama-3-8b"], {"prefill": [], "decode": [(3, 4096)]}, ("bf16",),
-                       "validation", G.gpu_options(CUDA))
+    on = G.model_cases(
+        ["llama-3-8b"], {"prefill": [], "decode": [(3, 4096)]}, ("bf16",), "validation", G.gpu_options(CUDA)
+    )
     with pytest.raises(ValueError, match=r"drawn length 4096 not strictly between"):
         G.check_between(on, grid)
-    beyond = G.model_cases(["llama-3-8b"], {"prefill": [], "decode": [(300, 96)]}, ("bf16",),
-                           "validation", G.gpu_options(CUDA))
+    beyond = G.model_cases(
+        ["llama-3-8b"], {"prefill": [], "decode": [(300, 96)]}, ("bf16",), "validation", G.gpu_options(CUDA)
+    )
     with pytest.raises(ValueError, match=r"drawn batch 300 not strictly between"):
         G.check_between(beyond, grid)
 
@@ -159,7 +177,7 @@ def test_calibration_is_in_priority_order_and_compact_leaves_the_rest_out():
         first = cases[0]
         assert (first.kernel, first.backend, first.stage) == ("sdpa", "gqa", "decode")
     compact = G.gpu_cases("calibration", CUDA, True)
-    assert max(G.priority(c) for c in compact) == 6      # no model-shape attention, no reference
+    assert max(G.priority(c) for c in compact) == 6  # no model-shape attention, no reference
     assert len(compact) < len(G.gpu_cases("calibration", CUDA)) / 2
 
 
@@ -177,7 +195,7 @@ def test_compact_flag_becomes_quick_with_a_budget():
 def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
     from kernels.bench import suite
 
-    clock = [0.0]     # each case takes one second
+    clock = [0.0]  # each case takes one second
 
     def run_case(case, cfg):
         clock[0] += 1.0
@@ -196,8 +214,8 @@ def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
 
 
 def test_a_budget_patches_calibration_only_while_the_block_runs():
-    from kernels.calibrate import calibrate
     from kernels.bench import suite
+    from kernels.calibrate import calibrate
 
     with G.gpu_case_set(10.0):
         assert calibrate.run_cases is not suite.run_cases
@@ -214,15 +232,16 @@ def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_pat
 
     pytest.importorskip("torch")
     out = tmp_path / "p.yaml"
-    code = G.main(["calibrate", "--device", "cpu", "--threads", "1", "--compact",
-                   "--budget-s", "0", "--output", str(out)])
+    code = G.main(
+        ["calibrate", "--device", "cpu", "--threads", "1", "--compact", "--budget-s", "0", "--output", str(out)]
+    )
     assert code == 0
     profile = yaml.safe_load(out.read_text())
     problems = profile["problems"]
     assert profile["meta"]["mode"] == "quick" and profile["efficiency"] == {}
     assert profile["meta"]["fit"] == {"overhead_cap": True, "judge_between": True}
     assert len(problems) == profile["meta"]["calibration_cases"] > 50
-    first = problems[0]["case"]                # priority 0: transformers' enable_gqa path
+    first = problems[0]["case"]  # priority 0: transformers' enable_gqa path
     assert first.startswith("agrid/decode/sdpa/") and first.endswith("/gqa")
     assert all(p["reason"].startswith("--budget-s 0: not reached") for p in profile["problems"])
 
@@ -234,8 +253,7 @@ def test_the_measurement_doc_counts_the_cases_of_each_part():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "measurement.md").read_text()
-    rows = re.findall(r"^\| (\d) \| [^|]+ \| (\d+|—) \| (\d+|—) s? ?\| (\d+) \| (\d+) s \|$",
-                      text, re.M)
+    rows = re.findall(r"^\| (\d) \| [^|]+ \| (\d+|—) \| (\d+|—) s? ?\| (\d+) \| (\d+) s \|$", text, re.M)
     table = {int(row[0]): row for row in rows}
     assert sorted(table) == list(range(len(G.PRIORITY)))
     for quick, count, seconds, per_case in ((True, 1, 2, 0.23), (False, 3, 4, 0.40)):
@@ -244,4 +262,4 @@ def test_the_measurement_doc_counts_the_cases_of_each_part():
             n = sum(G.priority(c) == tier for c in cases)
             assert row[count] == (str(n) if n else "—"), (quick, tier)
             if n:
-                assert int(row[seconds]) == int(n * per_case + 0.5), (quick, tier)   # half up
+                assert int(row[seconds]) == int(n * per_case + 0.5), (quick, tier)  # half up

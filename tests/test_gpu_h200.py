@@ -1,6 +1,7 @@
 """The H200 session's code paths that run without a GPU: the GPU draw, the host terms of a
 GPU run eager, and the committed H200 files (profile, draws, serving runs) and what the
 docs quote of them."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from hypothesis import strategies as st
 
 from kernels.bench.cases import Options, check_disjoint, held_out_overlap
 from kernels.bench.cases_gpu import CUDA_BACKENDS, gpu_cases, gpu_drawn_cases
-from ridgeline.serving.simulator import Scheduler, simulate
 from ridgeline.io.traces import Arrivals
+from ridgeline.serving.simulator import Scheduler, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -80,10 +81,13 @@ def test_fit_overhead_of_a_gpu_run_fits_the_whole_step():
     from kernels.servecheck.cb_server import fit_overhead
 
     requests = [1, 2, 3, 4, 5, 6]
-    steps = {"step_s": [0.05 + 0.002 * n for n in requests],
-             "forward_s": [0.045 + 0.002 * n for n in requests],
-             "query": [[1] * n for n in requests], "past": [[9] * n for n in requests],
-             "attention_s": [0.0] * 6}
+    steps = {
+        "step_s": [0.05 + 0.002 * n for n in requests],
+        "forward_s": [0.045 + 0.002 * n for n in requests],
+        "query": [[1] * n for n in requests],
+        "past": [[9] * n for n in requests],
+        "attention_s": [0.0] * 6,
+    }
     whole = fit_overhead([steps], whole_step=True)
     assert whole["step_overhead_s"] == pytest.approx(0.05) and whole["host_overlap"]
     assert whole["request_overhead_s"] == pytest.approx(0.002)
@@ -113,21 +117,31 @@ def test_serving_doc_quotes_the_h200_runs():
         assert terms["host_overlap"]
         live = resimulate(_run(rate), terms)
         c = live["comparison"]
-        measured = [f"{c['calibrated'][k]['measured'][q]:.{n}f} s"
-                    for k, n in (("ttft_s", 3), ("latency_s", 2)) for q in ("p50", "p90")]
-        assert (f"| {rate}/s, transformers (measured) | {' | '.join(measured)} | "
-                f"{data['busy']['measured_cpu_s']:.1f} |") in text
-        for mode, label in (("calibrated", "engine alone (calibrated)"),
-                            ("calibrated+overhead", f"host terms from {other}/s")):
+        measured = [
+            f"{c['calibrated'][k]['measured'][q]:.{n}f} s"
+            for k, n in (("ttft_s", 3), ("latency_s", 2))
+            for q in ("p50", "p90")
+        ]
+        assert (
+            f"| {rate}/s, transformers (measured) | {' | '.join(measured)} | {data['busy']['measured_cpu_s']:.1f} |"
+        ) in text
+        for mode, label in (
+            ("calibrated", "engine alone (calibrated)"),
+            ("calibrated+overhead", f"host terms from {other}/s"),
+        ):
             errors = [c[mode][k]["error"][q] for k in ("ttft_s", "latency_s") for q in ("p50", "p90")]
-            row = (f"| {rate}/s, simulated, {label} | {' | '.join(map(signed, errors))} | "
-                   f"{live['busy']['simulated_' + mode + '_s']:.1f} |")
+            row = (
+                f"| {rate}/s, simulated, {label} | {' | '.join(map(signed, errors))} | "
+                f"{live['busy']['simulated_' + mode + '_s']:.1f} |"
+            )
             assert row in text, row
             if mode == "calibrated+overhead":
-                assert abs(errors[2]) <= 0.15 and abs(errors[3]) <= 0.25   # latency: the goal
+                assert abs(errors[2]) <= 0.15 and abs(errors[3]) <= 0.25  # latency: the goal
     eight = overhead_from(_run(8))
-    assert (f"{eight['step_overhead_s'] * 1e3:.1f} ms a step + {eight['request_overhead_s'] * 1e3:.2f} "
-            f"ms a request (rms residual {eight['rms_residual_s'] * 1e3:.0f} ms") in " ".join(text.split())
+    assert (
+        f"{eight['step_overhead_s'] * 1e3:.1f} ms a step + {eight['request_overhead_s'] * 1e3:.2f} "
+        f"ms a request (rms residual {eight['rms_residual_s'] * 1e3:.0f} ms"
+    ) in " ".join(text.split())
 
 
 def test_measurement_doc_quotes_the_h200_draw():
@@ -138,8 +152,10 @@ def test_measurement_doc_quotes_the_h200_draw():
     snap = json.loads((REPORTS / "validation" / f"{H200}-2026-11-26-draw1127.json").read_text())
     t = {r["op_class"]: r for r in snap["summary"]}
     draw = snap["meta"]["draw"]
-    assert f"{' and '.join(draw['models'])}, prompt {draw['prefill']['bf16'][0][0]} × " \
-           f"{draw['prefill']['bf16'][0][1]}" in text
+    assert (
+        f"{' and '.join(draw['models'])}, prompt {draw['prefill']['bf16'][0][0]} × "
+        f"{draw['prefill']['bf16'][0][1]}" in text
+    )
     assert f"over {t['headline']['count']} headline cases {pair(t['headline'])} (goal" in text
     assert f"over all {t['all']['count']}, {pair(t['all'])}" in text
     for cls in ("gemm", "gemv", "quant", "elementwise", "attention"):
@@ -149,10 +165,13 @@ def test_measurement_doc_quotes_the_h200_draw():
     assert f"gives {pair({r['op_class']: r for r in other['summary']}['headline'])} headline" in text
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--clock", "device"], "--clock device goes with --device cuda"),
-    (["--device", "cuda", "--clock", "cpu"], "--clock cpu goes with --device cpu"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--clock", "device"], "--clock device goes with --device cuda"),
+        (["--device", "cuda", "--clock", "cpu"], "--clock cpu goes with --device cpu"),
+    ],
+)
 def test_simulate_check_refuses_a_clock_of_the_other_device(args, words):
     pytest.importorskip("transformers")
     from typer.testing import CliRunner

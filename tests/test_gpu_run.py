@@ -1,5 +1,6 @@
 """The one GPU run script (kernels/gpu): its plan, its packing, a kill in stage 3 on a CPU,
 and the predictions registered before it."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,22 @@ def names(plan):
 def test_order_with_and_without_a_device_time_profile(tmp_path):
     gpu = SIZES["gpu"]
     profiled = stages(gpu, "OUT", True, str(H200), "OTHER.yaml", "KEPT")
-    assert names(profiled) == ["e2e-graph", "e2e-eager", "hf-eager", "hf-compiled", "serving",
-                               "agree", "calibrate", "draw", "transfer"]
+    assert names(profiled) == [
+        "e2e-graph",
+        "e2e-eager",
+        "hf-eager",
+        "hf-compiled",
+        "serving",
+        "agree",
+        "calibrate",
+        "draw",
+        "transfer",
+    ]
     fresh = stages(gpu, "OUT", False, None, None, "KEPT")
     assert names(fresh)[:4] == ["calibrate", "host-terms", "e2e-graph", "e2e-eager"]
-    cal = "KEPT/calibrate/profile.yaml"   # this run's profile, host terms merged into it
+    cal = "KEPT/calibrate/profile.yaml"  # this run's profile, host terms merged into it
     assert all(cal in " ".join(c) for st in fresh[2:6] for c in st.commands)
-    assert "transfer" not in names(fresh)   # no other GPU's profile: nothing to transfer
+    assert "transfer" not in names(fresh)  # no other GPU's profile: nothing to transfer
 
 
 def test_gpu_sizes_are_the_issue_s_configurations():
@@ -45,7 +55,7 @@ def test_gpu_sizes_are_the_issue_s_configurations():
         text = " ".join(cmd)
         assert "--batch 1 --batch 8 --batch 64" in text and "--prompt 512" in text
         assert "--generate 32" in text and "--execution graph" in text
-        assert f"--profile {H200}" in text   # predicted with the committed profile
+        assert f"--profile {H200}" in text  # predicted with the committed profile
     assert "--execution eager" in " ".join(plan["e2e-eager"].commands[0])
     assert sum(SIZES["gpu"]["caps"][n] for n in ("e2e-graph", "e2e-eager")) < SIZES["gpu"]["budget_s"]
 
@@ -67,16 +77,14 @@ def test_pack_keeps_out_small_and_shallow(tmp_path):
         (out / stage / "sub" / "b.txt").write_text(stage)
         pack(out, out / stage, kept)
     with tarfile.open(out / "results.tar.gz") as tar:
-        assert sorted(tar.getnames()) == ["one/a.json", "one/sub/b.txt", "two/a.json",
-                                          "two/sub/b.txt"]
+        assert sorted(tar.getnames()) == ["one/a.json", "one/sub/b.txt", "two/a.json", "two/sub/b.txt"]
         assert json.load(tar.extractfile("two/a.json")) == {"stage": "two"}
     assert [p.name for p in out.iterdir()] == ["results.tar.gz"]
-    assert (kept / "one" / "a.json").is_file()   # later stages read what earlier ones wrote
+    assert (kept / "one" / "a.json").is_file()  # later stages read what earlier ones wrote
 
 
 def porcelain() -> str:
-    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
@@ -85,11 +93,14 @@ def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
     pytest.importorskip("transformers")
     before = porcelain()
     out = tmp_path / "out"
-    env = {**os.environ, "SIZES": "cpu-test", "ORDER": "profiled",
-           "RIDGELINE_KEPT": str(tmp_path / "kept")}
-    proc = subprocess.Popen(["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    env = {**os.environ, "SIZES": "cpu-test", "ORDER": "profiled", "RIDGELINE_KEPT": str(tmp_path / "kept")}
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
@@ -98,14 +109,13 @@ def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before stage 3"
-        time.sleep(1.0)   # well inside stage 3: transformers is loading
+        time.sleep(1.0)  # well inside stage 3: transformers is loading
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["running"] == "hf-eager"
-    assert [(s["stage"], s["status"]) for s in manifest["stages"]] == [("e2e-graph", "ok"),
-                                                                         ("e2e-eager", "ok")]
+    assert [(s["stage"], s["status"]) for s in manifest["stages"]] == [("e2e-graph", "ok"), ("e2e-eager", "ok")]
     with tarfile.open(out / "results.tar.gz") as tar:
         members = tar.getnames()
         assert not any(m.startswith("hf-eager") for m in members)
@@ -118,19 +128,20 @@ def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
             assert meta["timer"] == "time.perf_counter" and meta["commit"] and meta["date"]
             rows = result["rows"]
             assert [r["batch"] for r in rows] == [1, 2]
-            assert all(r["measured_peak_bytes"] > 0 and r["predicted_peak_bytes"] > 0
-                       and r["peak_method"].startswith("VmHWM") for r in rows)
+            assert all(
+                r["measured_peak_bytes"] > 0 and r["predicted_peak_bytes"] > 0 and r["peak_method"].startswith("VmHWM")
+                for r in rows
+            )
     files = [p for p in out.rglob("*") if p.is_file()]
     assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files)
-    assert porcelain() == before   # nothing written into the checkout
+    assert porcelain() == before  # nothing written into the checkout
 
 
 def test_register_h200_hand_worked(tmp_path):
     from kernels.gpu.register import register
 
     data = register("h200", H200, "gpu", "abc")
-    row = next(r for r in data["e2e"] if r["model"] == "llama-2-7b" and r["batch"] == 1
-               and r["execution"] == "graph")
+    row = next(r for r in data["e2e"] if r["model"] == "llama-2-7b" and r["batch"] == 1 and r["execution"] == "graph")
     # weights: 6,738,415,616 parameters x 2 bytes; K and V: 32 layers x 4096 x 2 bytes x 2
     # for each of the 512 + 31 cached tokens
     weights, kv = 6_738_415_616 * 2, 543 * 32 * 4096 * 2 * 2
@@ -153,8 +164,9 @@ def test_largest_batch_is_the_last_that_fits():
     batch = largest_batch("llama-2-7b", 512, 32, "bf16", h200)
 
     def fits(b):
-        return analyze("llama-2-7b", h200, batch=b, seq_len=512, generate=32,
-                       settings=engine_settings("bf16")).memory["fits"]
+        return analyze("llama-2-7b", h200, batch=b, seq_len=512, generate=32, settings=engine_settings("bf16")).memory[
+            "fits"
+        ]
 
     assert fits(batch) and not fits(batch + 1)
     # KV per sequence 543 x 512 KiB = 271.5 MiB: about 141 GB less the weights over that
@@ -164,8 +176,9 @@ def test_largest_batch_is_the_last_that_fits():
 def test_register_refuses_to_write_over(tmp_path):
     target = tmp_path / "p.json"
     target.write_text("{}")
-    result = CliRunner().invoke(app, ["predictions", "register", "--hardware", "h200",
-                                      "--profile", str(H200), "-o", str(target)])
+    result = CliRunner().invoke(
+        app, ["predictions", "register", "--hardware", "h200", "--profile", str(H200), "-o", str(target)]
+    )
     assert result.exit_code == 2 and "never written over" in result.output
     assert target.read_text() == "{}"
 
@@ -177,8 +190,7 @@ def test_compare_refuses_what_is_not_a_run(tmp_path):
     preds.write_text(json.dumps({"meta": {"kind": "registered predictions", "hardware": "h200"}}))
     result = CliRunner().invoke(app, ["predictions", "compare", str(bad), "--predictions", str(preds)])
     assert result.exit_code == 2 and "not a run's results archive" in result.output
-    result = CliRunner().invoke(app, ["predictions", "compare", str(tmp_path), "--predictions",
-                                      str(bad)])
+    result = CliRunner().invoke(app, ["predictions", "compare", str(tmp_path), "--predictions", str(bad)])
     assert result.exit_code == 2 and "cannot read registered predictions" in result.output
 
 
@@ -187,11 +199,13 @@ def test_attention_paths_name_what_sdpa_was_given():
 
     # (query heads, K/V heads, query rows, mask?, enable_gqa?) for a model of 32 query and
     # 8 K/V heads
-    calls = [(32, 8, 512, False, True), (8, 8, 4, True, False), (32, 32, 1, True, False),
-             (32, 32, 512, True, False)]
-    assert attention_paths(calls, 32, 8) == {"prefill:enable_gqa": 1, "decode:fold_gqa+mask": 1,
-                                             "decode:repeat_kv+mask": 1,
-                                             "prefill:repeat_kv+mask": 1}
+    calls = [(32, 8, 512, False, True), (8, 8, 4, True, False), (32, 32, 1, True, False), (32, 32, 512, True, False)]
+    assert attention_paths(calls, 32, 8) == {
+        "prefill:enable_gqa": 1,
+        "decode:fold_gqa+mask": 1,
+        "decode:repeat_kv+mask": 1,
+        "prefill:repeat_kv+mask": 1,
+    }
     assert attention_paths([(32, 32, 1, False, False)], 32, 32) == {"decode:mha": 1}
 
 
@@ -207,8 +221,7 @@ def test_transformers_attention_path_is_recorded():
         hf_client.generate_once(model, ids, 3, "eager", "cpu")
     # transformers 5 (constraints.txt): the unmasked prompt shares K/V heads inside SDPA;
     # the masked decode steps of a static cache fold each K/V head's 7 query heads into rows
-    assert hf_client.attention_paths(calls, 14, 2) == {"prefill:enable_gqa": 1,
-                                                       "decode:fold_gqa+mask": 2}
+    assert hf_client.attention_paths(calls, 14, 2) == {"prefill:enable_gqa": 1, "decode:fold_gqa+mask": 2}
     assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"
 
 
@@ -217,8 +230,8 @@ def test_decoder_cache_is_exactly_the_case_s():
     from dataclasses import replace
 
     from kernels.e2e.decoder import Decoder
-    from ridgeline.errors import RidgelineError
     from ridgeline.engine.model import load_model
+    from ridgeline.errors import RidgelineError
 
     config = replace(load_model("qwen2-0.5b"), num_layers=1)
     model = Decoder(config, "fp32", "cpu", max_batch=4, max_len=64)
@@ -244,38 +257,59 @@ def test_budget_refuses_nonsense(text):
 
 def test_run_refuses_unknown_stages_and_sizes(tmp_path):
     env = {**os.environ, "SIZES": "cpu-test", "STAGES": "e2e-graph,warp-drive"}
-    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and "warp-drive" in done.stderr and "Traceback" not in done.stderr
     env["SIZES"] = "huge"
-    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and "unknown sizes preset 'huge'" in done.stderr
     env.update(SIZES="cpu-test", STAGES="", BUDGET_S="-3")
-    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "kernels/gpu/run.sh"), str(tmp_path / "o")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and "BUDGET_S must be a positive number" in done.stderr
-    assert not (tmp_path / "o").exists()   # a refused run leaves nothing behind
+    assert not (tmp_path / "o").exists()  # a refused run leaves nothing behind
 
 
 def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():
     from kernels.e2e.e2e import Case, calibrated_for, predicted_columns
-    from ridgeline.io.hardware import load_device
     from ridgeline.engine.model import load_model
+    from ridgeline.io.hardware import load_device
 
     spec = load_device("h100-sxm")
     h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
     calibrated, _, _ = calibrated_for("cuda-nvidia-h100-80gb-hbm3", spec, h100)
-    cols = predicted_columns(load_model("llama-2-7b"), spec, Case(1, 512, 32), "bf16", calibrated,
-                             {"measured_ttft_s": 0.02, "measured_tpot_s": 0.01}, "graph")
+    cols = predicted_columns(
+        load_model("llama-2-7b"),
+        spec,
+        Case(1, 512, 32),
+        "bf16",
+        calibrated,
+        {"measured_ttft_s": 0.02, "measured_tpot_s": 0.01},
+        "graph",
+    )
     assert cols["predicted_calibrated_tpot_s"] is None and cols["error_calibrated_tpot"] is None
     assert "cannot price graph execution" in cols["calibrated_unpriced"]
-    assert cols["predicted_spec_tpot_s"] > 0   # the datasheet side still predicts it
+    assert cols["predicted_spec_tpot_s"] > 0  # the datasheet side still predicts it
 
 
 RUN = "reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-26"
-RUN_PARTS = [f"{RUN}/run1/results.tar.gz", f"{RUN}/run2-serving/results.tar.gz",
-             f"{RUN}/run3-draw/results.tar.gz"]
+RUN_PARTS = [f"{RUN}/run1/results.tar.gz", f"{RUN}/run2-serving/results.tar.gz", f"{RUN}/run3-draw/results.tar.gz"]
 REGISTERED = "reports/predictions/h200-2026c3428ee8.json"
 
 
@@ -293,26 +327,32 @@ def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
 
     monkeypatch.chdir(ROOT)
     table = compare(RUN_PARTS, REGISTERED)
-    graph = {(r["model"], r["batch"]): r for r in table["e2e"]
-             if r["client"] == "ridgeline" and r["execution"] == "graph"}
+    graph = {
+        (r["model"], r["batch"]): r for r in table["e2e"] if r["client"] == "ridgeline" and r["execution"] == "graph"
+    }
     within = [k for k, r in graph.items() if abs(r["error_registered_tpot"]) <= 0.05]
     assert len(graph) == 6 and len(within) == 5 and ("llama-2-7b", 64) not in within
     assert graph[("llama-2-7b", 64)]["error_registered_tpot"] == pytest.approx(0.203, abs=0.001)
-    outside = {(r["model"], r["batch"], r["execution"]) for r in table["e2e"]
-               if abs(r["error_peak"]) > 0.05}
-    assert len(table["e2e"]) == 15 and outside == {("llama-3-8b", 64, "graph"),
-                                                   ("llama-3-8b", 64, "eager")}
+    outside = {(r["model"], r["batch"], r["execution"]) for r in table["e2e"] if abs(r["error_peak"]) > 0.05}
+    assert len(table["e2e"]) == 15 and outside == {("llama-3-8b", 64, "graph"), ("llama-3-8b", 64, "eager")}
     assert table["agreement"]["n"] == 16 and table["agreement"]["agree"] == 13
     assert table["draw"]["all"]["n"] == 114
 
 
 def test_budget_and_commit_given_by_the_caller_are_recorded(tmp_path):
     pytest.importorskip("torch")
-    env = {**os.environ, "SIZES": "cpu-test", "ORDER": "profiled", "STAGES": "agree",
-           "BUDGET_S": "100", "RIDGELINE_COMMIT": "feedc0de"}
+    env = {
+        **os.environ,
+        "SIZES": "cpu-test",
+        "ORDER": "profiled",
+        "STAGES": "agree",
+        "BUDGET_S": "100",
+        "RIDGELINE_COMMIT": "feedc0de",
+    }
     out = tmp_path / "o"
-    done = subprocess.run(["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)], env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "kernels/gpu/run.sh"), str(out)], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr[-500:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["budget_s"] == 100 and manifest["commit"] == "feedc0de"
@@ -330,8 +370,7 @@ def test_gpu_md_quotes_the_run_as_measured(monkeypatch):
     for part in ("run1", "run2-serving", "run3-draw"):
         manifest = json.loads((ROOT / RUN / part / "manifest.json").read_text())
         seconds.update({s["stage"]: s["seconds"] for s in manifest["stages"] if s["status"] == "ok"})
-    for stage in ("e2e-graph", "e2e-eager", "hf-eager", "hf-compiled", "agree", "calibrate",
-                  "draw", "serving"):
+    for stage in ("e2e-graph", "e2e-eager", "hf-eager", "hf-compiled", "agree", "calibrate", "draw", "serving"):
         assert f"`{stage}` {seconds[stage]:.1f} s" in text
     table = compare(RUN_PARTS, REGISTERED)
     graph = [r for r in table["e2e"] if r["client"] == "ridgeline" and r["execution"] == "graph"]
@@ -350,6 +389,8 @@ def test_measurement_md_quotes_the_compact_calibration_as_logged():
     assert "calibration: 450/455 cases, 147 s" in log and "(439/455 calibration cases ok" in log
     manifest = json.loads((ROOT / RUN / "run1" / "manifest.json").read_text())
     cal = next(s for s in manifest["stages"] if s["stage"] == "calibrate")
-    assert "--budget-s 164 " in log   # the case budget the stage filled in
-    assert ("took 147 s for 450 of its 455 cases (0.33 s a case" in text
-            and f"439 of them measured ok, and the whole stage {cal['seconds']:.1f} s" in text)
+    assert "--budget-s 164 " in log  # the case budget the stage filled in
+    assert (
+        "took 147 s for 450 of its 455 cases (0.33 s a case" in text
+        and f"439 of them measured ok, and the whole stage {cal['seconds']:.1f} s" in text
+    )

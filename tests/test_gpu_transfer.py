@@ -1,4 +1,5 @@
 """Transfer report on recorded data: the committed H100 snapshot and e2e rows (no torch run)."""
+
 from __future__ import annotations
 
 import json
@@ -6,9 +7,9 @@ import json
 import pytest
 
 from kernels.gpu.transfer import e2e_errors, main, transfer_report
+from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.hardware import load_device
-from ridgeline.engine.roofline import spec_ceilings
 
 H100 = "cuda-nvidia-h100-80gb-hbm3"
 SNAPSHOT = REPORTS_DIR / "validation" / f"{H100}-2026-11-23.json"
@@ -26,17 +27,15 @@ def test_e2e_predictions_replay_the_recorded_rows():
     device = load_device("h100-sxm")
     rows = json.loads(E2E.read_text())["rows"]
     out = e2e_errors(E2E, spec_ceilings(device), device)
-    assert [r["execution"] for r in out] == ["eager", "compiled"]   # rows from before modes
+    assert [r["execution"] for r in out] == ["eager", "compiled"]  # rows from before modes
     for recorded, again in zip(rows, out):
-        assert again["predicted_calibrated_tpot_s"] == pytest.approx(
-            recorded["predicted_spec_tpot_s"], rel=1e-9)
+        assert again["predicted_calibrated_tpot_s"] == pytest.approx(recorded["predicted_spec_tpot_s"], rel=1e-9)
         assert again["error_calibrated_tpot"] == pytest.approx(recorded["error_spec_tpot"], rel=1e-9)
 
 
 def test_transfer_report_on_the_recorded_snapshot(tmp_path):
     report = transfer_report(SNAPSHOT, PROFILE, [E2E], ceilings_for=as_spec)
-    recorded = {r["name"]: r["error_spec"] for r in json.loads(SNAPSHOT.read_text())["rows"]
-                if r["status"] == "ok"}
+    recorded = {r["name"]: r["error_spec"] for r in json.loads(SNAPSHOT.read_text())["rows"] if r["status"] == "ok"}
     again = {r["name"]: r["error_calibrated"] for r in report["kernels"]["rows"]}
     assert again.keys() == recorded.keys() and len(again) == 400
     assert all(again[k] == pytest.approx(recorded[k], rel=1e-6, abs=1e-9) for k in recorded)

@@ -1,4 +1,5 @@
 """Invariants under hypothesis: roofs, monotone memory, linear KV, exact decode sums."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,7 @@ def test_time_never_below_either_roof(model, device, batch, length):
     a = rl.analyze(model, device, batch=batch, seq_len=length)
     d = a.device
     for frame in (a.prefill.ops, a.decode.ops):
-        peak = np.where(frame["kind"].isin(["linear", "attention"]),
-                        d.matrix_peak["fp16"], max(d.vector_peak.values()))
+        peak = np.where(frame["kind"].isin(["linear", "attention"]), d.matrix_peak["fp16"], max(d.vector_peak.values()))
         assert np.all(frame["time_s"] >= frame["bytes"] / d.memory_bandwidth * (1 - 1e-12))
         assert np.all(frame["time_s"] >= frame["flops"] / peak * (1 - 1e-12))
 
@@ -46,6 +46,7 @@ def test_memory_monotone_in_batch_and_length(model, batch, length, generate):
 def test_decode_kv_bytes_linear_in_length(model, batch, length, step):
     def kv(s):
         return rl.analyze(model, "a6000", batch=batch, seq_len=s).decode.total["kv_read_bytes"]
+
     a, b, c = kv(length), kv(length + step), kv(length + 2 * step)
     assert b - a == pytest.approx(c - b, rel=1e-12)
     assert b > a
@@ -56,10 +57,11 @@ def test_decode_kv_bytes_linear_in_length(model, batch, length, step):
 def test_closed_form_decode_sum_equals_the_loop(model, device, batch, prompt, generate):
     cfg, dev = rl.load_model(model), rl.load_device(device)
     p, roofs = make_plan(rl.Settings(), dev), spec_ceilings(dev)
-    loop = sum(stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
-               for s in range(prompt, prompt + generate - 1))
-    closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),
-                             p, roofs)
+    loop = sum(
+        stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
+        for s in range(prompt, prompt + generate - 1)
+    )
+    closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2), p, roofs)
     assert float(closed) == pytest.approx(loop, rel=1e-9, abs=1e-15)
 
 
@@ -82,12 +84,12 @@ def test_closed_form_decode_sum_keeps_the_first_touch(model, batch, prompt, gene
     cfg, dev = rl.load_model(model), rl.load_device("a6000")
     p = make_plan(rl.Settings(attention="flash"), dev)
     roofs = replace(spec_ceilings(dev), first_touch_rate=3e9)
-    loop = sum(stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
-               for s in range(prompt, prompt + generate - 1))
-    closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),
-                             p, roofs)
+    loop = sum(
+        stage_totals(stage_ops(cfg, "decode", batch, s, p), roofs)[0]["time_s"]
+        for s in range(prompt, prompt + generate - 1)
+    )
+    closed = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2), p, roofs)
     assert float(closed) == pytest.approx(loop, rel=1e-9, abs=1e-15)
-    plain = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2),
-                            p, spec_ceilings(dev))
+    plain = decode_time_sum(cfg, batch, np.asarray(prompt), np.asarray(prompt + generate - 2), p, spec_ceilings(dev))
     logits = batch * cfg.vocab_size * 2
     assert (float(closed) > float(plain)) == (logits >= 32 * 2**20)

@@ -1,4 +1,5 @@
 """Kernels through torch on the CPU: correctness checks, rows, skips and errors (small shapes)."""
+
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -17,9 +18,11 @@ SMALL = {"model": "qwen2-0.5b", "stage": "decode", "batch": 2, "length": 63}
 
 def small_cases(dtype: str) -> list[Case]:
     """One case per kernel at qwen2-0.5b decode sizes (plus int_mm at a small prefill)."""
-    cases = [c for c in suite_cases("calibration", Options((dtype,), ("math", "flash")), quick=True)
-             if c.recipe.get("model") == "qwen2-0.5b" and c.stage == "decode"
-             and c.recipe.get("batch") == 2]  # the smallest calibration decode batch
+    cases = [
+        c
+        for c in suite_cases("calibration", Options((dtype,), ("math", "flash")), quick=True)
+        if c.recipe.get("model") == "qwen2-0.5b" and c.stage == "decode" and c.recipe.get("batch") == 2
+    ]  # the smallest calibration decode batch
     picked = {}
     for c in cases:
         picked.setdefault((c.kernel, c.backend), c)
@@ -31,8 +34,7 @@ def test_every_kernel_matches_float64(dtype):
     torch.manual_seed(1)
     cases = small_cases(dtype)
     kernels = {c.kernel for c in cases}
-    assert {"linear", "qk_matmul", "sv_matmul", "softmax", "rmsnorm", "residual_add",
-            "silu_mul", "sdpa"} <= kernels
+    assert {"linear", "qk_matmul", "sv_matmul", "softmax", "rmsnorm", "residual_add", "silu_mul", "sdpa"} <= kernels
     for case in cases:
         try:
             bench = B.make_bench(case, "cpu", 2**20)
@@ -45,8 +47,13 @@ def test_every_kernel_matches_float64(dtype):
 
 
 def test_int_mm_is_exact():
-    case = Case("t/int8mm", "quant", "int8_matmul", "bf16",
-                MappingProxyType({"builder": "int_matmul", "m": 32, "k": 128, "n": 64, "dtype": "int8"}))
+    case = Case(
+        "t/int8mm",
+        "quant",
+        "int8_matmul",
+        "bf16",
+        MappingProxyType({"builder": "int_matmul", "m": 32, "k": 128, "n": 64, "dtype": "int8"}),
+    )
     bench = B.make_bench(case, "cpu", 2**20)
     assert bench.check() == 0.0
 
@@ -77,23 +84,37 @@ def test_wrong_result_is_an_error_not_a_timing(monkeypatch):
 
 
 def test_fp8_on_cpu_is_skipped_with_a_reason():
-    case = Case("t/fp8", "quant", "fp8_matmul", "bf16",
-                MappingProxyType({"builder": "int_matmul", "m": 32, "k": 64, "n": 64, "dtype": "fp8",
-                                  "rename": "fp8_matmul"}))
+    case = Case(
+        "t/fp8",
+        "quant",
+        "fp8_matmul",
+        "bf16",
+        MappingProxyType({"builder": "int_matmul", "m": 32, "k": 64, "n": 64, "dtype": "fp8", "rename": "fp8_matmul"}),
+    )
     row = run_case(case, CFG)
     assert row["status"] == "skipped" and "compute capability" in row["reason"]
 
 
 def test_rope_bf16_is_skipped():
-    case = Case("t/rope", "elementwise", "rope", "bf16",
-                MappingProxyType({"builder": "engine", **SMALL, "dtype": "bf16", "op": "rope"}))
+    case = Case(
+        "t/rope",
+        "elementwise",
+        "rope",
+        "bf16",
+        MappingProxyType({"builder": "engine", **SMALL, "dtype": "bf16", "op": "rope"}),
+    )
     with pytest.raises(B.Unsupported, match="fp32 only"):
         B.make_bench(case, "cpu", 2**20)
 
 
 def test_inputs_are_never_zero():
-    case = Case("t/lin", "gemv", "linear", "fp32",
-                MappingProxyType({"builder": "linear", "m": 3, "k": 64, "n": 32, "dtype": "fp32"}))
+    case = Case(
+        "t/lin",
+        "gemv",
+        "linear",
+        "fp32",
+        MappingProxyType({"builder": "linear", "m": 3, "k": 64, "n": 32, "dtype": "fp32"}),
+    )
     bench = B.make_bench(case, "cpu", 2**20)
     for args in bench.arg_sets:
         assert all(bool((a != 0).all()) for a in args)

@@ -1,4 +1,5 @@
 """Benchmark cases (no torch): ops built from the engine, held-out shapes, recipes."""
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,7 @@ def test_sdpa_math_decode_folds_the_group_and_counts_its_passes():
 def test_sdpa_math_prefill_converts_expands_and_masks():
     base = {"model": "llama-3-8b", "stage": "prefill", "batch": 1, "length": 320, "dtype": "bf16"}
     math_op = K.build_op({"builder": "sdpa_math", **base})
-    assert math_op.dtype == "fp32"            # bf16 inputs: the math backend runs in fp32
+    assert math_op.dtype == "fp32"  # bf16 inputs: the math backend runs in fp32
     # queries 1,310,720; K 327,680 per tensor, 1,310,720 after the 4x expansion; scores
     # 3,276,800. Writes (bytes): scale 2,621,440 x 4; scores, mask, softmax 3 x 3,276,800 x 4;
     # output 1,310,720 x 4; to fp32 (1,310,720 + 655,360) x 4; back to bf16 1,310,720 x 2;
@@ -91,8 +92,16 @@ def test_flash_case_uses_the_engine_fused_op_and_knows_kv_len():
 def test_eager_silu_mul_keeps_its_temporary_in_cache():
     """silu(gate) * up: the temporary is written and read back at once: memory sees gate and
     up read and the product written, as for the fused kernel."""
-    op = K.build_op({"builder": "mlp_act_eager", "model": "llama-3-8b", "stage": "decode",
-                     "batch": 4, "length": 100, "dtype": "bf16"})
+    op = K.build_op(
+        {
+            "builder": "mlp_act_eager",
+            "model": "llama-3-8b",
+            "stage": "decode",
+            "batch": 4,
+            "length": 100,
+            "dtype": "bf16",
+        }
+    )
     elems = 4 * 14336
     assert (op.act_read_bytes, op.act_write_bytes) == (2 * elems * 2, elems * 2)
     assert op.name == "mlp_act_eager"
@@ -105,9 +114,20 @@ def test_int_matmul_writes_int32():
 
 
 def test_weight_only_int4_counts_group_scales_and_dequant():
-    op = K.build_op({"builder": "engine", "model": "llama-3-8b", "stage": "decode", "batch": 1,
-                     "length": 10, "dtype": "bf16", "op": "o_proj", "w_dtype": "int4",
-                     "group_size": 128, "rename": "int4_weight_only"})
+    op = K.build_op(
+        {
+            "builder": "engine",
+            "model": "llama-3-8b",
+            "stage": "decode",
+            "batch": 1,
+            "length": 10,
+            "dtype": "bf16",
+            "op": "o_proj",
+            "w_dtype": "int4",
+            "group_size": 128,
+            "rename": "int4_weight_only",
+        }
+    )
     weights = 4096 * 4096
     assert op.name == "int4_weight_only"
     assert op.weight_bytes == weights * 0.5 + weights / 128 * 4
@@ -141,8 +161,12 @@ def test_validation_is_held_out_in_every_dimension(dim, quick):
 def test_case_dimensions_of_a_model_case_are_its_gemm_widths():
     case = next(c for c in suite_cases("validation") if c.name == "llama-3-8b/decode/b8x768/q_proj/bf16")
     # Llama-3-8B: hidden 4096, intermediate 14336, 32 x 128 query and 8 x 128 key/value widths
-    assert K.case_dimensions(case) == {"model": {"llama-3-8b"}, "batch": {8}, "length": {768},
-                                       "width": {4096, 14336, 1024}}
+    assert K.case_dimensions(case) == {
+        "model": {"llama-3-8b"},
+        "batch": {8},
+        "length": {768},
+        "width": {4096, 14336, 1024},
+    }
 
 
 def test_check_disjoint_names_a_shared_dimension():
@@ -156,11 +180,12 @@ def test_check_disjoint_names_a_shared_dimension():
 def test_grid_measures_every_row_count_to_16_then_log_steps_to_256():
     grid = K.grid_cases(("fp32", "bf16"))
     for dtype in ("fp32", "bf16"):
-        rows = sorted({c.op.dims["m"] for c in grid if c.dtype == dtype and c.op.dims["k"] == 2048
-                       and c.op.dims["n"] == 2048})
+        rows = sorted(
+            {c.op.dims["m"] for c in grid if c.dtype == dtype and c.op.dims["k"] == 2048 and c.op.dims["n"] == 2048}
+        )
         assert rows == [*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256]
         steps = np.diff(np.log(rows[15:]))
-        assert steps.max() <= np.log(1.5) + 1e-9       # 16, 24, 32, 48, ...: at most x1.5
+        assert steps.max() <= np.log(1.5) + 1e-9  # 16, 24, 32, 48, ...: at most x1.5
     assert {c.split for c in grid} == {"calibration"}
     # fp32 stops where one product would pass 12 GFLOP (3584 x 18944: m <= 88)
     big = [c.op.dims["m"] for c in grid if c.dtype == "fp32" and c.op.dims["k"] == 3584]
@@ -171,12 +196,11 @@ def test_quant_grid_is_the_model_cases_kernels_on_the_row_grid():
     from kernels.calibrate.fit import ROW_TABLE_CLASSES, fit_key
 
     grid = K.quant_grid_cases(("fp32", "bf16"))
-    assert K.quant_grid_cases(("fp32",)) == []           # bf16 activations, as the model cases
+    assert K.quant_grid_cases(("fp32",)) == []  # bf16 activations, as the model cases
     assert len(grid) == 2 * len(K.GRID_KN) * 20 and {c.split for c in grid} == {"calibration"}
     assert sorted({c.op.dims["m"] for c in grid}) == [*range(1, 17), 24, 32, 48, 64]
     # at a model case's own shape and rows, a grid op is that case's op: bytes, flops, class
-    model = [c for c in suite_cases("calibration", Options(("bf16",)))
-             if c.op_class == "quant" and c.stage == "decode"]
+    model = [c for c in suite_cases("calibration", Options(("bf16",))) if c.op_class == "quant" and c.stage == "decode"]
     by_shape = {(c.kernel, c.op.dims["m"], c.op.dims["k"], c.op.dims["n"]): c for c in model}
     matched = 0
     for c in grid:
@@ -206,7 +230,7 @@ def test_a_fresh_draw_is_held_out_in_every_dimension(seed):
     opts = Options(("fp32", "bf16", "fp16"), ("math", "flash"))
     cal = suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True)
     cases, drawn = K.drawn_cases(seed, opts)
-    check_disjoint(cal, cases)                                   # raises on any overlap
+    check_disjoint(cal, cases)  # raises on any overlap
     assert all(not v for v in K.held_out_overlap(cal, cases).values())
     assert len(drawn["models"]) == K.DRAW_MODEL_COUNT
     assert set(drawn["models"]) <= set(K.DRAW_MODELS) and not set(drawn["models"]) & set(K.CALIBRATION_MODELS)

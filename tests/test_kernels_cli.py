@@ -1,4 +1,5 @@
 """calibrate / validate through the CLI: errors, lazy imports, and a miniature end-to-end run."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,10 @@ runner = CliRunner()
 
 
 def test_importing_ridgeline_and_cli_does_not_import_torch():
-    code = ("import sys, ridgeline, ridgeline.cli, kernels.bench.cases, kernels.validate.replay, kernels.calibrate.fit, "
-            "kernels.validate.gate, kernels.validate.golden; assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, ridgeline, ridgeline.cli, kernels.bench.cases, kernels.validate.replay, kernels.calibrate.fit, "
+        "kernels.validate.gate, kernels.validate.golden; assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -63,11 +66,22 @@ def _tiny_cases(split, opts=None, quick=False):
     model, batch, length = ("qwen2-0.5b", 1, 40) if split == "calibration" else ("llama-3.2-1b", 2, 24)
     base = {"model": model, "stage": "decode", "batch": batch, "length": length, "dtype": "fp32"}
     out = []
-    for op, kernel, cls in (("k_proj", "linear", "gemv"), ("softmax", "softmax", "softmax"),
-                            ("attn_add", "residual_add", "elementwise")):
-        out.append(Case(f"{model}/decode/{op}/fp32", cls, kernel, "fp32",
-                        MappingProxyType({"builder": "engine", **base, "op": op}), split=split,
-                        stage="decode"))
+    for op, kernel, cls in (
+        ("k_proj", "linear", "gemv"),
+        ("softmax", "softmax", "softmax"),
+        ("attn_add", "residual_add", "elementwise"),
+    ):
+        out.append(
+            Case(
+                f"{model}/decode/{op}/fp32",
+                cls,
+                kernel,
+                "fp32",
+                MappingProxyType({"builder": "engine", **base, "op": op}),
+                split=split,
+                stage="decode",
+            )
+        )
     return out
 
 
@@ -75,8 +89,8 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     """The whole pipeline at toy sizes: profile, snapshot JSON/CSV/HTML, summary, replay."""
     pytest.importorskip("torch")
     pytest.importorskip("plotly")
-    import kernels.calibrate.calibrate as cal
     import kernels.bench.suite as suite
+    import kernels.calibrate.calibrate as cal
     import kernels.validate.validate as val
     from kernels.validate.replay import replay_snapshot
 
@@ -92,23 +106,35 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     assert data["bandwidth_gb_s"] > 0 and data["matrix_peak_tops"]["fp32"] > 0
     assert {"linear@fp32", "softmax:softmax@fp32", "elementwise:attn_add@fp32"} <= set(data["efficiency"])
     assert data["meta"]["threads"] == 1 and data["meta"]["device_key"].endswith("-1t")
-    assert data["timing"] == "cpu"                  # how it was timed, written beside the fit
+    assert data["timing"] == "cpu"  # how it was timed, written beside the fit
     assert (tmp_path / "profile.calibration.csv").is_file()
 
     out = tmp_path / "val"
-    result = runner.invoke(app, ["validate", "--quick", "--threads", "1", "--profile", str(profile),
-                                 "--output-dir", str(out)])
+    result = runner.invoke(
+        app, ["validate", "--quick", "--threads", "1", "--profile", str(profile), "--output-dir", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "calibrated median |err|" in result.stdout and "all" in result.stdout
     snap_path = next(out.glob("*.json"))
     snap = json.loads(snap_path.read_text())
     assert len(snap["rows"]) == 3 and {r["status"] for r in snap["rows"]} == {"ok"}
     row = snap["rows"][0]
-    for key in ("measured_s", "p20_s", "p80_s", "noisy", "predicted_spec_s",
-                "predicted_calibrated_s", "error_spec", "error_calibrated", "flops", "bytes", "dims"):
+    for key in (
+        "measured_s",
+        "p20_s",
+        "p80_s",
+        "noisy",
+        "predicted_spec_s",
+        "predicted_calibrated_s",
+        "error_spec",
+        "error_calibrated",
+        "flops",
+        "bytes",
+        "dims",
+    ):
         assert key in row
     assert snap["meta"]["commit"] and snap["meta"]["torch"]
-    machine = snap["meta"]["machine_state"]    # the profile's roofs, again before and after
+    machine = snap["meta"]["machine_state"]  # the profile's roofs, again before and after
     assert len(machine["runs"]) == 2 and machine["tolerance"] == 0.1
     assert {"copy", "fp32 GEMM", "dispatch"} <= set(machine["ratios"]) and "machine state:" in result.output
     csv_lines = next(out.glob("*.csv")).read_text().splitlines()
@@ -126,8 +152,10 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     refitted = yaml.safe_load((tmp_path / "re.yaml").read_text())
     assert refitted["efficiency"] == data["efficiency"] and "refit" in refitted["meta"]
     snap_text = snap_path.read_text()
-    result = runner.invoke(app, ["validate", "--repredict", str(snap_path), "--profile", str(profile),
-                                 "--output-dir", str(tmp_path / "again")])
+    result = runner.invoke(
+        app,
+        ["validate", "--repredict", str(snap_path), "--profile", str(profile), "--output-dir", str(tmp_path / "again")],
+    )
     assert result.exit_code == 0, result.output
     assert snap_path.read_text() == snap_text
     again = json.loads((tmp_path / "again" / f"{snap_path.stem}-repredicted.json").read_text())

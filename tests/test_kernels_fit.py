@@ -1,4 +1,5 @@
 """Calibrated model: the per-class fit and the engine's efficiency key lookup (no torch)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,8 +12,13 @@ from kernels.bench.cases import build_op
 from kernels.calibrate.fit import EFF_GRID, OVERHEAD_GRID, fit_class, fit_key, fit_profile_terms, roof_seconds
 from ridgeline.engine.roofline import Ceilings, keys_for, time_op
 
-CEIL = Ceilings("calibrated", 40e9, MappingProxyType({"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12}),
-                MappingProxyType({"fp32": 0.2e12}), device="test")
+CEIL = Ceilings(
+    "calibrated",
+    40e9,
+    MappingProxyType({"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12}),
+    MappingProxyType({"fp32": 0.2e12}),
+    device="test",
+)
 
 
 def test_fit_class_recovers_grid_parameters_exactly():
@@ -40,8 +46,7 @@ def test_fit_keys():
     assert fit_key(build_op({"builder": "engine", **base, "op": "softmax"})) == "softmax:softmax@bf16"
     # the math backend computes in fp32 whatever its inputs: one class for both
     assert fit_key(build_op({"builder": "sdpa_math", **base})) == "attention:sdpa_math@fp32"
-    wo = build_op({"builder": "engine", **base, "op": "o_proj", "w_dtype": "int8",
-                   "rename": "int8_weight_only"})
+    wo = build_op({"builder": "engine", **base, "op": "o_proj", "w_dtype": "int8", "rename": "int8_weight_only"})
     assert fit_key(wo) == "linear:int8_weight_only@bf16"
 
 
@@ -55,20 +60,34 @@ def test_fitted_terms_reproduce_synthetic_measurements():
     fit = fit_profile_terms(rows, ops, CEIL)
     efficiency, overhead, report = fit.efficiency, fit.overhead_s, fit.report
     assert set(efficiency) == {"linear@bf16", "linear"} and not fit.row_curves
-    calibrated = Ceilings("calibrated", CEIL.bandwidth, CEIL.matrix_peak, CEIL.vector_peak,
-                          MappingProxyType(efficiency), MappingProxyType(overhead))
+    calibrated = Ceilings(
+        "calibrated",
+        CEIL.bandwidth,
+        CEIL.matrix_peak,
+        CEIL.vector_peak,
+        MappingProxyType(efficiency),
+        MappingProxyType(overhead),
+    )
     for op, t in zip(ops, truth):
         assert float(time_op(op, calibrated)["time_s"]) == pytest.approx(t, rel=0.05)
     assert report["linear@bf16"]["median_abs_error"] < 0.05
 
 
 def test_engine_looks_up_the_most_specific_key():
-    op = build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "prefill", "batch": 1,
-                   "length": 64, "dtype": "fp32", "op": "q_proj"})
+    op = build_op(
+        {
+            "builder": "engine",
+            "model": "qwen2-0.5b",
+            "stage": "prefill",
+            "batch": 1,
+            "length": 64,
+            "dtype": "fp32",
+            "op": "q_proj",
+        }
+    )
     assert keys_for(op) == ("linear:q_proj@fp32", "linear:q_proj", "linear@fp32", "linear")
     table = {"linear": {"compute": 0.5, "memory": 0.5}, "linear@fp32": {"compute": 0.25, "memory": 0.5}}
-    c = Ceilings("calibrated", 1e10, {"fp32": 1e12}, {"fp32": 1e12}, table,
-                 {"default": 1e-6, "linear@fp32": 2e-6})
+    c = Ceilings("calibrated", 1e10, {"fp32": 1e12}, {"fp32": 1e12}, table, {"default": 1e-6, "linear@fp32": 2e-6})
     assert c.compute_roof(op) == 0.25e12 and c.overhead(op) == 2e-6
     spec = Ceilings("spec", 1e10, {"fp32": 1e12}, {"fp32": 1e12})
     assert spec.compute_roof(op) == 1e12 and spec.memory_roof(op) == 1e10 and spec.overhead(op) == 0.0
@@ -79,31 +98,35 @@ def test_tile_fill_scales_compute_for_few_rows_and_spares_gemv():
     eff = {"linear@fp32": {"compute": 1.0, "memory": 1.0, "rows_half": 8.0, "gemv": 1.0}}
     c = Ceilings("calibrated", 1e10, {"fp32": 1e12}, {"fp32": 1e12}, eff, {})
     roof = {m: c.compute_roof(build_op({**base, "m": m})) for m in (1, 8, 24)}
-    assert roof[1] == 1e12                       # one row: a GEMV kernel, no tiles
-    assert roof[8] == pytest.approx(0.5e12)      # 8 / (8 + 8)
+    assert roof[1] == 1e12  # one row: a GEMV kernel, no tiles
+    assert roof[8] == pytest.approx(0.5e12)  # 8 / (8 + 8)
     assert roof[24] == pytest.approx(0.75e12)
-    no_gemv = Ceilings("calibrated", 1e10, {"fp32": 1e12}, {"fp32": 1e12},
-                       {"linear@fp32": {"compute": 1.0, "rows_half": 8.0}}, {})
+    no_gemv = Ceilings(
+        "calibrated", 1e10, {"fp32": 1e12}, {"fp32": 1e12}, {"linear@fp32": {"compute": 1.0, "rows_half": 8.0}}, {}
+    )
     assert no_gemv.compute_roof(build_op({**base, "m": 1})) == pytest.approx(1e12 / 9)
 
 
-@pytest.mark.parametrize("heads, kv_heads, q_len, rows", [
-    (32, 32, 1, 1),       # MHA decode: one query row per K/V head
-    (32, 8, 1, 4),        # GQA decode (Llama-3-8B): the group of 4 shares K/V
-    (71, 1, 1, 71),       # MQA decode (Falcon-7B): every head shares one K/V head
-    (32, 8, 256, 1024),   # prefill: query length times the group
-])
+@pytest.mark.parametrize(
+    "heads, kv_heads, q_len, rows",
+    [
+        (32, 32, 1, 1),  # MHA decode: one query row per K/V head
+        (32, 8, 1, 4),  # GQA decode (Llama-3-8B): the group of 4 shares K/V
+        (71, 1, 1, 71),  # MQA decode (Falcon-7B): every head shares one K/V head
+        (32, 8, 256, 1024),  # prefill: query length times the group
+    ],
+)
 def test_attention_tile_rows_are_query_rows_per_kv_head(heads, kv_heads, q_len, rows):
     from ridgeline.engine import ops as O
     from ridgeline.engine.roofline import tile_rows
 
     kw = dict(ab=2, kvb=2, count=1, dtype="bf16")
     assert tile_rows(O.qk_matmul(2, heads, kv_heads, q_len, 512, 128, **kw)) == rows
-    flash = O.flash_attention(2, heads, kv_heads, q_len, q_len * 512, 512, 128, 128,
-                              inputs=("q",), **kw)
+    flash = O.flash_attention(2, heads, kv_heads, q_len, q_len * 512, 512, 128, 128, inputs=("q",), **kw)
     assert tile_rows(flash) == rows
-    c = Ceilings("calibrated", 1e10, {"bf16": 1e12}, {"bf16": 1e12},
-                 {"attention@bf16": {"compute": 1.0, "rows_half": 4.0}}, {})
+    c = Ceilings(
+        "calibrated", 1e10, {"bf16": 1e12}, {"bf16": 1e12}, {"attention@bf16": {"compute": 1.0, "rows_half": 4.0}}, {}
+    )
     assert c.compute_roof(flash) == pytest.approx(1e12 * rows / (rows + 4))
 
 
@@ -111,14 +134,15 @@ def test_tile_fill_broadcasts_over_workload_arrays():
     import ridgeline as rl
     from ridgeline.io.hardware import load_device
 
-    eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0,
-                           "gemv_memory": 0.45}}
+    eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0, "gemv_memory": 0.45}}
     dev = load_device("a6000")
     c = Ceilings("calibrated", dev.memory_bandwidth, dev.matrix_peak, dev.vector_peak, eff, {})
     batches = np.array([1, 4, 64])
     frame = rl.sweep("llama-3.2-1b", "a6000", batches, np.array([128]), generate=4, ceilings=c)
-    single = [rl.analyze("llama-3.2-1b", "a6000", batch=int(b), seq_len=128, generate=4,
-                         ceilings=c).generation["tpot_s"] for b in batches]
+    single = [
+        rl.analyze("llama-3.2-1b", "a6000", batch=int(b), seq_len=128, generate=4, ceilings=c).generation["tpot_s"]
+        for b in batches
+    ]
     assert frame["tpot_s"].to_numpy() == pytest.approx(single, rel=1e-9)
 
 
@@ -159,8 +183,10 @@ def test_one_row_products_get_their_own_memory_efficiency():
 def test_quantised_kernels_are_not_pooled_into_the_plain_gemm_class():
     base = {"model": "qwen2-0.5b", "stage": "decode", "batch": 4, "length": 100, "dtype": "bf16"}
     plain = [build_op({"builder": "engine", **base, "op": n}) for n in ("q_proj", "o_proj", "down_proj")]
-    quant = [build_op({"builder": "engine", **base, "op": n, "w_dtype": "int8",
-                       "rename": "int8_weight_only"}) for n in ("q_proj", "o_proj", "down_proj")]
+    quant = [
+        build_op({"builder": "engine", **base, "op": n, "w_dtype": "int8", "rename": "int8_weight_only"})
+        for n in ("q_proj", "o_proj", "down_proj")
+    ]
     ops = plain + quant
     report = fit_profile_terms([{"measured_s": 1e-4}] * len(ops), ops, CEIL).report
     assert report["linear@bf16"]["cases"] == 3
@@ -169,8 +195,7 @@ def test_quantised_kernels_are_not_pooled_into_the_plain_gemm_class():
 
 
 def _grid_ops(shapes, ms, dtype="fp32"):
-    return [build_op({"builder": "linear", "m": m, "k": k, "n": n, "dtype": dtype})
-            for k, n in shapes for m in ms]
+    return [build_op({"builder": "linear", "m": m, "k": k, "n": n, "dtype": dtype}) for k, n in shapes for m in ms]
 
 
 def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine():
@@ -185,7 +210,7 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     # table reproduces its own shape whatever the overhead)
     ops = _grid_ops([(2048, 2048)], ms) + _grid_ops([(1024, 4096)], [1, 4, 32])
     compute, _, memory = roof_seconds(ops, CEIL)
-    overhead = OVERHEAD_GRID[15]                      # about 2.2 us, a point of the search
+    overhead = OVERHEAD_GRID[15]  # about 2.2 us, a point of the search
     measured = np.maximum(compute, memory) / np.array([fraction(op.dims["m"]) for op in ops]) + overhead
     fit = fit_profile_terms([{"measured_s": t} for t in measured], ops, CEIL)
     (entry,) = fit.row_curves["linear@fp32"]
@@ -196,15 +221,22 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     from ridgeline.io.hardware import load_device
     from ridgeline.io.profile import calibrated_ceilings
 
-    profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2}, "vector_peak_tops": {"fp32": 0.2},
-               "timing": "device", "row_curves": fit.row_curves, "overhead_us": {"linear@fp32": overhead * 1e6}}
+    profile = {
+        "bandwidth_gb_s": 40,
+        "matrix_peak_tops": {"fp32": 0.2},
+        "vector_peak_tops": {"fp32": 0.2},
+        "timing": "device",
+        "row_curves": fit.row_curves,
+        "overhead_us": {"linear@fp32": overhead * 1e6},
+    }
     c = calibrated_ceilings(profile, load_device("a6000"))
     for op, t in zip(ops, measured):
         assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
     # between calibrated row counts the fraction is interpolated in log rows: m = 20 lies
     # between 16 and 24 (both 0.5)
-    assert c.row_fraction(build_op({"builder": "linear", "m": 20, "k": 2048, "n": 2048,
-                                    "dtype": "fp32"})) == pytest.approx(0.5, rel=1e-3)
+    assert c.row_fraction(
+        build_op({"builder": "linear", "m": 20, "k": 2048, "n": 2048, "dtype": "fp32"})
+    ) == pytest.approx(0.5, rel=1e-3)
 
 
 def test_weight_only_products_on_the_grid_get_their_own_row_table():
@@ -213,9 +245,22 @@ def test_weight_only_products_on_the_grid_get_their_own_row_table():
     from kernels.bench.cases import quant_grid_cases
 
     grid = [c.op for c in quant_grid_cases(("bf16",), quick=True) if c.kernel == "int8_weight_only"]
-    model = [build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "decode", "batch": b,
-                       "length": 100, "dtype": "bf16", "op": "o_proj", "w_dtype": "int8",
-                       "rename": "int8_weight_only"}) for b in (2, 4, 32)]
+    model = [
+        build_op(
+            {
+                "builder": "engine",
+                "model": "qwen2-0.5b",
+                "stage": "decode",
+                "batch": b,
+                "length": 100,
+                "dtype": "bf16",
+                "op": "o_proj",
+                "w_dtype": "int8",
+                "rename": "int8_weight_only",
+            }
+        )
+        for b in (2, 4, 32)
+    ]
     ops = grid + model
 
     def fraction(m):
@@ -226,19 +271,23 @@ def test_weight_only_products_on_the_grid_get_their_own_row_table():
     fit = fit_profile_terms([{"measured_s": t} for t in measured], ops, CEIL)
     key = "linear:int8_weight_only@bf16"
     assert key not in fit.efficiency and {(e["k"], e["n"]) for e in fit.row_curves[key]} == {
-        (2048, 2048), (2048, 8192), (8192, 2048)}
+        (2048, 2048),
+        (2048, 8192),
+        (8192, 2048),
+    }
     for entry in fit.row_curves[key]:
         assert entry["fraction"] == pytest.approx([fraction(m) for m in entry["rows"]], rel=1e-2)
-    assert "linear@bf16" not in fit.row_curves       # the plain products' table stays apart
+    assert "linear@bf16" not in fit.row_curves  # the plain products' table stays apart
 
 
 def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance():
     from ridgeline.engine.roofline import Curve, RowTable
 
-    table = RowTable(((1024.0, 1024.0), (4096.0, 4096.0)),
-                     (Curve((1.0, 4.0), (0.2, 0.4)), Curve((1.0, 4.0), (0.6, 0.8))))
-    assert table.at(2.0, 1024, 1024) == pytest.approx(0.3)       # halfway in log rows
-    assert table.at(1.0, 4096, 4096) == pytest.approx(0.6)       # a measured shape: its own
+    table = RowTable(
+        ((1024.0, 1024.0), (4096.0, 4096.0)), (Curve((1.0, 4.0), (0.2, 0.4)), Curve((1.0, 4.0), (0.6, 0.8)))
+    )
+    assert table.at(2.0, 1024, 1024) == pytest.approx(0.3)  # halfway in log rows
+    assert table.at(1.0, 4096, 4096) == pytest.approx(0.6)  # a measured shape: its own
     # (2048, 2048) is equally far from both in (log k, log n): the mean of 0.2 and 0.6
     assert table.at(1.0, 2048, 2048) == pytest.approx(0.4)
     # (1024, 2048): d^2 = (ln 2)^2 to the first, 5 (ln 2)^2 to the second -> weights 5 : 1
@@ -249,12 +298,25 @@ def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance()
 def test_a_more_specific_kernel_class_is_not_read_from_the_plain_gemm_table():
     from ridgeline.engine.roofline import Curve, RowTable
 
-    wo = build_op({"builder": "engine", "model": "qwen2-0.5b", "stage": "decode", "batch": 1,
-                   "length": 10, "dtype": "bf16", "op": "o_proj", "w_dtype": "int8",
-                   "rename": "int8_weight_only"})
+    wo = build_op(
+        {
+            "builder": "engine",
+            "model": "qwen2-0.5b",
+            "stage": "decode",
+            "batch": 1,
+            "length": 10,
+            "dtype": "bf16",
+            "op": "o_proj",
+            "w_dtype": "int8",
+            "rename": "int8_weight_only",
+        }
+    )
     table = RowTable(((896.0, 896.0),), (Curve((1.0,), (0.5,)),))
-    c = replace(CEIL, row_curves={"linear@bf16": table},
-                efficiency={"linear:int8_weight_only@bf16": {"compute": 0.9, "memory": 0.8}})
+    c = replace(
+        CEIL,
+        row_curves={"linear@bf16": table},
+        efficiency={"linear:int8_weight_only@bf16": {"compute": 0.9, "memory": 0.8}},
+    )
     assert c.row_fraction(wo) is None and c.memory_roof(wo) == pytest.approx(0.8 * 40e9)
     plain = build_op({"builder": "linear", "m": 1, "k": 896, "n": 896, "dtype": "bf16"})
     assert c.row_fraction(plain) == 0.5 and c.memory_roof(plain) == pytest.approx(0.5 * 40e9)
@@ -283,17 +345,23 @@ def test_a_residual_add_may_reach_its_reads_at_the_roof_on_recorded_cpu_data():
     from kernels.bench.cases import case_from_dict
     from kernels.calibrate.fit import write_free
 
-    frame = pd.read_csv(Path(__file__).parent / "data" / "epyc-attn-add-fp32.calibration.csv",
-                        keep_default_na=False)
-    rows = [{**r, "recipe": json.loads(r["recipe_json"]), "noisy": str(r["noisy"]) == "True"}
-            for r in frame.to_dict("records")]
+    frame = pd.read_csv(Path(__file__).parent / "data" / "epyc-attn-add-fp32.calibration.csv", keep_default_na=False)
+    rows = [
+        {**r, "recipe": json.loads(r["recipe_json"]), "noisy": str(r["noisy"]) == "True"}
+        for r in frame.to_dict("records")
+    ]
     ops = [case_from_dict(r).op for r in rows]
     assert write_free(ops) == pytest.approx(1.5)
-    ceil = Ceilings("calibrated", 36.064e9, MappingProxyType({"fp32": 0.10496e12}),
-                    MappingProxyType({"fp32": 0.10496e12}), device="AMD EPYC")
+    ceil = Ceilings(
+        "calibrated",
+        36.064e9,
+        MappingProxyType({"fp32": 0.10496e12}),
+        MappingProxyType({"fp32": 0.10496e12}),
+        device="AMD EPYC",
+    )
     fit = fit_profile_terms(rows, ops, ceil, cpu=True)
     assert fit.efficiency["elementwise:attn_add@fp32"]["memory"] == pytest.approx(1.2, rel=0.04)
-    gpu = fit_profile_terms(rows, ops, ceil)          # a GPU's fit keeps every fraction <= 1
+    gpu = fit_profile_terms(rows, ops, ceil)  # a GPU's fit keeps every fraction <= 1
     assert gpu.efficiency["elementwise:attn_add@fp32"]["memory"] == 1.0
     assert not [r for r in fit.refused if r["class"] == "elementwise:attn_add@fp32"]
     assert all(terms["compute"] <= 1.0 and terms["memory"] <= 1.5 for terms in fit.efficiency.values())
@@ -307,37 +375,59 @@ def test_the_write_free_cap_refuses_beyond_it():
 
 
 def _grid_row(m, t, dtype="bf16", k=2048, n=2048):
-    return {"name": f"grid/m{m}x{k}x{n}/{dtype}", "stage": "grid", "status": "ok",
-            "dtype": dtype, "recipe": {"builder": "linear", "m": m, "k": k, "n": n},
-            "measured_s": t}
+    return {
+        "name": f"grid/m{m}x{k}x{n}/{dtype}",
+        "stage": "grid",
+        "status": "ok",
+        "dtype": dtype,
+        "recipe": {"builder": "linear", "m": m, "k": k, "n": n},
+        "measured_s": t,
+    }
 
 
 def test_grid_breaks_finds_points_slower_than_both_neighbours():
     from kernels.calibrate.calibrate import grid_breaks
 
-    rows = [_grid_row(1, 1.0), _grid_row(2, 1.1), _grid_row(3, 1.5), _grid_row(4, 1.2),
-            _grid_row(5, 1.2), _grid_row(6, 1.6),            # last point: no larger neighbour
-            _grid_row(3, 9.0, dtype="fp32"),                  # a curve of one point
-            {**_grid_row(2, 5.0), "stage": "decode"}]         # not a grid row
+    rows = [
+        _grid_row(1, 1.0),
+        _grid_row(2, 1.1),
+        _grid_row(3, 1.5),
+        _grid_row(4, 1.2),
+        _grid_row(5, 1.2),
+        _grid_row(6, 1.6),  # last point: no larger neighbour
+        _grid_row(3, 9.0, dtype="fp32"),  # a curve of one point
+        {**_grid_row(2, 5.0), "stage": "decode"},
+    ]  # not a grid row
     # m=3: 1.5 > 1.25 x max(1.1, 1.2) = 1.5? no - equal is not a break
     assert grid_breaks(rows) == []
     rows[2]["measured_s"] = 1.51
     assert grid_breaks(rows) == [2]
-    rows[1]["measured_s"] = 2.0                              # m=2 vs 1.0 and 1.51: 2.0 > 1.89
-    assert grid_breaks(rows) == [1]                          # m=3 no longer above its m=2
+    rows[1]["measured_s"] = 2.0  # m=2 vs 1.0 and 1.51: 2.0 > 1.89
+    assert grid_breaks(rows) == [1]  # m=3 no longer above its m=2
 
 
 def test_grid_breaks_reads_the_size_grid_by_tokens_per_kernel_and_width():
     from kernels.calibrate.calibrate import grid_breaks
 
     def row(kernel, tokens, t, width=2048):
-        return {"name": f"sgrid/{kernel}/t{tokens}xw{width}/fp32", "stage": "grid", "status": "ok",
-                "dtype": "fp32", "measured_s": t,
-                "recipe": {"builder": "size_grid", "kernel": kernel, "tokens": tokens, "width": width}}
+        return {
+            "name": f"sgrid/{kernel}/t{tokens}xw{width}/fp32",
+            "stage": "grid",
+            "status": "ok",
+            "dtype": "fp32",
+            "measured_s": t,
+            "recipe": {"builder": "size_grid", "kernel": kernel, "tokens": tokens, "width": width},
+        }
 
-    rows = [row("rmsnorm", 1, 1.0), row("rmsnorm", 4, 2.0), row("rmsnorm", 16, 1.5),
-            row("residual_add", 4, 9.0), _grid_row(1, 1.0), _grid_row(2, 1.1)]
-    assert grid_breaks(rows) == [1]        # 2.0 > 1.25 x 1.5; the add's lone point is its own curve
+    rows = [
+        row("rmsnorm", 1, 1.0),
+        row("rmsnorm", 4, 2.0),
+        row("rmsnorm", 16, 1.5),
+        row("residual_add", 4, 9.0),
+        _grid_row(1, 1.0),
+        _grid_row(2, 1.1),
+    ]
+    assert grid_breaks(rows) == [1]  # 2.0 > 1.25 x 1.5; the add's lone point is its own curve
 
 
 def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
@@ -348,40 +438,58 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     from ridgeline.io.hardware import load_device
     from ridgeline.io.profile import calibrated_ceilings
 
-    def fraction(rows, d):   # one row slow, a dip at 4, and head_dim 128 half as fast
+    def fraction(rows, d):  # one row slow, a dip at 4, and head_dim 128 half as fast
         base = 0.1 if rows == 1 else 0.3 if rows == 4 else 0.5
         return base / 2 if d == 128 else base
 
     grid = [c for c in attention_grid_cases(("fp32",), quick=True) if c.kernel == "qk_matmul"]
-    prefill = [build_op({"builder": "engine", "model": m, "stage": "prefill", "batch": 2,
-                         "length": n, "dtype": "fp32", "op": "qk_matmul"})
-               for m in ("qwen2-0.5b", "llama-3.2-1b") for n in (64, 192)]
+    prefill = [
+        build_op(
+            {
+                "builder": "engine",
+                "model": m,
+                "stage": "prefill",
+                "batch": 2,
+                "length": n,
+                "dtype": "fp32",
+                "op": "qk_matmul",
+            }
+        )
+        for m in ("qwen2-0.5b", "llama-3.2-1b")
+        for n in (64, 192)
+    ]
     ops = [c.op for c in grid] + prefill
     compute, _, memory = roof_seconds(ops, CEIL)
     bound = np.maximum(compute, memory)
     overhead = OVERHEAD_GRID[15]
-    decode_t = [bound[i] / fraction(op.dims["heads"] / op.dims["kv_heads"], op.dims["head_dim"])
-                + overhead for i, op in enumerate(ops[:len(grid)])]
-    prefill_t = list(bound[len(grid):] / 0.6 + overhead)  # 60 % of the roof at full tiles
+    decode_t = [
+        bound[i] / fraction(op.dims["heads"] / op.dims["kv_heads"], op.dims["head_dim"]) + overhead
+        for i, op in enumerate(ops[: len(grid)])
+    ]
+    prefill_t = list(bound[len(grid) :] / 0.6 + overhead)  # 60 % of the roof at full tiles
     fit = fit_profile_terms([{"measured_s": t} for t in decode_t + prefill_t], ops, CEIL)
     key = "attention:qk_matmul@fp32"
     entries = {e["k"]: e for e in fit.row_curves[key]}
     assert sorted(entries) == [64, 128]
     # one case per knot: any overhead reproduces them, and the fraction takes what is left
-    assert entries[128]["fraction"] == pytest.approx(
-        [fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
-    assert key in fit.efficiency                          # prefill: fitted terms
-    profile = {"bandwidth_gb_s": 40, "matrix_peak_tops": {"fp32": 0.2}, "timing": "device",
-               "vector_peak_tops": {"fp32": 0.2}, "row_curves": fit.row_curves,
-               "efficiency": fit.efficiency, "overhead_us": {key: fit.overhead_s[key] * 1e6}}
+    assert entries[128]["fraction"] == pytest.approx([fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
+    assert key in fit.efficiency  # prefill: fitted terms
+    profile = {
+        "bandwidth_gb_s": 40,
+        "matrix_peak_tops": {"fp32": 0.2},
+        "timing": "device",
+        "vector_peak_tops": {"fp32": 0.2},
+        "row_curves": fit.row_curves,
+        "efficiency": fit.efficiency,
+        "overhead_us": {key: fit.overhead_s[key] * 1e6},
+    }
     c = calibrated_ceilings(profile, load_device("a6000"))
-    for op, t in zip(ops[:len(grid)], decode_t):
+    for op, t in zip(ops[: len(grid)], decode_t):
         assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
-    assert np.isnan(c.row_fraction(prefill[0]))           # a prompt: the table does not apply
+    assert np.isnan(c.row_fraction(prefill[0]))  # a prompt: the table does not apply
     # a query length array takes the table where its rows per K/V head were measured (up to
     # 16 on the quick grid) and the terms beyond
     both = replace(ops[0], dims={**ops[0].dims, "q_len": np.array([1, 100])})
     roof = c.compute_roof(both)
     table_part = CEIL.matrix_peak["fp32"] * c.row_fraction(ops[0])
     assert roof[0] == pytest.approx(table_part) and roof[1] != pytest.approx(table_part)
-

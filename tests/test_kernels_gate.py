@@ -1,4 +1,5 @@
 """The CI gate's verdict (pure): bounds on calibrated error, errored cases named."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,8 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def rows(errors, status="ok"):
-    return [{"name": f"case{i}", "status": status, "reason": "", "error_calibrated": e,
-             "error_spec": -0.5} for i, e in enumerate(errors)]
+    return [
+        {"name": f"case{i}", "status": status, "reason": "", "error_calibrated": e, "error_spec": -0.5}
+        for i, e in enumerate(errors)
+    ]
 
 
 def test_within_bounds_passes():
@@ -44,8 +47,9 @@ def test_bounds_are_the_documented_ones():
 
 
 def test_gate_replay_only_passes_without_torch():
-    out = subprocess.run([sys.executable, str(ROOT / ".ci" / "validate_gate.py"), "--replay-only"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "validate_gate.py"), "--replay-only"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "validate gate: passed" in out.stdout
 

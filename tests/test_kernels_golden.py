@@ -3,6 +3,7 @@
 A failure means a formula changed. If the change is deliberate, regenerate with
 ``python -m kernels.validate.golden --write`` and commit the diff of reports/golden/analytic.json.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,8 +22,12 @@ def test_engine_matches_golden_values_exactly():
 
 def test_golden_values_are_the_known_formulas():
     golden = json.loads(GOLDEN_PATH.read_text())
-    cfg = next(c for c in golden["configs"] if (c["model"], c["stage"], c["batch"], c["length"],
-                                                 c["attention"]) == ("llama-2-7b", "prefill", 1, 512, "eager"))
+    cfg = next(
+        c
+        for c in golden["configs"]
+        if (c["model"], c["stage"], c["batch"], c["length"], c["attention"])
+        == ("llama-2-7b", "prefill", 1, 512, "eager")
+    )
     ops = {o["name"]: o for o in cfg["ops"]}
     # q_proj: 2 * tokens * hidden^2 operations; fp16 weight read once (LLM-Viewer's Table 1)
     assert ops["q_proj"]["flops"] == 2 * 512 * 4096 * 4096
@@ -36,6 +41,8 @@ def test_differences_names_the_changed_field():
     changed = copy.deepcopy(golden)
     changed["configs"][0]["ops"][1]["flops"] += 1
     diff = differences(golden, changed)
-    assert len(diff) == 1 and diff[0].endswith(f"{golden['configs'][0]['ops'][1]['name']}.flops: "
-                                              f"{golden['configs'][0]['ops'][1]['flops']} -> "
-                                              f"{golden['configs'][0]['ops'][1]['flops'] + 1}")
+    assert len(diff) == 1 and diff[0].endswith(
+        f"{golden['configs'][0]['ops'][1]['name']}.flops: "
+        f"{golden['configs'][0]['ops'][1]['flops']} -> "
+        f"{golden['configs'][0]['ops'][1]['flops'] + 1}"
+    )

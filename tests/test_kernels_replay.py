@@ -1,4 +1,5 @@
 """Replay of validation snapshots without torch: committed ones, and the detection itself."""
+
 from __future__ import annotations
 
 import copy
@@ -8,13 +9,19 @@ import numpy as np
 import pytest
 
 from kernels.bench.cases import suite_cases
-from kernels.validate.replay import predict, relative_error, replay_snapshot, snapshots
 from kernels.bench.suite import op_fields
+from kernels.validate.replay import predict, relative_error, replay_snapshot, snapshots
 from ridgeline.engine.roofline import Ceilings
 
-CAL = Ceilings("calibrated", 40e9, {"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12},
-               {"fp32": 0.2e12}, {"linear@bf16": {"compute": 0.9, "memory": 0.6}},
-               {"default": 1e-6}, device="test")
+CAL = Ceilings(
+    "calibrated",
+    40e9,
+    {"fp32": 0.2e12, "bf16": 0.8e12, "int8": 1.6e12},
+    {"fp32": 0.2e12},
+    {"linear@bf16": {"compute": 0.9, "memory": 0.6}},
+    {"default": 1e-6},
+    device="test",
+)
 SPEC = Ceilings("spec", 60e9, {"fp32": 0.17e12, "bf16": 0.33e12, "int8": 0.66e12}, {"fp32": 0.17e12})
 
 
@@ -51,13 +58,21 @@ def test_replay_names_cases_that_got_worse():
 
 
 def test_ceilings_round_trip_keeps_the_links():
-    linked = Ceilings("spec", 3.35e12, {"bf16": 989.4e12}, {"fp32": 67e12}, device="mesh",
-                      link_bandwidth=448e9, link_latency=2e-6, link_per_peer=64e9, exp_rate=3e12)
+    linked = Ceilings(
+        "spec",
+        3.35e12,
+        {"bf16": 989.4e12},
+        {"fp32": 67e12},
+        device="mesh",
+        link_bandwidth=448e9,
+        link_latency=2e-6,
+        link_per_peer=64e9,
+        exp_rate=3e12,
+    )
     for ceilings in (CAL, linked):
         again = Ceilings.from_dict(json.loads(json.dumps(ceilings.to_dict())))
         assert again.to_dict() == ceilings.to_dict()
-    assert (again.link_bandwidth, again.link_latency, again.link_per_peer, again.exp_rate) == \
-        (448e9, 2e-6, 64e9, 3e12)
+    assert (again.link_bandwidth, again.link_latency, again.link_per_peer, again.exp_rate) == (448e9, 2e-6, 64e9, 3e12)
 
 
 @pytest.mark.parametrize("path", snapshots(), ids=lambda p: p.name)
@@ -68,7 +83,8 @@ def test_committed_snapshot_replays_within_margin(path):
     result = replay_snapshot(snap)
     assert result["cases"] > 0
     assert result["worse"] == [], "\n".join(
-        f"{w['case']} ({w['mode']}): {w['recorded']:+.1%} -> {w['now']:+.1%}" for w in result["worse"])
+        f"{w['case']} ({w['mode']}): {w['recorded']:+.1%} -> {w['now']:+.1%}" for w in result["worse"]
+    )
     assert np.isfinite(result["median_abs_calibrated"])
 
 
@@ -76,7 +92,9 @@ def test_replay_needs_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, json; from kernels.validate.replay import replay_snapshot, snapshots; "
-            "[replay_snapshot(json.load(open(p))) for p in snapshots()]; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, json; from kernels.validate.replay import replay_snapshot, snapshots; "
+        "[replay_snapshot(json.load(open(p))) for p in snapshots()]; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,5 @@
 """The timing primitive: quantiles, noise flag, rotation, and the CPU/CUDA paths (no timing asserts)."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,13 @@ from kernels.bench.timing import Measurement, measure, rotation_sets, summarize
 
 
 def test_summarize_quantiles_and_spread():
-    m = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0], inner=4, sets=2,
-                  method="perf_counter", noise_threshold=0.1)
+    m = summarize(
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0],
+        inner=4,
+        sets=2,
+        method="perf_counter",
+        noise_threshold=0.1,
+    )
     assert (m.p20_s, m.median_s, m.p80_s) == (3.0, 6.0, 9.0)
     assert m.spread == pytest.approx(2.0) and m.noisy
     assert m.reps == 11 and m.inner == 4 and m.sets == 2
@@ -27,10 +33,10 @@ def test_summarize_needs_samples():
 
 def test_rotation_sets_outgrow_the_cache():
     mib = 2**20
-    assert rotation_sets(1 * mib, 32 * mib) == 96            # 3 x 32 MiB / 1 MiB
-    assert rotation_sets(2**10, 32 * mib) == 512             # capped by max_sets
-    assert rotation_sets(8 * mib, 32 * mib) == 12            # 3 x 32 MiB / 8 MiB
-    assert rotation_sets(200 * mib, 32 * mib) == 1           # one set already exceeds it
+    assert rotation_sets(1 * mib, 32 * mib) == 96  # 3 x 32 MiB / 1 MiB
+    assert rotation_sets(2**10, 32 * mib) == 512  # capped by max_sets
+    assert rotation_sets(8 * mib, 32 * mib) == 12  # 3 x 32 MiB / 8 MiB
+    assert rotation_sets(200 * mib, 32 * mib) == 1  # one set already exceeds it
     assert rotation_sets(800 * mib, 32 * mib, max_total_bytes=1024 * mib) == 1
     assert rotation_sets(100 * mib, 320 * mib, max_total_bytes=300 * mib) == 3  # memory cap
     assert rotation_sets(0, 32 * mib) == 1
@@ -47,8 +53,9 @@ def test_measure_cpu_rotates_and_returns_ordered_quantiles():
     m = measure(fn, [(0,), (1,), (2,)], budget_s=0.01, min_reps=5, warmup_s=0.001)
     assert isinstance(m, Measurement)
     # one thread: the thread's own CPU time; more: wall time
-    assert m.method == ("torch.utils.benchmark/thread_time" if torch.get_num_threads() == 1
-                        else "torch.utils.benchmark")
+    assert m.method == (
+        "torch.utils.benchmark/thread_time" if torch.get_num_threads() == 1 else "torch.utils.benchmark"
+    )
     assert 0 < m.p20_s <= m.median_s <= m.p80_s
     assert m.reps >= 5 and m.inner >= 1 and m.sets == 3
     assert set(seen) == {0, 1, 2}
@@ -66,7 +73,7 @@ def test_one_thread_is_timed_by_its_own_cpu_time():
     finally:
         torch.set_num_threads(threads)
     assert m.method == "torch.utils.benchmark/thread_time"
-    assert m.median_s < 0.5e-3   # wall time would be at least the 2 ms slept
+    assert m.median_s < 0.5e-3  # wall time would be at least the 2 ms slept
 
 
 def test_measure_needs_inputs():

@@ -1,6 +1,7 @@
 """refit and repredict measure nothing (issue 12.2): pure functions of their input files,
 checked on the committed runs with every way of reading this machine blocked; they write
 only where told (a new file by default), never over their input."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ridgeline.io.catalog import PROFILES_DIR, VALIDATION_DIR
 from ridgeline.cli import app
+from ridgeline.io.catalog import PROFILES_DIR, VALIDATION_DIR
 
 runner = CliRunner()
 H100 = PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"
@@ -50,8 +51,7 @@ def recorded_subset(profile: Path, folder: Path, kinds=("softmax", "norm")) -> P
 
 
 @pytest.mark.parametrize("profile", [H100, CPU], ids=lambda p: p.stem)
-def test_refit_of_a_committed_profile_gives_its_terms_without_the_machine(profile, tmp_path,
-                                                                         monkeypatch):
+def test_refit_of_a_committed_profile_gives_its_terms_without_the_machine(profile, tmp_path, monkeypatch):
     """The H100 profile refits on a machine without CUDA; the CPU one against the datasheet
     it records, not this machine's CPU (their softmax/norm terms use the vector peaks)."""
     copy = recorded_subset(profile, tmp_path)
@@ -62,8 +62,7 @@ def test_refit_of_a_committed_profile_gives_its_terms_without_the_machine(profil
     assert copy.read_bytes() == before
     refitted = yaml.safe_load((tmp_path / f"{profile.stem}.refit.yaml").read_text())
     committed = yaml.safe_load(profile.read_text())
-    assert refitted["efficiency"] and all(
-        committed["efficiency"][k] == v for k, v in refitted["efficiency"].items())
+    assert refitted["efficiency"] and all(committed["efficiency"][k] == v for k, v in refitted["efficiency"].items())
     assert all(committed["overhead_us"][k] == v for k, v in refitted["overhead_us"].items())
     assert refitted["meta"]["refit"]["from"] == str(copy)
 
@@ -84,8 +83,13 @@ def test_a_profile_without_its_datasheet_cannot_be_refitted(tmp_path):
     assert result.exit_code == 2 and "records no datasheet device" in result.output
 
 
-@pytest.mark.parametrize("name", ["e2e-cpu-amd-epyc-2t-llama-2-7b-2026-11-23.json",
-                                  "e2e-cuda-nvidia-h100-80gb-hbm3-llama-3-8b-compile-2026-11-23.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "e2e-cpu-amd-epyc-2t-llama-2-7b-2026-11-23.json",
+        "e2e-cuda-nvidia-h100-80gb-hbm3-llama-3-8b-compile-2026-11-23.json",
+    ],
+)
 def test_e2e_repredict_of_a_committed_run_is_pure(name, tmp_path, monkeypatch):
     pytest.importorskip("torch")
     committed = VALIDATION_DIR / name
@@ -115,26 +119,39 @@ def test_validate_repredict_of_a_committed_snapshot_is_pure(tmp_path, monkeypatc
     new = json.loads((tmp_path / "cpu-amd-epyc-1t-2026-11-23-repredicted.json").read_text())
     old = json.loads(before)
     ok = [r for r in old["rows"] if r["status"] == "ok"]
-    assert [r["error_calibrated"] for r in new["rows"] if r["status"] == "ok"] == \
-        pytest.approx([r["error_calibrated"] for r in ok], rel=1e-12)
-    assert new["ceilings"]["spec"] == {**old["ceilings"]["spec"], "link_bandwidth": None,
-                                       "link_latency": 0.0, "link_per_peer": None, "exp_rate": None,
-                                       "launch_gap_s": 0.0, "host_s": {}, "kernels": {},
-                                       "execution": "graph", "serial": False}
+    assert [r["error_calibrated"] for r in new["rows"] if r["status"] == "ok"] == pytest.approx(
+        [r["error_calibrated"] for r in ok], rel=1e-12
+    )
+    assert new["ceilings"]["spec"] == {
+        **old["ceilings"]["spec"],
+        "link_bandwidth": None,
+        "link_latency": 0.0,
+        "link_per_peer": None,
+        "exp_rate": None,
+        "launch_gap_s": 0.0,
+        "host_s": {},
+        "kernels": {},
+        "execution": "graph",
+        "serial": False,
+    }
 
 
-@pytest.mark.parametrize("command, what", [
-    (["validate", "--repredict"], "validation snapshot"),
-    (["e2e", "--repredict"], "ridgeline e2e result"),
-    (["simulate-check", "--resimulate"], "serving run"),
-])
-@pytest.mark.parametrize("text, problem", [("{\"meta\": ", "malformed JSON"), ("{}", "(no meta")])
+@pytest.mark.parametrize(
+    "command, what",
+    [
+        (["validate", "--repredict"], "validation snapshot"),
+        (["e2e", "--repredict"], "ridgeline e2e result"),
+        (["simulate-check", "--resimulate"], "serving run"),
+    ],
+)
+@pytest.mark.parametrize("text, problem", [('{"meta": ', "malformed JSON"), ("{}", "(no meta")])
 def test_measure_nothing_commands_refuse_a_file_that_is_not_their_result(
-        command, what, text, problem, tmp_path, monkeypatch):
+    command, what, text, problem, tmp_path, monkeypatch
+):
     bad = tmp_path / "bad.json"
     bad.write_text(text)
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, [*command, str(bad)])
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert f"is not a {what}" in result.output and problem in result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]   # nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]  # nothing written

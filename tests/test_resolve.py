@@ -1,5 +1,6 @@
 """The resolver: one Deployment from names and profiles; a profile only on its own device,
 or transferred when asked (issue 12.1)."""
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,15 @@ runner = CliRunner()
 
 def test_resolve_holds_everything_the_engine_needs():
     d = resolve("llama-2-7b", "h100-sxm", dtype="bf16", tp=2, profile=H100)
-    assert (d.model.name, d.device.name, d.settings.tp, d.plan.tp, d.mode) == \
-        ("llama-2-7b", "h100-sxm", 2, 2, "calibrated")
+    assert (d.model.name, d.device.name, d.settings.tp, d.plan.tp, d.mode) == (
+        "llama-2-7b",
+        "h100-sxm",
+        2,
+        2,
+        "calibrated",
+    )
     # the engine loads nothing more: the same numbers as the name-based wrapper
-    by_name = rl.analyze("llama-2-7b", "h100-sxm", batch=4, generate=64, dtype="bf16", tp=2,
-                         profile=H100)
+    by_name = rl.analyze("llama-2-7b", "h100-sxm", batch=4, generate=64, dtype="bf16", tp=2, profile=H100)
     assert rl.analyze(d, batch=4, generate=64).to_dict() == by_name.to_dict()
     with pytest.raises(RidgelineError, match="already holds"):
         rl.analyze(d, "a6000")
@@ -87,14 +92,19 @@ def test_cli_transfer_is_labelled_everywhere():
     assert table.exit_code == 0 and "llama-2-7b on h200 (transferred roofline)" in table.output
     data = json.loads(runner.invoke(app, [*args, "--transfer", "-f", "json"]).output)
     assert data["mode"] == "transferred"
-    sweep = json.loads(runner.invoke(app, ["sweep", "llama-2-7b", "--hardware", "h200", "--profile",
-                                           H100, "--transfer", "-f", "json"]).output)
+    sweep = json.loads(
+        runner.invoke(
+            app, ["sweep", "llama-2-7b", "--hardware", "h200", "--profile", H100, "--transfer", "-f", "json"]
+        ).output
+    )
     assert sweep["mode"] == "transferred"
 
 
 def test_speculative_keeps_the_profile():
-    result = runner.invoke(app, ["analyze", "llama-2-13b", "--hardware", "h100-sxm", "--profile",
-                                 H100, "--draft", "llama-2-7b", "-f", "json"])
+    result = runner.invoke(
+        app,
+        ["analyze", "llama-2-13b", "--hardware", "h100-sxm", "--profile", H100, "--draft", "llama-2-7b", "-f", "json"],
+    )
     data = json.loads(result.output)
     assert data["mode"] == data["speculative"]["mode"] == "calibrated"
     d = resolve("llama-2-13b", "h100-sxm", profile=H100)
@@ -120,14 +130,16 @@ def cpu_host(name: str, signature: str):
 
 
 def test_host_profile_from_another_cpu_warns():
-    profile = load_profile(CPU)   # the committed one predates signatures
+    profile = load_profile(CPU)  # the committed one predates signatures
     d = resolve("qwen2-0.5b", cpu_host("Some Other CPU", ZEN3), dtype="fp32", profile=profile)
     assert d.mode == "calibrated"
     assert d.notes and "measured on the CPU 'AMD EPYC', this host's is 'Some Other CPU'" in d.notes[0]
     same = resolve("qwen2-0.5b", cpu_host("AMD EPYC", ZEN3), dtype="fp32", profile=profile)
-    assert same.notes == (f"profile given profile records no CPU signature "
-                          "(calibrated before they were recorded), so it cannot be checked against "
-                          f"this host's ({ZEN3}); calibrate again to be sure its roofs hold here",)
+    assert same.notes == (
+        f"profile given profile records no CPU signature "
+        "(calibrated before they were recorded), so it cannot be checked against "
+        f"this host's ({ZEN3}); calibrate again to be sure its roofs hold here",
+    )
 
 
 def test_host_profile_from_a_cpu_of_another_signature_is_refused():
@@ -136,21 +148,28 @@ def test_host_profile_from_a_cpu_of_another_signature_is_refused():
     zen5 = "AuthenticAMD 26/2: avx2 fma avx512f avx512_bf16 avx512_vnni"
     signed = {**profile, "meta": {**profile["meta"], "cpu_signature": zen5}}
     assert resolve("qwen2-0.5b", cpu_host("AMD EPYC", zen5), dtype="fp32", profile=signed).notes == ()
-    with pytest.raises(ProfileMismatchError, match=(
+    with pytest.raises(
+        ProfileMismatchError,
+        match=(
             r"^profile given profile was measured on another CPU \('AMD EPYC', AuthenticAMD 26/2: avx2 fma "
             r"avx512f avx512_bf16 avx512_vnni; this host's: AuthenticAMD 25/1: avx2 fma\), not this "
-            r"host; analyse the host on that CPU with it, or calibrate this host$")):
+            r"host; analyse the host on that CPU with it, or calibrate this host$"
+        ),
+    ):
         resolve("qwen2-0.5b", cpu_host("AMD EPYC", ZEN3), dtype="fp32", profile=signed)
 
 
 def test_cpu_signature_and_key_name_from_cpuinfo():
     from ridgeline.io.hardware import cpu_key_name, cpu_signature
 
-    info = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143",
-            "model name": "Intel(R) Xeon(R) Platinum 8480+",
-            "flags": "fpu sse avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16 amx_int8"}
-    assert cpu_signature(info) == ("GenuineIntel 6/143: avx2 fma avx512f avx512_bf16 avx512_vnni "
-                                   "amx_bf16 amx_int8")
+    info = {
+        "vendor_id": "GenuineIntel",
+        "cpu family": "6",
+        "model": "143",
+        "model name": "Intel(R) Xeon(R) Platinum 8480+",
+        "flags": "fpu sse avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16 amx_int8",
+    }
+    assert cpu_signature(info) == ("GenuineIntel 6/143: avx2 fma avx512f avx512_bf16 avx512_vnni amx_bf16 amx_int8")
     assert cpu_key_name(info) == "Intel(R) Xeon(R) Platinum 8480+ f6m143"
     assert rl.io.profile.device_key("cpu", cpu_key_name(info), 1) == "cpu-intel-r-xeon-r-platinum-8480-f6m143-1t"
 
@@ -162,13 +181,27 @@ def test_a_profile_that_names_no_device_is_refused(tmp_path):
         resolve("llama-2-7b", "a6000", profile=path)
 
 
-@pytest.mark.parametrize("driver,catalog", [
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
-    ("NVIDIA GH200 480GB", "gh200"), ("NVIDIA H200", "h200"), ("NVIDIA B200", "b200"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
-    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"), ("NVIDIA L40S", "l40s"),
-    ("NVIDIA L4", "l4"), ("NVIDIA RTX A6000", "a6000"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
-    ("Tesla V100-SXM2-16GB", "v100"), ("Tesla T4", "t4"), ("Some Future GPU", None)])
+@pytest.mark.parametrize(
+    "driver,catalog",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA GH200 480GB", "gh200"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A10", "a10"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA RTX A6000", "a6000"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("Tesla T4", "t4"),
+        ("Some Future GPU", None),
+    ],
+)
 def test_driver_names_come_from_the_device_files(driver, catalog):
     """The longest matching ``driver_names`` entry wins ('H100 PCIe' over 'H100')."""
     from ridgeline.io.names import catalog_name_for_gpu
@@ -181,8 +214,24 @@ def test_transferred_and_speculative_output_match_the_schema():
     from pathlib import Path
 
     schema = json.loads((Path(__file__).parent.parent / "docs" / "analysis.schema.json").read_text())
-    result = runner.invoke(app, ["analyze", "llama-2-13b", "--hardware", "h200", "--profile", H100,
-                                 "--transfer", "--draft", "llama-2-7b", "--generate", "8", "-f", "json"])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            "llama-2-13b",
+            "--hardware",
+            "h200",
+            "--profile",
+            H100,
+            "--transfer",
+            "--draft",
+            "llama-2-7b",
+            "--generate",
+            "8",
+            "-f",
+            "json",
+        ],
+    )
     data = json.loads(result.output)
     assert data["mode"] == data["speculative"]["mode"] == "transferred"
     jsonschema.validate(data, schema)
@@ -198,16 +247,16 @@ def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows()
     ok = callbacks.update_analyze("/", query + "&device=h100-sxm", None)
     assert ok[0] == "" and "calibrated roofline" in ok[1]
     _, _, rows = callbacks.update_compare("/compare", query + "&devices=h100-sxm,a6000", None)
-    assert [(r["device"], r["roofline"]) for r in rows] == [("h100-sxm", "calibrated"),
-                                                           ("a6000", "spec")]
+    assert [(r["device"], r["roofline"]) for r in rows] == [("h100-sxm", "calibrated"), ("a6000", "spec")]
 
 
 def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
     import ridgeline.io.hardware as hw
 
     monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("Some Other CPU", ZEN3))
-    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32",
-                                 "--profile", CPU, "-f", "json"])
+    result = runner.invoke(
+        app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32", "--profile", CPU, "-f", "json"]
+    )
     assert result.exit_code == 0
     assert result.stderr.startswith(f"warning: profile {CPU} was measured on the CPU 'AMD EPYC'")
     assert json.loads(result.stdout)["mode"] == "calibrated"
@@ -217,11 +266,15 @@ def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_
     import ridgeline.io.hardware as hw
 
     signed = tmp_path / "zen5.yaml"
-    signed.write_text(open(CPU).read().replace("  cpu: AMD EPYC\n",
-                                               "  cpu: AMD EPYC\n  cpu_signature: 'AuthenticAMD 26/2: avx512_bf16'\n"))
+    signed.write_text(
+        open(CPU)
+        .read()
+        .replace("  cpu: AMD EPYC\n", "  cpu: AMD EPYC\n  cpu_signature: 'AuthenticAMD 26/2: avx512_bf16'\n")
+    )
     monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("AMD EPYC", ZEN3))
-    result = runner.invoke(app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32",
-                                 "--profile", str(signed)])
+    result = runner.invoke(
+        app, ["analyze", "qwen2-0.5b", "--hardware", "host", "--dtype", "fp32", "--profile", str(signed)]
+    )
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "another CPU ('AMD EPYC', AuthenticAMD 26/2" in result.output
     assert result.output.rstrip().endswith("or calibrate this host (ridgeline calibrate --device cpu)")

@@ -1,4 +1,5 @@
 """The serving simulator: queueing theory, the engine's single-request numbers, invariants."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,19 +11,22 @@ from ridgeline import analyze
 from ridgeline.errors import RidgelineError
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_path
-from ridgeline.serving.simulator import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
 from ridgeline.io.traces import Arrivals, poisson
+from ridgeline.serving.simulator import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 
 
-@pytest.mark.parametrize("model, device, options", [
-    ("llama-3-8b", "h100-sxm", {}),
-    ("llama-3-8b", "h100-sxm", {"attention": "flash", "w_dtype": "int4", "tp": 2}),
-    ("mistral-7b-v0.1", "a6000", {"attention": "paged"}),           # sliding window 4096
-    ("qwen2-0.5b", "a6000", {"attention": "flash-decoding"}),
-    ("deepseek-v2-lite", "h100-sxm", {"attention": "flash"}),        # MLA: absorbed decode
-])
+@pytest.mark.parametrize(
+    "model, device, options",
+    [
+        ("llama-3-8b", "h100-sxm", {}),
+        ("llama-3-8b", "h100-sxm", {"attention": "flash", "w_dtype": "int4", "tp": 2}),
+        ("mistral-7b-v0.1", "a6000", {"attention": "paged"}),  # sliding window 4096
+        ("qwen2-0.5b", "a6000", {"attention": "flash-decoding"}),
+        ("deepseek-v2-lite", "h100-sxm", {"attention": "flash"}),  # MLA: absorbed decode
+    ],
+)
 def test_single_request_is_analyze(model, device, options):
     """One request alone: TTFT is analyze's prefill, latency its TTFT + (N - 1) x TPOT."""
     prompt, n = 5000, 40
@@ -38,10 +42,10 @@ def test_single_request_calibrated():
     """The same with the committed CPU profile's calibrated ceilings."""
     device = load_device("a6000")  # the CPU profile's ceilings on any spec: only the roofs matter
     roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), device)
-    a = analyze("qwen2-0.5b", device, batch=1, seq_len=100, generate=20, dtype="bf16",
-                attention="flash", ceilings=roofs).generation
-    r = simulate("qwen2-0.5b", device, poisson(1.0, 1, 100, 20), dtype="bf16", attention="flash",
-                 ceilings=roofs)
+    a = analyze(
+        "qwen2-0.5b", device, batch=1, seq_len=100, generate=20, dtype="bf16", attention="flash", ceilings=roofs
+    ).generation
+    r = simulate("qwen2-0.5b", device, poisson(1.0, 1, 100, 20), dtype="bf16", attention="flash", ceilings=roofs)
     assert r.meta["mode"] == "calibrated"
     assert r.requests["latency_s"][0] == pytest.approx(a["total_s"], rel=1e-9)
 
@@ -72,17 +76,25 @@ def test_littles_law(attention):
     """L = lambda W: the time-average number in the system (timeline) equals the arrival
     rate times the mean time in the system (per-request latencies), within 2 % (requests
     arriving mid-step are counted from the next step start)."""
-    r = simulate(MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3),
-                 Scheduler(max_batch=64, batch_attention=attention))
+    r = simulate(
+        MODEL, DEVICE, poisson(30.0, 3000, 512, 64, seed=3), Scheduler(max_batch=64, batch_attention=attention)
+    )
     lam = len(r.requests["arrival_s"]) / r.summary["duration_s"]
     assert r.summary["mean_running"] > 4  # a loaded server, not one request at a time
     assert in_system_time_average(r) == pytest.approx(lam * r.requests["latency_s"].mean(), rel=0.02)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(budget=st.integers(16, 600), batch=st.integers(1, 12), blocks=st.integers(40, 200),
-       hit=st.sampled_from([0.0, 0.5]), margin=st.sampled_from([0.0, 0.15]),
-       chunked=st.booleans(), seed=st.integers(0, 3), attention=st.sampled_from(BATCH_ATTENTION))
+@given(
+    budget=st.integers(16, 600),
+    batch=st.integers(1, 12),
+    blocks=st.integers(40, 200),
+    hit=st.sampled_from([0.0, 0.5]),
+    margin=st.sampled_from([0.0, 0.15]),
+    chunked=st.booleans(),
+    seed=st.integers(0, 3),
+    attention=st.sampled_from(BATCH_ATTENTION),
+)
 def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed, attention):
     """Every request gets exactly its output tokens; the model runs every prompt and
     output token once (the last output token needs no pass), minus prefix hits, plus
@@ -93,8 +105,15 @@ def test_tokens_are_conserved(budget, batch, blocks, hit, margin, chunked, seed,
     if not chunked:
         budget = max(budget, int(np.max(prompt + out)))
     arrivals = Arrivals(np.sort(rng.uniform(0, 2, n)), prompt, out)
-    sched = Scheduler(max_batch=batch, token_budget=budget, kv_blocks=blocks, prefix_hit=hit,
-                      admit_margin=margin, chunked_prefill=chunked, batch_attention=attention)
+    sched = Scheduler(
+        max_batch=batch,
+        token_budget=budget,
+        kv_blocks=blocks,
+        prefix_hit=hit,
+        admit_margin=margin,
+        chunked_prefill=chunked,
+        batch_attention=attention,
+    )
     r = simulate(MODEL, DEVICE, arrivals, sched)
     s = r.summary
     assert np.all(np.isfinite(r.requests["latency_s"]))
@@ -135,6 +154,7 @@ def test_reproducible_under_a_seed():
 
 def test_goodput_and_rate_search():
     """The rate found meets the SLOs; a rate at most 2 % above it was tried and failed."""
+
     def run(rate):
         return simulate(MODEL, DEVICE, poisson(rate, 400, 512, 64, seed=1), Scheduler(max_batch=32))
 
@@ -147,11 +167,15 @@ def test_goodput_and_rate_search():
     assert 0.9 <= g["slo_attainment"] <= 1.0 and g["goodput_rps"] > 0
 
 
-@pytest.mark.parametrize("scheduler, message", [
-    (dict(max_batch=0), "max-batch"), (dict(prefix_hit=1.0), "prefix-hit"),
-    (dict(token_budget=10, chunked_prefill=False), "token-budget"),
-    (dict(kv_blocks=2), "KV blocks"),
-])
+@pytest.mark.parametrize(
+    "scheduler, message",
+    [
+        (dict(max_batch=0), "max-batch"),
+        (dict(prefix_hit=1.0), "prefix-hit"),
+        (dict(token_budget=10, chunked_prefill=False), "token-budget"),
+        (dict(kv_blocks=2), "KV blocks"),
+    ],
+)
 def test_bad_settings_say_what_to_change(scheduler, message):
     with pytest.raises(RidgelineError, match=message):
         simulate(MODEL, DEVICE, poisson(1.0, 3, 100, 10), Scheduler(**scheduler))
@@ -172,8 +196,7 @@ def test_host_overhead_on_a_single_request():
     s = Scheduler(step_overhead_s=0.003, request_overhead_s=0.001)
     r = simulate(MODEL, DEVICE, poisson(1.0, 1, prompt, n), s)
     assert r.requests["ttft_s"][0] == pytest.approx(g["ttft_s"] + a, rel=1e-9)
-    assert r.requests["latency_s"][0] == pytest.approx(g["ttft_s"] + (n - 1) * g["tpot_s"] + 0.080,
-                                                       rel=1e-9)
+    assert r.requests["latency_s"][0] == pytest.approx(g["ttft_s"] + (n - 1) * g["tpot_s"] + 0.080, rel=1e-9)
     assert r.requests["tpot_s"][0] == pytest.approx(g["tpot_s"] + a, rel=1e-9)
 
 
@@ -217,13 +240,13 @@ def test_masked_attention_serves_the_same_schedule():
     its tokens and the steps are as many (the trace is far below saturation)."""
     trace = poisson(0.5, 20, 64, 16, seed=3)
     a = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256))
-    b = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256,
-                                                          batch_attention="masked"))
+    b = simulate("qwen2-0.5b", "a6000", trace, Scheduler(max_batch=16, token_budget=256, batch_attention="masked"))
     assert a.summary["computed_tokens"] == b.summary["computed_tokens"]
     assert np.all(b.timeline["step_s"] >= a.timeline["step_s"] * (1 - 1e-12))
 
 
 # --- transformers' sdpa step (batch_attention "gather") ------------------------------------
+
 
 def _qwen_flash():
     from ridgeline.io.resolve import resolve
@@ -275,14 +298,16 @@ def test_gather_lone_decode_by_hand():
     assert with_read - gather_step_time(cost, 64, 0, 2, 64.0, False) == pytest.approx(48 * 512 * 64 / 768e9, rel=1e-9)
 
 
-@pytest.mark.parametrize("tokens, keys, reads", [(1, 300.0, True), (7, 820.0, True), (155, 786.0, True),
-                                                 (96, 96.0, False), (256, 2900.0, True)])
+@pytest.mark.parametrize(
+    "tokens, keys, reads",
+    [(1, 300.0, True), (7, 820.0, True), (155, 786.0, True), (96, 96.0, False), (256, 2900.0, True)],
+)
 def test_gather_table_is_the_engine_on_its_ops(tokens, keys, reads):
     """The tabulated step (affine in the keys at each T) equals the engine evaluating
     gather_ops at the step's own T and K, here on the committed CPU profile (per-kernel
     overheads, tile fill by rows)."""
-    from ridgeline.io.resolve import resolve
     from ridgeline.engine.roofline import evaluate
+    from ridgeline.io.resolve import resolve
     from ridgeline.serving.simulator import _token_part, build_step_cost, gather_ops, gather_step_time
 
     roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), load_device("a6000"))
@@ -322,10 +347,16 @@ def _reference_decode_time(self, n: int, cached: float) -> float:
     return self.factor * float(total)
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(batch=st.integers(1, 48), blocks=st.sampled_from([None, 60, 200]), hit=st.sampled_from([0.0, 0.5]),
-       seed=st.integers(0, 3), model=st.sampled_from([MODEL, "mistral-7b-v0.1"]))
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    batch=st.integers(1, 48),
+    blocks=st.sampled_from([None, 60, 200]),
+    hit=st.sampled_from([0.0, 0.5]),
+    seed=st.integers(0, 3),
+    model=st.sampled_from([MODEL, "mistral-7b-v0.1"]),
+)
 def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hit, seed, model):
     """The hot path (a decode-only step after one that admitted nobody skips the checks,
     and ``decode_time`` adds Python floats) gives every timeline and request time to the

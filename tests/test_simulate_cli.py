@@ -1,4 +1,5 @@
 """Trace loading and the ``ridgeline simulate`` command."""
+
 from __future__ import annotations
 
 import json
@@ -33,20 +34,25 @@ def test_jsonl_trace(tmp_path):
 def test_azure_trace_columns(tmp_path):
     """The Azure LLM inference trace's header and date format."""
     path = tmp_path / "AzureLLMInferenceTrace_conv.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                    "2023-11-16 18:15:46.6805900,374,44\n"
-                    "2023-11-16 18:15:50.9951690,396,109\n")
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,396,109\n"
+    )
     t = load_trace(path)
     assert t.time_s[1] == pytest.approx(50.9951690 - 46.6805900, abs=1e-6)
     assert list(t.prompt) == [374, 396] and list(t.output) == [44, 109]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("when,prompt_tokens,output_tokens\n0,1,1\n", "no arrival time column"),
-    ("arrival_s,prompt_tokens,output_tokens\n0,1,0\n", "output tokens < 1"),
-    ("arrival_s,prompt_tokens,output_tokens\n0,1.5,2\n", "whole token counts"),
-    ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("when,prompt_tokens,output_tokens\n0,1,1\n", "no arrival time column"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1,0\n", "output tokens < 1"),
+        ("arrival_s,prompt_tokens,output_tokens\n0,1.5,2\n", "whole token counts"),
+        ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
+    ],
+)
 def test_bad_traces(tmp_path, text, message):
     path = tmp_path / "t.csv"
     path.write_text(text)
@@ -63,10 +69,31 @@ def test_poisson_rate_and_seed():
 def test_cli_json(tmp_path):
     out = tmp_path / "sim.json"
     timeline = tmp_path / "steps.csv"
-    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--rate", "20",
-                                 "--requests", "50", "--prompt", "200", "--output-tokens", "20",
-                                 "--ttft-slo", "0.1", "-f", "json", "-o", str(out),
-                                 "--timeline", str(timeline)])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "llama-3.2-1b",
+            "-H",
+            "a6000",
+            "--rate",
+            "20",
+            "--requests",
+            "50",
+            "--prompt",
+            "200",
+            "--output-tokens",
+            "20",
+            "--ttft-slo",
+            "0.1",
+            "-f",
+            "json",
+            "-o",
+            str(out),
+            "--timeline",
+            str(timeline),
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["summary"]["requests"] == 50 and len(data["requests"]["ttft_s"]) == 50
@@ -87,21 +114,43 @@ def test_cli_csv_trace_and_table(tmp_path):
 
 
 def test_cli_search(tmp_path):
-    result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "200",
-                                 "--prompt", "256", "--output-tokens", "32", "--ttft-slo", "0.2",
-                                 "--percentile", "90", "--search", "-f", "json"])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "llama-3.2-1b",
+            "-H",
+            "a6000",
+            "--requests",
+            "200",
+            "--prompt",
+            "256",
+            "--output-tokens",
+            "32",
+            "--ttft-slo",
+            "0.2",
+            "--percentile",
+            "90",
+            "--search",
+            "-f",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)["search"]
     assert found["max_rate"] > 0 and any(not t["meets"] for t in found["tried"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--rate", "-1"], "--rate must be a positive"),
-    (["--trace", "missing.csv"], "no trace file"),
-    (["--search"], "needs --ttft-slo"),
-    (["--prefix-hit", "1.5"], "prefix-hit must be in"),
-    (["--micro-batches", "2"], "one micro-batch"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rate", "-1"], "--rate must be a positive"),
+        (["--trace", "missing.csv"], "no trace file"),
+        (["--search"], "needs --ttft-slo"),
+        (["--prefix-hit", "1.5"], "prefix-hit must be in"),
+        (["--micro-batches", "2"], "one micro-batch"),
+    ],
+)
 def test_cli_errors_are_one_line(args, message):
     result = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "5", *args])
     assert result.exit_code == 2
@@ -115,14 +164,20 @@ def test_resimulate_reproduces_the_committed_transformers_run():
 
     from kernels.servecheck.cb_server import resimulate
 
-    path = Path(__file__).resolve().parent.parent / "reports" / "validation" / "serving" / \
-        "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json"
+    path = (
+        Path(__file__).resolve().parent.parent
+        / "reports"
+        / "validation"
+        / "serving"
+        / "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json"
+    )
     recorded = json.loads(path.read_text())
     again = resimulate(path)
     assert set(again["comparison"]) == set(recorded["comparison"])
     for mode in recorded["comparison"]:
         for key in ("ttft_s", "latency_s"):
             assert again["comparison"][mode][key]["simulated"]["p50"] == pytest.approx(
-                recorded["comparison"][mode][key]["simulated"]["p50"], rel=1e-9)
+                recorded["comparison"][mode][key]["simulated"]["p50"], rel=1e-9
+            )
     result = runner.invoke(app, ["simulate-check", "--resimulate", "missing.json"])
     assert result.exit_code == 2 and "no serving run at missing.json" in result.output

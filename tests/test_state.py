@@ -1,4 +1,5 @@
 """The machine's state against its profile: roofs measured again, as ratios, and the verdict."""
+
 from __future__ import annotations
 
 import math
@@ -8,34 +9,38 @@ import yaml
 from typer.testing import CliRunner
 
 from kernels.validate import state
-from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.cli import app
+from ridgeline.io.catalog import PROFILES_DIR
 
 runner = CliRunner()
-PROFILE = {"measurements": {"copy": {"gb_s": 25.0, "runs_gb_s": [16.0, 25.0]},
-                            "stream": {"case": "grid/m1x8192x2048/fp32", "gb_s": 28.0},
-                            "gemm": {"fp32": {"tops": 0.1, "runs_tops": [0.1, 0.09]}},
-                            "dispatch": {"us": 2.0}}}
+PROFILE = {
+    "measurements": {
+        "copy": {"gb_s": 25.0, "runs_gb_s": [16.0, 25.0]},
+        "stream": {"case": "grid/m1x8192x2048/fp32", "gb_s": 28.0},
+        "gemm": {"fp32": {"tops": 0.1, "runs_tops": [0.1, 0.09]}},
+        "dispatch": {"us": 2.0},
+    }
+}
 
 
 def test_recorded_roofs_are_rates_from_both_calibration_runs():
     """copy sqrt(16 x 25) = 20 GB/s, GEMM sqrt(0.1 x 0.09) TOPS, dispatch 1 / 2 us."""
     roofs = state.recorded_roofs(PROFILE)
-    assert roofs == pytest.approx({"copy": 20.0, "stream": 28.0, "fp32 GEMM": math.sqrt(0.009),
-                                   "dispatch": 0.5})
+    assert roofs == pytest.approx({"copy": 20.0, "stream": 28.0, "fp32 GEMM": math.sqrt(0.009), "dispatch": 0.5})
 
 
 def test_ratios_take_the_geometric_mean_of_the_runs_and_skip_what_was_not_measured():
-    runs = [{"copy": 10.0, "stream": 14.0, "fp32 GEMM": 0.06, "dispatch": 0.25},
-            {"copy": 40.0, "stream": 14.0, "fp32 GEMM": 0.06, "dispatch": None}]
+    runs = [
+        {"copy": 10.0, "stream": 14.0, "fp32 GEMM": 0.06, "dispatch": 0.25},
+        {"copy": 40.0, "stream": 14.0, "fp32 GEMM": 0.06, "dispatch": None},
+    ]
     ratios = state.state_ratios(PROFILE, runs)
     assert ratios == {"copy": 1.0, "stream": 0.5, "fp32 GEMM": round(0.06 / math.sqrt(0.009), 3)}
     assert state.drifted(ratios) == ["stream", "fp32 GEMM"]
     assert state.state_ratios(PROFILE, []) == {}
 
 
-@pytest.mark.parametrize(("ratio", "moved"), [(0.92, False), (1.09, False), (0.90, True),
-                                              (1.12, True), (0.5, True)])
+@pytest.mark.parametrize(("ratio", "moved"), [(0.92, False), (1.09, False), (0.90, True), (1.12, True), (0.5, True)])
 def test_drift_is_symmetric_in_log_around_ten_percent(ratio, moved):
     assert state.drifted({"copy": ratio}) == (["copy"] if moved else [])
 
@@ -62,9 +67,16 @@ def test_calibrate_check_exits_1_when_a_roof_moved(monkeypatch, tmp_path, speed,
     """Measured rates are stubbed: the verdict and the exit code follow the ratios."""
     pytest.importorskip("torch")
     profile = tmp_path / "p.yaml"
-    profile.write_text(yaml.safe_dump({"bandwidth_gb_s": 25.0, "matrix_peak_tops": {"fp32": 0.1},
-                                       "meta": {"device_kind": "cpu", "spec_device": "host"},
-                                       **PROFILE}))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "bandwidth_gb_s": 25.0,
+                "matrix_peak_tops": {"fp32": 0.1},
+                "meta": {"device_kind": "cpu", "spec_device": "host"},
+                **PROFILE,
+            }
+        )
+    )
     rates = {k: v * speed for k, v in state.recorded_roofs(PROFILE).items()}
     monkeypatch.setattr(state, "measure_state", lambda cfg, prof, device: rates)
     result = runner.invoke(app, ["calibrate", "--check", "--threads", "1", "--profile", str(profile)])
@@ -76,18 +88,28 @@ def test_calibrate_check_exits_1_when_a_roof_moved(monkeypatch, tmp_path, speed,
 def test_calibrate_check_without_recorded_roofs_is_one_line(tmp_path):
     pytest.importorskip("torch")
     profile = tmp_path / "p.yaml"
-    profile.write_text(yaml.safe_dump({"bandwidth_gb_s": 25.0, "matrix_peak_tops": {"fp32": 0.1},
-                                       "meta": {"device_kind": "cpu", "spec_device": "host"}}))
+    profile.write_text(
+        yaml.safe_dump(
+            {
+                "bandwidth_gb_s": 25.0,
+                "matrix_peak_tops": {"fp32": 0.1},
+                "meta": {"device_kind": "cpu", "spec_device": "host"},
+            }
+        )
+    )
     result = runner.invoke(app, ["calibrate", "--check", "--threads", "1", "--profile", str(profile)])
     assert result.exit_code == 2
     assert "records no roofs to check" in result.output and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--check", "--threads", "-1"], "--threads must be at least 1, got -1"),
-    (["--profile", "p.yaml"], "--profile goes with --check"),
-    (["--check", "-o", "out.yaml"], "--check writes nothing: drop --refit and --output"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--check", "--threads", "-1"], "--threads must be at least 1, got -1"),
+        (["--profile", "p.yaml"], "--profile goes with --check"),
+        (["--check", "-o", "out.yaml"], "--check writes nothing: drop --refit and --output"),
+    ],
+)
 def test_calibrate_check_bad_options_are_one_line(args, message, tmp_path, monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)

@@ -10,6 +10,7 @@ at the precision printed. Conventions that differ, and how the difference shows:
 - decode: ridgeline's decode step has 2048 tokens cached and attends over 2049; the
   paper's 2048 differs by 0.05%, below its printed precision.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -57,8 +58,9 @@ def paper_bytes(row) -> float:
     return row["bytes"]
 
 
-@pytest.mark.parametrize("stage,names,ops,mem,intensity,perf,bound", TABLE_1,
-                         ids=[f"{r[0]}-{r[1][0]}" for r in TABLE_1])
+@pytest.mark.parametrize(
+    "stage,names,ops,mem,intensity,perf,bound", TABLE_1, ids=[f"{r[0]}-{r[1][0]}" for r in TABLE_1]
+)
 def test_table_1(analysis, stage, names, ops, mem, intensity, perf, bound):
     rows = {r["name"]: r for r in getattr(analysis, stage).records()}
     for name in names:

@@ -1,5 +1,6 @@
 """User results live outside the source tree; reports/ holds the committed baselines, and
 the dashboard and the CI gate say which folders they read (issue 12.4)."""
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,23 @@ def test_the_dashboard_reads_both_folders_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("RIDGELINE_HOME", str(tmp_path))
     mine = tmp_path / "validation"
     mine.mkdir()
-    (mine / "run.json").write_text(json.dumps({"meta": {"device_key": "cpu-mine-1t"}, "rows": [
-        {"name": "a", "op_class": "gemm", "measured_s": 1e-3, "predicted_spec_s": 9e-4,
-         "predicted_calibrated_s": 1.1e-3, "status": "ok"}]}))
+    (mine / "run.json").write_text(
+        json.dumps(
+            {
+                "meta": {"device_key": "cpu-mine-1t"},
+                "rows": [
+                    {
+                        "name": "a",
+                        "op_class": "gemm",
+                        "measured_s": 1e-3,
+                        "predicted_spec_s": 9e-4,
+                        "predicted_calibrated_s": 1.1e-3,
+                        "status": "ok",
+                    }
+                ],
+            }
+        )
+    )
     assert data.validation_folders() == (VALIDATION_DIR, mine)
     assert "cpu-mine-1t" in data.validation_devices()
     message = callbacks.update_validation("/validation", "?runs=cpu-mine-1t")[0]
@@ -62,8 +77,13 @@ def test_the_dashboard_reads_both_folders_and_says_so(tmp_path, monkeypatch):
 def test_the_gate_replays_only_tracked_snapshots(tmp_path):
     from kernels.validate.replay import tracked_snapshots
 
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     (tmp_path / "committed.json").write_text("{}")
     (tmp_path / "e2e-run.json").write_text("{}")
@@ -76,9 +96,9 @@ def test_the_gate_replays_only_tracked_snapshots(tmp_path):
 def test_host_is_detected_once_and_kept_with_its_provenance(monkeypatch, tmp_path):
     """The copy bandwidth is measured once: a new process (the in-memory table cleared)
     reads the same figure back from disk; --refresh measures again."""
-    import ridgeline.io.hardware as hw
     from typer.testing import CliRunner
 
+    import ridgeline.io.hardware as hw
     from ridgeline.cli import app
 
     monkeypatch.setenv("RIDGELINE_CACHE", str(tmp_path))

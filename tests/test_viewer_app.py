@@ -1,4 +1,5 @@
 """URL state, thin callbacks, uploads, static export and `ridgeline serve` (no browser)."""
+
 from __future__ import annotations
 
 import base64
@@ -19,9 +20,9 @@ from dash.exceptions import PreventUpdate
 from typer.testing import CliRunner
 
 import ridgeline as rl
-from ridgeline.io.catalog import MODELS_DIR, HARDWARE_DIR
 from ridgeline.cli import app as cli
 from ridgeline.engine.workload import Settings
+from ridgeline.io.catalog import HARDWARE_DIR, MODELS_DIR
 from viewer import callbacks, data, figures, ids, state
 from viewer.app import create_app
 
@@ -33,6 +34,7 @@ def upload_of(text: str | bytes, mime: str = "application/json") -> str:
 
 # --- URL state ------------------------------------------------------------------------
 
+
 def test_every_settings_field_has_a_control():
     keys = {c.key for c in state.controls() if c.section == "settings"}
     assert keys == {f.name for f in dataclasses.fields(Settings) if f.init}
@@ -43,14 +45,20 @@ def test_every_settings_field_has_a_control():
 def test_new_settings_fields_get_controls_from_their_type():
     @dataclasses.dataclass(frozen=True)
     class Later:
-        speculative: bool = False   # draft model on
-        chunk: int = 512            # prefill chunk
-        scale: float = 1.5          # a factor
-        out_dtype: str = "fp16"     # some new type
-        kernel: str = "auto"        # free text
+        speculative: bool = False  # draft model on
+        chunk: int = 512  # prefill chunk
+        scale: float = 1.5  # a factor
+        out_dtype: str = "fp16"  # some new type
+        kernel: str = "auto"  # free text
+
     made = {f.name: state.setting_control(f) for f in dataclasses.fields(Later)}
-    assert [made[n].kind for n in ("speculative", "chunk", "scale", "out_dtype", "kernel")] == \
-        ["bool", "int", "float", "choice", "text"]
+    assert [made[n].kind for n in ("speculative", "chunk", "scale", "out_dtype", "kernel")] == [
+        "bool",
+        "int",
+        "float",
+        "choice",
+        "text",
+    ]
     assert made["out_dtype"].options == state.DTYPES
     assert made["chunk"].default == 512 and made["chunk"].minimum == 1
 
@@ -61,13 +69,19 @@ def test_settings_help_comes_from_the_dataclass_comments():
 
 def test_query_round_trip_and_bad_values():
     s = state.parse_query("?model=llama-3-8b&batch=8&w_dtype=int4&devices=a6000,h100-sxm&tp=2")
-    assert (s["model"], s["batch"], s["w_dtype"], s["devices"], s["tp"]) == \
-        ("llama-3-8b", 8, "int4", ("a6000", "h100-sxm"), 2)
+    assert (s["model"], s["batch"], s["w_dtype"], s["devices"], s["tp"]) == (
+        "llama-3-8b",
+        8,
+        "int4",
+        ("a6000", "h100-sxm"),
+        2,
+    )
     assert state.parse_query(state.to_query(s)) == s
     bad = state.parse_query("?batch=-3&seq_len=abc&w_dtype=fp99&generate=2.5&sweep_x=nope")
     d = state.defaults()
-    assert [bad[k] for k in ("batch", "seq_len", "w_dtype", "generate", "sweep_x")] == \
-        [d[k] for k in ("batch", "seq_len", "w_dtype", "generate", "sweep_x")]
+    assert [bad[k] for k in ("batch", "seq_len", "w_dtype", "generate", "sweep_x")] == [
+        d[k] for k in ("batch", "seq_len", "w_dtype", "generate", "sweep_x")
+    ]
     assert state.page_from_path("/sweep") == "sweep" and state.page_from_path("/") == "analyze"
     assert state.settings_of(s) == Settings(w_dtype="int4", tp=2)
 
@@ -87,14 +101,18 @@ def test_bad_url_values_get_a_message_and_the_defaults():
         "model='/etc/passwd' (expected a catalog model or one uploaded in this session); "
         "batch='-4' (expected a whole number of at least 1); "
         f"sweep_dtypes='fp16,fp9' (expected items of {', '.join(state.DTYPES)}); "
-        "devices='a6000,nope' (expected catalog devices, host, or ones uploaded in this session)")
+        "devices='a6000,nope' (expected catalog devices, host, or ones uploaded in this session)"
+    )
     parsed = state.parse_query(search)
-    assert (parsed["model"], parsed["batch"], parsed["sweep_dtypes"], parsed["devices"]) == \
-        ("llama-2-7b", 1, ("fp16",), ("a6000",))
+    assert (parsed["model"], parsed["batch"], parsed["sweep_dtypes"], parsed["devices"]) == (
+        "llama-2-7b",
+        1,
+        ("fp16",),
+        ("a6000",),
+    )
     # the controls show the defaults (no blank dropdown) and the URL stays, with its message
     keys = [c.key for c in state.controls()]
-    values, url, *_ = callbacks.sync_state(None, "/analyze", search, "analyze", keys,
-                                           [None] * len(keys), None)
+    values, url, *_ = callbacks.sync_state(None, "/analyze", search, "analyze", keys, [None] * len(keys), None)
     got = dict(zip(keys, values))
     assert got["model"] == "llama-2-7b" and got["batch"] == 1 and url is no_update
     # a good URL in another order is put in canonical order, and has no message
@@ -105,8 +123,9 @@ def test_bad_url_values_get_a_message_and_the_defaults():
 
 def test_url_naming_an_upload_this_session_lacks():
     message = callbacks.url_message("?model=upload:mine", {"models": {}, "devices": {}})
-    assert message.endswith("model='upload:mine' (an upload this browser session no longer "
-                            "holds: upload the file again)")
+    assert message.endswith(
+        "model='upload:mine' (an upload this browser session no longer holds: upload the file again)"
+    )
     assert callbacks.url_message("?model=upload:mine", {"models": {"mine": {}}}) == ""
 
 
@@ -118,7 +137,8 @@ def test_validation_page_hides_the_workload_sidebar():
 def test_sync_url_to_controls_and_back():
     keys = [c.key for c in state.controls()]
     values, search, path, tab, models, devices = callbacks.sync_state(
-        None, "/layer", "?batch=16&kv_dtype=int8&stage=prefill", "analyze", keys, [None] * len(keys), None)
+        None, "/layer", "?batch=16&kv_dtype=int8&stage=prefill", "analyze", keys, [None] * len(keys), None
+    )
     got = dict(zip(keys, values))
     assert got["batch"] == 16 and got["kv_dtype"] == "int8" and got["stage"] == "prefill"
     assert got["sweep_dtypes"] == ["fp16", "int8", "int4"]
@@ -189,9 +209,16 @@ def test_validation_page_without_and_with_runs(tmp_path, monkeypatch):
     out = callbacks.update_validation("/validation")
     assert out[0].startswith("No validation runs yet")
     assert out[4] == {"display": "none"}
-    rows = [{"case": "linear 4096x4096", "kind": "linear", "measured_s": 2e-3,
-             "predicted_spec_s": 1.5e-3, "predicted_calibrated_s": 1.9e-3},
-            {"case": "softmax", "kind": "softmax", "measured_s": 1e-4, "predicted_spec_s": 0.8e-4}]
+    rows = [
+        {
+            "case": "linear 4096x4096",
+            "kind": "linear",
+            "measured_s": 2e-3,
+            "predicted_spec_s": 1.5e-3,
+            "predicted_calibrated_s": 1.9e-3,
+        },
+        {"case": "softmax", "kind": "softmax", "measured_s": 1e-4, "predicted_spec_s": 0.8e-4},
+    ]
     (tmp_path / "kernels.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     (tmp_path / "broken.json").write_text("{not json")
     out = callbacks.update_validation("/validation")
@@ -220,24 +247,43 @@ def test_validation_page_shows_one_device_at_a_time(tmp_path, monkeypatch):
 
 
 def test_kernel_rows_use_name_and_op_class_and_skip_failures():
-    rows = [{"name": "linear-m1-k4096", "op_class": "gemv", "status": "ok", "measured_s": 1e-4,
-             "predicted_spec_s": 0.8e-4, "predicted_calibrated_s": 0.95e-4},
-            {"name": "fp8-gemm", "op_class": "gemm", "status": "skipped", "measured_s": None}]
+    rows = [
+        {
+            "name": "linear-m1-k4096",
+            "op_class": "gemv",
+            "status": "ok",
+            "measured_s": 1e-4,
+            "predicted_spec_s": 0.8e-4,
+            "predicted_calibrated_s": 0.95e-4,
+        },
+        {"name": "fp8-gemm", "op_class": "gemm", "status": "skipped", "measured_s": None},
+    ]
     out = [r for row in rows for r in data.long_rows(row)]
     assert [(r["case"], r["kind"], r["measured_s"]) for r in out] == [("linear-m1-k4096", "gemv", 1e-4)]
 
 
 def test_wide_e2e_rows_split_by_metric():
-    row = {"model": "m", "batch": 1, "prompt": 128, "measured_ttft_s": 0.4, "measured_ttft_p20_s": 0.3,
-           "predicted_spec_ttft_s": 0.8, "predicted_calibrated_ttft_s": None,
-           "measured_tpot_s": 0.1, "predicted_spec_tpot_s": 0.07}
+    row = {
+        "model": "m",
+        "batch": 1,
+        "prompt": 128,
+        "measured_ttft_s": 0.4,
+        "measured_ttft_p20_s": 0.3,
+        "predicted_spec_ttft_s": 0.8,
+        "predicted_calibrated_ttft_s": None,
+        "measured_tpot_s": 0.1,
+        "predicted_spec_tpot_s": 0.07,
+    }
     out = data.long_rows(row)
-    assert [(r["kind"], r["measured_s"], r["predicted_spec_s"]) for r in out] == \
-        [("e2e ttft", 0.4, 0.8), ("e2e tpot", 0.1, 0.07)]
+    assert [(r["kind"], r["measured_s"], r["predicted_spec_s"]) for r in out] == [
+        ("e2e ttft", 0.4, 0.8),
+        ("e2e tpot", 0.1, 0.07),
+    ]
     assert out[0]["case"] == "model=m batch=1 prompt=128 ttft"
 
 
 # --- uploads ----------------------------------------------------------------------------
+
 
 def upload(kind, contents, filename, search=QUERY, uploads=None):
     trigger = ids.MODEL_UPLOAD if kind == "model" else ids.DEVICE_UPLOAD
@@ -265,14 +311,17 @@ def test_device_upload():
     assert out[0] == "" and "H100" in out[1]
 
 
-@pytest.mark.parametrize("kind, text, filename, message", [
-    ("model", '{"model_type": "llama", "hidden_size": ', "bad.json", "malformed JSON at line 1"),
-    ("model", json.dumps({"model_type": "bert", "hidden_size": 768}), "bert.json", "unsupported model_type 'bert'"),
-    ("model", "[1, 2]", "list.json", "expected a JSON object"),
-    ("model", " " * 1_000_001, "big.json", "the limit is 1 MB"),
-    ("device", "name: x\n  kind: [gpu", "bad.yaml", "malformed YAML"),
-    ("device", "name: x\nkind: gpu\n", "short.yaml", "missing 'vendor'"),
-])
+@pytest.mark.parametrize(
+    "kind, text, filename, message",
+    [
+        ("model", '{"model_type": "llama", "hidden_size": ', "bad.json", "malformed JSON at line 1"),
+        ("model", json.dumps({"model_type": "bert", "hidden_size": 768}), "bert.json", "unsupported model_type 'bert'"),
+        ("model", "[1, 2]", "list.json", "expected a JSON object"),
+        ("model", " " * 1_000_001, "big.json", "the limit is 1 MB"),
+        ("device", "name: x\n  kind: [gpu", "bad.yaml", "malformed YAML"),
+        ("device", "name: x\nkind: gpu\n", "short.yaml", "missing 'vendor'"),
+    ],
+)
 def test_bad_uploads_show_one_line_and_change_nothing(kind, text, filename, message):
     store, search, err = upload(kind, upload_of(text), filename)
     assert store is no_update and search is no_update
@@ -290,6 +339,7 @@ def test_shared_url_naming_an_upload_explains_itself():
 
 
 # --- the app, export, CLI -----------------------------------------------------------------
+
 
 def test_create_app_registers_every_page():
     app = create_app()
@@ -309,8 +359,15 @@ def test_create_app_registers_every_page():
     for c in state.controls():  # every URL setting has exactly its control in the page
         assert json.dumps(ids.state(c.key), sort_keys=True) in found
     outputs = " ".join(app.callback_map)
-    for cid in (ids.ROOFLINE, ids.OP_TABLE, ids.LAYER_GRAPH, ids.SWEEP_GRAPH, ids.COMPARE_GRAPH,
-                ids.VALIDATION_SCATTER, ids.UPLOADS):
+    for cid in (
+        ids.ROOFLINE,
+        ids.OP_TABLE,
+        ids.LAYER_GRAPH,
+        ids.SWEEP_GRAPH,
+        ids.COMPARE_GRAPH,
+        ids.VALIDATION_SCATTER,
+        ids.UPLOADS,
+    ):
         assert cid in outputs
 
 
@@ -338,8 +395,9 @@ def test_write_html_is_one_self_contained_file(tmp_path):
 
 def test_cli_analyze_html(tmp_path):
     path = tmp_path / "r.html"
-    result = CliRunner().invoke(cli, ["analyze", "llama-3.2-1b", "-H", "a6000", "--generate", "8",
-                                      "--html", str(path), "-f", "json"])
+    result = CliRunner().invoke(
+        cli, ["analyze", "llama-3.2-1b", "-H", "a6000", "--generate", "8", "--html", str(path), "-f", "json"]
+    )
     assert result.exit_code == 0, result.output
     assert path.is_file() and "Plotly.newPlot" in path.read_text()
 
@@ -354,8 +412,7 @@ def test_cli_serve_binds_loopback_and_prints_the_url(monkeypatch):
     monkeypatch.setattr("viewer.app.create_app", lambda: Fake())
     result = CliRunner().invoke(cli, ["serve", "--port", "8123"])
     assert result.exit_code == 0, result.output
-    assert calls == {"host": "127.0.0.1", "port": 8123, "debug": False,
-                     "dev_tools_disable_version_check": True}
+    assert calls == {"host": "127.0.0.1", "port": 8123, "debug": False, "dev_tools_disable_version_check": True}
     assert "http://127.0.0.1:8123/" in result.output
 
 
@@ -390,8 +447,11 @@ def test_cli_serve_waitress_answers_http():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "ridgeline.cli", "serve", "--waitress",
-                               "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ridgeline.cli", "serve", "--waitress", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -429,8 +489,10 @@ def test_cli_serve_without_dash_says_how_to_install(monkeypatch):
 
 
 def test_importing_the_cli_loads_no_dash_or_plotly():
-    code = ("import sys, ridgeline.cli; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'dash', 'plotly', 'viewer', 'dash_cytoscape'}))")
+    code = (
+        "import sys, ridgeline.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dash', 'plotly', 'viewer', 'dash_cytoscape'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -441,7 +503,8 @@ def test_calibrated_profile_changes_roofs_and_numbers(tmp_path, monkeypatch):
     monkeypatch.setattr(rp, "PROFILES_DIR", tmp_path)
     (tmp_path / "my-a6000.yaml").write_text(
         "meta: {spec_device: a6000, device_kind: cuda}\ntiming: eager\nbandwidth_gb_s: 600\n"
-        "matrix_peak_tops: {fp16: 120}\noverhead_us: {default: 5}\n")
+        "matrix_peak_tops: {fp16: 120}\noverhead_us: {default: 5}\n"
+    )
     assert data.list_profiles() == ["my-a6000"]
     out = callbacks.update_analyze("/", QUERY.replace("w_dtype=int8", "w_dtype=fp16") + "&profile=my-a6000", None)
     assert out[0] == "" and "calibrated roofline" in out[1]

@@ -3,6 +3,7 @@ and check the cards show the engine's numbers, with no browser console errors.
 
 Needs Debian's ``chromium`` + ``chromium-driver`` and ``selenium``; skipped without them.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.filterwarnings("ignore::DeprecationWarning:dash")]
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning:dash")]
 
 selenium = pytest.importorskip("selenium")
 pytest.importorskip("dash")
@@ -47,9 +47,16 @@ def choose(driver, key: str, value: str) -> None:
     """Open a dropdown and click the option showing ``value``."""
     state_element(driver, key).click()
     wait = WebDriverWait(driver, 10)
-    option = wait.until(lambda d: next(
-        (o for o in d.find_elements(By.CSS_SELECTOR, "[role=option]")
-         if o.text == value and "radioitems" not in (o.get_attribute("class") or "")), None))
+    option = wait.until(
+        lambda d: next(
+            (
+                o
+                for o in d.find_elements(By.CSS_SELECTOR, "[role=option]")
+                if o.text == value and "radioitems" not in (o.get_attribute("class") or "")
+            ),
+            None,
+        )
+    )
     option.click()
 
 
@@ -71,8 +78,7 @@ def wait_for_cards(driver, expected: dict[str, str], timeout: float = 20) -> Non
 
 
 def engine_cards(model, batch, w_dtype="fp16", seq_len=512, generate=128):
-    a = rl.analyze(model, "a6000", batch=batch, seq_len=seq_len, generate=generate,
-                   settings=Settings(w_dtype=w_dtype))
+    a = rl.analyze(model, "a6000", batch=batch, seq_len=seq_len, generate=generate, settings=Settings(w_dtype=w_dtype))
     return figures.format_cards(a)
 
 
@@ -107,16 +113,19 @@ def test_changing_model_batch_and_quantisation_updates_the_numbers(page):
 
     # a setting the device cannot run shows one error line and keeps the numbers
     page.get(page.base + "/analyze?model=qwen2-7b&device=tpu-v5e&batch=16&w_dtype=fp16")
-    WebDriverWait(page, 20).until(
-        lambda d: d.find_element(By.ID, ids.ANALYZE_ERROR).text.startswith("error: "))
+    WebDriverWait(page, 20).until(lambda d: d.find_element(By.ID, ids.ANALYZE_ERROR).text.startswith("error: "))
     assert severe_logs(page) == []
     assert time.monotonic() - start < 60
 
 
 def test_every_page_draws_without_console_errors(page):
     page.get_log("browser")  # drop what came before
-    for name, ready in (("layer", "#layer-roofline .main-svg"), ("sweep", "#sweep-graph .main-svg"),
-                        ("compare", "#compare-graph .main-svg"), ("validation", "#validation-message")):
+    for name, ready in (
+        ("layer", "#layer-roofline .main-svg"),
+        ("sweep", "#sweep-graph .main-svg"),
+        ("compare", "#compare-graph .main-svg"),
+        ("validation", "#validation-message"),
+    ):
         page.get(f"{page.base}/{name}?model=llama-3.2-1b&batch=4")
         wait_for(page, ready)
         assert page.find_element(By.ID, ids.page(name)).is_displayed()
@@ -137,8 +146,7 @@ def test_uploads_in_the_page(page, tmp_path):
     bad = tmp_path / "broken.json"
     bad.write_text('{"model_type": "llama", "hidden_size": ')
     file_input.send_keys(str(bad))
-    WebDriverWait(page, 20).until(
-        lambda d: "malformed JSON" in d.find_element(By.ID, ids.UPLOAD_ERROR).text)
+    WebDriverWait(page, 20).until(lambda d: "malformed JSON" in d.find_element(By.ID, ids.UPLOAD_ERROR).text)
     assert cards_shown(page) == before and "model=llama-2-7b" in page.current_url
 
     from ridgeline.io.catalog import MODELS_DIR
@@ -162,8 +170,7 @@ def test_bad_url_values_show_a_message_not_a_blank_menu(page):
     model_menu = state_element(page, "model").text
     assert "llama-2-7b" in model_menu
     assert "h100-sxm" in state_element(page, "device").text
-    wait_for_cards(page, figures.format_cards(rl.analyze("llama-2-7b", "h100-sxm", batch=1,
-                                                         seq_len=512, generate=128)))
+    wait_for_cards(page, figures.format_cards(rl.analyze("llama-2-7b", "h100-sxm", batch=1, seq_len=512, generate=128)))
     # a good URL clears the message
     page.get(page.base + "/analyze?model=llama-2-7b&batch=2")
     WebDriverWait(page, 20).until(lambda d: d.find_element(By.ID, ids.URL_ERROR).text == "")

@@ -1,6 +1,6 @@
 """Figure builders of the dashboard, checked against the engine's numbers (no browser)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,7 @@ def test_roofline_points_are_the_engines_intensity_and_perf(analysis):
     nbytes = 4096 * 4096 * 2 + 4096 * 2 + 4096 * 2
     assert points.x[i] == pytest.approx(flops / nbytes)
     assert points.y[i] == pytest.approx(flops / nbytes * 768e9)
-    op = next(o for o in stage_ops(analysis.model, "decode", 1, 512, analysis.plan)
-              if o.name == "q_proj")
+    op = next(o for o in stage_ops(analysis.model, "decode", 1, 512, analysis.plan) if o.name == "q_proj")
     row = time_op(op, spec_ceilings(analysis.device))
     assert points.x[i] == pytest.approx(float(row["intensity"]))
     assert points.y[i] == pytest.approx(float(row["perf"]))
@@ -86,8 +85,9 @@ def test_time_breakdown_sums_to_stage_totals(analysis):
         assert sum(t.y[0] for t in bars) == pytest.approx(getattr(analysis, stage).total["time_s"] * 1e3)
     linear = trace(fig, "time:decode:linear").y[0]
     ops = analysis.decode.ops
-    assert linear == pytest.approx(1e3 * (ops.loc[ops.kind == "linear", "count"]
-                                          * ops.loc[ops.kind == "linear", "time_s"]).sum())
+    assert linear == pytest.approx(
+        1e3 * (ops.loc[ops.kind == "linear", "count"] * ops.loc[ops.kind == "linear", "time_s"]).sum()
+    )
     assert fig.layout.barmode == "stack"
 
 
@@ -115,8 +115,9 @@ def test_cards_are_the_engines_numbers(analysis):
 
 def sweep_state(**over):
     state = defaults()
-    state.update(model="llama-2-13b", device="a6000", seq_len=2048, generate=256,
-                 sweep_x="batch", sweep_dtypes=("fp16", "int4"))
+    state.update(
+        model="llama-2-13b", device="a6000", seq_len=2048, generate=256, sweep_x="batch", sweep_dtypes=("fp16", "int4")
+    )
     state.update(over)
     return state
 
@@ -130,7 +131,9 @@ def test_sweep_figure_values_and_oom_boundary():
     one = rl.analyze("llama-2-13b", "a6000", batch=8, seq_len=2048, generate=256)
     assert tpot.y[3] == pytest.approx(one.generation["tpot_s"] * 1e3)
     mem = trace(fig, "sweep:int4:peak_bytes")
-    int4 = rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=2048, generate=256, settings=rl.Settings(w_dtype="int4"))
+    int4 = rl.analyze(
+        "llama-2-13b", "a6000", batch=16, seq_len=2048, generate=256, settings=rl.Settings(w_dtype="int4")
+    )
     assert mem.y[4] == pytest.approx(int4.memory["peak_bytes"] / GIB)
     fp16 = frame[frame.w_dtype == "fp16"]
     first_oom = int(fp16.loc[~fp16.fits, "batch"].min())
@@ -141,7 +144,11 @@ def test_sweep_figure_values_and_oom_boundary():
     assert first_oom // 2 < largest < first_oom
     assert rl.analyze("llama-2-13b", "a6000", batch=largest, seq_len=2048, generate=256).memory["fits"]
     assert not rl.analyze("llama-2-13b", "a6000", batch=largest + 1, seq_len=2048, generate=256).memory["fits"]
-    lines = [s for s in fig.layout.shapes if s.line.dash == "dot" and s.line.color == trace(fig, "sweep:fp16:tpot_s").line.color]
+    lines = [
+        s
+        for s in fig.layout.shapes
+        if s.line.dash == "dot" and s.line.color == trace(fig, "sweep:fp16:tpot_s").line.color
+    ]
     assert len(lines) == 4 and all(s.x0 == largest for s in lines)
     assert trace(fig, "oom:fp16").name == f"fp16: out of memory above batch {largest}"
     assert "x-open" in list(trace(fig, "sweep:fp16:ttft_s").marker.symbol)
@@ -154,8 +161,12 @@ def test_sweep_oom_at_the_exact_prompt_length():
     for w, group in frame.groupby("w_dtype"):
         limit = int(group["max_x"].iloc[0])
         settings = rl.Settings(w_dtype=w)
-        assert rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=limit, generate=256, settings=settings).memory["fits"]
-        assert not rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=limit + 1, generate=256, settings=settings).memory["fits"]
+        assert rl.analyze("llama-2-13b", "a6000", batch=16, seq_len=limit, generate=256, settings=settings).memory[
+            "fits"
+        ]
+        assert not rl.analyze(
+            "llama-2-13b", "a6000", batch=16, seq_len=limit + 1, generate=256, settings=settings
+        ).memory["fits"]
     fig = figures.sweep_figure(frame)
     assert trace(fig, "oom:fp16").name.startswith("fp16: out of memory above prompt ")
 
@@ -197,13 +208,37 @@ def test_layer_elements_follow_data_flow(analysis):
     elements = figures.layer_elements(analysis, "decode")
     nodes = {e["data"]["id"]: e for e in elements if "source" not in e["data"]}
     edges = [e["data"] for e in elements if "source" in e["data"]]
-    layer = {"attn_norm", "q_proj", "k_proj", "v_proj", "rope", "qk_matmul", "softmax", "sv_matmul",
-             "o_proj", "attn_add", "mlp_norm", "gate_proj", "up_proj", "mlp_act", "down_proj", "mlp_add"}
+    layer = {
+        "attn_norm",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "rope",
+        "qk_matmul",
+        "softmax",
+        "sv_matmul",
+        "o_proj",
+        "attn_add",
+        "mlp_norm",
+        "gate_proj",
+        "up_proj",
+        "mlp_act",
+        "down_proj",
+        "mlp_add",
+    }
     assert set(nodes) == layer | {"x", "kv cache"}
     pairs = {(e["source"], e["target"]) for e in edges}
-    assert {("x", "attn_norm"), ("q_proj", "rope"), ("rope", "qk_matmul"), ("qk_matmul", "softmax"),
-            ("gate_proj", "mlp_act"), ("up_proj", "mlp_act"), ("down_proj", "mlp_add"),
-            ("kv cache", "qk_matmul"), ("v_proj", "kv cache")} <= pairs
+    assert {
+        ("x", "attn_norm"),
+        ("q_proj", "rope"),
+        ("rope", "qk_matmul"),
+        ("qk_matmul", "softmax"),
+        ("gate_proj", "mlp_act"),
+        ("up_proj", "mlp_act"),
+        ("down_proj", "mlp_add"),
+        ("kv cache", "qk_matmul"),
+        ("v_proj", "kv cache"),
+    } <= pairs
     for src, dst in pairs:  # producers sit above their consumers
         if "kv cache" not in (src, dst):
             assert nodes[src]["position"]["y"] < nodes[dst]["position"]["y"]
@@ -243,16 +278,20 @@ def test_layer_node_labels_never_overlap(model, stage):
         right = x + r + node_style["text-margin-x"] + LABEL_CHAR_PX * len(d["label"])
         boxes.append((d["id"], x - r, right, y - max(r, 9), y + max(r, 9)))
     for i, (n1, l1, r1, t1, b1) in enumerate(boxes):
-        for n2, l2, r2, t2, b2 in boxes[i + 1:]:
+        for n2, l2, r2, t2, b2 in boxes[i + 1 :]:
             assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, (n1, n2)
 
 
 def test_titles_sit_below_the_plot_toolbar(analysis):
     """The toolbar (top right, MODEBAR_PX high) never covers a title or a subplot title."""
     frame = data.sweep_frame(sweep_state())
-    figs = [figures.roofline_figure(analysis), figures.time_breakdown_figure(analysis),
-            figures.memory_figure(analysis), figures.sweep_figure(frame),
-            figures.compare_figure(data.compare_frame({**defaults(), "devices": ("a6000", "l40s")}))]
+    figs = [
+        figures.roofline_figure(analysis),
+        figures.time_breakdown_figure(analysis),
+        figures.memory_figure(analysis),
+        figures.sweep_figure(frame),
+        figures.compare_figure(data.compare_frame({**defaults(), "devices": ("a6000", "l40s")})),
+    ]
     for fig in figs:
         title = fig.layout.title
         assert (title.yref, title.yanchor, title.y) == ("container", "top", 1)
@@ -263,16 +302,22 @@ def test_titles_sit_below_the_plot_toolbar(analysis):
 
 
 def test_layer_elements_prefill_has_compute_bound_projections(analysis):
-    nodes = {e["data"]["id"]: e["data"] for e in figures.layer_elements(analysis, "prefill")
-             if "source" not in e["data"]}
+    nodes = {
+        e["data"]["id"]: e["data"] for e in figures.layer_elements(analysis, "prefill") if "source" not in e["data"]
+    }
     assert nodes["down_proj"]["bound"] == "compute" and nodes["softmax"]["bound"] == "memory"
 
 
 def validation_frame():
-    return pd.DataFrame({"case": ["a", "b", "c"], "kind": ["linear", "linear", "softmax"],
-                         "measured_s": [1e-3, 2e-3, 1e-4],
-                         "predicted_spec_s": [0.9e-3, 1.0e-3, 0.5e-4],
-                         "predicted_calibrated_s": [1.1e-3, 2.1e-3, np.nan]})
+    return pd.DataFrame(
+        {
+            "case": ["a", "b", "c"],
+            "kind": ["linear", "linear", "softmax"],
+            "measured_s": [1e-3, 2e-3, 1e-4],
+            "predicted_spec_s": [0.9e-3, 1.0e-3, 0.5e-4],
+            "predicted_calibrated_s": [1.1e-3, 2.1e-3, np.nan],
+        }
+    )
 
 
 def test_validation_scatter_bands_and_identity():

@@ -1,4 +1,5 @@
 """The dashboard's Serving page: computation, figures and the thin callback."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,17 @@ from ridgeline.errors import RidgelineError
 from viewer import serving
 from viewer.state import parse_query, to_query
 
-QUERY = to_query({**parse_query(""), "model": "llama-3.2-1b", "device": "a6000", "seq_len": 256,
-                  "generate": 32, "serving_rates": "2,8", "serving_requests": 60})
+QUERY = to_query(
+    {
+        **parse_query(""),
+        "model": "llama-3.2-1b",
+        "device": "a6000",
+        "seq_len": 256,
+        "generate": 32,
+        "serving_rates": "2,8",
+        "serving_requests": 60,
+    }
+)
 
 
 def test_update_serving_draws_both_figures():

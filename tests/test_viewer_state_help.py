@@ -1,4 +1,5 @@
 """The dashboard's setting controls take their help from Settings' field metadata."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,5 @@
 """``create_app()``: the Dash dashboard that ``ridgeline serve`` runs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,9 @@ def create_app() -> Dash:
     from viewer import callbacks, serving
     from viewer.layout import build_layout
 
-    app = Dash(__name__, title="ridgeline", assets_folder=str(ASSETS),
-               suppress_callback_exceptions=False, update_title=None)
+    app = Dash(
+        __name__, title="ridgeline", assets_folder=str(ASSETS), suppress_callback_exceptions=False, update_title=None
+    )
     app.layout = build_layout
     callbacks.register(app)
     serving.register(app)

@@ -3,6 +3,7 @@ Dash sends to the browser.
 
     python -m viewer.bench [--repeats 20]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ def main() -> None:
     for serialize in (False, True):
         times = time_analyze_callback(args.repeats, serialize)
         what = "callback + JSON encoding" if serialize else "callback only"
-        print(f"{what}: median {statistics.median(times) * 1e3:.1f} ms, "
-              f"min {min(times) * 1e3:.1f} ms, max {max(times) * 1e3:.1f} ms over {args.repeats} calls")
+        print(
+            f"{what}: median {statistics.median(times) * 1e3:.1f} ms, "
+            f"min {min(times) * 1e3:.1f} ms, max {max(times) * 1e3:.1f} ms over {args.repeats} calls"
+        )
 
 
 if __name__ == "__main__":

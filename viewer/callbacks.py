@@ -3,6 +3,7 @@
 Each handler is a module-level function taking plain values, so tests (and the timing
 benchmark) call it directly; ``register`` wires them to the app.
 """
+
 from __future__ import annotations
 
 import copy
@@ -13,11 +14,20 @@ from typing import Any
 from dash import ALL, Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
 
-from ridgeline.errors import RidgelineError
 from ridgeline.engine.roofline import spec_ceilings
-
+from ridgeline.errors import RidgelineError
 from viewer import data, figures, ids
-from viewer.state import PAGES, UPLOAD_PREFIX, coerce, component_value, control, page_from_path, parse_query, query_problems, to_query
+from viewer.state import (
+    PAGES,
+    UPLOAD_PREFIX,
+    coerce,
+    component_value,
+    control,
+    page_from_path,
+    parse_query,
+    query_problems,
+    to_query,
+)
 
 ERROR_PREFIX = "error: "
 
@@ -27,8 +37,15 @@ def page_styles(pathname: str | None) -> list[dict[str, str]]:
     return [{"display": "block" if p == page else "none"} for p in PAGES]
 
 
-def sync_state(trigger: Any, pathname: str | None, search: str | None, tab: str | None,
-               keys: Sequence[str], values: Sequence[Any], uploads: Mapping | None) -> tuple:
+def sync_state(
+    trigger: Any,
+    pathname: str | None,
+    search: str | None,
+    tab: str | None,
+    keys: Sequence[str],
+    values: Sequence[Any],
+    uploads: Mapping | None,
+) -> tuple:
     """Keep the URL and the controls in step, both ways.
 
     URL changed (page load, back/forward, an upload): controls take the URL's values.
@@ -38,21 +55,24 @@ def sync_state(trigger: Any, pathname: str | None, search: str | None, tab: str 
     keep = [no_update] * len(keys)
     if trigger == ids.TABS:
         path = f"/{tab}"
-        return keep, no_update, path if page_from_path(pathname) != tab else no_update, \
-            no_update, no_update, no_update
+        return keep, no_update, path if page_from_path(pathname) != tab else no_update, no_update, no_update, no_update
     if isinstance(trigger, Mapping) and trigger.get("type") == ids.STATE:
         state = parse_query(search)
         state.update({k: coerce(control(k), v) for k, v in zip(keys, values)})
         query = to_query(state)
-        return keep, query if query != search else no_update, no_update, no_update, \
-            no_update, no_update
+        return keep, query if query != search else no_update, no_update, no_update, no_update, no_update
     state = parse_query(search)
     query = to_query(state)
     # a URL with values not understood stays as it is, so its message (url_message) stays
     keep_url = query == search or bool(query_problems(search))
-    return ([component_value(control(k), state[k]) for k in keys],
-            no_update if keep_url else query, no_update, page_from_path(pathname),
-            data.model_options(uploads), data.device_options(uploads))
+    return (
+        [component_value(control(k), state[k]) for k in keys],
+        no_update if keep_url else query,
+        no_update,
+        page_from_path(pathname),
+        data.model_options(uploads),
+        data.device_options(uploads),
+    )
 
 
 def sidebar_style(pathname: str | None) -> dict[str, str]:
@@ -67,11 +87,11 @@ def url_message(search: str | None, uploads: Mapping | None) -> str:
     state = parse_query(search)
     for key, kind in (("model", "models"), ("device", "devices")):
         name = state[key]
-        if name.startswith(UPLOAD_PREFIX) and name[len(UPLOAD_PREFIX):] not in ((uploads or {}).get(kind) or {}):
-            problems.append(f"{key}={name!r} (an upload this browser session no longer holds: "
-                            "upload the file again)")
-    return (f"{ERROR_PREFIX}not understood in the URL, defaults shown instead: "
-            + "; ".join(problems)) if problems else ""
+        if name.startswith(UPLOAD_PREFIX) and name[len(UPLOAD_PREFIX) :] not in ((uploads or {}).get(kind) or {}):
+            problems.append(f"{key}={name!r} (an upload this browser session no longer holds: upload the file again)")
+    return (
+        (f"{ERROR_PREFIX}not understood in the URL, defaults shown instead: " + "; ".join(problems)) if problems else ""
+    )
 
 
 def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
@@ -86,8 +106,15 @@ def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | 
         d = data.deployment_for(state, uploads)
         a, roofs = data.analysis_for(state, d), d.ceilings
         cards = figures.format_cards(a)
-        return ("", figures.analysis_title(a), *cards.values(), figures.roofline_figure(a, roofs),
-                figures.time_breakdown_figure(a), figures.memory_figure(a), figures.op_rows(a))
+        return (
+            "",
+            figures.analysis_title(a),
+            *cards.values(),
+            figures.roofline_figure(a, roofs),
+            figures.time_breakdown_figure(a),
+            figures.memory_figure(a),
+            figures.op_rows(a),
+        )
     except RidgelineError as err:
         return (ERROR_PREFIX + str(err), *[no_update] * 10)
 
@@ -97,18 +124,20 @@ def node_details(node: Mapping[str, Any]) -> list:
 
     from ridgeline.engine.units import format_si, format_time
 
-    rows = [("op", f"{node['id']} ({node['kind']}, {node['stage']})"),
-            ("operations", format_si(node["flops"])), ("bytes", format_si(node["bytes"], "B")),
-            ("intensity", f"{node['intensity']:.3g} ops/byte"),
-            ("attainable", format_si(node["perf"], "op/s")),
-            ("time", f"{format_time(node['time_s'])} x {node['count']} = "
-                     f"{format_time(node['time_s'] * node['count'])}"),
-            ("bound", node["bound"]), ("dtype", node["dtype"])]
+    rows = [
+        ("op", f"{node['id']} ({node['kind']}, {node['stage']})"),
+        ("operations", format_si(node["flops"])),
+        ("bytes", format_si(node["bytes"], "B")),
+        ("intensity", f"{node['intensity']:.3g} ops/byte"),
+        ("attainable", format_si(node["perf"], "op/s")),
+        ("time", f"{format_time(node['time_s'])} x {node['count']} = {format_time(node['time_s'] * node['count'])}"),
+        ("bound", node["bound"]),
+        ("dtype", node["dtype"]),
+    ]
     return [html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows])]
 
 
-def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
-                 uploads: Mapping | None) -> tuple:
+def update_layer(pathname: str | None, search: str | None, node: Mapping | None, uploads: Mapping | None) -> tuple:
     """(error, cytoscape elements, details, roofline with the clicked op ringed)."""
     if page_from_path(pathname) != "layer":
         raise PreventUpdate
@@ -125,8 +154,9 @@ def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
     if picked:  # the clicked node's numbers come fresh from this analysis
         picked = next(e["data"] for e in elements if e["data"]["id"] == picked["id"])
     details = node_details(picked) if picked else "Click an op in the graph."
-    roof = figures.roofline_figure(a, roofs, highlight=(stage, picked["id"]) if picked else None,
-                                   height=620, legend_below=True)
+    roof = figures.roofline_figure(
+        a, roofs, highlight=(stage, picked["id"]) if picked else None, height=620, legend_below=True
+    )
     return "", elements, details, roof
 
 
@@ -145,13 +175,29 @@ def compare_rows(frame) -> list[dict[str, Any]]:
     rows = []
     for r in frame.itertuples():
         if r.error:
-            rows.append({"device": r.device, "roofline": "-", "TTFT": "-", "TPOT": "-",
-                         "tokens/s": "-", "peak memory": "-", "fits": r.error})
+            rows.append(
+                {
+                    "device": r.device,
+                    "roofline": "-",
+                    "TTFT": "-",
+                    "TPOT": "-",
+                    "tokens/s": "-",
+                    "peak memory": "-",
+                    "fits": r.error,
+                }
+            )
             continue
-        rows.append({"device": r.device, "roofline": r.mode,
-                     "TTFT": format_time(r.ttft_s), "TPOT": format_time(r.tpot_s),
-                     "tokens/s": f"{r.tokens_per_s:.4g}", "peak memory": format_bytes(r.peak_bytes),
-                     "fits": f"{'yes' if r.fits else 'no'} (of {format_bytes(r.capacity_bytes)})"})
+        rows.append(
+            {
+                "device": r.device,
+                "roofline": r.mode,
+                "TTFT": format_time(r.ttft_s),
+                "TPOT": format_time(r.tpot_s),
+                "tokens/s": f"{r.tokens_per_s:.4g}",
+                "peak memory": format_bytes(r.peak_bytes),
+                "fits": f"{'yes' if r.fits else 'no'} (of {format_bytes(r.capacity_bytes)})",
+            }
+        )
     return rows
 
 
@@ -181,13 +227,16 @@ def profile_figure(key: str | None = None):
     device = recorded_device(raw, str(path))
     measured, _ = resolve_ceilings(device, raw)
     # only the peaks the profile measured (the engine fills the others from the datasheet)
-    peaks = {k: v for k, v in measured.matrix_peak.items()
-             if k in (raw.get("matrix_peak_tops") or {})} or measured.matrix_peak
+    peaks = {
+        k: v for k, v in measured.matrix_peak.items() if k in (raw.get("matrix_peak_tops") or {})
+    } or measured.matrix_peak
     return figures.ceilings_figure(spec_ceilings(device), replace(measured, matrix_peak=peaks))
 
 
-NO_VALIDATION = ("No validation runs yet in {folders}. Run the measurement layer's "
-                 "validation (e.g. 'ridgeline validate') to fill this page.")
+NO_VALIDATION = (
+    "No validation runs yet in {folders}. Run the measurement layer's "
+    "validation (e.g. 'ridgeline validate') to fill this page."
+)
 
 
 def update_validation(pathname: str | None, search: str | None = None) -> tuple:
@@ -205,16 +254,30 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
         roofs, problems = None, [*problems, str(err)]
     note = (" Unreadable: " + "; ".join(problems)) if problems else ""
     if frame.empty:
-        empty = NO_VALIDATION.format(folders=data.shown_folders()) if everything.empty else (
-            f"No results measured on '{runs}'; choose one of: "
-            + ", ".join(sorted(everything["device"].unique())) + ".")
-        return (empty + note, no_update, no_update, roofs or no_update,
-                hidden, hidden, shown if roofs else hidden)
+        empty = (
+            NO_VALIDATION.format(folders=data.shown_folders())
+            if everything.empty
+            else (
+                f"No results measured on '{runs}'; choose one of: "
+                + ", ".join(sorted(everything["device"].unique()))
+                + "."
+            )
+        )
+        return (empty + note, no_update, no_update, roofs or no_update, hidden, hidden, shown if roofs else hidden)
     where = "" if runs == "all" else f" measured on {runs}"
-    message = (f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}, "
-               f"read from {data.shown_folders()}.{timing_note(frame)}{note}")
-    return (message, figures.validation_scatter(frame), figures.validation_error_figure(frame),
-            roofs or no_update, shown, shown, shown if roofs else hidden)
+    message = (
+        f"{len(frame)} measured cases from {frame['file'].nunique()} file(s){where}, "
+        f"read from {data.shown_folders()}.{timing_note(frame)}{note}"
+    )
+    return (
+        message,
+        figures.validation_scatter(frame),
+        figures.validation_error_figure(frame),
+        roofs or no_update,
+        shown,
+        shown,
+        shown if roofs else hidden,
+    )
 
 
 def timing_note(frame) -> str:
@@ -225,13 +288,18 @@ def timing_note(frame) -> str:
     return f" Timed by: {'; '.join(shown)}." if shown else ""
 
 
-def handle_upload(trigger: str, model_contents: str | None, model_name: str | None,
-                  device_contents: str | None, device_name: str | None, search: str | None,
-                  uploads: Mapping | None) -> tuple:
+def handle_upload(
+    trigger: str,
+    model_contents: str | None,
+    model_name: str | None,
+    device_contents: str | None,
+    device_name: str | None,
+    search: str | None,
+    uploads: Mapping | None,
+) -> tuple:
     """(uploads store, URL search, error line). A bad file changes nothing but the error."""
     kind = "model" if trigger == ids.MODEL_UPLOAD else "device"
-    contents, filename = ((model_contents, model_name) if kind == "model"
-                          else (device_contents, device_name))
+    contents, filename = (model_contents, model_name) if kind == "model" else (device_contents, device_name)
     if not contents:
         raise PreventUpdate
     parse = data.parse_model_upload if kind == "model" else data.parse_device_upload
@@ -250,45 +318,81 @@ def register(app) -> None:
     state_values = Input({"type": ids.STATE, "key": ALL}, "value")
     store = State(ids.UPLOADS, "data")
 
-    @app.callback(Output({"type": ids.STATE, "key": ALL}, "value"),
-                  Output(ids.URL, "search"), Output(ids.URL, "pathname"), Output(ids.TABS, "value"),
-                  Output(ids.state("model"), "options"), Output(ids.state("device"), "options"),
-                  Input(ids.URL, "pathname"), Input(ids.URL, "search"), Input(ids.TABS, "value"),
-                  state_values, store)
+    @app.callback(
+        Output({"type": ids.STATE, "key": ALL}, "value"),
+        Output(ids.URL, "search"),
+        Output(ids.URL, "pathname"),
+        Output(ids.TABS, "value"),
+        Output(ids.state("model"), "options"),
+        Output(ids.state("device"), "options"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        Input(ids.TABS, "value"),
+        state_values,
+        store,
+    )
     def _sync(pathname, search, tab, values, uploads):
         keys = [item["id"]["key"] for item in ctx.inputs_list[3]]
         trigger = ctx.triggered_id if ctx.triggered else None
         return sync_state(trigger, pathname, search, tab, keys, values, uploads)
 
-    app.callback([Output(ids.page(p), "style") for p in PAGES], Input(ids.URL, "pathname"))(
-        page_styles)
+    app.callback([Output(ids.page(p), "style") for p in PAGES], Input(ids.URL, "pathname"))(page_styles)
     app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
     app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 
     url = [Input(ids.URL, "pathname"), Input(ids.URL, "search")]
-    app.callback(Output(ids.ANALYZE_ERROR, "children"), Output(ids.ANALYZE_TITLE, "children"),
-                 *[Output(ids.card(k), "children") for k in ("ttft", "tpot", "throughput", "peak", "fits")],
-                 Output(ids.ROOFLINE, "figure"), Output(ids.TIME_BREAKDOWN, "figure"),
-                 Output(ids.MEMORY, "figure"), Output(ids.OP_TABLE, "data"),
-                 *url, store)(update_analyze)
-    app.callback(Output(ids.LAYER_ERROR, "children"), Output(ids.LAYER_GRAPH, "elements"),
-                 Output(ids.LAYER_DETAILS, "children"), Output(ids.LAYER_ROOFLINE, "figure"),
-                 *url, Input(ids.LAYER_GRAPH, "tapNodeData"), store)(update_layer)
-    app.callback(Output(ids.SWEEP_ERROR, "children"), Output(ids.SWEEP_GRAPH, "figure"),
-                 *url, store)(update_sweep)
-    app.callback(Output(ids.COMPARE_ERROR, "children"), Output(ids.COMPARE_GRAPH, "figure"),
-                 Output(ids.COMPARE_TABLE, "data"), *url, store)(update_compare)
-    app.callback(Output(ids.VALIDATION_MESSAGE, "children"), Output(ids.VALIDATION_SCATTER, "figure"),
-                 Output(ids.VALIDATION_ERRORS, "figure"), Output(ids.VALIDATION_ROOFS, "figure"),
-                 Output(f"{ids.VALIDATION_SCATTER}-box", "style"),
-                 Output(f"{ids.VALIDATION_ERRORS}-box", "style"),
-                 Output(f"{ids.VALIDATION_ROOFS}-box", "style"), *url)(update_validation)
+    app.callback(
+        Output(ids.ANALYZE_ERROR, "children"),
+        Output(ids.ANALYZE_TITLE, "children"),
+        *[Output(ids.card(k), "children") for k in ("ttft", "tpot", "throughput", "peak", "fits")],
+        Output(ids.ROOFLINE, "figure"),
+        Output(ids.TIME_BREAKDOWN, "figure"),
+        Output(ids.MEMORY, "figure"),
+        Output(ids.OP_TABLE, "data"),
+        *url,
+        store,
+    )(update_analyze)
+    app.callback(
+        Output(ids.LAYER_ERROR, "children"),
+        Output(ids.LAYER_GRAPH, "elements"),
+        Output(ids.LAYER_DETAILS, "children"),
+        Output(ids.LAYER_ROOFLINE, "figure"),
+        *url,
+        Input(ids.LAYER_GRAPH, "tapNodeData"),
+        store,
+    )(update_layer)
+    app.callback(Output(ids.SWEEP_ERROR, "children"), Output(ids.SWEEP_GRAPH, "figure"), *url, store)(update_sweep)
+    app.callback(
+        Output(ids.COMPARE_ERROR, "children"),
+        Output(ids.COMPARE_GRAPH, "figure"),
+        Output(ids.COMPARE_TABLE, "data"),
+        *url,
+        store,
+    )(update_compare)
+    app.callback(
+        Output(ids.VALIDATION_MESSAGE, "children"),
+        Output(ids.VALIDATION_SCATTER, "figure"),
+        Output(ids.VALIDATION_ERRORS, "figure"),
+        Output(ids.VALIDATION_ROOFS, "figure"),
+        Output(f"{ids.VALIDATION_SCATTER}-box", "style"),
+        Output(f"{ids.VALIDATION_ERRORS}-box", "style"),
+        Output(f"{ids.VALIDATION_ROOFS}-box", "style"),
+        *url,
+    )(update_validation)
 
-    @app.callback(Output(ids.UPLOADS, "data"), Output(ids.URL, "search", allow_duplicate=True),
-                  Output(ids.UPLOAD_ERROR, "children"),
-                  Input(ids.MODEL_UPLOAD, "contents"), State(ids.MODEL_UPLOAD, "filename"),
-                  Input(ids.DEVICE_UPLOAD, "contents"), State(ids.DEVICE_UPLOAD, "filename"),
-                  State(ids.URL, "search"), store, prevent_initial_call=True)
+    @app.callback(
+        Output(ids.UPLOADS, "data"),
+        Output(ids.URL, "search", allow_duplicate=True),
+        Output(ids.UPLOAD_ERROR, "children"),
+        Input(ids.MODEL_UPLOAD, "contents"),
+        State(ids.MODEL_UPLOAD, "filename"),
+        Input(ids.DEVICE_UPLOAD, "contents"),
+        State(ids.DEVICE_UPLOAD, "filename"),
+        State(ids.URL, "search"),
+        store,
+        prevent_initial_call=True,
+    )
     def _upload(model_contents, model_name, device_contents, device_name, search, uploads):
-        return handle_upload(ctx.triggered_id, model_contents, model_name, device_contents,
-                             device_name, search, uploads)
+        return handle_upload(
+            ctx.triggered_id, model_contents, model_name, device_contents, device_name, search, uploads
+        )

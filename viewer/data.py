@@ -2,6 +2,7 @@
 
 No Dash here: callbacks call these, figures draw what they return.
 """
+
 from __future__ import annotations
 
 import base64
@@ -19,14 +20,12 @@ import pandas as pd
 import yaml
 
 import ridgeline as rl
+from ridgeline.engine.model import ModelConfig, list_models
+from ridgeline.errors import InvalidConfigError, InvalidSpecError, RidgelineError, UnknownDeviceError, UnknownModelError
 from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
 from ridgeline.io.files import MAX_FILE_BYTES
-from ridgeline.errors import (InvalidConfigError, InvalidSpecError, RidgelineError,
-                              UnknownDeviceError, UnknownModelError)
 from ridgeline.io.hardware import DeviceSpec, device_from_dict, list_devices
-from ridgeline.engine.model import ModelConfig, list_models
 from ridgeline.io.resolve import Deployment, resolve
-
 from viewer.state import UPLOAD_PREFIX, settings_of
 
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
@@ -35,6 +34,7 @@ SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 
 # --- uploads --------------------------------------------------------------------------
+
 
 def decode_upload(contents: str, filename: str) -> str:
     """A dcc.Upload data URL -> text; files over 1 MB or not text are refused."""
@@ -76,6 +76,7 @@ def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
 
 # --- resolving names ------------------------------------------------------------------
 
+
 @lru_cache(maxsize=64)
 def catalog_model(name: str) -> ModelConfig:
     if name not in list_models():  # catalog names only: a URL must not name server files
@@ -94,7 +95,7 @@ def catalog_device(name: str) -> DeviceSpec:
 
 def resolve_model(name: str, uploads: Mapping[str, Any] | None) -> ModelConfig:
     if name.startswith(UPLOAD_PREFIX):
-        key = name[len(UPLOAD_PREFIX):]
+        key = name[len(UPLOAD_PREFIX) :]
         raw = ((uploads or {}).get("models") or {}).get(key)
         if raw is None:
             raise RidgelineError(f"uploaded model '{key}' is not in this browser session; upload its config.json again")
@@ -104,7 +105,7 @@ def resolve_model(name: str, uploads: Mapping[str, Any] | None) -> ModelConfig:
 
 def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
     if name.startswith(UPLOAD_PREFIX):
-        key = name[len(UPLOAD_PREFIX):]
+        key = name[len(UPLOAD_PREFIX) :]
         raw = ((uploads or {}).get("devices") or {}).get(key)
         if raw is None:
             raise RidgelineError(f"uploaded device '{key}' is not in this browser session; upload its YAML again")
@@ -130,12 +131,16 @@ def profile_file(key: str) -> Path | None:
     return profile_path(key)
 
 
-def deployment_for(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
-                   device: str | None = None) -> Deployment:
+def deployment_for(
+    state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None, device: str | None = None
+) -> Deployment:
     """The state's model on its device (or ``device``), with its settings and profile."""
-    return resolve(resolve_model(state["model"], uploads),
-                   resolve_device(device or state["device"], uploads),
-                   settings=settings_of(state), profile=profile_file(state["profile"]))
+    return resolve(
+        resolve_model(state["model"], uploads),
+        resolve_device(device or state["device"], uploads),
+        settings=settings_of(state),
+        profile=profile_file(state["profile"]),
+    )
 
 
 def model_options(uploads: Mapping[str, Any] | None) -> list[str]:
@@ -148,13 +153,18 @@ def device_options(uploads: Mapping[str, Any] | None) -> list[str]:
 
 # --- computations ---------------------------------------------------------------------
 
+
 def analysis_for(state: Mapping[str, Any], d: Deployment) -> rl.Analysis:
     """The Analyze page's one engine call (``analysis.mode`` names its roofline)."""
     return rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"], generate=state["generate"])
 
 
-def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
-                axis: str | None = None, w_dtypes: Sequence[str] | None = None) -> pd.DataFrame:
+def sweep_frame(
+    state: Mapping[str, Any],
+    uploads: Mapping[str, Any] | None = None,
+    axis: str | None = None,
+    w_dtypes: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """TTFT, TPOT, tokens/s and peak memory over batch or prompt length, per weight type.
 
     The other size stays at the state's value; one ``ridgeline.sweep`` call per weight type.
@@ -166,7 +176,7 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
     batch = xs if axis == "batch" else np.array([state["batch"]])
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
     frames = []
-    for w in (w_dtypes or state["sweep_dtypes"]):
+    for w in w_dtypes or state["sweep_dtypes"]:
         variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
         frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
         if state["generate"] <= 0:
@@ -183,8 +193,7 @@ def sweep_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = No
     return out
 
 
-def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any],
-                    frame: pd.DataFrame) -> int:
+def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any], frame: pd.DataFrame) -> int:
     """The exact largest batch (ridgeline.api.max_batch) or prompt length that fits, the
     other size at the state's value; 0 when nothing does. Prompt lengths: bisection between
     the last grid point that fits and the first that does not, 64 lengths per sweep call."""
@@ -199,14 +208,16 @@ def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any],
     lo, hi = int(xs[np.argmax(~fits) - 1]), int(xs[np.argmax(~fits)])  # fits, does not
     while hi - lo > 1:
         probe = np.unique(np.linspace(lo, hi, 66).astype(int)[1:-1])
-        ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe,
-                      generate=state["generate"])["fits"].to_numpy(bool)
+        ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe, generate=state["generate"])["fits"].to_numpy(
+            bool
+        )
         lo, hi = (int(probe[ok][-1]) if ok.any() else lo), int(probe[~ok][0]) if (~ok).any() else hi
     return lo
 
 
-def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None,
-                  devices: Sequence[str] | None = None) -> pd.DataFrame:
+def compare_frame(
+    state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None, devices: Sequence[str] | None = None
+) -> pd.DataFrame:
     """One row per device for the same model, workload and settings, with the state's
     profile where it was measured (``mode`` says calibrated or spec per row); a failing
     device (say, a data type it cannot run) gets its one-line error instead of numbers."""
@@ -215,7 +226,7 @@ def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = 
     model = resolve_model(state["model"], uploads)
     profile = profile_file(state["profile"])
     rows = []
-    for name in (devices or state["devices"]):
+    for name in devices or state["devices"]:
         row: dict[str, Any] = {"device": name, "error": ""}
         try:
             device = resolve_device(name, uploads)
@@ -223,16 +234,14 @@ def compare_frame(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = 
                 d = resolve(model, device, settings=settings_of(state), profile=profile)
             except ProfileMismatchError:  # the profile is another device's: datasheet roofs
                 d = resolve(model, device, settings=settings_of(state))
-            a = rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"],
-                           generate=max(state["generate"], 2))
+            a = rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"], generate=max(state["generate"], 2))
             row["mode"] = a.mode
             row.update({k: a.generation[k] for k in ("ttft_s", "tpot_s", "tokens_per_s")})
             row.update({k: a.memory[k] for k in ("peak_bytes", "capacity_bytes", "fits")})
         except RidgelineError as err:
             row["error"] = str(err)
         rows.append(row)
-    columns = ["device", "mode", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes",
-               "capacity_bytes", "fits", "error"]
+    columns = ["device", "mode", "ttft_s", "tpot_s", "tokens_per_s", "peak_bytes", "capacity_bytes", "fits", "error"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
@@ -260,19 +269,29 @@ def long_rows(row: Mapping[str, Any]) -> list[dict]:
     if row.get("status", "ok") != "ok":  # skipped or failed cases carry no measurement
         return []
     if "measured_s" in row:  # kernel cases: 'name' and 'op_class' are accepted too
-        return [{**row, "case": row.get("case") or row.get("name"),
-                 "kind": row.get("kind") or row.get("op_class") or row.get("op_kind")}]
+        return [
+            {
+                **row,
+                "case": row.get("case") or row.get("name"),
+                "kind": row.get("kind") or row.get("op_class") or row.get("op_kind"),
+            }
+        ]
     out = []
     label = row.get("case") or " ".join(f"{k}={row[k]}" for k in CASE_FIELDS if k in row)
     for key in row:
         match = WIDE_METRIC.match(key)
         metric = match and match.group(1)
         if metric and f"predicted_spec_{metric}_s" in row:
-            out.append({**{k: v for k, v in row.items() if not k.startswith(("measured_", "predicted_", "error_"))},
-                        "case": f"{label} {metric}", "kind": row.get("kind") or f"e2e {metric}",
-                        "measured_s": row[key],
-                        "predicted_spec_s": row.get(f"predicted_spec_{metric}_s"),
-                        "predicted_calibrated_s": row.get(f"predicted_calibrated_{metric}_s")})
+            out.append(
+                {
+                    **{k: v for k, v in row.items() if not k.startswith(("measured_", "predicted_", "error_"))},
+                    "case": f"{label} {metric}",
+                    "kind": row.get("kind") or f"e2e {metric}",
+                    "measured_s": row[key],
+                    "predicted_spec_s": row.get(f"predicted_spec_{metric}_s"),
+                    "predicted_calibrated_s": row.get(f"predicted_calibrated_{metric}_s"),
+                }
+            )
     return out
 
 
@@ -292,16 +311,15 @@ def validation_folders() -> tuple[Path, ...]:
 def shown_folders() -> str:
     """The folders, as the page names them."""
     home = str(Path.home())
-    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f)
-                     for f in validation_folders())
+    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f) for f in validation_folders())
 
 
 def timing_label(device_key: str) -> str:
     """How a device's measurements were timed, in words (``ridgeline.engine.roofline.TIMINGS``),
     from its profile (the user's, else the committed one); '' where it has none."""
+    from ridgeline.engine.roofline import TIMINGS
     from ridgeline.errors import RidgelineError
     from ridgeline.io.profile import load_profile, profile_path, timing_of
-    from ridgeline.engine.roofline import TIMINGS
 
     path = profile_path(device_key)
     if not path.is_file():

@@ -3,6 +3,7 @@
 ``ridgeline analyze ... --html report.html`` calls :func:`write_html`. plotly.js is inlined
 once, so the file opens offline; it is written atomically.
 """
+
 from __future__ import annotations
 
 import html
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from ridgeline.engine.analyze import Analysis
 from ridgeline.io.files import write_atomic
-
 from viewer import figures
 from viewer.figures import CARD_TITLES, TABLE_COLUMNS, analysis_title, op_rows
 
@@ -45,12 +45,12 @@ def _cell(value, numeric: str | None) -> str:
 
 def op_table_html(analysis: Analysis) -> str:
     """Both stages' per-op rows as a plain HTML table (the dashboard's columns)."""
-    head = "".join(f'<th class="{"" if fmt else "text"}">{html.escape(name)}</th>'
-                   for _, name, fmt in TABLE_COLUMNS)
+    head = "".join(f'<th class="{"" if fmt else "text"}">{html.escape(name)}</th>' for _, name, fmt in TABLE_COLUMNS)
     body = []
     for row in op_rows(analysis):
-        cells = "".join(f'<td class="{"" if fmt else "text"}">{_cell(row[key], fmt)}</td>'
-                        for key, _, fmt in TABLE_COLUMNS)
+        cells = "".join(
+            f'<td class="{"" if fmt else "text"}">{_cell(row[key], fmt)}</td>' for key, _, fmt in TABLE_COLUMNS
+        )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -58,21 +58,28 @@ def op_table_html(analysis: Analysis) -> str:
 def render_html(analysis: Analysis) -> str:
     """The whole report as one HTML string (plotly.js inlined in the first chart)."""
     cards = figures.format_cards(analysis)
-    card_html = "".join(f'<div class="card"><div class="t">{title}</div>'
-                        f'<div class="v">{html.escape(cards[key])}</div></div>'
-                        for key, title in CARD_TITLES)
-    charts = [figures.roofline_figure(analysis), figures.time_breakdown_figure(analysis),
-              figures.memory_figure(analysis)]
-    chart_html = "".join(fig.to_html(full_html=False, include_plotlyjs=(i == 0),
-                                     config={"displaylogo": False})
-                         for i, fig in enumerate(charts))
+    card_html = "".join(
+        f'<div class="card"><div class="t">{title}</div><div class="v">{html.escape(cards[key])}</div></div>'
+        for key, title in CARD_TITLES
+    )
+    charts = [
+        figures.roofline_figure(analysis),
+        figures.time_breakdown_figure(analysis),
+        figures.memory_figure(analysis),
+    ]
+    chart_html = "".join(
+        fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+        for i, fig in enumerate(charts)
+    )
     title = html.escape(analysis_title(analysis)).replace("\n", "<br>")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ridgeline: "
-            f"{html.escape(analysis.model.name)} on {html.escape(analysis.device.name)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>ridgeline</h1><p class='muted'>{title}</p>"
-            f"<div class='cards'>{card_html}</div>{chart_html}"
-            f"<h2>Per-op table</h2><p class='muted'>time per instance (µs); 'x count' is the "
-            f"whole pass (ms)</p>{op_table_html(analysis)}</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ridgeline: "
+        f"{html.escape(analysis.model.name)} on {html.escape(analysis.device.name)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>ridgeline</h1><p class='muted'>{title}</p>"
+        f"<div class='cards'>{card_html}</div>{chart_html}"
+        f"<h2>Per-op table</h2><p class='muted'>time per instance (µs); 'x count' is the "
+        f"whole pass (ms)</p>{op_table_html(analysis)}</body></html>"
+    )
 
 
 def write_html(analysis: Analysis, path: str | Path) -> None:

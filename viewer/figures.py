@@ -1,5 +1,6 @@
 """Pure figure builders: an ``Analysis`` (or a DataFrame from ``viewer.data``) -> a plotly
 figure or dash-cytoscape elements. No Dash, no files: tested without a browser."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,19 +14,40 @@ from plotly.subplots import make_subplots
 from ridgeline.engine.analyze import Analysis
 from ridgeline.engine.layers import head_ops, stage_ops
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.report import plain_number
 from ridgeline.engine.units import GIB, TERA, format_bytes, format_si, format_time
+from ridgeline.report import plain_number
 
 STAGES = ("prefill", "decode")
 STAGE_SYMBOLS = {"prefill": "circle", "decode": "diamond"}
-KIND_COLORS = {"linear": "#1f77b4", "attention": "#d62728", "softmax": "#ff7f0e",
-               "norm": "#2ca02c", "elementwise": "#9467bd", "embed": "#8c564b",
-               "comm": "#e377c2", "moe": "#17becf", "other": "#7f7f7f"}
+KIND_COLORS = {
+    "linear": "#1f77b4",
+    "attention": "#d62728",
+    "softmax": "#ff7f0e",
+    "norm": "#2ca02c",
+    "elementwise": "#9467bd",
+    "embed": "#8c564b",
+    "comm": "#e377c2",
+    "moe": "#17becf",
+    "other": "#7f7f7f",
+}
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "network": "#e377c2"}
-SERIES_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                 "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
-MEMORY_PARTS = (("weights_bytes", "weights", "#1f77b4"), ("kv_cache_bytes", "KV cache", "#ff7f0e"),
-                ("activations_peak_bytes", "activations", "#2ca02c"))
+SERIES_COLORS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+)
+MEMORY_PARTS = (
+    ("weights_bytes", "weights", "#1f77b4"),
+    ("kv_cache_bytes", "KV cache", "#ff7f0e"),
+    ("activations_peak_bytes", "activations", "#2ca02c"),
+)
 
 
 GRID = "#e5e8ec"
@@ -43,16 +65,29 @@ def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) ->
     below the toolbar's row (``top`` px above the plot leaves room for subplot titles).
 
     plotly's default template is kept: setting another one costs ~8 ms per figure."""
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "y": 1, "yref": "container",
-                             "yanchor": "top", "pad": {"t": MODEBAR_PX + 4}},
-                      height=height, paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      margin={"l": 60, "r": 20, "t": top, "b": 50}, legend={"itemsizing": "constant"})
+    fig.update_layout(
+        title={
+            "text": title,
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 1,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": MODEBAR_PX + 4},
+        },
+        height=height,
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        margin={"l": 60, "r": 20, "t": top, "b": 50},
+        legend={"itemsizing": "constant"},
+    )
     fig.update_xaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
     fig.update_yaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
     return fig
 
 
 # --- roofline -------------------------------------------------------------------------
+
 
 def ridge_point(ceilings: Ceilings, dtype: str) -> float:
     """Intensity (ops/byte) where the bandwidth slope meets the ``dtype`` compute roof."""
@@ -70,10 +105,13 @@ def stage_points(analysis: Analysis, stage: str) -> pd.DataFrame:
 
 
 def _hover(frame: pd.DataFrame) -> list[str]:
-    return [f"<b>{r.name}</b> ({r.stage}, {r.kind})<br>operations {format_si(r.flops)}"
-            f"<br>bytes {format_si(r.bytes, 'B')}<br>intensity {r.intensity:.3g} ops/B"
-            f"<br>perf {format_si(r.perf, 'op/s')}<br>time {format_time(r.time_s)} x {r.count}"
-            f"<br>bound: {r.bound}" for r in frame.itertuples()]
+    return [
+        f"<b>{r.name}</b> ({r.stage}, {r.kind})<br>operations {format_si(r.flops)}"
+        f"<br>bytes {format_si(r.bytes, 'B')}<br>intensity {r.intensity:.3g} ops/B"
+        f"<br>perf {format_si(r.perf, 'op/s')}<br>time {format_time(r.time_s)} x {r.count}"
+        f"<br>bound: {r.bound}"
+        for r in frame.itertuples()
+    ]
 
 
 def tera_ops(peak: float) -> str:
@@ -85,25 +123,53 @@ def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatt
     """The bandwidth slope and one flat compute roof per matrix data type (from its ridge)."""
     bw = ceilings.bandwidth
     top = max(ceilings.matrix_peak.values())
-    traces = [go.Scatter(x=[x_min, top / bw], y=[bw * x_min, top], mode="lines",
-                         name=f"bandwidth {format_si(bw, 'B/s')}", meta="bandwidth",
-                         line={"color": "#777", "width": 2}, hoverinfo="name")]
+    traces = [
+        go.Scatter(
+            x=[x_min, top / bw],
+            y=[bw * x_min, top],
+            mode="lines",
+            name=f"bandwidth {format_si(bw, 'B/s')}",
+            meta="bandwidth",
+            line={"color": "#777", "width": 2},
+            hoverinfo="name",
+        )
+    ]
     for dtype, peak in sorted(ceilings.matrix_peak.items(), key=lambda kv: -kv[1]):
-        traces.append(go.Scatter(x=[peak / bw, x_max], y=[peak, peak], mode="lines",
-                                 name=f"roof {dtype} {tera_ops(peak)}", meta=f"roof:{dtype}",
-                                 line={"color": "#888", "width": 1.2}, hoverinfo="name",
-                                 legendgroup="roofs"))
+        traces.append(
+            go.Scatter(
+                x=[peak / bw, x_max],
+                y=[peak, peak],
+                mode="lines",
+                name=f"roof {dtype} {tera_ops(peak)}",
+                meta=f"roof:{dtype}",
+                line={"color": "#888", "width": 1.2},
+                hoverinfo="name",
+                legendgroup="roofs",
+            )
+        )
     for dtype, peak in ceilings.vector_peak.items():
-        traces.append(go.Scatter(x=[peak / bw, x_max], y=[peak, peak], mode="lines",
-                                 name=f"vector {dtype} {tera_ops(peak)}",
-                                 meta=f"vector:{dtype}", legendgroup="roofs",
-                                 line={"color": "#aaa", "width": 1, "dash": "dot"}, hoverinfo="name"))
+        traces.append(
+            go.Scatter(
+                x=[peak / bw, x_max],
+                y=[peak, peak],
+                mode="lines",
+                name=f"vector {dtype} {tera_ops(peak)}",
+                meta=f"vector:{dtype}",
+                legendgroup="roofs",
+                line={"color": "#aaa", "width": 1, "dash": "dot"},
+                hoverinfo="name",
+            )
+        )
     return traces
 
 
-def roofline_figure(analysis: Analysis, ceilings: Ceilings | None = None,
-                    highlight: tuple[str, str] | None = None, height: int = 480,
-                    legend_below: bool = False) -> go.Figure:
+def roofline_figure(
+    analysis: Analysis,
+    ceilings: Ceilings | None = None,
+    highlight: tuple[str, str] | None = None,
+    height: int = 480,
+    legend_below: bool = False,
+) -> go.Figure:
     """Log-log roofline: roofs of the device, one point per op (x = intensity, y = attainable
     perf), prefill circles and decode diamonds, coloured by op kind. ``highlight`` =
     (stage, op name) rings one point."""
@@ -115,24 +181,54 @@ def roofline_figure(analysis: Analysis, ceilings: Ceilings | None = None,
     fig = go.Figure(roof_traces(ceilings, x_min, x_max))
     for stage in STAGES:
         for kind, group in points[points["stage"] == stage].groupby("kind", sort=False):
-            fig.add_trace(go.Scatter(
-                x=group["intensity"], y=group["perf"], mode="markers", name=f"{kind} ({stage})",
-                meta=f"ops:{stage}:{kind}", customdata=group["name"], legendgroup=kind,
-                marker={"symbol": STAGE_SYMBOLS[stage], "size": 11, "color": kind_color(kind),
-                        "line": {"width": 1, "color": "white"}},
-                hovertext=_hover(group), hoverinfo="text"))
+            fig.add_trace(
+                go.Scatter(
+                    x=group["intensity"],
+                    y=group["perf"],
+                    mode="markers",
+                    name=f"{kind} ({stage})",
+                    meta=f"ops:{stage}:{kind}",
+                    customdata=group["name"],
+                    legendgroup=kind,
+                    marker={
+                        "symbol": STAGE_SYMBOLS[stage],
+                        "size": 11,
+                        "color": kind_color(kind),
+                        "line": {"width": 1, "color": "white"},
+                    },
+                    hovertext=_hover(group),
+                    hoverinfo="text",
+                )
+            )
     if highlight is not None:
         stage, name = highlight
         hit = points[(points["stage"] == stage) & (points["name"] == name)]
         if len(hit):
-            fig.add_trace(go.Scatter(x=hit["intensity"], y=hit["perf"], mode="markers",
-                                     name=f"selected: {name}", meta="selected", hoverinfo="skip",
-                                     marker={"symbol": "circle-open", "size": 26,
-                                             "line": {"width": 3, "color": "#ffbf00"}}))
-    fig.add_annotation(x=np.log10(ridge), y=np.log10(ceilings.matrix_peak[analysis.plan.matrix_dtype]),
-                       text=f"ridge {ridge:.0f} ops/B", showarrow=True, arrowhead=2, ay=35)
-    base_layout(fig, f"Roofline: {analysis.model.name} on {analysis.device.name} "
-                     f"({analysis.mode}, {analysis.plan.matrix_dtype} matrix ops)", height)
+            fig.add_trace(
+                go.Scatter(
+                    x=hit["intensity"],
+                    y=hit["perf"],
+                    mode="markers",
+                    name=f"selected: {name}",
+                    meta="selected",
+                    hoverinfo="skip",
+                    marker={"symbol": "circle-open", "size": 26, "line": {"width": 3, "color": "#ffbf00"}},
+                )
+            )
+    fig.add_annotation(
+        x=np.log10(ridge),
+        y=np.log10(ceilings.matrix_peak[analysis.plan.matrix_dtype]),
+        text=f"ridge {ridge:.0f} ops/B",
+        showarrow=True,
+        arrowhead=2,
+        ay=35,
+    )
+    base_layout(
+        fig,
+        f"Roofline: {analysis.model.name} on {analysis.device.name} "
+        f"({analysis.mode}, {analysis.plan.matrix_dtype} matrix ops)",
+        height,
+    )
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)", range=[np.log10(x_min), np.log10(x_max)])
     if legend_below:
         fig.update_layout(legend={"orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}})
@@ -142,29 +238,47 @@ def roofline_figure(analysis: Analysis, ceilings: Ceilings | None = None,
 
 # --- breakdowns -----------------------------------------------------------------------
 
+
 def time_by_kind(analysis: Analysis) -> pd.DataFrame:
     """Seconds per op kind per stage (count x time per instance), kinds as rows."""
-    frames = {s: getattr(analysis, s).ops.assign(total_s=lambda f: f["count"] * f["time_s"])
-                                       .groupby("kind", sort=False)["total_s"].sum()
-              for s in STAGES}
+    frames = {
+        s: getattr(analysis, s)
+        .ops.assign(total_s=lambda f: f["count"] * f["time_s"])
+        .groupby("kind", sort=False)["total_s"]
+        .sum()
+        for s in STAGES
+    }
     return pd.DataFrame(frames).fillna(0.0)
 
 
 def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     """Stacked bars: where a prefill pass and a decode step spend their time, by op kind."""
     table = time_by_kind(analysis)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[
-        f"prefill ({analysis.workload.seq_len} tokens): {format_time(table['prefill'].sum())}",
-        f"decode step: {format_time(table['decode'].sum())}"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=[
+            f"prefill ({analysis.workload.seq_len} tokens): {format_time(table['prefill'].sum())}",
+            f"decode step: {format_time(table['decode'].sum())}",
+        ],
+    )
     for kind, row in table.iterrows():
         for col, stage in enumerate(STAGES, start=1):
             total = table[stage].sum()
-            fig.add_trace(go.Bar(x=[stage], y=[row[stage] * 1e3], name=kind, legendgroup=kind,
-                                 showlegend=col == 1, marker_color=kind_color(kind),
-                                 meta=f"time:{stage}:{kind}",
-                                 hovertemplate=f"{kind}: %{{y:.4g}} ms "
-                                               f"({100 * row[stage] / total:.1f}%)<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Bar(
+                    x=[stage],
+                    y=[row[stage] * 1e3],
+                    name=kind,
+                    legendgroup=kind,
+                    showlegend=col == 1,
+                    marker_color=kind_color(kind),
+                    meta=f"time:{stage}:{kind}",
+                    hovertemplate=f"{kind}: %{{y:.4g}} ms ({100 * row[stage] / total:.1f}%)<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="time (ms)", row=1, col=1)
     return base_layout(fig, "Time by op kind (count x time)", height, top=100)
@@ -175,13 +289,24 @@ def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
     mem = analysis.memory
     fig = go.Figure()
     for key, label, color in MEMORY_PARTS:
-        fig.add_trace(go.Bar(y=["memory"], x=[mem[key] / GIB], name=label, orientation="h",
-                             marker_color=color, meta=f"memory:{key}",
-                             hovertemplate=f"{label}: {format_bytes(mem[key])}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=["memory"],
+                x=[mem[key] / GIB],
+                name=label,
+                orientation="h",
+                marker_color=color,
+                meta=f"memory:{key}",
+                hovertemplate=f"{label}: {format_bytes(mem[key])}<extra></extra>",
+            )
+        )
     capacity = mem["capacity_bytes"] / GIB
-    fig.add_vline(x=capacity, line={"color": "#d62728", "width": 3, "dash": "dash"},
-                  annotation_text=f"capacity {format_bytes(mem['capacity_bytes'])}",
-                  annotation_position="top")
+    fig.add_vline(
+        x=capacity,
+        line={"color": "#d62728", "width": 3, "dash": "dash"},
+        annotation_text=f"capacity {format_bytes(mem['capacity_bytes'])}",
+        annotation_position="top",
+    )
     verdict = "fits" if mem["fits"] else f"does NOT fit ({format_bytes(mem['shortfall_bytes'])} short)"
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="GiB", range=[0, 1.08 * max(capacity, mem["peak_bytes"] / GIB)])
@@ -190,8 +315,12 @@ def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
 
 # --- sweep ----------------------------------------------------------------------------
 
-SWEEP_ROWS = (("ttft_s", "TTFT (ms)", 1e3), ("tpot_s", "TPOT (ms)", 1e3),
-              ("tokens_per_s", "throughput (tokens/s)", 1.0), ("peak_bytes", "peak memory (GiB)", 1 / GIB))
+SWEEP_ROWS = (
+    ("ttft_s", "TTFT (ms)", 1e3),
+    ("tpot_s", "TPOT (ms)", 1e3),
+    ("tokens_per_s", "throughput (tokens/s)", 1.0),
+    ("peak_bytes", "peak memory (GiB)", 1 / GIB),
+)
 AXIS_TITLES = {"batch": "batch size", "seq_len": "prompt length (tokens)"}
 
 
@@ -210,8 +339,7 @@ def oom_boundary(group: pd.DataFrame) -> float | None:
 
 def oom_label(w: str, boundary: float, axis: str) -> str:
     what = "batch" if axis == "batch" else "prompt"
-    return (f"{w}: nothing fits" if boundary < 1
-            else f"{w}: out of memory above {what} {boundary:.0f}")
+    return f"{w}: nothing fits" if boundary < 1 else f"{w}: out of memory above {what} {boundary:.0f}"
 
 
 def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
@@ -226,28 +354,59 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
         for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
             fits = group["fits"].to_numpy(bool)
             symbols = np.where(fits, "circle", "x-open")
-            fig.add_trace(go.Scatter(
-                x=group["x"], y=group[col] * scale, mode="lines+markers", name=f"weights {w}",
-                legendgroup=w, showlegend=row == 1, meta=f"sweep:{w}:{col}",
-                line={"color": color}, marker={"symbol": symbols, "size": 8, "color": color},
-                customdata=np.where(fits, "fits", "out of memory"),
-                hovertemplate=f"{w}: %{{y:.4g}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>"),
-                row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=group["x"],
+                    y=group[col] * scale,
+                    mode="lines+markers",
+                    name=f"weights {w}",
+                    legendgroup=w,
+                    showlegend=row == 1,
+                    meta=f"sweep:{w}:{col}",
+                    line={"color": color},
+                    marker={"symbol": symbols, "size": 8, "color": color},
+                    customdata=np.where(fits, "fits", "out of memory"),
+                    hovertemplate=f"{w}: %{{y:.4g}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
             if boundary is not None:
-                fig.add_vline(x=max(boundary, float(group["x"].iloc[0])), row=row, col=1,
-                              line={"color": color, "dash": "dot", "width": 2})
+                fig.add_vline(
+                    x=max(boundary, float(group["x"].iloc[0])),
+                    row=row,
+                    col=1,
+                    line={"color": color, "dash": "dot", "width": 2},
+                )
         if boundary is not None:
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", legendgroup=w,
-                                     name=oom_label(w, boundary, axis), meta=f"oom:{w}",
-                                     line={"color": color, "dash": "dot", "width": 2}),
-                          row=1, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="lines",
+                    legendgroup=w,
+                    name=oom_label(w, boundary, axis),
+                    meta=f"oom:{w}",
+                    line={"color": color, "dash": "dot", "width": 2},
+                ),
+                row=1,
+                col=1,
+            )
     capacity = float(frame["capacity_bytes"].iloc[0]) / GIB if len(frame) else 0
     last = len(SWEEP_ROWS)
     fig.add_hline(y=capacity, row=last, col=1, line={"color": "#d62728", "dash": "dash"})
     # annotations on a log axis take log10 of the value (shapes take the value itself)
-    fig.add_annotation(x=1, xref=f"x{last} domain", y=np.log10(capacity), yref=f"y{last}",
-                       text=f"capacity {capacity:.0f} GiB", showarrow=False, xanchor="right",
-                       yanchor="bottom", font={"color": "#d62728"})
+    fig.add_annotation(
+        x=1,
+        xref=f"x{last} domain",
+        y=np.log10(capacity),
+        yref=f"y{last}",
+        text=f"capacity {capacity:.0f} GiB",
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom",
+        font={"color": "#d62728"},
+    )
     for row, (_, label, _) in enumerate(SWEEP_ROWS, start=1):
         fig.update_yaxes(title=label, type="log", row=row, col=1)
     fig.update_xaxes(type="log", dtick=np.log10(2), tickformat="d")
@@ -258,27 +417,47 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
 
 # --- compare --------------------------------------------------------------------------
 
-COMPARE_COLUMNS = (("ttft_s", "TTFT (ms)", 1e3), ("tpot_s", "TPOT (ms)", 1e3),
-                   ("tokens_per_s", "tokens/s", 1.0), ("peak_bytes", "peak memory (GiB)", 1 / GIB))
+COMPARE_COLUMNS = (
+    ("ttft_s", "TTFT (ms)", 1e3),
+    ("tpot_s", "TPOT (ms)", 1e3),
+    ("tokens_per_s", "tokens/s", 1.0),
+    ("peak_bytes", "peak memory (GiB)", 1 / GIB),
+)
 
 
 def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
     """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
     device's capacity as a marker); devices that failed are left out."""
     ok = frame[frame["error"].fillna("") == ""]
-    fig = make_subplots(rows=1, cols=len(COMPARE_COLUMNS),
-                        subplot_titles=[label for _, label, _ in COMPARE_COLUMNS])
+    fig = make_subplots(rows=1, cols=len(COMPARE_COLUMNS), subplot_titles=[label for _, label, _ in COMPARE_COLUMNS])
     colors = [SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(len(ok))]
     for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1):
-        fig.add_trace(go.Bar(x=ok["device"], y=ok[key].astype(float) * scale, marker_color=colors,
-                             name=label, meta=f"compare:{key}", showlegend=False,
-                             hovertemplate="%{x}: %{y:.4g}<extra></extra>"), row=1, col=col)
-    fig.add_trace(go.Scatter(x=ok["device"], y=ok["capacity_bytes"].astype(float) / GIB,
-                             mode="markers", name="capacity", meta="compare:capacity",
-                             marker={"symbol": "line-ew-open", "size": 30, "color": "#d62728",
-                                     "line": {"width": 3, "color": "#d62728"}},
-                             hovertemplate="%{x} capacity: %{y:.0f} GiB<extra></extra>"),
-                  row=1, col=len(COMPARE_COLUMNS))
+        fig.add_trace(
+            go.Bar(
+                x=ok["device"],
+                y=ok[key].astype(float) * scale,
+                marker_color=colors,
+                name=label,
+                meta=f"compare:{key}",
+                showlegend=False,
+                hovertemplate="%{x}: %{y:.4g}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=ok["device"],
+            y=ok["capacity_bytes"].astype(float) / GIB,
+            mode="markers",
+            name="capacity",
+            meta="compare:capacity",
+            marker={"symbol": "line-ew-open", "size": 30, "color": "#d62728", "line": {"width": 3, "color": "#d62728"}},
+            hovertemplate="%{x} capacity: %{y:.0f} GiB<extra></extra>",
+        ),
+        row=1,
+        col=len(COMPARE_COLUMNS),
+    )
     return base_layout(fig, "Compare devices: same model, workload and settings", height, top=100)
 
 
@@ -305,10 +484,10 @@ def data_flow_depths(ops: Sequence) -> dict[str, int]:
 
 
 NODE_MAX_PX = 56
-ROW_PX = NODE_MAX_PX + 14      # two of the largest nodes stacked leave a gap
-COLUMN_PX = 190                # the least distance between nodes side by side
-LABEL_OFFSET_PX = 6            # a label starts this far right of its node (layout.CYTO_STYLE)
-LABEL_CHAR_PX = 10             # per character of a 16 px label, rounded up
+ROW_PX = NODE_MAX_PX + 14  # two of the largest nodes stacked leave a gap
+COLUMN_PX = 190  # the least distance between nodes side by side
+LABEL_OFFSET_PX = 6  # a label starts this far right of its node (layout.CYTO_STYLE)
+LABEL_CHAR_PX = 10  # per character of a 16 px label, rounded up
 
 
 def node_size(time_s: float, t_max: float, lo: float = 20, hi: float = NODE_MAX_PX) -> float:
@@ -325,34 +504,49 @@ def layer_elements(analysis: Analysis, stage: str) -> list[dict[str, Any]]:
     t_max = max(rows[op.name]["time_s"] for op in ops)
     next_x: dict[int, float] = {}  # per row: where the next node may sit, clear of labels
     elements: list[dict[str, Any]] = [
-        {"data": {"id": LAYER_INPUT, "label": "layer input"}, "classes": "io",
-         "position": {"x": 0, "y": 0}}]
+        {"data": {"id": LAYER_INPUT, "label": "layer input"}, "classes": "io", "position": {"x": 0, "y": 0}}
+    ]
     for op in ops:
         r, d = rows[op.name], depth[op.name]
         size = node_size(r["time_s"], t_max)
         x = next_x.get(d, 0.0)
         label_end = x + size / 2 + LABEL_OFFSET_PX + LABEL_CHAR_PX * len(op.name)
         next_x[d] = max(x + COLUMN_PX, label_end + 24 + NODE_MAX_PX / 2)
-        data = {"id": op.name, "label": op.name, "stage": stage, "kind": op.kind,
-                "bound": r["bound"], "time_s": r["time_s"], "count": r["count"],
-                "flops": r["flops"], "bytes": r["bytes"], "intensity": r["intensity"],
-                "perf": r["perf"], "dtype": r["dtype"], "color": BOUND_COLORS.get(r["bound"], "#777"),
-                "size": size, "time": format_time(r["time_s"])}
-        elements.append({"data": data, "classes": r["bound"],
-                         "position": {"x": x, "y": ROW_PX * d}})
-        elements += [{"data": {"id": f"{src}->{op.name}", "source": src, "target": op.name}}
-                     for src in op.inputs if src in depth]
+        data = {
+            "id": op.name,
+            "label": op.name,
+            "stage": stage,
+            "kind": op.kind,
+            "bound": r["bound"],
+            "time_s": r["time_s"],
+            "count": r["count"],
+            "flops": r["flops"],
+            "bytes": r["bytes"],
+            "intensity": r["intensity"],
+            "perf": r["perf"],
+            "dtype": r["dtype"],
+            "color": BOUND_COLORS.get(r["bound"], "#777"),
+            "size": size,
+            "time": format_time(r["time_s"]),
+        }
+        elements.append({"data": data, "classes": r["bound"], "position": {"x": x, "y": ROW_PX * d}})
+        elements += [
+            {"data": {"id": f"{src}->{op.name}", "source": src, "target": op.name}} for src in op.inputs if src in depth
+        ]
     if any(op.kv_write_bytes or op.kv_read_bytes for op in ops):
         y = ROW_PX * (max(depth.values()) // 2)
-        elements.append({"data": {"id": KV_CACHE, "label": "KV cache"}, "classes": "io",
-                         "position": {"x": -COLUMN_PX, "y": y}})
+        elements.append(
+            {"data": {"id": KV_CACHE, "label": "KV cache"}, "classes": "io", "position": {"x": -COLUMN_PX, "y": y}}
+        )
         for op in ops:
             if np.any(op.kv_write_bytes):
-                elements.append({"data": {"id": f"{op.name}->kv", "source": op.name,
-                                          "target": KV_CACHE}, "classes": "kv"})
+                elements.append(
+                    {"data": {"id": f"{op.name}->kv", "source": op.name, "target": KV_CACHE}, "classes": "kv"}
+                )
             if np.any(op.kv_read_bytes):
-                elements.append({"data": {"id": f"kv->{op.name}", "source": KV_CACHE,
-                                          "target": op.name}, "classes": "kv"})
+                elements.append(
+                    {"data": {"id": f"kv->{op.name}", "source": KV_CACHE, "target": op.name}, "classes": "kv"}
+                )
     return elements
 
 
@@ -369,21 +563,41 @@ def validation_scatter(frame: pd.DataFrame, height: int = 520) -> go.Figure:
     lo, hi = (finite.min() / 2, finite.max() * 2) if finite.size else (1e-6, 1.0)
     line = np.array([lo, hi])
     for band, color in ((0.25, "rgba(255,165,0,0.22)"), (0.10, "rgba(44,160,44,0.28)")):
-        fig.add_trace(go.Scatter(x=np.r_[line, line[::-1]], mode="lines",
-                                 y=np.r_[line * (1 + band), line[::-1] * (1 - band)],
-                                 fill="toself", fillcolor=color, line={"width": 0},
-                                 name=f"±{band:.0%}", meta=f"band:{band}", hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=line, y=line, mode="lines", name="y = x", meta="identity",
-                             line={"color": "#444", "dash": "dash"}))
+        fig.add_trace(
+            go.Scatter(
+                x=np.r_[line, line[::-1]],
+                mode="lines",
+                y=np.r_[line * (1 + band), line[::-1] * (1 - band)],
+                fill="toself",
+                fillcolor=color,
+                line={"width": 0},
+                name=f"±{band:.0%}",
+                meta=f"band:{band}",
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(x=line, y=line, mode="lines", name="y = x", meta="identity", line={"color": "#444", "dash": "dash"})
+    )
     for col, label, color in PREDICTIONS:
         rows = frame[frame[col] > 0]
         if len(rows):
-            fig.add_trace(go.Scatter(
-                x=rows["measured_s"], y=rows[col], mode="markers", name=label, meta=f"pred:{label}",
-                marker={"color": color, "size": 8, "opacity": 0.8},
-                hovertext=[f"{r.case} ({r.kind})<br>measured {format_time(r.measured_s)}"
-                           f"<br>{label} {format_time(getattr(r, col))}" for r in rows.itertuples()],
-                hoverinfo="text"))
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["measured_s"],
+                    y=rows[col],
+                    mode="markers",
+                    name=label,
+                    meta=f"pred:{label}",
+                    marker={"color": color, "size": 8, "opacity": 0.8},
+                    hovertext=[
+                        f"{r.case} ({r.kind})<br>measured {format_time(r.measured_s)}"
+                        f"<br>{label} {format_time(getattr(r, col))}"
+                        for r in rows.itertuples()
+                    ],
+                    hoverinfo="text",
+                )
+            )
     fig.update_xaxes(type="log", title="measured time (s)")
     fig.update_yaxes(type="log", title="predicted time (s)")
     return base_layout(fig, f"Predicted vs measured ({len(frame)} cases)", height)
@@ -403,8 +617,16 @@ def validation_error_figure(frame: pd.DataFrame, height: int = 360) -> go.Figure
     table = relative_errors(frame)
     fig = go.Figure()
     for _col, label, color in PREDICTIONS:
-        fig.add_trace(go.Bar(x=table.index, y=table[label] * 100, name=label, marker_color=color,
-                             meta=f"error:{label}", hovertemplate="%{x}: %{y:.1f}%<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=table.index,
+                y=table[label] * 100,
+                name=label,
+                marker_color=color,
+                meta=f"error:{label}",
+                hovertemplate="%{x}: %{y:.1f}%<extra></extra>",
+            )
+        )
     fig.add_hline(y=10, line={"dash": "dot", "color": "#2ca02c"}, annotation_text="10%")
     fig.add_hline(y=25, line={"dash": "dot", "color": "orange"}, annotation_text="25%")
     fig.update_yaxes(title="median |error| (%)")
@@ -430,15 +652,29 @@ def ceilings_figure(spec: Ceilings, measured: Ceilings, height: int = 420) -> go
     return base_layout(fig, f"Measured roofline over the datasheet one ({spec.device})", height)
 
 
-CARD_TITLES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("throughput", "Throughput"),
-               ("peak", "Peak memory"), ("fits", "Fits"))
+CARD_TITLES = (
+    ("ttft", "TTFT"),
+    ("tpot", "TPOT"),
+    ("throughput", "Throughput"),
+    ("peak", "Peak memory"),
+    ("fits", "Fits"),
+)
 # per-op table: (row key, header, number format: None text, "si" 1.23G, "g" 4 significant,
 # "d" whole number)
-TABLE_COLUMNS = (("stage", "stage", None), ("name", "op", None), ("kind", "kind", None),
-                 ("count", "count", "d"), ("flops", "ops", "si"), ("bytes", "bytes moved", "si"),
-                 ("intensity", "ops/byte", "g"), ("perf", "perf (op/s)", "si"),
-                 ("bound", "bound", None), ("time_us", "time (µs)", "g"),
-                 ("total_ms", "x count (ms)", "g"), ("dtype", "dtype", None))
+TABLE_COLUMNS = (
+    ("stage", "stage", None),
+    ("name", "op", None),
+    ("kind", "kind", None),
+    ("count", "count", "d"),
+    ("flops", "ops", "si"),
+    ("bytes", "bytes moved", "si"),
+    ("intensity", "ops/byte", "g"),
+    ("perf", "perf (op/s)", "si"),
+    ("bound", "bound", None),
+    ("time_us", "time (µs)", "g"),
+    ("total_ms", "x count (ms)", "g"),
+    ("dtype", "dtype", None),
+)
 
 
 def op_rows(analysis: Analysis) -> list[dict[str, Any]]:
@@ -446,8 +682,7 @@ def op_rows(analysis: Analysis) -> list[dict[str, Any]]:
     rows = []
     for stage in STAGES:
         for r in getattr(analysis, stage).records():
-            rows.append({**r, "stage": stage, "time_us": r["time_s"] * 1e6,
-                         "total_ms": r["count"] * r["time_s"] * 1e3})
+            rows.append({**r, "stage": stage, "time_us": r["time_s"] * 1e6, "total_ms": r["count"] * r["time_s"] * 1e3})
     return rows
 
 
@@ -457,9 +692,11 @@ def analysis_title(a: Analysis) -> str:
     from ridgeline.engine.basis import basis_lines
 
     w, s = a.workload, a.settings
-    title = (f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "
-             f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
-             f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}")
+    title = (
+        f"{a.model.name} on {a.device.full_name} ({a.mode} roofline): batch {w.batch}, "
+        f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
+        f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}"
+    )
     return "\n".join([title, *basis_lines(a.extra.get("basis"))])
 
 
@@ -471,6 +708,9 @@ def format_cards(analysis: Analysis) -> dict[str, str]:
         "tpot": format_time(gen["tpot_s"]) if gen and gen["tpot_s"] is not None else "-",
         "throughput": f"{gen['tokens_per_s']:.4g} tok/s" if gen else "-",
         "peak": format_bytes(mem["peak_bytes"]),
-        "fits": (f"yes, of {format_bytes(mem['capacity_bytes'])}" if mem["fits"]
-                 else f"no: {format_bytes(mem['shortfall_bytes'])} short"),
+        "fits": (
+            f"yes, of {format_bytes(mem['capacity_bytes'])}"
+            if mem["fits"]
+            else f"no: {format_bytes(mem['shortfall_bytes'])} short"
+        ),
     }

@@ -1,9 +1,10 @@
 """Component ids, in one place. Callbacks and layout import these; nothing builds ids by hand."""
+
 from __future__ import annotations
 
-URL = "url"                 # dcc.Location: pathname = page, search = every setting
-TABS = "page-tabs"          # the page navigation
-UPLOADS = "uploads"         # dcc.Store (session): uploaded configs and device specs
+URL = "url"  # dcc.Location: pathname = page, search = every setting
+TABS = "page-tabs"  # the page navigation
+UPLOADS = "uploads"  # dcc.Store (session): uploaded configs and device specs
 
 # Every control whose value lives in the URL has the id {"type": STATE, "key": <state key>}.
 STATE = "state"
@@ -14,8 +15,8 @@ def state(key: str) -> dict[str, str]:
     return {"type": STATE, "key": key}
 
 
-SIDEBAR = "sidebar"         # the workload and deployment controls (hidden on Validation)
-URL_ERROR = "url-error"     # what the URL held that was not understood
+SIDEBAR = "sidebar"  # the workload and deployment controls (hidden on Validation)
+URL_ERROR = "url-error"  # what the URL held that was not understood
 
 # uploads
 MODEL_UPLOAD = "model-upload"
@@ -64,6 +65,7 @@ VALIDATION_ROOFS = "validation-roofs"
 def card(key: str) -> str:
     """The value text of one summary card (ttft, tpot, throughput, peak, fits)."""
     return f"card-{key}"
+
 
 # serving
 SERVING_ERROR = "serving-error"

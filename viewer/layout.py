@@ -1,36 +1,64 @@
 """The page structure: a sidebar of workload and deployment controls (generated from the
 control table in ``viewer.state``), page tabs, and one container per page."""
+
 from __future__ import annotations
 
+import dash_cytoscape as cyto
 from dash import dash_table, dcc, html
 from dash.dash_table.Format import Format, Scheme
 
-import dash_cytoscape as cyto
-
-from ridgeline.io.hardware import list_devices
 from ridgeline.engine.model import list_models
-
+from ridgeline.io.hardware import list_devices
 from viewer import ids
 from viewer.figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
 from viewer.serving import serving_page
 from viewer.state import PAGE_TITLES, PAGES, Control, component_value, controls
 
-FORMATS = {"si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
-           "g": Format(precision=4, scheme=Scheme.decimal_or_exponent),
-           "d": Format(precision=0, scheme=Scheme.fixed)}
+FORMATS = {
+    "si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
+    "g": Format(precision=4, scheme=Scheme.decimal_or_exponent),
+    "d": Format(precision=0, scheme=Scheme.fixed),
+}
 CYTO_STYLE = [
     # labels right of their node: the layout leaves that side free (figures.layer_elements)
-    {"selector": "node", "style": {"label": "data(label)", "background-color": "data(color)",
-                                   "width": "data(size)", "height": "data(size)", "font-size": 16,
-                                   "text-valign": "center", "text-halign": "right",
-                                   "text-margin-x": LABEL_OFFSET_PX, "color": "#888"}},
-    {"selector": ".io", "style": {"shape": "round-rectangle", "background-color": "#999",
-                                  "width": 70, "height": 22, "text-valign": "center",
-                                  "text-halign": "center", "text-margin-x": 0, "color": "#fff"}},
-    {"selector": "edge", "style": {"curve-style": "bezier", "target-arrow-shape": "triangle",
-                                   "width": 1.5, "line-color": "#999", "target-arrow-color": "#999"}},
-    {"selector": ".kv", "style": {"line-style": "dashed", "line-color": "#ff9f1c",
-                                  "target-arrow-color": "#ff9f1c"}},
+    {
+        "selector": "node",
+        "style": {
+            "label": "data(label)",
+            "background-color": "data(color)",
+            "width": "data(size)",
+            "height": "data(size)",
+            "font-size": 16,
+            "text-valign": "center",
+            "text-halign": "right",
+            "text-margin-x": LABEL_OFFSET_PX,
+            "color": "#888",
+        },
+    },
+    {
+        "selector": ".io",
+        "style": {
+            "shape": "round-rectangle",
+            "background-color": "#999",
+            "width": 70,
+            "height": 22,
+            "text-valign": "center",
+            "text-halign": "center",
+            "text-margin-x": 0,
+            "color": "#fff",
+        },
+    },
+    {
+        "selector": "edge",
+        "style": {
+            "curve-style": "bezier",
+            "target-arrow-shape": "triangle",
+            "width": 1.5,
+            "line-color": "#999",
+            "target-arrow-color": "#999",
+        },
+    },
+    {"selector": ".kv", "style": {"line-style": "dashed", "line-color": "#ff9f1c", "target-arrow-color": "#ff9f1c"}},
     {"selector": ":selected", "style": {"border-width": 4, "border-color": "#ffbf00"}},
 ]
 
@@ -43,19 +71,30 @@ def control_component(c: Control, options: list | None = None):
         opts = list(options if options is not None else c.options)
         if c.kind == "choice" and 0 < len(opts) <= 4 and c.section != "workload":
             return dcc.RadioItems(id=cid, options=opts, value=value, inline=True, className="radio")
-        return dcc.Dropdown(id=cid, options=opts, value=value, clearable=False,
-                            multi=c.kind == "multi", className="dropdown")
+        return dcc.Dropdown(
+            id=cid, options=opts, value=value, clearable=False, multi=c.kind == "multi", className="dropdown"
+        )
     if c.kind == "bool":
         return dcc.Checklist(id=cid, options=[{"label": c.label, "value": c.key}], value=value)
     if c.kind in ("int", "float"):
-        return dcc.Input(id=cid, type="number", value=value, min=c.minimum, debounce=True,
-                         step=1 if c.kind == "int" else "any", className="number")
+        return dcc.Input(
+            id=cid,
+            type="number",
+            value=value,
+            min=c.minimum,
+            debounce=True,
+            step=1 if c.kind == "int" else "any",
+            className="number",
+        )
     return dcc.Input(id=cid, type="text", value=value, debounce=True)
 
 
 def labelled(c: Control, options: list | None = None) -> html.Div:
-    return html.Div([html.Label(c.label, title=c.help, htmlFor=str(c.key)),
-                     control_component(c, options)], className="control", title=c.help)
+    return html.Div(
+        [html.Label(c.label, title=c.help, htmlFor=str(c.key)), control_component(c, options)],
+        className="control",
+        title=c.help,
+    )
 
 
 def section_controls(section: str, options: dict | None = None) -> list:
@@ -64,23 +103,27 @@ def section_controls(section: str, options: dict | None = None) -> list:
 
 
 def upload(cid: str, text: str, accept: str) -> dcc.Upload:
-    return dcc.Upload(id=cid, children=html.Div(text), accept=accept, className="upload",
-                      multiple=False)
+    return dcc.Upload(id=cid, children=html.Div(text), accept=accept, className="upload", multiple=False)
 
 
 def sidebar() -> html.Div:
     from viewer.data import list_profiles
 
-    options = {"model": list_models(), "device": list_devices() + ["host"],
-               "profile": ["spec", *list_profiles()]}
-    return html.Div([
-        html.H3("Workload"), *section_controls("workload", options),
-        html.H3("Deployment"), *section_controls("settings"),
-        html.H3("Your own files"),
-        upload(ids.MODEL_UPLOAD, "Upload a config.json", ".json,application/json"),
-        upload(ids.DEVICE_UPLOAD, "Upload a device YAML", ".yaml,.yml"),
-        html.Div(id=ids.UPLOAD_ERROR, className="error", role="alert"),
-    ], id=ids.SIDEBAR, className="sidebar")
+    options = {"model": list_models(), "device": list_devices() + ["host"], "profile": ["spec", *list_profiles()]}
+    return html.Div(
+        [
+            html.H3("Workload"),
+            *section_controls("workload", options),
+            html.H3("Deployment"),
+            *section_controls("settings"),
+            html.H3("Your own files"),
+            upload(ids.MODEL_UPLOAD, "Upload a config.json", ".json,application/json"),
+            upload(ids.DEVICE_UPLOAD, "Upload a device YAML", ".yaml,.yml"),
+            html.Div(id=ids.UPLOAD_ERROR, className="error", role="alert"),
+        ],
+        id=ids.SIDEBAR,
+        className="sidebar",
+    )
 
 
 def error_line(cid: str) -> html.Div:
@@ -93,95 +136,174 @@ def graph(cid: str, height: int | None = None) -> dcc.Graph:
 
 
 def analyze_page() -> html.Div:
-    cards = [html.Div([html.Div(title, className="card-title"),
-                       html.Div("-", id=ids.card(key), className="card-value")],
-                      className="card") for key, title in CARD_TITLES]
-    columns = [{"id": cid, "name": name, "type": "numeric" if fmt else "text",
-                **({"format": FORMATS[fmt]} if fmt else {})} for cid, name, fmt in TABLE_COLUMNS]
-    return html.Div([
-        html.Div(id=ids.ANALYZE_TITLE, className="page-title"),
-        error_line(ids.ANALYZE_ERROR),
-        html.Div(cards, id=ids.CARDS, className="cards"),
-        graph(ids.ROOFLINE),
-        html.Div([html.Div(graph(ids.TIME_BREAKDOWN), className="half"),
-                  html.Div(graph(ids.MEMORY), className="half")], className="row"),
-        html.H3("Per-op table (one instance; 'x count' is the whole pass)"),
-        dash_table.DataTable(id=ids.OP_TABLE, columns=columns, data=[], sort_action="native",
-                             filter_action="native", export_format="csv", page_size=50,
-                             style_table={"overflowX": "auto"}, style_as_list_view=True,
-                             style_cell={"fontFamily": "inherit", "padding": "4px 8px"}),
-    ])
+    cards = [
+        html.Div(
+            [html.Div(title, className="card-title"), html.Div("-", id=ids.card(key), className="card-value")],
+            className="card",
+        )
+        for key, title in CARD_TITLES
+    ]
+    columns = [
+        {"id": cid, "name": name, "type": "numeric" if fmt else "text", **({"format": FORMATS[fmt]} if fmt else {})}
+        for cid, name, fmt in TABLE_COLUMNS
+    ]
+    return html.Div(
+        [
+            html.Div(id=ids.ANALYZE_TITLE, className="page-title"),
+            error_line(ids.ANALYZE_ERROR),
+            html.Div(cards, id=ids.CARDS, className="cards"),
+            graph(ids.ROOFLINE),
+            html.Div(
+                [html.Div(graph(ids.TIME_BREAKDOWN), className="half"), html.Div(graph(ids.MEMORY), className="half")],
+                className="row",
+            ),
+            html.H3("Per-op table (one instance; 'x count' is the whole pass)"),
+            dash_table.DataTable(
+                id=ids.OP_TABLE,
+                columns=columns,
+                data=[],
+                sort_action="native",
+                filter_action="native",
+                export_format="csv",
+                page_size=50,
+                style_table={"overflowX": "auto"},
+                style_as_list_view=True,
+                style_cell={"fontFamily": "inherit", "padding": "4px 8px"},
+            ),
+        ]
+    )
 
 
 def layer_page() -> html.Div:
-    return html.Div([
-        html.Div("One decoder layer in data-flow order: colour = bound (red compute, blue memory), "
-                 "size = time. Click an op for its numbers and its point on the roofline.",
-                 className="page-title"),
-        html.Div(section_controls("layer"), className="page-controls"),
-        error_line(ids.LAYER_ERROR),
-        html.Div([
-            html.Div(cyto.Cytoscape(id=ids.LAYER_GRAPH, elements=[], layout={"name": "preset", "fit": True, "padding": 30},
-                                    stylesheet=CYTO_STYLE, style={"height": "760px", "width": "100%"},
-                                    userZoomingEnabled=True, minZoom=0.3, maxZoom=2.5),
-                     className="half graph-box"),
-            html.Div([html.Div(id=ids.LAYER_DETAILS, className="details"),
-                      graph(ids.LAYER_ROOFLINE)], className="half"),
-        ], className="row"),
-    ])
+    return html.Div(
+        [
+            html.Div(
+                "One decoder layer in data-flow order: colour = bound (red compute, blue memory), "
+                "size = time. Click an op for its numbers and its point on the roofline.",
+                className="page-title",
+            ),
+            html.Div(section_controls("layer"), className="page-controls"),
+            error_line(ids.LAYER_ERROR),
+            html.Div(
+                [
+                    html.Div(
+                        cyto.Cytoscape(
+                            id=ids.LAYER_GRAPH,
+                            elements=[],
+                            layout={"name": "preset", "fit": True, "padding": 30},
+                            stylesheet=CYTO_STYLE,
+                            style={"height": "760px", "width": "100%"},
+                            userZoomingEnabled=True,
+                            minZoom=0.3,
+                            maxZoom=2.5,
+                        ),
+                        className="half graph-box",
+                    ),
+                    html.Div(
+                        [html.Div(id=ids.LAYER_DETAILS, className="details"), graph(ids.LAYER_ROOFLINE)],
+                        className="half",
+                    ),
+                ],
+                className="row",
+            ),
+        ]
+    )
 
 
 def sweep_page() -> html.Div:
-    return html.Div([
-        html.Div("Latency, throughput and memory for several weight types; hollow crosses and "
-                 "dotted lines: out of memory.", className="page-title"),
-        html.Div(section_controls("sweep"), className="page-controls"),
-        error_line(ids.SWEEP_ERROR), graph(ids.SWEEP_GRAPH),
-    ])
+    return html.Div(
+        [
+            html.Div(
+                "Latency, throughput and memory for several weight types; hollow crosses and "
+                "dotted lines: out of memory.",
+                className="page-title",
+            ),
+            html.Div(section_controls("sweep"), className="page-controls"),
+            error_line(ids.SWEEP_ERROR),
+            graph(ids.SWEEP_GRAPH),
+        ]
+    )
 
 
 def compare_page() -> html.Div:
-    return html.Div([
-        html.Div("The workload and settings of the sidebar on several devices.",
-                 className="page-title"),
-        html.Div(section_controls("compare", {"devices": list_devices() + ["host"]}),
-                 className="page-controls"),
-        error_line(ids.COMPARE_ERROR), graph(ids.COMPARE_GRAPH),
-        dash_table.DataTable(id=ids.COMPARE_TABLE, data=[], style_as_list_view=True,
-                             style_cell={"fontFamily": "inherit", "padding": "4px 8px"}),
-    ])
+    return html.Div(
+        [
+            html.Div("The workload and settings of the sidebar on several devices.", className="page-title"),
+            html.Div(section_controls("compare", {"devices": list_devices() + ["host"]}), className="page-controls"),
+            error_line(ids.COMPARE_ERROR),
+            graph(ids.COMPARE_GRAPH),
+            dash_table.DataTable(
+                id=ids.COMPARE_TABLE,
+                data=[],
+                style_as_list_view=True,
+                style_cell={"fontFamily": "inherit", "padding": "4px 8px"},
+            ),
+        ]
+    )
 
 
 def validation_page() -> html.Div:
     from viewer.data import validation_devices
 
-    return html.Div([
-        html.Div(id=ids.VALIDATION_MESSAGE, className="page-title"),
-        html.Div(section_controls("validation", {"runs": validation_devices()}),
-                 className="page-controls"),
-        html.Div(graph(ids.VALIDATION_SCATTER), id=f"{ids.VALIDATION_SCATTER}-box"),
-        html.Div(graph(ids.VALIDATION_ERRORS), id=f"{ids.VALIDATION_ERRORS}-box"),
-        html.Div(graph(ids.VALIDATION_ROOFS), id=f"{ids.VALIDATION_ROOFS}-box"),
-    ])
+    return html.Div(
+        [
+            html.Div(id=ids.VALIDATION_MESSAGE, className="page-title"),
+            html.Div(section_controls("validation", {"runs": validation_devices()}), className="page-controls"),
+            html.Div(graph(ids.VALIDATION_SCATTER), id=f"{ids.VALIDATION_SCATTER}-box"),
+            html.Div(graph(ids.VALIDATION_ERRORS), id=f"{ids.VALIDATION_ERRORS}-box"),
+            html.Div(graph(ids.VALIDATION_ROOFS), id=f"{ids.VALIDATION_ROOFS}-box"),
+        ]
+    )
 
 
-PAGE_BUILDERS = {"analyze": analyze_page, "layer": layer_page, "sweep": sweep_page,
-                 "compare": compare_page, "validation": validation_page}
+PAGE_BUILDERS = {
+    "analyze": analyze_page,
+    "layer": layer_page,
+    "sweep": sweep_page,
+    "compare": compare_page,
+    "validation": validation_page,
+}
 PAGE_BUILDERS["serving"] = serving_page
 
 
 def build_layout() -> html.Div:
-    return html.Div([
-        dcc.Location(id=ids.URL, refresh=False),
-        dcc.Store(id=ids.UPLOADS, storage_type="session", data={"models": {}, "devices": {}}),
-        html.Header([html.H1("ridgeline"),
-                     dcc.Tabs(id=ids.TABS, value="analyze", className="tabs",
-                              children=[dcc.Tab(label=PAGE_TITLES[p], value=p) for p in PAGES])],
-                    className="header"),
-        html.Div([sidebar(),
-                  html.Main([error_line(ids.URL_ERROR),
-                             *[html.Div(PAGE_BUILDERS[p](), id=ids.page(p), className="page",
-                                        style={"display": "block" if p == "analyze" else "none"})
-                               for p in PAGES]], className="main")],
-                 className="body"),
-    ], className="app")
+    return html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh=False),
+            dcc.Store(id=ids.UPLOADS, storage_type="session", data={"models": {}, "devices": {}}),
+            html.Header(
+                [
+                    html.H1("ridgeline"),
+                    dcc.Tabs(
+                        id=ids.TABS,
+                        value="analyze",
+                        className="tabs",
+                        children=[dcc.Tab(label=PAGE_TITLES[p], value=p) for p in PAGES],
+                    ),
+                ],
+                className="header",
+            ),
+            html.Div(
+                [
+                    sidebar(),
+                    html.Main(
+                        [
+                            error_line(ids.URL_ERROR),
+                            *[
+                                html.Div(
+                                    PAGE_BUILDERS[p](),
+                                    id=ids.page(p),
+                                    className="page",
+                                    style={"display": "block" if p == "analyze" else "none"},
+                                )
+                                for p in PAGES
+                            ],
+                        ],
+                        className="main",
+                    ),
+                ],
+                className="body",
+            ),
+        ],
+        className="app",
+    )

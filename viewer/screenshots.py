@@ -5,6 +5,7 @@
 Also the helpers the browser test uses: a stoppable in-process server on a free loopback
 port and a headless Chromium driver with a fresh profile.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,18 +19,31 @@ from pathlib import Path
 from ridgeline.io.catalog import REPORTS_DIR
 
 SHOTS_DIR = REPORTS_DIR / "screenshots"
-CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run",
-                "--disable-dev-shm-usage")
+CHROME_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+)
 # page -> the query that shows it well, and the element whose presence means it has drawn
 PAGES = {
     "analyze": ("?model=llama-2-7b&device=a6000&batch=8&seq_len=1024&generate=256", "#roofline .main-svg"),
-    "layer": ("?model=llama-2-7b&device=a6000&batch=8&seq_len=1024&generate=256&stage=decode",
-              "#layer-roofline .main-svg"),
-    "sweep": ("?model=llama-2-13b&device=a6000&batch=1&seq_len=2048&generate=256&sweep_x=batch"
-              "&sweep_dtypes=fp16,int8,int4", "#sweep-graph .main-svg"),
-    "compare": ("?model=llama-3-8b&batch=16&seq_len=1024&generate=256"
-                "&devices=a6000,a100-80gb,h100-sxm,l40s,rtx-4090", "#compare-graph .main-svg"),
+    "layer": (
+        "?model=llama-2-7b&device=a6000&batch=8&seq_len=1024&generate=256&stage=decode",
+        "#layer-roofline .main-svg",
+    ),
+    "sweep": (
+        "?model=llama-2-13b&device=a6000&batch=1&seq_len=2048&generate=256&sweep_x=batch&sweep_dtypes=fp16,int8,int4",
+        "#sweep-graph .main-svg",
+    ),
+    "compare": (
+        "?model=llama-3-8b&batch=16&seq_len=1024&generate=256&devices=a6000,a100-80gb,h100-sxm,l40s,rtx-4090",
+        "#compare-graph .main-svg",
+    ),
     "validation": ("?runs=cuda-nvidia-h100-80gb-hbm3", "#validation-message"),
 }
 
@@ -82,8 +96,9 @@ def chrome(width: int = 1500, height: int = 1000, dark: bool = False):
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(paths[1]), options=options)
     if dark:  # what a browser whose user prefers dark reports to the page's CSS
-        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
-            "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+        )
     try:
         yield driver
     finally:
@@ -104,8 +119,7 @@ def wait_idle(driver, timeout: float = 20.0) -> None:
     end = time.monotonic() + timeout
     time.sleep(0.3)
     while time.monotonic() < end:
-        busy = driver.execute_script(
-            "return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length")
+        busy = driver.execute_script("return document.querySelectorAll('[data-dash-is-loading=\"true\"]').length")
         if not busy:
             return
         time.sleep(0.1)

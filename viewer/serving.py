@@ -6,6 +6,7 @@ each rate is one ``ridgeline.serving.simulator`` run of Poisson arrivals (seed 0
 on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, and
 ``update_serving`` is the thin callback.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,9 +18,8 @@ from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
 from ridgeline.errors import RidgelineError
-from ridgeline.serving.simulator import PERCENTILES, Scheduler, simulate
 from ridgeline.io.traces import poisson
-
+from ridgeline.serving.simulator import PERCENTILES, Scheduler, simulate
 from viewer import ids
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.state import page_from_path, parse_query
@@ -44,9 +44,10 @@ def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = N
     d = deployment_for(state, uploads)
     sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
     out = max(state["generate"], 1)
-    return [(rate, simulate(d, None, poisson(rate, state["serving_requests"], state["seq_len"],
-                                             out, seed=0), sched))
-            for rate in rates_of(state["serving_rates"])]
+    return [
+        (rate, simulate(d, None, poisson(rate, state["serving_requests"], state["seq_len"], out, seed=0), sched))
+        for rate in rates_of(state["serving_rates"])
+    ]
 
 
 def latency_figure(runs: list, height: int = 480) -> go.Figure:
@@ -56,11 +57,20 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
     for col, key in enumerate(("ttft_s", "tpot_s", "latency_s"), start=1):
         for i, q in enumerate(PERCENTILES):
             ys = [r.summary[key][f"p{q}"] for _, r in runs]
-            fig.add_trace(go.Scatter(x=rates, y=ys, mode="lines+markers", name=f"p{q}",
-                                     legendgroup=f"p{q}", showlegend=col == 1,
-                                     line={"color": SERIES_COLORS[i]},
-                                     hovertemplate=f"p{q} %{{y:.4g}} s at %{{x}}/s<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=rates,
+                    y=ys,
+                    mode="lines+markers",
+                    name=f"p{q}",
+                    legendgroup=f"p{q}",
+                    showlegend=col == 1,
+                    line={"color": SERIES_COLORS[i]},
+                    hovertemplate=f"p{q} %{{y:.4g}} s at %{{x}}/s<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
         fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
     return base_layout(fig, "Latency percentiles against request rate", height)
@@ -71,10 +81,16 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
     fig = go.Figure()
     for i, (rate, r) in enumerate(runs):
         line = r.timeline
-        fig.add_trace(go.Scatter(x=line["start_s"], y=100 * line["kv_fraction"], mode="lines",
-                                 name=f"{rate:g}/s", line={"color": SERIES_COLORS[i % len(SERIES_COLORS)],
-                                                           "shape": "hv"},
-                                 hovertemplate=f"{rate:g}/s: %{{y:.1f}} % at %{{x:.3g}} s<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=line["start_s"],
+                y=100 * line["kv_fraction"],
+                mode="lines",
+                name=f"{rate:g}/s",
+                line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
+                hovertemplate=f"{rate:g}/s: %{{y:.1f}} % at %{{x:.3g}} s<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="seconds")
     fig.update_yaxes(title_text="KV blocks used (%)", rangemode="tozero")
     return base_layout(fig, "KV-cache occupancy over time", height)
@@ -83,9 +99,11 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
 def summary_line(runs: list) -> str:
     rate, last = runs[-1]
     s = last.summary
-    return (f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "
-            f"requests/s, {s['requests_per_s']:.3g} served/s, {s['output_tokens_per_s']:.4g} "
-            f"output tokens/s, {s['preemptions']} preemptions, KV peak {s['kv_peak_fraction']:.0%}.")
+    return (
+        f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "
+        f"requests/s, {s['requests_per_s']:.3g} served/s, {s['output_tokens_per_s']:.4g} "
+        f"output tokens/s, {s['preemptions']} preemptions, KV peak {s['kv_peak_fraction']:.0%}."
+    )
 
 
 def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
@@ -102,20 +120,31 @@ def update_serving(pathname: str | None, search: str | None, uploads: Mapping | 
 def serving_page() -> html.Div:
     from viewer.layout import error_line, graph, section_controls
 
-    return html.Div([
-        html.Div("Continuous batching under Poisson arrivals: each rate is one simulated run "
-                 "of the sidebar's model, device, settings, prompt and generated tokens.",
-                 className="page-title"),
-        html.Div(section_controls("serving"), className="page-controls"),
-        error_line(ids.SERVING_ERROR), html.Div(id=ids.SERVING_SUMMARY),
-        graph(ids.SERVING_LATENCY), graph(ids.SERVING_KV),
-    ])
+    return html.Div(
+        [
+            html.Div(
+                "Continuous batching under Poisson arrivals: each rate is one simulated run "
+                "of the sidebar's model, device, settings, prompt and generated tokens.",
+                className="page-title",
+            ),
+            html.Div(section_controls("serving"), className="page-controls"),
+            error_line(ids.SERVING_ERROR),
+            html.Div(id=ids.SERVING_SUMMARY),
+            graph(ids.SERVING_LATENCY),
+            graph(ids.SERVING_KV),
+        ]
+    )
 
 
 def register(app) -> None:
     from dash import Input, Output, State
 
-    app.callback(Output(ids.SERVING_ERROR, "children"), Output(ids.SERVING_SUMMARY, "children"),
-                 Output(ids.SERVING_LATENCY, "figure"), Output(ids.SERVING_KV, "figure"),
-                 Input(ids.URL, "pathname"), Input(ids.URL, "search"),
-                 State(ids.UPLOADS, "data"))(update_serving)
+    app.callback(
+        Output(ids.SERVING_ERROR, "children"),
+        Output(ids.SERVING_SUMMARY, "children"),
+        Output(ids.SERVING_LATENCY, "figure"),
+        Output(ids.SERVING_KV, "figure"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        State(ids.UPLOADS, "data"),
+    )(update_serving)

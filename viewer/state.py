@@ -5,6 +5,7 @@ can be shared and reloaded. Deployment settings are generated from the fields of
 ``ridgeline.engine.workload.Settings``: a new field there becomes a new control here, with choices
 from ``SETTING_CHOICES`` when it has a fixed set of values.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,15 +16,21 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from ridgeline.engine import workload
-from ridgeline.io.hardware import list_devices
 from ridgeline.engine.model import list_models
 from ridgeline.engine.units import DTYPE_BITS
 from ridgeline.engine.workload import Settings
+from ridgeline.io.hardware import list_devices
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
-PAGE_TITLES = {"analyze": "Analyze", "layer": "Layer view", "sweep": "Sweep",
-               "compare": "Compare", "validation": "Validation", "serving": "Serving"}
+PAGE_TITLES = {
+    "analyze": "Analyze",
+    "layer": "Layer view",
+    "sweep": "Sweep",
+    "compare": "Compare",
+    "validation": "Validation",
+    "serving": "Serving",
+}
 
 
 @dataclass(frozen=True)
@@ -32,10 +39,10 @@ class Control:
 
     key: str
     label: str
-    kind: str                       # choice | multi | int | float | bool | text
+    kind: str  # choice | multi | int | float | bool | text
     default: Any
-    options: tuple = ()             # choice/multi; empty: filled at run time (model, device)
-    section: str = "workload"       # workload | settings | layer | sweep | compare
+    options: tuple = ()  # choice/multi; empty: filled at run time (model, device)
+    section: str = "workload"  # workload | settings | layer | sweep | compare
     minimum: float | None = None
     help: str = ""
 
@@ -51,10 +58,16 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "zero_points": ("zero points", workload.ZERO_POINTS),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.
-SETTING_LABELS = {"group_size": "quant group size", "kv_block": "KV block tokens",
-                  "tp": "tensor parallel", "pp": "pipeline parallel", "ep": "expert parallel",
-                  "micro_batches": "micro-batches", "link_bw_gb_s": "link GB/s (0: spec)",
-                  "link_latency_us": "link latency µs (<0: spec)"}
+SETTING_LABELS = {
+    "group_size": "quant group size",
+    "kv_block": "KV block tokens",
+    "tp": "tensor parallel",
+    "pp": "pipeline parallel",
+    "ep": "expert parallel",
+    "micro_batches": "micro-batches",
+    "link_bw_gb_s": "link GB/s (0: spec)",
+    "link_latency_us": "link latency µs (<0: spec)",
+}
 
 
 def setting_control(f: dataclasses.Field) -> Control:
@@ -70,8 +83,7 @@ def setting_control(f: dataclasses.Field) -> Control:
     if isinstance(default, bool):
         return Control(f.name, label, "bool", default, section="settings", help=hint)
     if isinstance(default, int):
-        return Control(f.name, label, "int", default, section="settings",
-                       minimum=min(default, 1), help=hint)
+        return Control(f.name, label, "int", default, section="settings", minimum=min(default, 1), help=hint)
     if isinstance(default, float):
         return Control(f.name, label, "float", default, section="settings", help=hint)
     return Control(f.name, label, "text", default, section="settings", help=hint)
@@ -84,8 +96,13 @@ def setting_controls() -> list[Control]:
 BASE_CONTROLS = (
     Control("model", "model", "choice", "llama-2-7b"),
     Control("device", "device", "choice", "a6000"),
-    Control("profile", "roofline", "choice", "spec",
-            help="spec: datasheet peaks; a profile: ceilings measured by 'ridgeline calibrate'"),
+    Control(
+        "profile",
+        "roofline",
+        "choice",
+        "spec",
+        help="spec: datasheet peaks; a profile: ceilings measured by 'ridgeline calibrate'",
+    ),
     Control("batch", "batch", "int", 1, minimum=1),
     Control("seq_len", "prompt tokens", "int", 512, minimum=1),
     Control("generate", "generated tokens", "int", 128, minimum=0),
@@ -94,17 +111,34 @@ PAGE_CONTROLS = (
     Control("stage", "stage", "choice", "decode", ("prefill", "decode"), "layer"),
     Control("sweep_x", "sweep over", "choice", "batch", ("batch", "seq_len"), "sweep"),
     Control("sweep_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), DTYPES, "sweep"),
-    Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"),
-            section="compare"),
-    Control("runs", "measured on", "choice", "all", section="validation",
-            help="one device's validation and e2e results, or all of them"),
-    Control("serving_rates", "request rates (/s)", "text", "1,2,4,8,16", section="serving",
-            help="Poisson arrival rates to simulate, comma-separated"),
+    Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"), section="compare"),
+    Control(
+        "runs",
+        "measured on",
+        "choice",
+        "all",
+        section="validation",
+        help="one device's validation and e2e results, or all of them",
+    ),
+    Control(
+        "serving_rates",
+        "request rates (/s)",
+        "text",
+        "1,2,4,8,16",
+        section="serving",
+        help="Poisson arrival rates to simulate, comma-separated",
+    ),
     Control("serving_requests", "requests per rate", "int", 300, section="serving", minimum=1),
-    Control("serving_max_batch", "max batch", "int", 256, section="serving", minimum=1,
-            help="sequences per step"),
-    Control("serving_budget", "token budget", "int", 2048, section="serving", minimum=1,
-            help="tokens per step (prefill chunks + decodes)"),
+    Control("serving_max_batch", "max batch", "int", 256, section="serving", minimum=1, help="sequences per step"),
+    Control(
+        "serving_budget",
+        "token budget",
+        "int",
+        2048,
+        section="serving",
+        minimum=1,
+        help="tokens per step (prefill chunks + decodes)",
+    ),
 )
 
 
@@ -182,8 +216,7 @@ def read_query(search: str | None) -> dict[str, str]:
 def parse_query(search: str | None) -> dict[str, Any]:
     """``?batch=8&w_dtype=int4`` -> a full state dict (defaults for what is missing or bad)."""
     query = read_query(search)
-    return {c.key: coerce(c, query[c.key]) if c.key in query else c.default
-            for c in controls()}
+    return {c.key: coerce(c, query[c.key]) if c.key in query else c.default for c in controls()}
 
 
 def expected(c: Control) -> str:
@@ -218,8 +251,11 @@ def is_bad(c: Control, raw: str) -> bool:
 def query_problems(search: str | None) -> list[str]:
     """One phrase per URL value that was not understood (its default is shown instead)."""
     query = read_query(search)
-    return [f"{c.key}={query[c.key]!r} (expected {expected(c)})"
-            for c in controls() if c.key in query and is_bad(c, query[c.key])]
+    return [
+        f"{c.key}={query[c.key]!r} (expected {expected(c)})"
+        for c in controls()
+        if c.key in query and is_bad(c, query[c.key])
+    ]
 
 
 def to_query(state: Mapping[str, Any]) -> str:

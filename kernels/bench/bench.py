@@ -6,6 +6,7 @@ and returns the call to time plus ``check()``, which runs the kernel on a fresh 
 set (never zeros) and returns its relative error ||out - ref|| / ||ref|| against a float64
 reference on a slice of the output. Feature checks raise ``Unsupported`` with a reason.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +22,7 @@ from kernels.bench.cases import Case, attention_dims
 from kernels.bench.timing import rotation_sets
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 5e-3}   # relative error, vs float64
+TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 5e-3}  # relative error, vs float64
 
 
 class Unsupported(Exception):
@@ -54,8 +55,10 @@ def _sets(make: Callable[[], tuple], cache_bytes: float) -> tuple[list[tuple], i
     (what matters to the cache is the address, and copying is much faster than drawing)."""
     first = make()
     size = _nbytes(first)
-    copies = [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in first)
-              for _ in range(rotation_sets(size, cache_bytes) - 1)]
+    copies = [
+        tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in first)
+        for _ in range(rotation_sets(size, cache_bytes) - 1)
+    ]
     return [first, *copies], size
 
 
@@ -71,6 +74,7 @@ def _nonzero_int8(*shape, device) -> torch.Tensor:
 
 
 # --- one builder per kernel ----------------------------------------------------------
+
 
 def _linear(case: Case, dev: str, cache: float) -> Bench:
     d, dt = case.op.dims, TORCH_DTYPES[case.dtype]
@@ -101,8 +105,10 @@ def _qk(case: Case, dev: str, cache: float) -> Bench:
     dt = TORCH_DTYPES[case.dtype]
 
     def make():
-        return (_randn(b, g, r * q, hd, dtype=dt, device=dev),
-                _randn(b, g, kv, hd, dtype=dt, device=dev) / math.sqrt(hd))
+        return (
+            _randn(b, g, r * q, hd, dtype=dt, device=dev),
+            _randn(b, g, kv, hd, dtype=dt, device=dev) / math.sqrt(hd),
+        )
 
     def fn(qt, kt):
         return torch.matmul(qt, kt.transpose(-1, -2))
@@ -213,8 +219,11 @@ def _rope(case: Case, dev: str, cache: float) -> Bench:
 
     def make():  # q [t, h, d], k [t, g, d], rotation e^{i theta} per (token, pair)
         theta = torch.rand(t, 1, hd // 2, device=dev) * 6.28
-        return (torch.randn(t, h, hd, device=dev), torch.randn(t, g, hd, device=dev),
-                torch.polar(torch.ones_like(theta), theta))
+        return (
+            torch.randn(t, h, hd, device=dev),
+            torch.randn(t, g, hd, device=dev),
+            torch.polar(torch.ones_like(theta), theta),
+        )
 
     def rotate(x, f):
         return torch.view_as_real(torch.view_as_complex(x.view(*x.shape[:-1], -1, 2)) * f).flatten(-2)
@@ -244,12 +253,14 @@ def _rope_decoder(case: Case, dev: str, cache: float) -> Bench:
     h, g, hd = int(d["heads"]), int(d["kv_heads"]), int(d["head_dim"])
     batch = int(r.get("batch", 1))
     seq = int(d["tokens"]) // batch
-    start = int(r.get("length", 0)) if case.stage == "decode" else 0   # decode: at the cache end
-    cos, sin = (t[start:start + seq].to(dt).to(dev) for t in rope_tables(hd, start + seq))
+    start = int(r.get("length", 0)) if case.stage == "decode" else 0  # decode: at the cache end
+    cos, sin = (t[start : start + seq].to(dt).to(dev) for t in rope_tables(hd, start + seq))
 
     def make():
-        return (_randn(batch, seq, h, hd, dtype=dt, device=dev).transpose(1, 2),
-                _randn(batch, seq, g, hd, dtype=dt, device=dev).transpose(1, 2))
+        return (
+            _randn(batch, seq, h, hd, dtype=dt, device=dev).transpose(1, 2),
+            _randn(batch, seq, g, hd, dtype=dt, device=dev).transpose(1, 2),
+        )
 
     def fn(q, k):
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -265,8 +276,12 @@ def _rope_decoder(case: Case, dev: str, cache: float) -> Bench:
     return Bench(fn, sets, check, set_bytes=size)
 
 
-SDPA_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
-                 "cudnn": "CUDNN_ATTENTION"}
+SDPA_BACKENDS = {
+    "math": "MATH",
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+}
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -294,8 +309,11 @@ def _sdpa(case: Case, dev: str, cache: float) -> Bench:
         return sdpa_kernel([backend])
 
     def make():  # q [b, h, q, d], k/v [b, g, kv, d]
-        return (_randn(b, h, q, hd, dtype=dt, device=dev), _randn(b, g, kv, hd, dtype=dt, device=dev),
-                _randn(b, g, kv, hd, dtype=dt, device=dev))
+        return (
+            _randn(b, h, q, hd, dtype=dt, device=dev),
+            _randn(b, g, kv, hd, dtype=dt, device=dev),
+            _randn(b, g, kv, hd, dtype=dt, device=dev),
+        )
 
     fold = q == 1 and g != h  # decode with grouped KV heads
 
@@ -321,13 +339,16 @@ def _sdpa(case: Case, dev: str, cache: float) -> Bench:
 
     try:
         with context():
-            small = [_randn(1, h, min(q, 8), hd, dtype=dt, device=dev),
-                     _randn(1, g, min(kv, 8), hd, dtype=dt, device=dev),
-                     _randn(1, g, min(kv, 8), hd, dtype=dt, device=dev)]
+            small = [
+                _randn(1, h, min(q, 8), hd, dtype=dt, device=dev),
+                _randn(1, g, min(kv, 8), hd, dtype=dt, device=dev),
+                _randn(1, g, min(kv, 8), hd, dtype=dt, device=dev),
+            ]
             fn(*small)
     except RuntimeError as err:
-        raise Unsupported(f"sdpa backend {case.backend} unavailable for this shape/dtype: "
-                          f"{str(err).splitlines()[0][:120]}") from None
+        raise Unsupported(
+            f"sdpa backend {case.backend} unavailable for this shape/dtype: {str(err).splitlines()[0][:120]}"
+        ) from None
     sets, size = _sets(make, cache)
     return Bench(fn, sets, check, context=context, set_bytes=size)
 
@@ -343,8 +364,11 @@ def _sdpa_transformers(case: Case, dev: str, cache: float, shape: tuple, dt, cau
         raise Unsupported(f"torch {torch.__version__}: scaled_dot_product_attention has no enable_gqa")
 
     def make():  # q [b, h, q, d], k/v [b, g, kv, d] (the cache), mask [b, 1, q, kv]
-        qkv = (_randn(b, h, q, hd, dtype=dt, device=dev), _randn(b, g, kv, hd, dtype=dt, device=dev),
-               _randn(b, g, kv, hd, dtype=dt, device=dev))
+        qkv = (
+            _randn(b, h, q, hd, dtype=dt, device=dev),
+            _randn(b, g, kv, hd, dtype=dt, device=dev),
+            _randn(b, g, kv, hd, dtype=dt, device=dev),
+        )
         if gqa:
             return qkv
         mask = torch.ones(q, kv, dtype=torch.bool, device=dev)
@@ -354,8 +378,9 @@ def _sdpa_transformers(case: Case, dev: str, cache: float, shape: tuple, dt, cau
     def fn(qt, kt, vt, mask=None):
         if gqa:
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=g != h)
-        return F.scaled_dot_product_attention(qt, repeat_kv(kt, h // g), repeat_kv(vt, h // g),
-                                              attn_mask=mask, is_causal=False)
+        return F.scaled_dot_product_attention(
+            qt, repeat_kv(kt, h // g), repeat_kv(vt, h // g), attn_mask=mask, is_causal=False
+        )
 
     def check():
         args = make()
@@ -379,8 +404,11 @@ def _int8_weight_only(case: Case, dev: str, cache: float) -> Bench:
         raise Unsupported("torch._weight_int8pack_mm missing")
 
     def make():  # x [m, k], W int8 [n, k], one scale per output channel
-        return (_randn(m, k, dtype=dt, device=dev), _nonzero_int8(n, k, device=dev),
-                (torch.rand(n, device=dev) * 0.01 + 0.001).to(dt))
+        return (
+            _randn(m, k, dtype=dt, device=dev),
+            _nonzero_int8(n, k, device=dev),
+            (torch.rand(n, device=dev) * 0.01 + 0.001).to(dt),
+        )
 
     def check():
         x, w, s = make()
@@ -394,8 +422,11 @@ def _int8_weight_only(case: Case, dev: str, cache: float) -> Bench:
 
 
 def _small_int8(dt, dev):
-    return (_randn(2, 64, dtype=dt, device=dev), _nonzero_int8(32, 64, device=dev),
-            torch.ones(32, dtype=dt, device=dev))
+    return (
+        _randn(2, 64, dtype=dt, device=dev),
+        _nonzero_int8(32, 64, device=dev),
+        torch.ones(32, dtype=dt, device=dev),
+    )
 
 
 def _probe(call: Callable, what: str) -> None:
@@ -430,8 +461,9 @@ def _int4_weight_only(case: Case, dev: str, cache: float) -> Bench:
     def raw():  # dequantised W = (q - 8) * scale + zero, per group of gs along k
         q = torch.randint(0, 16, (n, k), dtype=torch.int32, device=dev)
         q = torch.where(q == 8, torch.full_like(q, 9), q)  # no zero weights
-        sz = torch.stack([torch.rand(k // gs, n, device=dev) * 0.01 + 0.001,
-                          torch.rand(k // gs, n, device=dev) * 1e-3], -1).to(dt)
+        sz = torch.stack(
+            [torch.rand(k // gs, n, device=dev) * 0.01 + 0.001, torch.rand(k // gs, n, device=dev) * 1e-3], -1
+        ).to(dt)
         return q, sz
 
     def make():
@@ -461,9 +493,12 @@ def _int_matmul(case: Case, dev: str, cache: float) -> Bench:
         f8 = torch.float8_e4m3fn
 
         def make():  # a [m, k] row-major, b = W^T [k, n] column-major, per-tensor scales
-            return ((torch.randn(m, k, device=dev) * 0.5).to(f8),
-                    (torch.randn(n, k, device=dev) * 0.5).to(f8).t(),
-                    torch.tensor(0.5, device=dev), torch.tensor(0.25, device=dev))
+            return (
+                (torch.randn(m, k, device=dev) * 0.5).to(f8),
+                (torch.randn(n, k, device=dev) * 0.5).to(f8).t(),
+                torch.tensor(0.5, device=dev),
+                torch.tensor(0.25, device=dev),
+            )
 
         def fn(a, b, sa, sb):
             return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
@@ -488,18 +523,26 @@ def _int_matmul(case: Case, dev: str, cache: float) -> Bench:
             c = min(n, 512)
             return rel_error(fn(a, b)[:32, :c], a[:32].double() @ b[:, :c].double())
 
-        _probe(lambda: fn(_nonzero_int8(32, 64, device=dev), _nonzero_int8(64, 64, device=dev).t()),
-               "torch._int_mm")
+        _probe(lambda: fn(_nonzero_int8(32, 64, device=dev), _nonzero_int8(64, 64, device=dev).t()), "torch._int_mm")
     sets, size = _sets(make, cache)
     return Bench(fn, sets, check, set_bytes=size)
 
 
 BUILDERS: dict[str, Callable[[Case, str, float], Bench]] = {
-    "linear": _linear, "qk_matmul": _qk, "sv_matmul": _sv, "softmax": _softmax,
-    "rmsnorm": _rmsnorm, "residual_add": _residual_add, "silu_mul": _silu_mul, "rope": _rope,
+    "linear": _linear,
+    "qk_matmul": _qk,
+    "sv_matmul": _sv,
+    "softmax": _softmax,
+    "rmsnorm": _rmsnorm,
+    "residual_add": _residual_add,
+    "silu_mul": _silu_mul,
+    "rope": _rope,
     "rope_decoder": _rope_decoder,
-    "sdpa": _sdpa, "int8_weight_only": _int8_weight_only, "int4_weight_only": _int4_weight_only,
-    "int8_matmul": _int_matmul, "fp8_matmul": _int_matmul,
+    "sdpa": _sdpa,
+    "int8_weight_only": _int8_weight_only,
+    "int4_weight_only": _int4_weight_only,
+    "int8_matmul": _int_matmul,
+    "fp8_matmul": _int_matmul,
 }
 
 

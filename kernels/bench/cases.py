@@ -11,6 +11,7 @@ Calibration and validation shapes come from different models and sizes and are d
 (:func:`check_disjoint`): a calibrated prediction is only credited on shapes it was not
 fitted to.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -32,24 +33,30 @@ from ridgeline.engine.units import dtype_bytes
 # context lengths and widths (every K and N of the models' GEMMs) are all absent from
 # calibration. head_dim is not: 64, 96 and 128 cover most of the catalog.
 CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "phi-3-mini")  # GQA and MHA
-VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")                           # GQA and MHA
+VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")  # GQA and MHA
 QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
 QUICK_VALIDATION_MODELS = ("llama-3-8b",)
 
 # (batch, tokens) per stage; prefill lengths per dtype (fp32 GEMMs are slow on a CPU)
 WORKLOADS = {
-    "calibration": {"prefill": {"fp32": [(2, 64), (2, 192)], "bf16": [(2, 64), (2, 192)],
-                                "fp16": [(2, 64), (2, 192)]},
-                    "decode": [(2, 512), (4, 2048), (32, 256)]},
-    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320), (3, 160), (1, 1536)],
-                               "fp16": [(1, 320), (3, 160)]},
-                   "decode": [(1, 1536), (8, 768), (48, 384)]},
+    "calibration": {
+        "prefill": {"fp32": [(2, 64), (2, 192)], "bf16": [(2, 64), (2, 192)], "fp16": [(2, 64), (2, 192)]},
+        "decode": [(2, 512), (4, 2048), (32, 256)],
+    },
+    "validation": {
+        "prefill": {"fp32": [(1, 320)], "bf16": [(1, 320), (3, 160), (1, 1536)], "fp16": [(1, 320), (3, 160)]},
+        "decode": [(1, 1536), (8, 768), (48, 384)],
+    },
 }
 QUICK_WORKLOADS = {
-    "calibration": {"prefill": {"fp32": [(2, 64)], "bf16": [(2, 192)], "fp16": [(2, 192)]},
-                    "decode": [(2, 512), (4, 2048), (32, 256)]},
-    "validation": {"prefill": {"fp32": [(1, 320)], "bf16": [(1, 320)], "fp16": [(1, 320)]},
-                   "decode": [(1, 1536), (8, 768)]},
+    "calibration": {
+        "prefill": {"fp32": [(2, 64)], "bf16": [(2, 192)], "fp16": [(2, 192)]},
+        "decode": [(2, 512), (4, 2048), (32, 256)],
+    },
+    "validation": {
+        "prefill": {"fp32": [(1, 320)], "bf16": [(1, 320)], "fp16": [(1, 320)]},
+        "decode": [(1, 1536), (8, 768)],
+    },
 }
 # A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): dense catalog models up to
 # 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and
@@ -65,24 +72,25 @@ DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)
 DRAW_PREFILL_TOKENS = {"fp32": 768, "default": 1536}
 DRAW_DECODE_BATCH, DRAW_DECODE_LENGTH, DRAW_DECODE_TOKENS = (1, 64), (128, 4096), 32768
 LINEAR_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-QUANT_OPS = ("o_proj", "gate_proj", "down_proj")      # weight-only kernels, decode
+QUANT_OPS = ("o_proj", "gate_proj", "down_proj")  # weight-only kernels, decode
 INT4_GROUP = 128
-SWEEP_M = (2, 4, 24, 96, 192, 384, 768)                # empirical roofline: bf16 m x 4096 x 4096
+SWEEP_M = (2, 4, 24, 96, 192, 384, 768)  # empirical roofline: bf16 m x 4096 x 4096
 SWEEP_KN = 4096
 # Skinny products: every row count from 1 to 16, then about sqrt(2) steps to 256, per data
 # type, at (K, N) shapes of calibration models spanning their widths, long K and long N
 # (``ridgeline.engine.roofline.RowTable`` interpolates them); fp32 rows stop at GRID_MAX_FP32_FLOPS
 GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
 QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
-GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (3584, 18944),
-           (18944, 3584))
+GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (3584, 18944), (18944, 3584))
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
 # weight-only int8 / int4 products (bf16 activations) on the row grid up to the decode batches
 QUANT_GRID_M = (*range(1, 17), 24, 32, 48, 64)
 QUICK_QUANT_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
-WEIGHT_ONLY = {"int8_weight_only": {"w_dtype": "int8"},
-               "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP}}
+WEIGHT_ONLY = {
+    "int8_weight_only": {"w_dtype": "int8"},
+    "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP},
+}
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
 # group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
 # P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
@@ -98,10 +106,9 @@ ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
 # the softmax), up to SIZE_GRID_MAX_BYTES moved, past the allocator's 32 MiB mmap threshold
 SIZE_GRID_TOKENS = tuple(2**i for i in range(17))
 QUICK_SIZE_GRID_TOKENS = tuple(4**i for i in range(9))
-SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "softmax": 512,
-                   "rope": 2048}
+SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "softmax": 512, "rope": 2048}
 SIZE_GRID_MAX_BYTES = 256 * 2**20
-SIZE_GRID_ROPE = (32, 8, 64)     # heads, K/V heads, head_dim (llama-3.2-1b)
+SIZE_GRID_ROPE = (32, 8, 64)  # heads, K/V heads, head_dim (llama-3.2-1b)
 
 OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
 # Kernels no serving stack runs for speed: measured and shown, but reported apart from the
@@ -110,15 +117,17 @@ OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "qu
 # page faults on those fresh allocations (glibc maps each allocation above its 32 MiB
 # threshold anew: with MALLOC_MMAP_THRESHOLD_ raised, llama-2-7b's batch-8 decode runs 5x
 # faster). On CUDA, also ``_weight_int8pack_mm``.
-REFERENCE_KERNELS = {"cpu": frozenset({("sdpa", "math")}),
-                     "cuda": frozenset({("sdpa", "math"), ("int8_weight_only", "")})}
+REFERENCE_KERNELS = {
+    "cpu": frozenset({("sdpa", "math")}),
+    "cuda": frozenset({("sdpa", "math"), ("int8_weight_only", "")}),
+}
 
 
 def is_reference(case: Case | Mapping[str, Any], device: str = "cuda") -> bool:
     """A kernel reported apart from the headline on ``device`` (``REFERENCE_KERNELS``)."""
     kernel = case.get("kernel", "") if isinstance(case, Mapping) else case.kernel
     backend = case.get("backend", "") if isinstance(case, Mapping) else case.backend
-    backend = backend if isinstance(backend, str) else ""   # a CSV's empty cell reads as NaN
+    backend = backend if isinstance(backend, str) else ""  # a CSV's empty cell reads as NaN
     return (kernel, backend) in REFERENCE_KERNELS.get(device, REFERENCE_KERNELS["cuda"])
 
 
@@ -126,14 +135,14 @@ def is_reference(case: Case | Mapping[str, Any], device: str = "cuda") -> bool:
 class Case:
     """One kernel at one shape, and how to rebuild the Op that predicts it."""
 
-    name: str                      # model/stage/workload/op/dtype[/backend]
-    op_class: str                  # summary class (OP_CLASSES)
-    kernel: str                    # torch implementation (kernels/bench/bench.py)
-    dtype: str                     # activation / compute type: fp32 | bf16 | fp16
-    recipe: Mapping[str, Any]      # builder + arguments for build_op (JSON-able)
-    backend: str = ""              # sdpa backend; group size of int4
-    split: str = "validation"      # calibration | validation
-    stage: str = ""                # prefill | decode | sweep
+    name: str  # model/stage/workload/op/dtype[/backend]
+    op_class: str  # summary class (OP_CLASSES)
+    kernel: str  # torch implementation (kernels/bench/bench.py)
+    dtype: str  # activation / compute type: fp32 | bf16 | fp16
+    recipe: Mapping[str, Any]  # builder + arguments for build_op (JSON-able)
+    backend: str = ""  # sdpa backend; group size of int4
+    split: str = "validation"  # calibration | validation
+    stage: str = ""  # prefill | decode | sweep
 
     @property
     def op(self) -> Op:
@@ -145,15 +154,29 @@ class Case:
         return (self.kernel, self.backend, self.dtype, dims)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "op_class": self.op_class, "kernel": self.kernel,
-                "dtype": self.dtype, "backend": self.backend, "split": self.split,
-                "stage": self.stage, "recipe": dict(self.recipe)}
+        return {
+            "name": self.name,
+            "op_class": self.op_class,
+            "kernel": self.kernel,
+            "dtype": self.dtype,
+            "backend": self.backend,
+            "split": self.split,
+            "stage": self.stage,
+            "recipe": dict(self.recipe),
+        }
 
 
 def case_from_dict(raw: Mapping[str, Any]) -> Case:
-    return Case(raw["name"], raw["op_class"], raw["kernel"], raw["dtype"],
-                MappingProxyType(dict(raw["recipe"])), raw.get("backend", ""),
-                raw.get("split", "validation"), raw.get("stage", ""))
+    return Case(
+        raw["name"],
+        raw["op_class"],
+        raw["kernel"],
+        raw["dtype"],
+        MappingProxyType(dict(raw["recipe"])),
+        raw.get("backend", ""),
+        raw.get("split", "validation"),
+        raw.get("stage", ""),
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -163,8 +186,10 @@ def _plain(value: Any) -> Any:
 
 # --- recipes -> Op (pure, replayable) ----------------------------------------------------
 
-def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
-              group_size: int = 0, key_block: int = 0) -> Plan:
+
+def precision(
+    dtype: str, attention: str = "eager", w_dtype: str | None = None, group_size: int = 0, key_block: int = 0
+) -> Plan:
     """Plan of a case: everything in ``dtype``; weight-only quantised weights in
     ``w_dtype`` with a bf16 scale per channel (int8) or scale + zero per group (int4),
     converted up inside the kernel - what torch's int8/int4 weight-only kernels store;
@@ -174,8 +199,17 @@ def precision(dtype: str, attention: str = "eager", w_dtype: str | None = None,
         return Plan(ab, ab, ab, dtype, dtype, attention=attention, key_block=key_block)
     # per channel: one 16-bit scale (the size of one fp8 group scale); per group: scale + zero
     scale_bytes = SCALE_BYTES + ZERO_POINT_BYTES if group_size else SCALE_BYTES
-    return Plan(dtype_bytes(w_dtype), ab, ab, dtype, dtype, scale_bytes=scale_bytes,
-                group_size=group_size, dequant=True, attention=attention)
+    return Plan(
+        dtype_bytes(w_dtype),
+        ab,
+        ab,
+        dtype,
+        dtype,
+        scale_bytes=scale_bytes,
+        group_size=group_size,
+        dequant=True,
+        attention=attention,
+    )
 
 
 @lru_cache(maxsize=512)
@@ -184,8 +218,9 @@ def _stage(model: str, stage: str, batch: int, length: int, p: Plan) -> dict[str
 
 
 def _engine_op(r: Mapping[str, Any]) -> Op:
-    p = precision(r["dtype"], r.get("attention", "eager"), r.get("w_dtype"), r.get("group_size", 0),
-                  r.get("key_block", 0))
+    p = precision(
+        r["dtype"], r.get("attention", "eager"), r.get("w_dtype"), r.get("group_size", 0), r.get("key_block", 0)
+    )
     op = _stage(r["model"], r["stage"], int(r["batch"]), int(r["length"]), p)[r["op"]]
     return replace(op, name=r["rename"]) if r.get("rename") else op
 
@@ -202,22 +237,25 @@ def _sdpa_math(r: Mapping[str, Any]) -> Op:
     base = {**r, "attention": "eager"}
     qk, sv = (_engine_op({**base, "op": name}) for name in ("qk_matmul", "sv_matmul"))
     d = qk.dims
-    b, h, g, q, kv, hd = (float(d[k]) for k in ("batch", "heads", "kv_heads", "q_len",
-                                                 "kv_len", "head_dim"))
+    b, h, g, q, kv, hd = (float(d[k]) for k in ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"))
     ab, f32 = dtype_bytes(r["dtype"]), 4.0
     queries, keys, scores = b * h * q * hd, b * g * kv * hd, b * h * q * kv
-    per_head = keys * (h / g if q > 1 and g != h else 1.0)    # K (or V) after the expansion
-    passes = [((queries + per_head) * f32, (queries + per_head) * f32),   # scale q, K^T
-              ((queries + per_head) * f32, scores * f32),                # q @ K^T
-              (scores * f32, scores * f32),                              # softmax
-              ((scores + per_head) * f32, queries * f32)]                # P @ V
+    per_head = keys * (h / g if q > 1 and g != h else 1.0)  # K (or V) after the expansion
+    passes = [
+        ((queries + per_head) * f32, (queries + per_head) * f32),  # scale q, K^T
+        ((queries + per_head) * f32, scores * f32),  # q @ K^T
+        (scores * f32, scores * f32),  # softmax
+        ((scores + per_head) * f32, queries * f32),
+    ]  # P @ V
     if ab < f32:
-        passes += [((queries + 2 * keys) * ab, (queries + 2 * keys) * f32),  # to fp32
-                   (queries * f32, queries * ab)]                            # output back
+        passes += [
+            ((queries + 2 * keys) * ab, (queries + 2 * keys) * f32),  # to fp32
+            (queries * f32, queries * ab),
+        ]  # output back
     if per_head > keys:
-        passes.append((2 * keys * f32, 2 * per_head * f32))             # repeat_interleave
+        passes.append((2 * keys * f32, 2 * per_head * f32))  # repeat_interleave
     if r["stage"] == "prefill":
-        passes.append((scores * f32, scores * f32))                     # causal mask
+        passes.append((scores * f32, scores * f32))  # causal mask
     read, write = (sum(x[i] for x in passes) for i in (0, 1))
     # each pass's output is a fresh tensor (two for the conversions and the repeat of K, V)
     fresh = [queries * f32, per_head * f32, scores * f32, scores * f32, queries * f32]
@@ -227,10 +265,19 @@ def _sdpa_math(r: Mapping[str, Any]) -> Op:
         fresh += [per_head * f32, per_head * f32]
     if r["stage"] == "prefill":
         fresh.append(scores * f32)
-    return Op("sdpa_math", "attention", qk.count, flops=qk.flops + sv.flops,
-              kv_read_bytes=2 * keys * ab, act_read_bytes=read - 2 * keys * ab,
-              act_write_bytes=write, matrix=True, dtype="fp32", dims=qk.dims,
-              alloc_bytes=tuple(fresh))
+    return Op(
+        "sdpa_math",
+        "attention",
+        qk.count,
+        flops=qk.flops + sv.flops,
+        kv_read_bytes=2 * keys * ab,
+        act_read_bytes=read - 2 * keys * ab,
+        act_write_bytes=write,
+        matrix=True,
+        dtype="fp32",
+        dims=qk.dims,
+        alloc_bytes=tuple(fresh),
+    )
 
 
 def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
@@ -273,8 +320,7 @@ def _int_matmul(r: Mapping[str, Any]) -> Op:
     """torch._int_mm / torch._scaled_mm: int8 (fp8) operands, int32 (bf16) output."""
     m, k, n, dtype = int(r["m"]), int(r["k"]), int(r["n"]), r["dtype"]
     out_bytes = 4 if dtype == "int8" else 2
-    op = O.linear(r.get("rename", "int8_matmul"), m, k, n, q=Quant(1.0), ab=1.0, count=1,
-                  dtype=dtype, inputs=())
+    op = O.linear(r.get("rename", "int8_matmul"), m, k, n, q=Quant(1.0), ab=1.0, count=1, dtype=dtype, inputs=())
     return replace(op, act_write_bytes=m * n * out_bytes)
 
 
@@ -282,8 +328,17 @@ def _linear(r: Mapping[str, Any]) -> Op:
     """A product at a grid point; with ``w_dtype`` a weight-only quantised one, its weights
     stored as the model cases store them (``precision``)."""
     q = precision(r["dtype"], w_dtype=r.get("w_dtype"), group_size=int(r.get("group_size", 0))).quant
-    return O.linear(r.get("rename", "linear"), int(r["m"]), int(r["k"]), int(r["n"]),
-                    q=q, ab=dtype_bytes(r["dtype"]), count=1, dtype=r["dtype"], inputs=())
+    return O.linear(
+        r.get("rename", "linear"),
+        int(r["m"]),
+        int(r["k"]),
+        int(r["n"]),
+        q=q,
+        ab=dtype_bytes(r["dtype"]),
+        count=1,
+        dtype=r["dtype"],
+        inputs=(),
+    )
 
 
 def _attention_grid(r: Mapping[str, Any]) -> Op:
@@ -313,17 +368,27 @@ def _repeat_kv(op: Op, b, h, g, q, kv, d, ab, positions) -> Op:
     from the cache and written expanded to every query head (a copy when h > g; none for
     MHA: ``repeat_kv`` returns its input), then the kernel reads the expanded K/V
     ``positions`` times per head and the boolean mask [b, 1, q, kv] (one byte a pair)."""
-    kv_bytes = 2 * b * g * kv * d * ab                         # K and V in the cache
-    copied = 2 * b * h * kv * d * ab if h > g else 0.0         # the expanded copies
+    kv_bytes = 2 * b * g * kv * d * ab  # K and V in the cache
+    copied = 2 * b * h * kv * d * ab if h > g else 0.0  # the expanded copies
     sdpa_kv = 2 * b * h * positions * d * ab if h > g else op.kv_read_bytes
-    return replace(op, name="sdpa_repeat_kv", kv_read_bytes=kv_bytes if h > g else op.kv_read_bytes,
-                   act_read_bytes=op.act_read_bytes + (sdpa_kv if h > g else 0.0) + b * q * kv,
-                   act_write_bytes=op.act_write_bytes + copied)
+    return replace(
+        op,
+        name="sdpa_repeat_kv",
+        kv_read_bytes=kv_bytes if h > g else op.kv_read_bytes,
+        act_read_bytes=op.act_read_bytes + (sdpa_kv if h > g else 0.0) + b * q * kv,
+        act_write_bytes=op.act_write_bytes + copied,
+    )
 
 
-BUILDERS = {"engine": _engine_op, "sdpa_math": _sdpa_math, "mlp_act_eager": _mlp_act_eager,
-            "int_matmul": _int_matmul, "linear": _linear, "attention_grid": _attention_grid,
-            "size_grid": _size_grid}
+BUILDERS = {
+    "engine": _engine_op,
+    "sdpa_math": _sdpa_math,
+    "mlp_act_eager": _mlp_act_eager,
+    "int_matmul": _int_matmul,
+    "linear": _linear,
+    "attention_grid": _attention_grid,
+    "size_grid": _size_grid,
+}
 
 
 def build_op(recipe: Mapping[str, Any]) -> Op:
@@ -336,6 +401,7 @@ def build_op(recipe: Mapping[str, Any]) -> Op:
 
 # --- case lists ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Options:
     """What the device offers: data types and sdpa backends to cover."""
@@ -344,11 +410,10 @@ class Options:
     sdpa_backends: tuple[str, ...] = ("math", "flash")
     device: str = "cpu"
     extra: Mapping[str, Any] = field(default_factory=dict)
-    int8: bool = True              # int8 x int8 products run natively (not a scalar fallback)
+    int8: bool = True  # int8 x int8 products run natively (not a scalar fallback)
 
 
-def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str,
-                 opts: Options) -> list[Case]:
+def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str, opts: Options) -> list[Case]:
     where = f"{model}/{stage}/b{batch}x{length}"
     base = {"model": model, "stage": stage, "batch": batch, "length": length, "dtype": dtype}
     gemm = "gemm" if stage == "prefill" else "gemv"
@@ -356,8 +421,18 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
 
     def add(op_name, op_class, kernel, recipe, backend=""):
         suffix = f"/{backend}" if backend else ""
-        cases.append(Case(f"{where}/{op_name}/{dtype}{suffix}", op_class, kernel, dtype,
-                          MappingProxyType(recipe), backend, split, stage))
+        cases.append(
+            Case(
+                f"{where}/{op_name}/{dtype}{suffix}",
+                op_class,
+                kernel,
+                dtype,
+                MappingProxyType(recipe),
+                backend,
+                split,
+                stage,
+            )
+        )
 
     for name in LINEAR_OPS:
         add(name, gemm, "linear", {"builder": "engine", **base, "op": name})
@@ -384,21 +459,43 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
         add("rope", "elementwise", "rope", {"builder": "engine", **base, "op": "rope"})
     if dtype == "bf16" and stage == "decode":
         for name in QUANT_OPS:
-            add(f"{name}.int8wo", "quant", "int8_weight_only",
-                {"builder": "engine", **base, "op": name, "w_dtype": "int8",
-                 "rename": "int8_weight_only"})
-            add(f"{name}.int4wo", "quant", "int4_weight_only",
-                {"builder": "engine", **base, "op": name, "w_dtype": "int4",
-                 "group_size": INT4_GROUP, "rename": "int4_weight_only"}, f"g{INT4_GROUP}")
+            add(
+                f"{name}.int8wo",
+                "quant",
+                "int8_weight_only",
+                {"builder": "engine", **base, "op": name, "w_dtype": "int8", "rename": "int8_weight_only"},
+            )
+            add(
+                f"{name}.int4wo",
+                "quant",
+                "int4_weight_only",
+                {
+                    "builder": "engine",
+                    **base,
+                    "op": name,
+                    "w_dtype": "int4",
+                    "group_size": INT4_GROUP,
+                    "rename": "int4_weight_only",
+                },
+                f"g{INT4_GROUP}",
+            )
     if dtype == "bf16" and stage == "prefill" and opts.int8:
         for name in QUANT_OPS:
             op = _engine_op({**base, "op": name})
             dims = {"m": int(op.dims["m"]), "k": int(op.dims["k"]), "n": int(op.dims["n"])}
-            add(f"{name}.int8mm", "quant", "int8_matmul",
-                {"builder": "int_matmul", **dims, "dtype": "int8", "rename": "int8_matmul"})
+            add(
+                f"{name}.int8mm",
+                "quant",
+                "int8_matmul",
+                {"builder": "int_matmul", **dims, "dtype": "int8", "rename": "int8_matmul"},
+            )
             if opts.device == "cuda":
-                add(f"{name}.fp8mm", "quant", "fp8_matmul",
-                    {"builder": "int_matmul", **dims, "dtype": "fp8", "rename": "fp8_matmul"})
+                add(
+                    f"{name}.fp8mm",
+                    "quant",
+                    "fp8_matmul",
+                    {"builder": "int_matmul", **dims, "dtype": "fp8", "rename": "fp8_matmul"},
+                )
     return cases
 
 
@@ -416,11 +513,20 @@ def transformers_recipe(base: Mapping[str, Any], backend: str) -> dict[str, Any]
     cfg = load_model(base["model"])
     prefill = base["stage"] == "prefill"
     length = int(base["length"])
-    recipe = {"builder": "attention_grid", "kernel": "attention" if backend == "gqa" else "repeat_kv",
-              "rows": cfg.num_heads // cfg.num_kv_heads, "batch": int(base["batch"]),
-              "kv_heads": cfg.num_kv_heads, "kv_len": length, "head_dim": cfg.head_dim,
-              "dtype": base["dtype"], "rename": TRANSFORMERS_PATHS[backend],
-              "model": base["model"], "stage": base["stage"], "length": length}
+    recipe = {
+        "builder": "attention_grid",
+        "kernel": "attention" if backend == "gqa" else "repeat_kv",
+        "rows": cfg.num_heads // cfg.num_kv_heads,
+        "batch": int(base["batch"]),
+        "kv_heads": cfg.num_kv_heads,
+        "kv_len": length,
+        "head_dim": cfg.head_dim,
+        "dtype": base["dtype"],
+        "rename": TRANSFORMERS_PATHS[backend],
+        "model": base["model"],
+        "stage": base["stage"],
+        "length": length,
+    }
     if prefill:
         recipe["q_len"] = length
     return recipe
@@ -429,10 +535,18 @@ def transformers_recipe(base: Mapping[str, Any], backend: str) -> dict[str, Any]
 def sweep_cases(dtype: str = "bf16", split: str = "validation") -> list[Case]:
     """The empirical roofline: one GEMM kernel whose operations per byte grow with m
     (about m/2 per byte in bf16 while the weights dominate), from memory- to compute-bound."""
-    return [Case(f"sweep/m{m}x{SWEEP_KN}x{SWEEP_KN}/{dtype}", "sweep", "linear", dtype,
-                 MappingProxyType({"builder": "linear", "m": m, "k": SWEEP_KN, "n": SWEEP_KN,
-                                   "dtype": dtype}), split=split, stage="sweep")
-            for m in SWEEP_M]
+    return [
+        Case(
+            f"sweep/m{m}x{SWEEP_KN}x{SWEEP_KN}/{dtype}",
+            "sweep",
+            "linear",
+            dtype,
+            MappingProxyType({"builder": "linear", "m": m, "k": SWEEP_KN, "n": SWEEP_KN, "dtype": dtype}),
+            split=split,
+            stage="sweep",
+        )
+        for m in SWEEP_M
+    ]
 
 
 def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
@@ -440,41 +554,72 @@ def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     libraries switch kernels between row counts, so the efficiency curve is measured, not
     assumed."""
     ms, kns = (QUICK_GRID_M, QUICK_GRID_KN) if quick else (GRID_M, GRID_KN)
-    return [Case(f"grid/m{m}x{k}x{n}/{dtype}", "gemv" if m <= 16 else "gemm", "linear", dtype,
-                 MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": dtype}),
-                 split="calibration", stage="grid")
-            for dtype in dtypes for k, n in kns for m in ms
-            if dtype != "fp32" or 2 * m * k * n <= GRID_MAX_FP32_FLOPS]
+    return [
+        Case(
+            f"grid/m{m}x{k}x{n}/{dtype}",
+            "gemv" if m <= 16 else "gemm",
+            "linear",
+            dtype,
+            MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": dtype}),
+            split="calibration",
+            stage="grid",
+        )
+        for dtype in dtypes
+        for k, n in kns
+        for m in ms
+        if dtype != "fp32" or 2 * m * k * n <= GRID_MAX_FP32_FLOPS
+    ]
 
 
 def attention_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Decode attention on a grid of rows per K/V head x head_dim x cache length, per kernel
     and data type (calibration only): the kernels switch paths by rows and head_dim, so the
     decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table)."""
-    rows, dims, kvs = ((QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS,
-                        QUICK_ATTENTION_GRID_KV) if quick else
-                       (ATTENTION_GRID_ROWS, ATTENTION_GRID_HEAD_DIMS, ATTENTION_GRID_KV))
-    kernels = {"qk_matmul": ("qk_matmul", ""), "sv_matmul": ("sv_matmul", ""),
-               "attention": ("sdpa", "flash")}
+    rows, dims, kvs = (
+        (QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS, QUICK_ATTENTION_GRID_KV)
+        if quick
+        else (ATTENTION_GRID_ROWS, ATTENTION_GRID_HEAD_DIMS, ATTENTION_GRID_KV)
+    )
+    kernels = {"qk_matmul": ("qk_matmul", ""), "sv_matmul": ("sv_matmul", ""), "attention": ("sdpa", "flash")}
     cases = []
     for dtype in dtypes:
         for name, (kernel, backend) in kernels.items():
             for d in dims:
                 for kv in kvs:
                     for r in rows:
-                        recipe = {"builder": "attention_grid", "kernel": name, "rows": r,
-                                  "batch": ATTENTION_GRID_BATCH,
-                                  "kv_heads": ATTENTION_GRID_KV_HEADS, "kv_len": kv,
-                                  "head_dim": d, "dtype": dtype}
+                        recipe = {
+                            "builder": "attention_grid",
+                            "kernel": name,
+                            "rows": r,
+                            "batch": ATTENTION_GRID_BATCH,
+                            "kv_heads": ATTENTION_GRID_KV_HEADS,
+                            "kv_len": kv,
+                            "head_dim": d,
+                            "dtype": dtype,
+                        }
                         suffix = f"/{backend}" if backend else ""
-                        cases.append(Case(f"agrid/{name}/r{r}xd{d}xkv{kv}/{dtype}{suffix}",
-                                          "attention", kernel, dtype, MappingProxyType(recipe),
-                                          backend, split="calibration", stage="decode"))
+                        cases.append(
+                            Case(
+                                f"agrid/{name}/r{r}xd{d}xkv{kv}/{dtype}{suffix}",
+                                "attention",
+                                kernel,
+                                dtype,
+                                MappingProxyType(recipe),
+                                backend,
+                                split="calibration",
+                                stage="decode",
+                            )
+                        )
     return cases
 
 
-SIZE_GRID_CLASSES = {"rmsnorm": "norm", "residual_add": "elementwise", "silu_mul": "elementwise",
-                     "softmax": "softmax", "rope": "elementwise"}
+SIZE_GRID_CLASSES = {
+    "rmsnorm": "norm",
+    "residual_add": "elementwise",
+    "silu_mul": "elementwise",
+    "softmax": "softmax",
+    "rope": "elementwise",
+}
 
 
 def quant_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
@@ -486,11 +631,20 @@ def quant_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     if "bf16" not in dtypes:
         return []
     ms, kns = (QUICK_QUANT_GRID_M, QUICK_GRID_KN) if quick else (QUANT_GRID_M, GRID_KN)
-    return [Case(f"qgrid/{kernel}/m{m}x{k}x{n}/bf16", "quant", kernel, "bf16",
-                 MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": "bf16",
-                                   "rename": kernel, **extra}),
-                 split="calibration", stage="grid")
-            for kernel, extra in WEIGHT_ONLY.items() for k, n in kns for m in ms]
+    return [
+        Case(
+            f"qgrid/{kernel}/m{m}x{k}x{n}/bf16",
+            "quant",
+            kernel,
+            "bf16",
+            MappingProxyType({"builder": "linear", "m": m, "k": k, "n": n, "dtype": "bf16", "rename": kernel, **extra}),
+            split="calibration",
+            stage="grid",
+        )
+        for kernel, extra in WEIGHT_ONLY.items()
+        for k, n in kns
+        for m in ms
+    ]
 
 
 def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
@@ -504,13 +658,20 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
             if kernel == "rope" and (dtype != "fp32" or quick):
                 continue
             for t in QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS:
-                recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width,
-                          "dtype": dtype}
+                recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
                 if _size_grid(recipe).bytes > SIZE_GRID_MAX_BYTES:
                     break
-                cases.append(Case(f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
-                                  SIZE_GRID_CLASSES[kernel], kernel, dtype,
-                                  MappingProxyType(recipe), split="calibration", stage="grid"))
+                cases.append(
+                    Case(
+                        f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
+                        SIZE_GRID_CLASSES[kernel],
+                        kernel,
+                        dtype,
+                        MappingProxyType(recipe),
+                        split="calibration",
+                        stage="grid",
+                    )
+                )
     return cases
 
 
@@ -527,17 +688,20 @@ def dedupe(cases: Iterable[Case]) -> list[Case]:
 
 def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> list[Case]:
     """All cases of a split, deduplicated by shape."""
-    models = {("calibration", False): CALIBRATION_MODELS, ("validation", False): VALIDATION_MODELS,
-              ("calibration", True): QUICK_CALIBRATION_MODELS,
-              ("validation", True): QUICK_VALIDATION_MODELS}[(split, quick)]
+    models = {
+        ("calibration", False): CALIBRATION_MODELS,
+        ("validation", False): VALIDATION_MODELS,
+        ("calibration", True): QUICK_CALIBRATION_MODELS,
+        ("validation", True): QUICK_VALIDATION_MODELS,
+    }[(split, quick)]
     loads = (QUICK_WORKLOADS if quick else WORKLOADS)[split]
     if quick:  # the math backend is the eager path in one call: covered by qk/softmax/sv
-        opts = replace(opts, sdpa_backends=tuple(b for b in opts.sdpa_backends if b != "math")
-                       or opts.sdpa_backends)
+        opts = replace(opts, sdpa_backends=tuple(b for b in opts.sdpa_backends if b != "math") or opts.sdpa_backends)
     cases = _model_cases(models, loads, split, opts)
     if split == "calibration":
-        cases += (grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick)
-                  + size_grid_cases(opts.dtypes, quick))
+        cases += (
+            grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
+        )
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick)
     else:
@@ -547,8 +711,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
     return dedupe(cases)
 
 
-def _model_cases(models: Iterable[str], loads: Mapping[str, Any], split: str,
-                 opts: Options) -> list[Case]:
+def _model_cases(models: Iterable[str], loads: Mapping[str, Any], split: str, opts: Options) -> list[Case]:
     """Every model's stage cases at ``loads`` ({"prefill": {dtype: [(batch, length)]},
     "decode": [(batch, length)]}), per data type."""
     cases: list[Case] = []
@@ -561,8 +724,9 @@ def _model_cases(models: Iterable[str], loads: Mapping[str, Any], split: str,
     return cases
 
 
-def drawn_cases(seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
-                ) -> tuple[list[Case], dict[str, Any]]:
+def drawn_cases(
+    seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
+) -> tuple[list[Case], dict[str, Any]]:
     """A fresh held-out set (``validate --draw SEED``): ``models`` catalog models drawn from
     ``DRAW_MODELS`` less those calibration measures, one prompt (batch, length) per data
     type and ``DRAW_DECODES`` decode (batch, length) pairs drawn uniformly from the
@@ -584,17 +748,21 @@ def drawn_cases(seed: int, opts: Options = Options(), models: int = DRAW_MODEL_C
     for dtype in dict.fromkeys(DRAW_DTYPES + tuple(opts.dtypes)):
         batch = fresh("batch", *DRAW_PREFILL_BATCH)
         tokens = DRAW_PREFILL_TOKENS.get(dtype, DRAW_PREFILL_TOKENS["default"])
-        loads["prefill"][dtype] = [(batch, fresh("length", DRAW_PREFILL_LENGTH[0],
-                                                 min(DRAW_PREFILL_LENGTH[1], tokens // batch), 16))]
+        loads["prefill"][dtype] = [
+            (batch, fresh("length", DRAW_PREFILL_LENGTH[0], min(DRAW_PREFILL_LENGTH[1], tokens // batch), 16))
+        ]
     loads["prefill"] = {d: w for d, w in loads["prefill"].items() if d in opts.dtypes}
     for _ in range(DRAW_DECODES):
         batch = fresh("batch", *DRAW_DECODE_BATCH)
-        loads["decode"].append((batch, fresh("length", DRAW_DECODE_LENGTH[0],
-                                             min(DRAW_DECODE_LENGTH[1], DRAW_DECODE_TOKENS // batch), 16)))
+        loads["decode"].append(
+            (batch, fresh("length", DRAW_DECODE_LENGTH[0], min(DRAW_DECODE_LENGTH[1], DRAW_DECODE_TOKENS // batch), 16))
+        )
     return dedupe(_model_cases(picked, loads, "validation", opts)), {
-        "seed": seed, "models": picked,
+        "seed": seed,
+        "models": picked,
         "prefill": {d: [list(w) for w in v] for d, v in loads["prefill"].items()},
-        "decode": [list(w) for w in loads["decode"]]}
+        "decode": [list(w) for w in loads["decode"]],
+    }
 
 
 def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:
@@ -604,14 +772,17 @@ def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> N
     fitted = {c.shape_key(): c.name for c in calibration}
     shared = [(c.name, fitted[c.shape_key()]) for c in validation if c.shape_key() in fitted]
     if shared:
-        raise ValueError(f"{len(shared)} validation cases share their shape with calibration "
-                         f"cases, e.g. {shared[0][0]} = {shared[0][1]}")
-    overlap = {dim: values for dim, values in held_out_overlap(calibration, validation).items()
-               if values}
+        raise ValueError(
+            f"{len(shared)} validation cases share their shape with calibration "
+            f"cases, e.g. {shared[0][0]} = {shared[0][1]}"
+        )
+    overlap = {dim: values for dim, values in held_out_overlap(calibration, validation).items() if values}
     if overlap:
         dim, values = next(iter(overlap.items()))
-        raise ValueError(f"validation is not held out in {', '.join(overlap)}: calibration "
-                         f"also uses {dim} {', '.join(map(str, sorted(values, key=str)))}")
+        raise ValueError(
+            f"validation is not held out in {', '.join(overlap)}: calibration "
+            f"also uses {dim} {', '.join(map(str, sorted(values, key=str)))}"
+        )
 
 
 def case_dimensions(case: Case) -> dict[str, set]:
@@ -621,19 +792,14 @@ def case_dimensions(case: Case) -> dict[str, set]:
     r = case.recipe
     if "model" in r:
         cfg = load_model(r["model"])
-        widths = {cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim,
-                  cfg.num_kv_heads * cfg.head_dim}
-        return {"model": {r["model"]}, "batch": {int(r["batch"])}, "length": {int(r["length"])},
-                "width": widths}
-    if r.get("builder") == "attention_grid":   # a grid point's sequences and context
-        return {"model": set(), "batch": {int(r["batch"])}, "length": {int(r["kv_len"])},
-                "width": set()}
-    if r.get("builder") == "size_grid":   # a row of keys is a context length; others widths
+        widths = {cfg.hidden_size, cfg.intermediate_size, cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim}
+        return {"model": {r["model"]}, "batch": {int(r["batch"])}, "length": {int(r["length"])}, "width": widths}
+    if r.get("builder") == "attention_grid":  # a grid point's sequences and context
+        return {"model": set(), "batch": {int(r["batch"])}, "length": {int(r["kv_len"])}, "width": set()}
+    if r.get("builder") == "size_grid":  # a row of keys is a context length; others widths
         key = "length" if r["kernel"] == "softmax" else "width"
-        return {"model": set(), "batch": set(), "length": set(), "width": set(),
-                key: {int(r["width"])}}
-    return {"model": set(), "batch": set(), "length": set(),
-            "width": {int(r[d]) for d in ("k", "n") if d in r}}
+        return {"model": set(), "batch": set(), "length": set(), "width": set(), key: {int(r["width"])}}
+    return {"model": set(), "batch": set(), "length": set(), "width": {int(r[d]) for d in ("k", "n") if d in r}}
 
 
 def held_out_overlap(calibration: Iterable[Case], validation: Iterable[Case]) -> dict[str, set]:

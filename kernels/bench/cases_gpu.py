@@ -31,6 +31,7 @@ them so that summaries give the headline figures without them (:func:`split_summ
 ``gpu_case_set()`` makes ``ridgeline calibrate`` / ``validate`` measure this set instead of
 ``kernels.bench.cases.suite_cases`` (``python -m kernels.bench.cases_gpu calibrate|validate``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,14 +42,24 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-from kernels.bench.cases import SIZE_GRID_CLASSES, Case, Options, _size_grid, _stage_cases, dedupe, dimension_values, is_reference, sweep_cases
+from kernels.bench.cases import (
+    SIZE_GRID_CLASSES,
+    Case,
+    Options,
+    _size_grid,
+    _stage_cases,
+    dedupe,
+    dimension_values,
+    is_reference,
+    sweep_cases,
+)
 
-DTYPES = ("bf16",)                                     # what serving runs
+DTYPES = ("bf16",)  # what serving runs
 # SDPA's backends (kernels.bench.cases) and transformers' two paths, in the order measured
 CUDA_BACKENDS = ("gqa", "repeat_kv", "flash", "efficient", "cudnn", "math")
 FUSED = ("gqa", "repeat_kv", "flash", "efficient", "cudnn")
-MAX_KV_TOKENS = 2**20                                  # batch x cached tokens per model case
-MAX_SIZE_BYTES = 2**30                                 # element-wise grid: bytes moved, at most
+MAX_KV_TOKENS = 2**20  # batch x cached tokens per model case
+MAX_SIZE_BYTES = 2**30  # element-wise grid: bytes moved, at most
 
 
 def powers(lo: int, hi: int, step: int = 1) -> tuple[int, ...]:
@@ -60,60 +71,89 @@ def powers(lo: int, hi: int, step: int = 1) -> tuple[int, ...]:
 class Grid:
     """One calibration grid: where each kind of case is measured."""
 
-    decode_contexts: tuple[int, ...]     # cached tokens of the decode attention table
-    prefill_lengths: tuple[int, ...]     # prompt tokens of the prefill attention table
-    decode_batches: tuple[int, ...]      # the batch range draws come from (its ends)
-    rows: tuple[int, ...]                # query rows per K/V head (1: MHA; the GQA group)
+    decode_contexts: tuple[int, ...]  # cached tokens of the decode attention table
+    prefill_lengths: tuple[int, ...]  # prompt tokens of the prefill attention table
+    decode_batches: tuple[int, ...]  # the batch range draws come from (its ends)
+    rows: tuple[int, ...]  # query rows per K/V head (1: MHA; the GQA group)
     head_dims: tuple[int, ...]
-    attention_batch: int                 # sequences of a decode attention grid point
-    kv_heads: int                        # K/V heads of an attention grid point
-    eager_rows: tuple[int, ...]          # rows of the eager q.K^T / P.V table
-    size_tokens: tuple[int, ...]         # element-wise grid: token counts
-    size_widths: Mapping[str, int]       # element-wise grid: width per kernel
-    softmax_widths: tuple[int, ...]      # columns of the softmax grid (both sides of 1024)
+    attention_batch: int  # sequences of a decode attention grid point
+    kv_heads: int  # K/V heads of an attention grid point
+    eager_rows: tuple[int, ...]  # rows of the eager q.K^T / P.V table
+    size_tokens: tuple[int, ...]  # element-wise grid: token counts
+    size_widths: Mapping[str, int]  # element-wise grid: width per kernel
+    softmax_widths: tuple[int, ...]  # columns of the softmax grid (both sides of 1024)
     size_max_bytes: int
-    models: tuple[str, ...]              # calibration models
-    workloads: Mapping[str, tuple[tuple[int, int], ...]]   # stage -> (batch, length)
+    models: tuple[str, ...]  # calibration models
+    workloads: Mapping[str, tuple[tuple[int, int], ...]]  # stage -> (batch, length)
 
 
 _GPU_WIDTHS = MappingProxyType({"rmsnorm": 3584, "residual_add": 3584, "silu_mul": 18944})
 GRIDS = {
-    "full": Grid(decode_contexts=powers(64, 32768), prefill_lengths=powers(64, 8192),
-                 decode_batches=powers(1, 256), rows=(1, 2, 4, 8), head_dims=(64, 128),
-                 attention_batch=8, kv_heads=8, eager_rows=(1, 4, 8),
-                 size_tokens=powers(1, 2**16), size_widths=_GPU_WIDTHS,
-                 softmax_widths=(256, 1024, 2048, 8192), size_max_bytes=MAX_SIZE_BYTES,
-                 models=("qwen2-7b", "phi-3-mini"),
-                 workloads=MappingProxyType({
-                     "prefill": ((1, 512), (1, 2048), (1, 8192)),
-                     "decode": ((1, 1024), (4, 32768), (16, 4096), (64, 2048), (256, 512),
-                                (256, 4096))})),
-    "compact": Grid(decode_contexts=powers(64, 32768), prefill_lengths=powers(64, 8192),
-                    decode_batches=powers(1, 256), rows=(1, 4, 8), head_dims=(128,),
-                    attention_batch=8, kv_heads=8, eager_rows=(1, 4, 8),
-                    size_tokens=powers(1, 2**16, 2), size_widths=_GPU_WIDTHS,
-                    softmax_widths=(256, 1024, 2048, 8192), size_max_bytes=MAX_SIZE_BYTES,
-                    models=("qwen2-7b", "phi-3-mini"),
-                    workloads=MappingProxyType({"prefill": ((1, 2048),),
-                                                "decode": ((1, 1024), (16, 4096), (256, 512))})),
+    "full": Grid(
+        decode_contexts=powers(64, 32768),
+        prefill_lengths=powers(64, 8192),
+        decode_batches=powers(1, 256),
+        rows=(1, 2, 4, 8),
+        head_dims=(64, 128),
+        attention_batch=8,
+        kv_heads=8,
+        eager_rows=(1, 4, 8),
+        size_tokens=powers(1, 2**16),
+        size_widths=_GPU_WIDTHS,
+        softmax_widths=(256, 1024, 2048, 8192),
+        size_max_bytes=MAX_SIZE_BYTES,
+        models=("qwen2-7b", "phi-3-mini"),
+        workloads=MappingProxyType(
+            {
+                "prefill": ((1, 512), (1, 2048), (1, 8192)),
+                "decode": ((1, 1024), (4, 32768), (16, 4096), (64, 2048), (256, 512), (256, 4096)),
+            }
+        ),
+    ),
+    "compact": Grid(
+        decode_contexts=powers(64, 32768),
+        prefill_lengths=powers(64, 8192),
+        decode_batches=powers(1, 256),
+        rows=(1, 4, 8),
+        head_dims=(128,),
+        attention_batch=8,
+        kv_heads=8,
+        eager_rows=(1, 4, 8),
+        size_tokens=powers(1, 2**16, 2),
+        size_widths=_GPU_WIDTHS,
+        softmax_widths=(256, 1024, 2048, 8192),
+        size_max_bytes=MAX_SIZE_BYTES,
+        models=("qwen2-7b", "phi-3-mini"),
+        workloads=MappingProxyType({"prefill": ((1, 2048),), "decode": ((1, 1024), (16, 4096), (256, 512))}),
+    ),
     # --device cpu: the same plumbing on tiny shapes (a dry run; no GPU figure comes from it)
-    "dry": Grid(decode_contexts=(64, 128, 256), prefill_lengths=(16, 32, 64),
-                decode_batches=(1, 2, 4, 8), rows=(1, 4), head_dims=(64,), attention_batch=2,
-                kv_heads=2, eager_rows=(1, 4), size_tokens=powers(1, 64, 2),
-                size_widths=MappingProxyType({"rmsnorm": 896, "residual_add": 896,
-                                              "silu_mul": 4864}),
-                softmax_widths=(256, 2048), size_max_bytes=2**20, models=("qwen2-0.5b",),
-                workloads=MappingProxyType({"prefill": ((2, 32),), "decode": ((2, 64),)})),
+    "dry": Grid(
+        decode_contexts=(64, 128, 256),
+        prefill_lengths=(16, 32, 64),
+        decode_batches=(1, 2, 4, 8),
+        rows=(1, 4),
+        head_dims=(64,),
+        attention_batch=2,
+        kv_heads=2,
+        eager_rows=(1, 4),
+        size_tokens=powers(1, 64, 2),
+        size_widths=MappingProxyType({"rmsnorm": 896, "residual_add": 896, "silu_mul": 4864}),
+        softmax_widths=(256, 2048),
+        size_max_bytes=2**20,
+        models=("qwen2-0.5b",),
+        workloads=MappingProxyType({"prefill": ((2, 32),), "decode": ((2, 64),)}),
+    ),
 }
 # Validation: other models, and batches and lengths strictly between the grid's points.
 # Prompts stay at or under 12288 tokens and 8192 a sequence: the math backend (a reference
 # kernel) writes an fp32 score matrix per head, 8 GiB for 3 x 4608 tokens of 32 heads.
-VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")       # GQA, MHA (width 4096)
-WORKLOADS = {"prefill": ((3, 384), (3, 1536), (3, 4608)),
-             "decode": ((3, 768), (3, 24576), (12, 3072), (48, 1536), (192, 384), (192, 3072))}
+VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")  # GQA, MHA (width 4096)
+WORKLOADS = {
+    "prefill": ((3, 384), (3, 1536), (3, 4608)),
+    "decode": ((3, 768), (3, 24576), (12, 3072), (48, 1536), (192, 384), (192, 3072)),
+}
 QUICK_WORKLOADS = {"prefill": ((3, 1536),), "decode": ((3, 768), (48, 1536))}
-DRY_VALIDATION = {"models": ("llama-3.2-1b",),
-                  "workloads": {"prefill": ((3, 24),), "decode": ((3, 96),)}}
+DRY_VALIDATION = {"models": ("llama-3.2-1b",), "workloads": {"prefill": ((3, 24),), "decode": ((3, 96),)}}
 CALIBRATION_MODELS = GRIDS["full"].models
 
 
@@ -122,13 +162,18 @@ def grid_for(opts: Options, quick: bool = False) -> Grid:
     return GRIDS["dry" if opts.device == "cpu" else "compact" if quick else "full"]
 
 
-def _decoder_rope_cases(model: str, stage: str, batch: int, length: int, dtype: str,
-                        split: str) -> list[Case]:
-    base = {"builder": "engine", "model": model, "stage": stage, "batch": batch,
-            "length": length, "dtype": dtype, "op": "rope"}
+def _decoder_rope_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str) -> list[Case]:
+    base = {
+        "builder": "engine",
+        "model": model,
+        "stage": stage,
+        "batch": batch,
+        "length": length,
+        "dtype": dtype,
+        "op": "rope",
+    }
     name = f"{model}/{stage}/b{batch}x{length}/rope_decoder/{dtype}"
-    return [Case(name, "elementwise", "rope_decoder", dtype, MappingProxyType(base), "", split,
-                 stage)]
+    return [Case(name, "elementwise", "rope_decoder", dtype, MappingProxyType(base), "", split, stage)]
 
 
 def attention_table_cases(grid: Grid, dtype: str, backends: Sequence[str]) -> list[Case]:
@@ -137,8 +182,15 @@ def attention_table_cases(grid: Grid, dtype: str, backends: Sequence[str]) -> li
     cases = []
 
     def add(kernel, backend, stage, rows, d, length, batch):
-        recipe = {"builder": "attention_grid", "rows": rows, "batch": batch,
-                  "kv_heads": grid.kv_heads, "kv_len": length, "head_dim": d, "dtype": dtype}
+        recipe = {
+            "builder": "attention_grid",
+            "rows": rows,
+            "batch": batch,
+            "kv_heads": grid.kv_heads,
+            "kv_len": length,
+            "head_dim": d,
+            "dtype": dtype,
+        }
         if backend:
             recipe.update(kernel="repeat_kv" if backend == "repeat_kv" else "attention")
             if backend != "flash":
@@ -149,12 +201,24 @@ def attention_table_cases(grid: Grid, dtype: str, backends: Sequence[str]) -> li
             recipe["q_len"] = length
         suffix = f"/{backend}" if backend else ""
         name = f"agrid/{stage}/{kernel}/r{rows}xd{d}x{length}xb{batch}/{dtype}{suffix}"
-        cases.append(Case(name, "attention", "sdpa" if backend else kernel, dtype,
-                          MappingProxyType(recipe), backend, "calibration", stage))
+        cases.append(
+            Case(
+                name,
+                "attention",
+                "sdpa" if backend else kernel,
+                dtype,
+                MappingProxyType(recipe),
+                backend,
+                "calibration",
+                stage,
+            )
+        )
 
     fused = [b for b in FUSED if b in backends]
-    for stage, lengths, batch in (("decode", grid.decode_contexts, grid.attention_batch),
-                                  ("prefill", grid.prefill_lengths, 1)):
+    for stage, lengths, batch in (
+        ("decode", grid.decode_contexts, grid.attention_batch),
+        ("prefill", grid.prefill_lengths, 1),
+    ):
         for backend in fused:
             for d in grid.head_dims:
                 for rows in grid.rows:
@@ -176,18 +240,30 @@ def size_table_cases(grid: Grid, dtype: str) -> list[Case]:
     kernels += [("softmax", w) for w in grid.softmax_widths]
     for kernel, width in kernels:
         for t in grid.size_tokens:
-            recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width,
-                      "dtype": dtype}
+            recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
             if _size_grid(recipe).bytes > grid.size_max_bytes:
                 break
-            cases.append(Case(f"sgrid/{kernel}/t{t}xw{width}/{dtype}", SIZE_GRID_CLASSES[kernel],
-                              kernel, dtype, MappingProxyType(recipe), split="calibration",
-                              stage="grid"))
+            cases.append(
+                Case(
+                    f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
+                    SIZE_GRID_CLASSES[kernel],
+                    kernel,
+                    dtype,
+                    MappingProxyType(recipe),
+                    split="calibration",
+                    stage="grid",
+                )
+            )
     return cases
 
 
-def model_cases(models: Sequence[str], workloads: Mapping[str, Sequence[tuple[int, int]]],
-                dtypes: Sequence[str], split: str, opts: Options) -> list[Case]:
+def model_cases(
+    models: Sequence[str],
+    workloads: Mapping[str, Sequence[tuple[int, int]]],
+    dtypes: Sequence[str],
+    split: str,
+    opts: Options,
+) -> list[Case]:
     """Every kernel of the models' layers at the workloads (the decoder's rotary, not the
     complex-multiply one); decode batch x length kept under ``MAX_KV_TOKENS``."""
     cases: list[Case] = []
@@ -197,23 +273,26 @@ def model_cases(models: Sequence[str], workloads: Mapping[str, Sequence[tuple[in
                 for batch, length in workloads[stage]:
                     if stage == "decode" and batch * length > MAX_KV_TOKENS:
                         continue
-                    cases += [c for c in _stage_cases(model, stage, batch, length, dtype,
-                                                      split, opts) if c.kernel != "rope"]
+                    cases += [
+                        c for c in _stage_cases(model, stage, batch, length, dtype, split, opts) if c.kernel != "rope"
+                    ]
                     cases += _decoder_rope_cases(model, stage, batch, length, dtype, split)
     return cases
 
 
 # Priority of a calibration case (lower first): what serving and transformers run at decode,
 # then what prices every kernel's fixed cost, then prefill, then the rest
-PRIORITY = ("decode attention table (fused: transformers' paths, then SDPA's backends)",
-            "element-wise, norm and softmax sizes",
-            "decode projections and rotary",
-            "prefill attention table",
-            "prefill projections and rotary",
-            "decode attention table (eager q.K^T, P.V)",
-            "quantised products",
-            "model-shape attention, norms and element-wise",
-            "reference kernels (math SDPA, int8 weight-only)")
+PRIORITY = (
+    "decode attention table (fused: transformers' paths, then SDPA's backends)",
+    "element-wise, norm and softmax sizes",
+    "decode projections and rotary",
+    "prefill attention table",
+    "prefill projections and rotary",
+    "decode attention table (eager q.K^T, P.V)",
+    "quantised products",
+    "model-shape attention, norms and element-wise",
+    "reference kernels (math SDPA, int8 weight-only)",
+)
 
 
 def priority(case: Case) -> int:
@@ -239,10 +318,8 @@ def gpu_options(opts: Options | None) -> Options:
     its SDPA backends and transformers' two paths (which need no backend of their own)."""
     opts = opts or Options(DTYPES, CUDA_BACKENDS, "cuda")
     dtypes = tuple(d for d in opts.dtypes if d in DTYPES) or opts.dtypes[:1]
-    backends = tuple(b for b in CUDA_BACKENDS
-                     if b in opts.sdpa_backends or b in ("gqa", "repeat_kv"))
-    return replace(opts, dtypes=dtypes, sdpa_backends=backends,
-                   device="cpu" if opts.device == "cpu" else "cuda")
+    backends = tuple(b for b in CUDA_BACKENDS if b in opts.sdpa_backends or b in ("gqa", "repeat_kv"))
+    return replace(opts, dtypes=dtypes, sdpa_backends=backends, device="cpu" if opts.device == "cpu" else "cuda")
 
 
 def gpu_cases(split: str, opts: Options | None = None, quick: bool = False) -> list[Case]:
@@ -272,26 +349,33 @@ def check_between(cases: Sequence[Case], grid: Grid) -> None:
     the grid (batches: ``decode_batches``; lengths: the union of decode contexts and prompt
     lengths), never on one and never outside."""
     used = dimension_values(cases)
-    for dim, points in (("batch", grid.decode_batches),
-                        ("length", sorted({*grid.decode_contexts, *grid.prefill_lengths}))):
+    for dim, points in (
+        ("batch", grid.decode_batches),
+        ("length", sorted({*grid.decode_contexts, *grid.prefill_lengths})),
+    ):
         bad = sorted(v for v in used[dim] if v in points or not points[0] < v < points[-1])
         if bad:
-            raise ValueError(f"drawn {dim} {', '.join(map(str, bad))} not strictly between the "
-                             f"grid's points {points[0]}..{points[-1]} ({', '.join(map(str, points))})")
+            raise ValueError(
+                f"drawn {dim} {', '.join(map(str, bad))} not strictly between the "
+                f"grid's points {points[0]}..{points[-1]} ({', '.join(map(str, points))})"
+            )
 
 
-def split_summary(rows: Sequence[Mapping[str, Any]], error: str = "error_calibrated"
-                  ) -> dict[str, dict[str, float]]:
+def split_summary(rows: Sequence[Mapping[str, Any]], error: str = "error_calibrated") -> dict[str, dict[str, float]]:
     """Median and p90 of |error| for the headline kernels and the reference ones apart."""
     import numpy as np
 
     out = {}
     for label, keep in (("headline", False), ("reference", True)):
-        errs = np.abs([r[error] for r in rows if r.get(error) is not None
-                       and r.get("status", "ok") == "ok" and is_reference(r) == keep])
+        errs = np.abs(
+            [
+                r[error]
+                for r in rows
+                if r.get(error) is not None and r.get("status", "ok") == "ok" and is_reference(r) == keep
+            ]
+        )
         if errs.size:
-            out[label] = {"n": int(errs.size), "median": float(np.median(errs)),
-                          "p90": float(np.quantile(errs, 0.9))}
+            out[label] = {"n": int(errs.size), "median": float(np.median(errs)), "p90": float(np.quantile(errs, 0.9))}
     return out
 
 
@@ -313,17 +397,24 @@ def agreement_rows(device: str = "cuda", every: int = 20) -> list[dict[str, Any]
         try:
             bench = make_bench(case, device, cache)
             with bench.context():
-                m = measure(bench.fn, bench.arg_sets, device=device, budget_s=0.1, agree=True,
-                            cache_bytes=cache)
+                m = measure(bench.fn, bench.arg_sets, device=device, budget_s=0.1, agree=True, cache_bytes=cache)
         except (Unsupported, RuntimeError) as err:
             rows.append({"name": case.name, "status": "skipped", "reason": str(err)[:160]})
             continue
         other = m.extra.get("profiler_s", m.median_s)
-        rows.append({"name": case.name, "status": "ok", "method": m.method,
-                     "graph_s": m.median_s, "profiler_s": other,
-                     "agreement": agreement(m.median_s, other),
-                     "kernels": m.extra.get("kernels"), "host_s": m.extra.get("host_s"),
-                     "reference": is_reference(case)})
+        rows.append(
+            {
+                "name": case.name,
+                "status": "ok",
+                "method": m.method,
+                "graph_s": m.median_s,
+                "profiler_s": other,
+                "agreement": agreement(m.median_s, other),
+                "kernels": m.extra.get("kernels"),
+                "host_s": m.extra.get("host_s"),
+                "reference": is_reference(case),
+            }
+        )
     return rows
 
 
@@ -334,21 +425,20 @@ def write_agreement(device: str, every: int, folder=None) -> str:
 
     import numpy as np
 
-    from ridgeline.io.files import write_atomic
-
-    from ridgeline.io.catalog import user_data_dir
-
-    from kernels.e2e.e2e import measured_key
     from kernels.bench.provenance import collect
+    from kernels.e2e.e2e import measured_key
+    from ridgeline.io.catalog import user_data_dir
+    from ridgeline.io.files import write_atomic
 
     rows = agreement_rows(device, every)
     ok = [r["agreement"] for r in rows if r["status"] == "ok"]
     meta = {**collect(device, None), "device_key": measured_key(device), "every": every}
-    summary = {"n": len(ok), "median": float(np.median(ok)) if ok else None,
-               "max": float(np.max(ok)) if ok else None}
-    path = Path(folder or user_data_dir() / "validation") / f"agreement-{meta['device_key']}-{dt.date.today().isoformat()}.json"
-    write_atomic(path, json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2,
-                                  default=float) + "\n")
+    summary = {"n": len(ok), "median": float(np.median(ok)) if ok else None, "max": float(np.max(ok)) if ok else None}
+    path = (
+        Path(folder or user_data_dir() / "validation")
+        / f"agreement-{meta['device_key']}-{dt.date.today().isoformat()}.json"
+    )
+    write_atomic(path, json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=2, default=float) + "\n")
     return f"{path}: {summary}"
 
 
@@ -360,11 +450,24 @@ def write_agreement(device: str, every: int, folder=None) -> str:
 DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")
 DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
 DRAW_RANGES = {
-    "gpu": {"decode_batch": (1, 256), "decode_length": (64, 32768), "prefill_batch": (1, 8),
-            "prefill_length": (64, 8192), "prefill_tokens": 12288, "decode_tokens": MAX_KV_TOKENS,
-            "step": 16},
-    "dry": {"decode_batch": (1, 8), "decode_length": (64, 256), "prefill_batch": (1, 4),
-            "prefill_length": (16, 64), "prefill_tokens": 192, "decode_tokens": 1024, "step": 8},
+    "gpu": {
+        "decode_batch": (1, 256),
+        "decode_length": (64, 32768),
+        "prefill_batch": (1, 8),
+        "prefill_length": (64, 8192),
+        "prefill_tokens": 12288,
+        "decode_tokens": MAX_KV_TOKENS,
+        "step": 16,
+    },
+    "dry": {
+        "decode_batch": (1, 8),
+        "decode_length": (64, 256),
+        "prefill_batch": (1, 4),
+        "prefill_length": (16, 64),
+        "prefill_tokens": 192,
+        "decode_tokens": 1024,
+        "step": 8,
+    },
 }
 DRY_DRAW_MODELS = ("llama-3.2-1b",)
 
@@ -384,16 +487,19 @@ def gpu_drawn_cases(seed: int, opts: Options | None = None) -> tuple[list[Case],
     dry, dtypes = opts.device == "cpu", opts.dtypes
     grid, ranges = GRIDS["dry" if dry else "full"], DRAW_RANGES["dry" if dry else "gpu"]
     used = _calibration_values(opts)
-    points = {"batch": grid.decode_batches,
-              "length": sorted({*grid.decode_contexts, *grid.prefill_lengths})}
+    points = {"batch": grid.decode_batches, "length": sorted({*grid.decode_contexts, *grid.prefill_lengths})}
     rnd = random.Random(seed)
 
     def fresh(dim: str, lo: int, hi: int, step: int = 1) -> int:
         """Log-uniform in [lo, hi], a multiple of ``step``, strictly between grid points."""
         for _ in range(10_000):
             value = int(round(math.exp(rnd.uniform(math.log(lo), math.log(hi))) / step)) * step
-            if (lo <= value <= hi and points[dim][0] < value < points[dim][-1]
-                    and value not in points[dim] and value not in used[dim]):
+            if (
+                lo <= value <= hi
+                and points[dim][0] < value < points[dim][-1]
+                and value not in points[dim]
+                and value not in used[dim]
+            ):
                 return value
         raise ValueError(f"no {dim} in [{lo}, {hi}] lies between the grid's points")
 
@@ -407,15 +513,18 @@ def gpu_drawn_cases(seed: int, opts: Options | None = None) -> tuple[list[Case],
         batch = fresh("batch", *ranges["decode_batch"])
         hi = min(ranges["decode_length"][1], ranges["decode_tokens"] // batch)
         decode.append((batch, fresh("length", ranges["decode_length"][0], hi, ranges["step"])))
-    cases = dedupe(model_cases(picked, {"prefill": prefill, "decode": decode}, dtypes,
-                               "validation", opts))
+    cases = dedupe(model_cases(picked, {"prefill": prefill, "decode": decode}, dtypes, "validation", opts))
     check_between(cases, grid)
-    return cases, {"seed": seed, "models": picked, "ranges": "dry" if dry else "gpu",
-                   "prefill": {d: [list(w) for w in prefill] for d in dtypes},
-                   "decode": [list(w) for w in decode]}
+    return cases, {
+        "seed": seed,
+        "models": picked,
+        "ranges": "dry" if dry else "gpu",
+        "prefill": {d: [list(w) for w in prefill] for d in dtypes},
+        "decode": [list(w) for w in decode],
+    }
 
 
-COMPACT_BUDGET_S = 150.0   # --compact: seconds of cases at most (roofs and the fit come on top)
+COMPACT_BUDGET_S = 150.0  # --compact: seconds of cases at most (roofs and the fit come on top)
 
 
 def budgeted_run_cases(budget_s: float | None, log: Callable[[str], None] = print):
@@ -423,15 +532,22 @@ def budgeted_run_cases(budget_s: float | None, log: Callable[[str], None] = prin
     have gone and lists every later one as skipped (its reason names the budget); None: all."""
     from kernels.bench.suite import op_fields, run_case
 
-    def run(cases: Sequence[Case], cfg, *, label: str = "cases", progress: bool = True,
-            on_row=None) -> list[dict[str, Any]]:
+    def run(
+        cases: Sequence[Case], cfg, *, label: str = "cases", progress: bool = True, on_row=None
+    ) -> list[dict[str, Any]]:
         start, rows = time.perf_counter(), []
         for i, case in enumerate(cases):
             spent = time.perf_counter() - start
             if budget_s is not None and spent > budget_s:
-                rows.append({**case.to_dict(), **op_fields(case), "status": "skipped",
-                             "reason": f"--budget-s {budget_s:g}: not reached ({spent:.0f} s "
-                                       f"spent on {i} cases)", "rel_error": None})
+                rows.append(
+                    {
+                        **case.to_dict(),
+                        **op_fields(case),
+                        "status": "skipped",
+                        "reason": f"--budget-s {budget_s:g}: not reached ({spent:.0f} s spent on {i} cases)",
+                        "rel_error": None,
+                    }
+                )
                 continue
             rows.append(run_case(case, cfg))
             if on_row:
@@ -440,8 +556,10 @@ def budgeted_run_cases(budget_s: float | None, log: Callable[[str], None] = prin
                 log(f"  {label}: {i + 1}/{len(cases)} cases, {spent:.0f} s")
         left = sum(r["status"] == "skipped" and r["reason"].startswith("--budget-s") for r in rows)
         if left:
-            log(f"  {label}: budget of {budget_s:g} s reached; {left} of {len(cases)} cases "
-                f"not measured (from {PRIORITY[priority(cases[len(cases) - left])]})")
+            log(
+                f"  {label}: budget of {budget_s:g} s reached; {left} of {len(cases)} cases "
+                f"not measured (from {PRIORITY[priority(cases[len(cases) - left])]})"
+            )
         return rows
 
     return run
@@ -455,19 +573,17 @@ def gpu_case_set(budget_s: float | None = None):
     order for that many seconds at most (:func:`budgeted_run_cases`)."""
     from unittest import mock
 
-    from kernels.calibrate import calibrate
     from kernels.bench import suite
+    from kernels.calibrate import calibrate
     from kernels.validate import validate
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(calibrate, "suite_cases", gpu_cases))
         stack.enter_context(mock.patch.object(validate, "suite_cases", gpu_cases))
         stack.enter_context(mock.patch.object(validate, "drawn_cases", gpu_drawn_cases))
-        if budget_s is not None:   # calibrate imports run_cases; validate looks it up in suite
-            stack.enter_context(mock.patch.object(calibrate, "run_cases",
-                                                  budgeted_run_cases(budget_s)))
-            stack.enter_context(mock.patch.object(suite, "run_cases",
-                                                  budgeted_run_cases(budget_s)))
+        if budget_s is not None:  # calibrate imports run_cases; validate looks it up in suite
+            stack.enter_context(mock.patch.object(calibrate, "run_cases", budgeted_run_cases(budget_s)))
+            stack.enter_context(mock.patch.object(suite, "run_cases", budgeted_run_cases(budget_s)))
         yield
 
 
@@ -482,7 +598,7 @@ def compact_args(args: list[str]) -> tuple[list[str], float | None]:
         if i + 1 >= len(args):
             raise SystemExit("--budget-s needs a number of seconds")
         budget = float(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     if "--compact" in args:
         args.remove("--compact")
         if "--quick" not in args:
@@ -499,9 +615,12 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("calibrate", "validate", "summary", "list", "agree"):
-        print("usage: python -m kernels.bench.cases_gpu calibrate [--compact] [--budget-s S] "
-              "[options] | validate [options] | "
-              "summary SNAPSHOT.json | list | agree [--device D] [--every N]", file=sys.stderr)
+        print(
+            "usage: python -m kernels.bench.cases_gpu calibrate [--compact] [--budget-s S] "
+            "[options] | validate [options] | "
+            "summary SNAPSHOT.json | list | agree [--device D] [--every N]",
+            file=sys.stderr,
+        )
         return 2
     if args[0] == "agree":
         device = args[args.index("--device") + 1] if "--device" in args else "cuda"
@@ -512,13 +631,14 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "summary":
         rows = json.loads(open(args[1]).read())["rows"]
         for label, stats in split_summary(rows).items():
-            print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  "
-                  f"p90 {stats['p90']:.1%}")
+            print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  p90 {stats['p90']:.1%}")
         return 0
     if args[0] == "list":
-        for label, cases in (("calibration", gpu_cases("calibration")),
-                             ("calibration --compact", gpu_cases("calibration", quick=True)),
-                             ("validation", gpu_cases("validation"))):
+        for label, cases in (
+            ("calibration", gpu_cases("calibration")),
+            ("calibration --compact", gpu_cases("calibration", quick=True)),
+            ("validation", gpu_cases("validation")),
+        ):
             print(f"{label}: {len(cases)} cases, {sum(is_reference(c) for c in cases)} reference")
             if label.startswith("calibration"):
                 for tier, what in enumerate(PRIORITY):
@@ -527,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     from ridgeline.cli import app
 
     budget = None
-    if args[0] in ("calibrate", "validate"):   # validate: --budget-s alone (a draw in time)
+    if args[0] in ("calibrate", "validate"):  # validate: --budget-s alone (a draw in time)
         args, budget = compact_args(args)
     with gpu_case_set(budget):
         try:

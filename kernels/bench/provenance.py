@@ -3,6 +3,7 @@
 Every result written by ``kernels`` carries the dict ``collect`` returns as its ``meta``
 block. GPU clocks, power and temperature come from pynvml (read only; clocks are never set).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -44,8 +45,9 @@ def git_commit(root: Path = ROOT) -> str:
         return os.environ["RIDGELINE_COMMIT"]
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
 
     try:
         head = git("rev-parse", "HEAD")
@@ -136,7 +138,7 @@ def collect(device: str, threads: int | None = None) -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpu_signature": cpu_signature(),
         "threads": threads,
-        "loadavg": _loadavg(),   # other processes competing for the cores while measuring
+        "loadavg": _loadavg(),  # other processes competing for the cores while measuring
     }
     try:
         import torch
@@ -144,11 +146,14 @@ def collect(device: str, threads: int | None = None) -> dict[str, Any]:
         meta["torch"] = str(torch.__version__)
         if device == "cuda":
             props = torch.cuda.get_device_properties(0)
-            meta.update(cuda=str(torch.version.cuda), cudnn=torch.backends.cudnn.version(),
-                        capability=f"{props.major}.{props.minor}",
-                        multiprocessors=props.multi_processor_count,
-                        l2_bytes=props.L2_cache_size,
-                        memory_bytes=props.total_memory)
+            meta.update(
+                cuda=str(torch.version.cuda),
+                cudnn=torch.backends.cudnn.version(),
+                capability=f"{props.major}.{props.minor}",
+                multiprocessors=props.multi_processor_count,
+                l2_bytes=props.L2_cache_size,
+                memory_bytes=props.total_memory,
+            )
     except ImportError:
         meta["torch"] = None
     if device == "cuda":

@@ -5,6 +5,7 @@ correctness check, and the measurement (median, p20, p80, spread, noisy flag). A
 this device cannot run is ``skipped`` with the reason; a wrong result or an exception is an
 ``error`` row (never timed).
 """
+
 from __future__ import annotations
 
 import gc
@@ -14,27 +15,31 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernels.bench.cases import Case, Options, _plain
 from ridgeline.engine.ops import BYTE_FIELDS
 
-from kernels.bench.cases import Case, Options, _plain
-
-QUICK_BUDGET_S = 0.08     # timing budget per case (seconds of repetitions)
+QUICK_BUDGET_S = 0.08  # timing budget per case (seconds of repetitions)
 FULL_BUDGET_S = 0.25
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    device: str                 # cpu | cuda
-    threads: int                # torch intra-op threads (CPU)
-    cache_bytes: float          # last-level cache (CPU) or L2 (GPU)
+    device: str  # cpu | cuda
+    threads: int  # torch intra-op threads (CPU)
+    cache_bytes: float  # last-level cache (CPU) or L2 (GPU)
     budget_s: float
     min_reps: int
-    quiet_wait_s: float = 0.0   # CPU: before each case, wait up to this long for other load to go
+    quiet_wait_s: float = 0.0  # CPU: before each case, wait up to this long for other load to go
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "threads": self.threads, "cache_bytes": self.cache_bytes,
-                "budget_s": self.budget_s, "min_reps": self.min_reps,
-                "quiet_wait_s": self.quiet_wait_s}
+        return {
+            "device": self.device,
+            "threads": self.threads,
+            "cache_bytes": self.cache_bytes,
+            "budget_s": self.budget_s,
+            "min_reps": self.min_reps,
+            "quiet_wait_s": self.quiet_wait_s,
+        }
 
 
 def default_threads() -> int:
@@ -44,16 +49,14 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def setup(device: str = "cpu", threads: int | None = None, quick: bool = False,
-          quiet_wait_s: float = 0.0) -> RunConfig:
+def setup(device: str = "cpu", threads: int | None = None, quick: bool = False, quiet_wait_s: float = 0.0) -> RunConfig:
     """Fix the thread count and read the cache size the inputs must outgrow."""
     import torch
 
     from ridgeline.errors import RidgelineError
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise RidgelineError("--device cuda: torch sees no CUDA GPU (torch "
-                             f"{torch.__version__}); use --device cpu")
+        raise RidgelineError(f"--device cuda: torch sees no CUDA GPU (torch {torch.__version__}); use --device cpu")
     if device not in ("cpu", "cuda"):
         raise RidgelineError(f"--device must be cpu or cuda, got {device!r}")
     if threads is not None and threads < 1:
@@ -68,8 +71,14 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False,
         from ridgeline.io.hardware import _llc_bytes
 
         cache = _llc_bytes() or 32 * 2**20
-    return RunConfig(device, threads, cache, QUICK_BUDGET_S if quick else FULL_BUDGET_S,
-                     5 if quick else 7, quiet_wait_s if device == "cpu" else 0.0)
+    return RunConfig(
+        device,
+        threads,
+        cache,
+        QUICK_BUDGET_S if quick else FULL_BUDGET_S,
+        5 if quick else 7,
+        quiet_wait_s if device == "cpu" else 0.0,
+    )
 
 
 def _matmul_seconds(dtype, device: str, n: int = 512, reps: int = 2) -> float:
@@ -122,10 +131,16 @@ def device_options(device: str) -> tuple[Options, dict[str, str]]:
 
 def op_fields(case: Case) -> dict[str, Any]:
     op = case.op
-    row = {"op_name": op.name, "op_kind": op.kind, "matrix": bool(op.matrix),
-           "op_dtype": op.dtype, "dims": {k: _plain(v) for k, v in op.dims.items()},
-           "flops": float(op.flops), "vector_flops": float(getattr(op, "vector_flops", 0) or 0),
-           "bytes": float(op.bytes)}
+    row = {
+        "op_name": op.name,
+        "op_kind": op.kind,
+        "matrix": bool(op.matrix),
+        "op_dtype": op.dtype,
+        "dims": {k: _plain(v) for k, v in op.dims.items()},
+        "flops": float(op.flops),
+        "vector_flops": float(getattr(op, "vector_flops", 0) or 0),
+        "bytes": float(op.bytes),
+    }
     row.update({f: float(getattr(op, f)) for f in BYTE_FIELDS})
     return row
 
@@ -135,8 +150,14 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
     from kernels.bench.bench import Unsupported, make_bench, tolerance
     from kernels.bench.timing import measure
 
-    row: dict[str, Any] = {**case.to_dict(), **op_fields(case), "status": "ok", "reason": "",
-                           "rel_error": None, "tolerance": tolerance(case)}
+    row: dict[str, Any] = {
+        **case.to_dict(),
+        **op_fields(case),
+        "status": "ok",
+        "reason": "",
+        "rel_error": None,
+        "tolerance": tolerance(case),
+    }
     if cfg.quiet_wait_s:
         from kernels.e2e.e2e import wait_for_quiet
 
@@ -148,19 +169,37 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
             err = bench.check()
             row["rel_error"] = err
             if not err <= row["tolerance"]:
-                row.update(status="error", reason=f"wrong result: relative error {err:.3g} "
-                                                  f"> {row['tolerance']:g}")
+                row.update(status="error", reason=f"wrong result: relative error {err:.3g} > {row['tolerance']:g}")
                 return row
-            m = measure(bench.fn, bench.arg_sets, device=cfg.device, budget_s=cfg.budget_s,
-                        min_reps=cfg.min_reps, cache_bytes=cfg.cache_bytes)
-        row.update(measured_s=m.median_s, p20_s=m.p20_s, p80_s=m.p80_s, spread=m.spread,
-                   reps=m.reps, inner=m.inner, sets=m.sets, method=m.method, noisy=m.noisy,
-                   set_bytes=bench.set_bytes, timing_extra=dict(m.extra), **bench.notes)
+            m = measure(
+                bench.fn,
+                bench.arg_sets,
+                device=cfg.device,
+                budget_s=cfg.budget_s,
+                min_reps=cfg.min_reps,
+                cache_bytes=cfg.cache_bytes,
+            )
+        row.update(
+            measured_s=m.median_s,
+            p20_s=m.p20_s,
+            p80_s=m.p80_s,
+            spread=m.spread,
+            reps=m.reps,
+            inner=m.inner,
+            sets=m.sets,
+            method=m.method,
+            noisy=m.noisy,
+            set_bytes=bench.set_bytes,
+            timing_extra=dict(m.extra),
+            **bench.notes,
+        )
     except Unsupported as err:
         row.update(status="skipped", reason=str(err))
     except Exception as err:  # noqa: BLE001 - one failing kernel must not stop the suite
-        row.update(status="error", reason=f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
-                   if str(err) else type(err).__name__)
+        row.update(
+            status="error",
+            reason=f"{type(err).__name__}: {str(err).splitlines()[0][:200]}" if str(err) else type(err).__name__,
+        )
     finally:
         row["wall_s"] = time.perf_counter() - start
         del bench
@@ -172,21 +211,38 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
     return row
 
 
-def run_cases(cases: Sequence[Case], cfg: RunConfig, *, label: str = "cases",
-              progress: bool = True,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def run_cases(
+    cases: Sequence[Case],
+    cfg: RunConfig,
+    *,
+    label: str = "cases",
+    progress: bool = True,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """All cases in order, with a rich progress bar and remaining-time estimate."""
     rows: list[dict[str, Any]] = []
     if not progress:
         for case in cases:
             rows.append(run_case(case, cfg))
         return rows
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("remaining"), TimeRemainingColumn(),
-               TextColumn("[dim]{task.fields[case]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("remaining"),
+        TimeRemainingColumn(),
+        TextColumn("[dim]{task.fields[case]}"),
+    )
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task(label, total=len(cases), case="")
         for case in cases:

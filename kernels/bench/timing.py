@@ -28,6 +28,7 @@ returned, never a bare mean.
 A result whose spread p80/p20 - 1 exceeds ``noise_threshold`` is measured once more; if it
 is still noisy it is returned with ``noisy=True`` - flagged, not silently averaged.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-MIN_SAMPLE_S = 200e-6      # CPU: time budget per required sample, at the least
-GRAPH_BELOW_S = 10e-6      # CUDA: kernels shorter than this are timed by graph replay
-NOISE_CPU = 0.10           # default noise thresholds on p80/p20 - 1
+MIN_SAMPLE_S = 200e-6  # CPU: time budget per required sample, at the least
+GRAPH_BELOW_S = 10e-6  # CUDA: kernels shorter than this are timed by graph replay
+NOISE_CPU = 0.10  # default noise thresholds on p80/p20 - 1
 NOISE_CUDA = 0.05
-LLC_FACTOR = 3             # rotate inputs until the working set is this many caches
+LLC_FACTOR = 3  # rotate inputs until the working set is this many caches
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,10 @@ class Measurement:
     median_s: float
     p20_s: float
     p80_s: float
-    reps: int                  # timed samples
-    inner: int                 # calls per sample (CPU) or per graph replay (CUDA)
-    sets: int                  # input sets rotated through
-    method: str                # torch.utils.benchmark | cuda_events | cuda_graph
+    reps: int  # timed samples
+    inner: int  # calls per sample (CPU) or per graph replay (CUDA)
+    sets: int  # input sets rotated through
+    method: str  # torch.utils.benchmark | cuda_events | cuda_graph
     noisy: bool
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -70,20 +71,34 @@ class Measurement:
         return out
 
 
-def summarize(samples_s: Sequence[float], *, inner: int, sets: int, method: str,
-              noise_threshold: float, extra: Mapping[str, Any] | None = None) -> Measurement:
+def summarize(
+    samples_s: Sequence[float],
+    *,
+    inner: int,
+    sets: int,
+    method: str,
+    noise_threshold: float,
+    extra: Mapping[str, Any] | None = None,
+) -> Measurement:
     """Quantiles of per-call times (samples already divided by ``inner``)."""
     arr = np.asarray(samples_s, dtype=float)
     if arr.size == 0:
         raise ValueError("no samples to summarize")
     p20, med, p80 = (float(v) for v in np.quantile(arr, [0.2, 0.5, 0.8]))
     spread = p80 / p20 - 1.0 if p20 > 0 else math.inf
-    return Measurement(med, p20, p80, int(arr.size), inner, sets, method,
-                       noisy=bool(spread > noise_threshold), extra=dict(extra or {}))
+    return Measurement(
+        med, p20, p80, int(arr.size), inner, sets, method, noisy=bool(spread > noise_threshold), extra=dict(extra or {})
+    )
 
 
-def rotation_sets(set_bytes: float, cache_bytes: float, *, factor: int = LLC_FACTOR,
-                  max_sets: int = 512, max_total_bytes: float = 1.5 * 2**30) -> int:
+def rotation_sets(
+    set_bytes: float,
+    cache_bytes: float,
+    *,
+    factor: int = LLC_FACTOR,
+    max_sets: int = 512,
+    max_total_bytes: float = 1.5 * 2**30,
+) -> int:
     """How many copies of an input set make the working set ``factor`` x the cache.
 
     Capped by ``max_sets`` and by ``max_total_bytes`` of memory: tiny kernels (a norm over
@@ -96,14 +111,21 @@ def rotation_sets(set_bytes: float, cache_bytes: float, *, factor: int = LLC_FAC
     return int(max(1, min(wanted, max_sets, affordable)))
 
 
-def _budgeted_reps(per_call_s: float, inner: int, budget_s: float, min_reps: int,
-                   max_reps: int) -> int:
+def _budgeted_reps(per_call_s: float, inner: int, budget_s: float, min_reps: int, max_reps: int) -> int:
     per_sample = max(per_call_s * inner, 1e-9)
     return int(min(max(budget_s / per_sample, min_reps), max_reps))
 
 
-def _measure_cpu(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, min_reps: int,
-                 max_reps: int, warmup_s: float, noise_threshold: float) -> Measurement:
+def _measure_cpu(
+    fn: Callable,
+    arg_sets: Sequence[tuple],
+    *,
+    budget_s: float,
+    min_reps: int,
+    max_reps: int,
+    warmup_s: float,
+    noise_threshold: float,
+) -> Measurement:
     """``torch.utils.benchmark.Timer`` at the thread count the caller fixed: blocks of calls
     (its estimate sizes a block so the timer's overhead is under 1e-4 of it) for ``budget_s``,
     topped up to ``min_reps`` blocks; each call takes the next input set."""
@@ -123,21 +145,28 @@ def _measure_cpu(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, mi
         step()
     threads = torch.get_num_threads()
     clock = time.thread_time if threads == 1 else time.perf_counter
-    timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=threads,
-                            timer=clock)
+    timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=threads, timer=clock)
     found = timer.blocked_autorange(min_run_time=max(budget_s, MIN_SAMPLE_S * min_reps))
     inner = found.number_per_run
     samples = list(found.times)[:max_reps]
     while len(samples) < min_reps:
         samples.append(timer.timeit(inner).median)
     method = "torch.utils.benchmark" + ("/thread_time" if threads == 1 else "")
-    return summarize(samples, inner=inner, sets=n, method=method,
-                     noise_threshold=noise_threshold)
+    return summarize(samples, inner=inner, sets=n, method=method, noise_threshold=noise_threshold)
 
 
-def _measure_cuda(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, min_reps: int,
-                  max_reps: int, warmup_s: float, noise_threshold: float,
-                  cache_bytes: float, graph: bool) -> Measurement:
+def _measure_cuda(
+    fn: Callable,
+    arg_sets: Sequence[tuple],
+    *,
+    budget_s: float,
+    min_reps: int,
+    max_reps: int,
+    warmup_s: float,
+    noise_threshold: float,
+    cache_bytes: float,
+    graph: bool,
+) -> Measurement:
     import torch
 
     from kernels.bench.provenance import nvml_state
@@ -175,18 +204,24 @@ def _measure_cuda(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float, m
         def runner():
             fn(*arg_sets[idx[0]])
             idx[0] = (idx[0] + 1) % n
+
     reps = _budgeted_reps(per_call, inner, budget_s, min_reps, max_reps)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(reps)]
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for begin, end in events:
-        flush.zero_()          # evict L2: the next kernel reads its inputs from HBM
+        flush.zero_()  # evict L2: the next kernel reads its inputs from HBM
         begin.record()
         runner()
         end.record()
     torch.cuda.synchronize()
     samples = [b.elapsed_time(e) * 1e-3 / inner for b, e in events]
-    return summarize(samples, inner=inner, sets=n, method=method, noise_threshold=noise_threshold,
-                     extra={"nvml_before": before, "nvml_after": nvml_state()})
+    return summarize(
+        samples,
+        inner=inner,
+        sets=n,
+        method=method,
+        noise_threshold=noise_threshold,
+        extra={"nvml_before": before, "nvml_after": nvml_state()},
+    )
 
 
 def _capture_graph(fn: Callable, arg_sets: Sequence[tuple], inner: int):
@@ -210,30 +245,43 @@ def _capture_graph(fn: Callable, arg_sets: Sequence[tuple], inner: int):
     return g.replay
 
 
-def measure(fn: Callable, arg_sets: Sequence[tuple], *, device: str = "cpu",
-            budget_s: float = 0.3, min_reps: int = 7, max_reps: int = 300,
-            warmup_s: float = 0.05, noise_threshold: float | None = None,
-            cache_bytes: float = 50 * 2**20, graph: bool = True, retry: bool = True,
-            timing: str = "device", agree: bool = False) -> Measurement:
+def measure(
+    fn: Callable,
+    arg_sets: Sequence[tuple],
+    *,
+    device: str = "cpu",
+    budget_s: float = 0.3,
+    min_reps: int = 7,
+    max_reps: int = 300,
+    warmup_s: float = 0.05,
+    noise_threshold: float | None = None,
+    cache_bytes: float = 50 * 2**20,
+    graph: bool = True,
+    retry: bool = True,
+    timing: str = "device",
+    agree: bool = False,
+) -> Measurement:
     """Time ``fn(*args)`` rotating over ``arg_sets``; seconds per call as quantiles. On CUDA
     ``timing`` picks device time (graph replay / profiler) or eager events (see above)."""
     if not arg_sets:
         raise ValueError("measure needs at least one argument set")
-    threshold = noise_threshold if noise_threshold is not None else (
-        NOISE_CUDA if device == "cuda" else NOISE_CPU)
-    kw = dict(budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, warmup_s=warmup_s,
-              noise_threshold=threshold)
+    threshold = noise_threshold if noise_threshold is not None else (NOISE_CUDA if device == "cuda" else NOISE_CPU)
+    kw = dict(budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, warmup_s=warmup_s, noise_threshold=threshold)
     if timing not in ("device", "eager"):
         raise ValueError(f"timing must be 'device' or 'eager', got {timing!r}")
     if device != "cuda":
+
         def run():
             return _measure_cpu(fn, arg_sets, **kw)
     elif timing == "device":
+
         def run():
             return _measure_cuda_device(fn, arg_sets, cache_bytes=cache_bytes, agree=agree, **kw)
     else:
+
         def run():
             return _measure_cuda(fn, arg_sets, cache_bytes=cache_bytes, graph=graph, **kw)
+
     result = run()
     if result.noisy and retry:
         again = run()
@@ -244,9 +292,9 @@ def measure(fn: Callable, arg_sets: Sequence[tuple], *, device: str = "cpu",
 
 # --- device time on CUDA: graph replay, profiler kernel durations, host cost ---------------
 
-GRAPH_TARGET_S = 1e-3      # a replayed graph lasts about this long (at least every set once)
+GRAPH_TARGET_S = 1e-3  # a replayed graph lasts about this long (at least every set once)
 GRAPH_MAX_CALLS = 1024
-PROFILED_CALLS = 8         # calls under torch.profiler to count kernels and their time
+PROFILED_CALLS = 8  # calls under torch.profiler to count kernels and their time
 
 
 def kernel_stats(events, calls: int, device_type=None) -> tuple[float, float]:
@@ -256,14 +304,14 @@ def kernel_stats(events, calls: int, device_type=None) -> tuple[float, float]:
         raise ValueError("kernel_stats needs at least one call")
     if device_type is None:
         import torch
+
         device_type = torch.autograd.DeviceType.CUDA
     on_device = [e for e in events if e.device_type == device_type]
     busy_us = sum(e.time_range.elapsed_us() for e in on_device)
     return busy_us * 1e-6 / calls, len(on_device) / calls
 
 
-def device_samples(replay_s: Sequence[float], inner: int, kernels: float,
-                   gap_s: float) -> list[float]:
+def device_samples(replay_s: Sequence[float], inner: int, kernels: float, gap_s: float) -> list[float]:
     """Seconds per call of the kernels themselves from graph replays of ``inner`` calls:
     replay / inner minus the launch gap of each of the call's kernels (never below 0)."""
     return [max(t / inner - kernels * gap_s, 0.0) for t in replay_s]
@@ -344,9 +392,18 @@ def launch_gap(kernels: int = 512) -> float:
     return _GAP["gap"]
 
 
-def _measure_cuda_device(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: float,
-                         min_reps: int, max_reps: int, warmup_s: float, noise_threshold: float,
-                         cache_bytes: float, agree: bool = False) -> Measurement:
+def _measure_cuda_device(
+    fn: Callable,
+    arg_sets: Sequence[tuple],
+    *,
+    budget_s: float,
+    min_reps: int,
+    max_reps: int,
+    warmup_s: float,
+    noise_threshold: float,
+    cache_bytes: float,
+    agree: bool = False,
+) -> Measurement:
     """Device time per call (see the module's docstring): graph replay, else the profiler."""
     import torch
 
@@ -373,21 +430,30 @@ def _measure_cuda_device(fn: Callable, arg_sets: Sequence[tuple], *, budget_s: f
     if runner is None:  # not capturable: the profiler's kernel durations, repeated
         samples = [profiler_s]
         samples += [profile_calls(fn, arg_sets, profiled)[0] for _ in range(max(min_reps - 1, 2))]
-        return summarize(samples, inner=profiled, sets=n, method="profiler",
-                         noise_threshold=noise_threshold,
-                         extra={**extra, "nvml_before": before, "nvml_after": nvml_state()})
+        return summarize(
+            samples,
+            inner=profiled,
+            sets=n,
+            method="profiler",
+            noise_threshold=noise_threshold,
+            extra={**extra, "nvml_before": before, "nvml_after": nvml_state()},
+        )
     reps = _budgeted_reps(max(profiler_s, 1e-7), inner, budget_s, min_reps, max_reps)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(reps)]
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for begin, end in events:
         begin.record()
         runner()
         end.record()
     sync()
     replay_s = [b.elapsed_time(e) * 1e-3 for b, e in events]
-    extra["graph_s"] = float(np.median(replay_s)) / inner   # gaps included
+    extra["graph_s"] = float(np.median(replay_s)) / inner  # gaps included
     if agree:
         extra["profiler_s"] = profiler_s
-    return summarize(device_samples(replay_s, inner, kernels, gap), inner=inner, sets=n,
-                     method="cuda_graph", noise_threshold=noise_threshold,
-                     extra={**extra, "nvml_before": before, "nvml_after": nvml_state()})
+    return summarize(
+        device_samples(replay_s, inner, kernels, gap),
+        inner=inner,
+        sets=n,
+        method="cuda_graph",
+        noise_threshold=noise_threshold,
+        extra={**extra, "nvml_before": before, "nvml_after": nvml_state()},
+    )

@@ -9,6 +9,7 @@
 3. The profile is written atomically to ``reports/profiles/<device_key>.yaml`` (with a CSV of
    the calibration rows beside it), with a ``meta`` provenance block.
 """
+
 from __future__ import annotations
 
 import io
@@ -18,27 +19,35 @@ from typing import Any
 
 import yaml
 
+from kernels.bench.cases import case_from_dict, suite_cases
+from kernels.bench.suite import RunConfig, device_options, ok_rows, run_case, run_cases, setup
+from kernels.calibrate.fit import FIT_RULES
+from ridgeline.engine.units import GIGA, TERA
 from ridgeline.io.catalog import user_data_dir
+from ridgeline.io.files import write_atomic
 from ridgeline.io.hardware import device_to_dict
 from ridgeline.io.profile import timing_of
-from ridgeline.io.files import write_atomic
-from ridgeline.engine.units import GIGA, TERA
 
-from kernels.bench.cases import case_from_dict, suite_cases
-from kernels.calibrate.fit import FIT_RULES
-from kernels.bench.suite import RunConfig, device_options, ok_rows, run_case, run_cases, setup
-
-GEMM_SIZE = {"cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
-             "cuda": {"fp32": 8192, "bf16": 8192, "fp16": 8192, "int8": 8192, "fp8": 8192}}
+GEMM_SIZE = {
+    "cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
+    "cuda": {"fp32": 8192, "bf16": 8192, "fp16": 8192, "int8": 8192, "fp8": 8192},
+}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
-FIRST_TOUCH_BYTES = 64 * 2**20   # twice glibc's largest mmap threshold: mapped anew every call
+FIRST_TOUCH_BYTES = 64 * 2**20  # twice glibc's largest mmap threshold: mapped anew every call
 
 
 def _timed(fn: Callable, args: tuple, cfg: RunConfig, budget: float | None = None):
     from kernels.bench.timing import measure
 
-    return measure(fn, [args], device=cfg.device, budget_s=budget or cfg.budget_s * 2,
-                   min_reps=cfg.min_reps, cache_bytes=cfg.cache_bytes, graph=False)
+    return measure(
+        fn,
+        [args],
+        device=cfg.device,
+        budget_s=budget or cfg.budget_s * 2,
+        min_reps=cfg.min_reps,
+        cache_bytes=cfg.cache_bytes,
+        graph=False,
+    )
 
 
 def measure_bandwidth(cfg: RunConfig) -> dict[str, Any]:
@@ -56,10 +65,16 @@ def measure_bandwidth(cfg: RunConfig) -> dict[str, Any]:
         copies["mul"] = lambda s, d: torch.mul(s, 1.0, out=d)
     rates = {name: _timed(fn, (src, dst), cfg) for name, fn in copies.items()}
     name, m = min(rates.items(), key=lambda kv: kv[1].median_s)
-    return {"bytes": 2 * n * 4, **m.to_dict(), "gb_s": 2 * n * 4 / m.median_s / GIGA,
-            **({"kernel": name, "runs_gb_s_by_kernel": {k: 2 * n * 4 / v.median_s / GIGA
-                                                        for k, v in rates.items()}}
-               if len(rates) > 1 else {})}
+    return {
+        "bytes": 2 * n * 4,
+        **m.to_dict(),
+        "gb_s": 2 * n * 4 / m.median_s / GIGA,
+        **(
+            {"kernel": name, "runs_gb_s_by_kernel": {k: 2 * n * 4 / v.median_s / GIGA for k, v in rates.items()}}
+            if len(rates) > 1
+            else {}
+        ),
+    }
 
 
 def measure_gemm(cfg: RunConfig, dtype: str) -> dict[str, Any] | None:
@@ -86,6 +101,7 @@ def measure_gemm(cfg: RunConfig, dtype: str) -> dict[str, Any] | None:
 
             def fn(x, y):
                 return torch._scaled_mm(x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
             args = (a, b)
         else:
             dt = TORCH_DTYPES[dtype]
@@ -106,8 +122,9 @@ def _quiet(cfg: RunConfig, cases: int = 10) -> None:
         wait_for_quiet(cases * cfg.quiet_wait_s)
 
 
-def best_roofs(cfg: RunConfig, bandwidth: dict[str, Any], gemms: dict[str, Any],
-               log: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+def best_roofs(
+    cfg: RunConfig, bandwidth: dict[str, Any], gemms: dict[str, Any], log: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The copy and GEMM roofs measured again after the cases; the faster of the two runs
     is kept (a roof is what the device can reach: on a shared machine another process may
     have held the core during one of them), the other recorded beside it."""
@@ -118,10 +135,11 @@ def best_roofs(cfg: RunConfig, bandwidth: dict[str, Any], gemms: dict[str, Any],
     best = {}
     for dtype, first in gemms.items():
         second = measure_gemm(cfg, dtype) or first
-        best[dtype] = {**max(first, second, key=lambda m: m["tops"]),
-                       "runs_tops": [first["tops"], second["tops"]]}
-    log(f"  roofs again: copy {again['gb_s']:.1f} GB/s, "
-        + ", ".join(f"{d} {g['runs_tops'][1]:.3g} TOPS" for d, g in best.items()))
+        best[dtype] = {**max(first, second, key=lambda m: m["tops"]), "runs_tops": [first["tops"], second["tops"]]}
+    log(
+        f"  roofs again: copy {again['gb_s']:.1f} GB/s, "
+        + ", ".join(f"{d} {g['runs_tops'][1]:.3g} TOPS" for d, g in best.items())
+    )
     return best_bw, best
 
 
@@ -162,9 +180,15 @@ def measure_first_touch(cfg: RunConfig) -> dict[str, Any] | None:
     extra = fresh.median_s - reused.median_s
     if extra <= 0:
         return None
-    return {"bytes": n, "fresh_s": fresh.median_s, "reused_s": reused.median_s,
-            "fresh_spread": fresh.spread, "reused_spread": reused.spread,
-            "gb_s": n / extra / GIGA, "mmap_threshold_bytes": mmap_threshold()}
+    return {
+        "bytes": n,
+        "fresh_s": fresh.median_s,
+        "reused_s": reused.median_s,
+        "fresh_spread": fresh.spread,
+        "reused_spread": reused.spread,
+        "gb_s": n / extra / GIGA,
+        "mmap_threshold_bytes": mmap_threshold(),
+    }
 
 
 def _yaml(data: dict[str, Any]) -> str:
@@ -185,9 +209,16 @@ def rows_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
-              output: Path | None = None, progress: bool = True, quiet_wait_s: float = 0.0,
-              log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+def calibrate(
+    device: str = "cpu",
+    *,
+    quick: bool = False,
+    threads: int | None = None,
+    output: Path | None = None,
+    progress: bool = True,
+    quiet_wait_s: float = 0.0,
+    log: Callable[[str], None] = print,
+) -> tuple[Path, dict[str, Any]]:
     """Measure, fit, write the profile; returns its path and contents."""
     from kernels.bench.provenance import collect, device_name, measured_key
 
@@ -211,8 +242,10 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
     log(f"  dispatch overhead {dispatch['us']:.2f} us")
     touch = measure_first_touch(cfg)
     if touch:
-        log(f"  first touch {touch['gb_s']:.2f} GB/s (fresh pages of allocations from "
-            f"{touch['mmap_threshold_bytes'] / 2**20:g} MiB)")
+        log(
+            f"  first touch {touch['gb_s']:.2f} GB/s (fresh pages of allocations from "
+            f"{touch['mmap_threshold_bytes'] / 2**20:g} MiB)"
+        )
 
     cases = suite_cases("calibration", opts, quick)
     rows = run_cases(cases, cfg, label="calibration", progress=progress)
@@ -224,39 +257,54 @@ def calibrate(device: str = "cpu", *, quick: bool = False, threads: int | None =
     write_atomic(path.with_suffix(".calibration.csv"), rows_csv(rows))  # kept if the fit fails
     spec_device = spec_device_for(device, cfg.threads)
     profile: dict[str, Any] = {
-        "meta": {**collect(device, cfg.threads), "device_key": key,
-                 "mode": "quick" if quick else "full", "run": cfg.to_dict(),
-                 "spec_device": spec_device.name, "calibration_cases": len(cases),
-                 "calibration_ok": len(good), "skipped": skipped, "fit": dict(FIT_RULES)},
+        "meta": {
+            **collect(device, cfg.threads),
+            "device_key": key,
+            "mode": "quick" if quick else "full",
+            "run": cfg.to_dict(),
+            "spec_device": spec_device.name,
+            "calibration_cases": len(cases),
+            "calibration_ok": len(good),
+            "skipped": skipped,
+            "fit": dict(FIT_RULES),
+        },
         "bandwidth_gb_s": round(bandwidth["gb_s"], 3),
         "matrix_peak_tops": {d: round(g["tops"], 5) for d, g in gemms.items()},
         "efficiency": {},
         "overhead_us": {"default": round(dispatch["us"], 3)},
-        **({"first_touch_gb_s": round(touch["gb_s"], 4),
-            "mmap_threshold_bytes": touch["mmap_threshold_bytes"]} if touch else {}),
+        **(
+            {"first_touch_gb_s": round(touch["gb_s"], 4), "mmap_threshold_bytes": touch["mmap_threshold_bytes"]}
+            if touch
+            else {}
+        ),
         # the datasheet device the fit ran against: a refit reads it back (never this machine)
         "datasheet": device_to_dict(spec_device),
     }
-    profile["measurements"] = {"copy": bandwidth, "gemm": gemms, "dispatch": dispatch,
-                               **({"first_touch": touch} if touch else {})}
+    profile["measurements"] = {
+        "copy": bandwidth,
+        "gemm": gemms,
+        "dispatch": dispatch,
+        **({"first_touch": touch} if touch else {}),
+    }
     # how the kernels were timed, from the methods the measurements record (ridgeline.io.profile)
-    profile["timing"] = timing_of({**profile, "measurements": {**profile["measurements"],
-                                                                "rows": good}})
+    profile["timing"] = timing_of({**profile, "measurements": {**profile["measurements"], "rows": good}})
     fit_profile(profile, good, spec_device)
     if "stream" in profile["measurements"]:
-        log(f"  memory roof {profile['bandwidth_gb_s']:.1f} GB/s: "
-            f"{profile['measurements']['stream']['case']} streamed faster than the copy")
+        log(
+            f"  memory roof {profile['bandwidth_gb_s']:.1f} GB/s: "
+            f"{profile['measurements']['stream']['case']} streamed faster than the copy"
+        )
     for r in profile["refused"]:
         log(f"  refused: {r['class']} wants {r['wanted']:g} of its roof ({r['term']})")
-    profile["problems"] = [{"case": r["name"], "status": r["status"], "reason": r["reason"]}
-                           for r in rows if r["status"] != "ok"]
+    profile["problems"] = [
+        {"case": r["name"], "status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"
+    ]
     write_atomic(path, _yaml(profile))
-    log(f"wrote {path} ({len(good)}/{len(rows)} calibration cases ok, "
-        f"{len(profile['efficiency'])} classes)")
+    log(f"wrote {path} ({len(good)}/{len(rows)} calibration cases ok, {len(profile['efficiency'])} classes)")
     return path, profile
 
 
-BREAK = 1.25   # a grid point this much slower than both neighbours is measured again
+BREAK = 1.25  # a grid point this much slower than both neighbours is measured again
 
 
 def grid_breaks(rows: list[dict[str, Any]]) -> list[int]:
@@ -287,8 +335,9 @@ def _grid_axis(recipe: dict[str, Any]) -> tuple[tuple, float]:
     return (recipe.get("rename", "linear"), recipe["k"], recipe["n"]), recipe["m"]
 
 
-def remeasure_breaks(rows: list[dict[str, Any]], cases, cfg, log: Callable[[str], None] = print
-                     ) -> list[dict[str, Any]]:
+def remeasure_breaks(
+    rows: list[dict[str, Any]], cases, cfg, log: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
     """Measure the ``grid_breaks`` points again and keep the faster run (other work on the
     machine only ever slows a kernel); the row records the first time (``first_s``)."""
     rows = list(rows)
@@ -298,8 +347,10 @@ def remeasure_breaks(rows: list[dict[str, Any]], cases, cfg, log: Callable[[str]
         first = rows[i]["measured_s"]
         if again["status"] == "ok" and again["measured_s"] < first:
             rows[i] = {**again, "first_s": first}
-        log(f"  measured again {rows[i]['name']}: {first * 1e3:.3f} -> "
-            f"{again.get('measured_s', float('nan')) * 1e3:.3f} ms")
+        log(
+            f"  measured again {rows[i]['name']}: {first * 1e3:.3f} -> "
+            f"{again.get('measured_s', float('nan')) * 1e3:.3f} ms"
+        )
     return rows
 
 
@@ -312,8 +363,9 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     default = profile["overhead_us"]["default"]
     ops = [case_from_dict(r).op for r in rows]
     memory_roof(profile, rows, ops, spec_device)
-    fit = fit_profile_terms(rows, ops, base_ceilings(profile, spec_device),
-                            cpu=spec_device.kind == "cpu", **recorded_rules(profile))
+    fit = fit_profile_terms(
+        rows, ops, base_ceilings(profile, spec_device), cpu=spec_device.kind == "cpu", **recorded_rules(profile)
+    )
     profile["efficiency"] = fit.efficiency
     profile["row_curves"] = fit.row_curves
     profile.pop("size_curves", None)
@@ -322,8 +374,7 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     profile.pop("attention_tables", None)
     if fit.attention_tables:
         profile["attention_tables"] = fit.attention_tables
-    profile["overhead_us"] = {"default": default,
-                              **{k: round(v * 1e6, 3) for k, v in fit.overhead_s.items()}}
+    profile["overhead_us"] = {"default": default, **{k: round(v * 1e6, 3) for k, v in fit.overhead_s.items()}}
     profile["fit"] = fit.report
     profile["refused"] = fit.refused
     return profile
@@ -347,8 +398,11 @@ def memory_roof(profile: dict[str, Any], rows: list[dict[str, Any]], ops, spec_d
     measured.pop("stream", None)
     copy = (measured.get("copy") or {}).get("gb_s") or profile["bandwidth_gb_s"]
     least = min(spec_device.l2_bytes or STREAM_MIN_BYTES, STREAM_MIN_BYTES)
-    streams = [(op.bytes / float(r["measured_s"]) / 1e9, r["name"]) for r, op in zip(rows, ops)
-               if op.kind == "linear" and op.dims.get("m") == 1 and op.weight_bytes >= least]
+    streams = [
+        (op.bytes / float(r["measured_s"]) / 1e9, r["name"])
+        for r, op in zip(rows, ops)
+        if op.kind == "linear" and op.dims.get("m") == 1 and op.weight_bytes >= least
+    ]
     rate, name = max(streams, default=(0.0, ""))
     if rate > copy:
         measured["stream"] = {"case": name, "gb_s": round(rate, 3), "copy_gb_s": round(copy, 3)}
@@ -360,13 +414,20 @@ def base_ceilings(profile: dict[str, Any], spec_device):
     from ridgeline.io.profile import calibrated_ceilings
 
     default = profile["overhead_us"]["default"]
-    return calibrated_ceilings({**profile, "efficiency": {}, "row_curves": {}, "size_curves": {},
-                                "attention_tables": {}, "overhead_us": {"default": default}},
-                               spec_device)
+    return calibrated_ceilings(
+        {
+            **profile,
+            "efficiency": {},
+            "row_curves": {},
+            "size_curves": {},
+            "attention_tables": {},
+            "overhead_us": {"default": default},
+        },
+        spec_device,
+    )
 
 
-def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = print
-          ) -> tuple[Path, dict[str, Any]]:
+def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
     """Fit a profile again from the calibration rows stored beside it (after a change to the
     model or the fit; the measurements are reused as they are). A pure function of the two
     files: the datasheet device is the one the profile records, never this machine's. Writes
@@ -379,16 +440,13 @@ def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = p
     rows = calibration_rows(path)
     target = Path(output) if output else Path.cwd() / f"{path.stem}.refit.yaml"
     if target.resolve() == path.resolve():
-        raise RidgelineError(f"--refit writes a new profile, not over its input {path}; "
-                             "pass -o NEW.yaml")
+        raise RidgelineError(f"--refit writes a new profile, not over its input {path}; pass -o NEW.yaml")
     fit_profile(profile, rows, recorded_device(profile, str(path)))
     profile["meta"]["refit"] = {"date": collect_date(), "commit": _commit(), "from": str(path)}
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, _yaml(profile))
-    write_atomic(target.with_suffix(".calibration.csv"),
-                 path.with_suffix(".calibration.csv").read_text())
-    log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} "
-        f"classes) -> {target}")
+    write_atomic(target.with_suffix(".calibration.csv"), path.with_suffix(".calibration.csv").read_text())
+    log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} classes) -> {target}")
     return target, profile
 
 
@@ -402,14 +460,18 @@ def calibration_rows(profile_path: Path) -> list[dict[str, Any]]:
 
     rows_path = Path(profile_path).with_suffix(".calibration.csv")
     if not rows_path.is_file():
-        raise RidgelineError(f"no calibration rows at {rows_path}; --refit needs the CSV that "
-                             "'ridgeline calibrate' writes beside the profile")
+        raise RidgelineError(
+            f"no calibration rows at {rows_path}; --refit needs the CSV that "
+            "'ridgeline calibrate' writes beside the profile"
+        )
     frame = pd.read_csv(rows_path, keep_default_na=False)
     if "recipe_json" not in frame.columns:
-        raise RidgelineError(f"{rows_path} stores no case recipes (written before they were "
-                             "stored); calibrate again")
-    return [{**r, "recipe": json.loads(r["recipe_json"]), "noisy": str(r["noisy"]) == "True"}
-            for r in frame.to_dict("records") if r["status"] == "ok"]
+        raise RidgelineError(f"{rows_path} stores no case recipes (written before they were stored); calibrate again")
+    return [
+        {**r, "recipe": json.loads(r["recipe_json"]), "noisy": str(r["noisy"]) == "True"}
+        for r in frame.to_dict("records")
+        if r["status"] == "ok"
+    ]
 
 
 def collect_date() -> str:

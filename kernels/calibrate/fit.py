@@ -31,6 +31,7 @@ interpolates it in log rows and between shapes in (log K, log N) (``ridgeline.en
 K and N get their own axes because the measurement says so: in the committed EPYC profile the
 grid's seven shapes reach 0.45 to 0.77 of the bound at m = 1 in fp32, 0.40 to 0.51 in bf16.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -40,29 +41,46 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.engine.roofline import ATTENTION_AXES, SIZE_KINDS, SOFTMAX_LONG, SOFTMAX_SPLIT_COLS, Ceilings, Curve, GridTable, RowTable, attention_coords, evaluate, first_touch_seconds, roofline_time, tile_fill, tile_rows
+from ridgeline.engine.roofline import (
+    ATTENTION_AXES,
+    SIZE_KINDS,
+    SOFTMAX_LONG,
+    SOFTMAX_SPLIT_COLS,
+    Ceilings,
+    Curve,
+    GridTable,
+    RowTable,
+    attention_coords,
+    evaluate,
+    first_touch_seconds,
+    roofline_time,
+    tile_fill,
+    tile_rows,
+)
 
 # fractions of a roof: 1.0 is a grid point; the points above 1 only detect a wish to exceed it
 EFF_GRID = np.geomspace(0.01, 1.0, 74)
 WANT_GRID = np.concatenate([EFF_GRID, np.geomspace(1.0, 4.0, 24)[1:]])
 OVERHEAD_GRID = np.concatenate([[0.0], np.geomspace(0.2e-6, 3e-3, 49)])
 ROWS_HALF_GRID = np.array([0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256], dtype=float)
-PULL = 2e-3          # weight of (log efficiency)^2 in the loss
-NOISY_WEIGHT = 0.3   # noisy measurements count less
+PULL = 2e-3  # weight of (log efficiency)^2 in the loss
+NOISY_WEIGHT = 0.3  # noisy measurements count less
 PLAIN_LINEAR = "linear"
 # the products measured on the row grid (kernels.bench.cases.grid_cases, quant_grid_cases)
 ROW_TABLE_CLASSES = (f"{PLAIN_LINEAR}@", "linear:int8_weight_only@", "linear:int4_weight_only@")
-MIN_TILED_CASES = 3   # a GEMV class fits its one-row products apart when this many others remain
-MIN_CURVE_ROWS = 8    # a plain GEMM class with this many distinct row counts gets a row curve
-REFUSE_ABOVE = 1.05   # a wish above this fraction of a roof is reported (below: noise)
-FLOOR = 0.05          # a case's time less its first touch is kept at least this fraction of it
+MIN_TILED_CASES = 3  # a GEMV class fits its one-row products apart when this many others remain
+MIN_CURVE_ROWS = 8  # a plain GEMM class with this many distinct row counts gets a row curve
+REFUSE_ABOVE = 1.05  # a wish above this fraction of a roof is reported (below: noise)
+FLOOR = 0.05  # a case's time less its first touch is kept at least this fraction of it
 
 
 # Rules of the fit that a profile records (``meta.fit``): a profile calibrated before a rule
 # existed records none and refits without it, so that refitting a committed profile gives its
 # committed terms (``recorded_rules``); every new calibration records all of them.
-FIT_RULES = {"overhead_cap": True,      # an overhead never above the class's fastest kernel
-             "judge_between": True}     # a GPU grid's knots judged from their neighbours
+FIT_RULES = {
+    "overhead_cap": True,  # an overhead never above the class's fastest kernel
+    "judge_between": True,
+}  # a GPU grid's knots judged from their neighbours
 
 
 def recorded_rules(profile: Mapping[str, Any]) -> dict[str, bool]:
@@ -75,11 +93,11 @@ def recorded_rules(profile: Mapping[str, Any]) -> dict[str, bool]:
 class ProfileFit:
     """What a profile takes from its calibration rows."""
 
-    efficiency: dict[str, dict[str, float]]          # class -> terms
-    overhead_s: dict[str, float]                     # class -> seconds per call
-    row_curves: dict[str, list[dict[str, Any]]]      # class -> [{k, n, rows, fraction}]
-    report: dict[str, Any]                           # class -> cases and errors
-    refused: list[dict[str, Any]]                    # class, term, wanted fraction, cases
+    efficiency: dict[str, dict[str, float]]  # class -> terms
+    overhead_s: dict[str, float]  # class -> seconds per call
+    row_curves: dict[str, list[dict[str, Any]]]  # class -> [{k, n, rows, fraction}]
+    report: dict[str, Any]  # class -> cases and errors
+    refused: list[dict[str, Any]]  # class, term, wanted fraction, cases
     size_curves: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> {bytes, fraction, cap}
     # class -> stage -> {axes, knots, fraction}: attention on a measured grid
     attention_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -99,7 +117,8 @@ def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndar
     table = evaluate(list(ops), bare)
     compute = np.ravel(table["compute_s"]).astype(float)
     vector = np.ravel(table["vector_flops"]).astype(float) / np.array(
-        [bare.vector_roof(op.dtype) for op in ops], dtype=float)
+        [bare.vector_roof(op.dtype) for op in ops], dtype=float
+    )
     return compute - vector, vector, np.ravel(table["memory_s"]).astype(float)
 
 
@@ -112,10 +131,17 @@ def model_time(compute_s, vector_s, memory_s, fill, e_compute, e_memory, overhea
     return roofline_time(compute_s / fill / e_compute + vector_s, memory_s / e_memory) + overhead_s
 
 
-def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarray,
-              weights: np.ndarray | None = None, rows: np.ndarray | None = None,
-              vector_s: np.ndarray | None = None, gemv: bool = False,
-              memory_cap: float = 1.0, overhead_cap: bool = True) -> dict[str, Any]:
+def fit_class(
+    compute_s: np.ndarray,
+    memory_s: np.ndarray,
+    measured_s: np.ndarray,
+    weights: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+    vector_s: np.ndarray | None = None,
+    gemv: bool = False,
+    memory_cap: float = 1.0,
+    overhead_cap: bool = True,
+) -> dict[str, Any]:
     """Best (compute, memory, overhead[, rows_half]) for one class by exhaustive grid search,
     the compute efficiency at most 1 and the memory one at most ``memory_cap`` (``write_free``);
     ``wanted`` holds the efficiencies above those an unbounded search would have chosen
@@ -135,8 +161,8 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
     best = {"bounded": (np.inf, (0, 0, 0, 0)), "free": (np.inf, (0, 0, 0, 0))}
     for h, half in enumerate(halves):
         fill = _fill(rows, half, gemv)
-        roof = model_time(c, v, m, fill, ec, em)                    # [ec, em, case]
-        for n, oh in enumerate(overheads):   # one overhead at a time keeps memory small
+        roof = model_time(c, v, m, fill, ec, em)  # [ec, em, case]
+        for n, oh in enumerate(overheads):  # one overhead at a time keeps memory small
             loss = (np.log((roof + oh) / t) ** 2 * w).sum(-1) / w.sum() + pull
             for name, masked in (("free", loss), ("bounded", np.where(inside, loss, np.inf))):
                 a, b = np.unravel_index(np.argmin(masked), masked.shape)
@@ -144,14 +170,21 @@ def fit_class(compute_s: np.ndarray, memory_s: np.ndarray, measured_s: np.ndarra
                     best[name] = (masked[a, b], (a, b, n, h))
     i, j, k, h = best["bounded"][1]
     fi, fj = best["free"][1][:2]
-    wanted = {term: float(WANT_GRID[x]) for term, x, cap in (("compute", fi, 1.0),
-                                                             ("memory", fj, memory_cap))
-              if WANT_GRID[x] > REFUSE_ABOVE * cap}
+    wanted = {
+        term: float(WANT_GRID[x])
+        for term, x, cap in (("compute", fi, 1.0), ("memory", fj, memory_cap))
+        if WANT_GRID[x] > REFUSE_ABOVE * cap
+    }
     fill = _fill(rows, halves[h], gemv)
     pred = model_time(c, v, m, fill, WANT_GRID[i], WANT_GRID[j], overheads[k])
-    return {"compute": float(WANT_GRID[i]), "memory": float(WANT_GRID[j]),
-            "overhead_s": float(overheads[k]), "rows_half": float(halves[h]),
-            "wanted": wanted, **_errors(pred, t)}
+    return {
+        "compute": float(WANT_GRID[i]),
+        "memory": float(WANT_GRID[j]),
+        "overhead_s": float(overheads[k]),
+        "rows_half": float(halves[h]),
+        "wanted": wanted,
+        **_errors(pred, t),
+    }
 
 
 def capped_overheads(measured_s) -> np.ndarray:
@@ -163,9 +196,15 @@ def capped_overheads(measured_s) -> np.ndarray:
     return OVERHEAD_GRID[OVERHEAD_GRID <= least]
 
 
-def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
-                  weights: np.ndarray | None = None, cap: float = 1.0,
-                  overheads: np.ndarray = OVERHEAD_GRID, between: bool = False) -> dict[str, Any]:
+def fit_row_table(
+    bound_s: np.ndarray,
+    measured_s: np.ndarray,
+    dims: np.ndarray,
+    weights: np.ndarray | None = None,
+    cap: float = 1.0,
+    overheads: np.ndarray = OVERHEAD_GRID,
+    between: bool = False,
+) -> dict[str, Any]:
     """A class's fraction of the roofline bound by rows, per measured (K, N) shape, and its
     overhead. ``dims`` holds each case's (m, k, n).
 
@@ -185,18 +224,19 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
     b, t = np.asarray(bound_s, dtype=float), np.asarray(measured_s, dtype=float)
     dims = np.asarray(dims, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
-    shapes = sorted({(k, n) for _, k, n in dims
-                     if np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS})
-    by_shape = {kn: np.flatnonzero((dims[:, 1] == kn[0]) & (dims[:, 2] == kn[1]))
-                for kn in {(k, n) for _, k, n in dims}}
+    shapes = sorted(
+        {(k, n) for _, k, n in dims if np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS}
+    )
+    by_shape = {
+        kn: np.flatnonzero((dims[:, 1] == kn[0]) & (dims[:, 2] == kn[1])) for kn in {(k, n) for _, k, n in dims}
+    }
     best = (np.inf, None)
     for oh in overheads:
         busy = t - oh
         if (busy <= 0).any():
-            break                       # the overhead grid increases: no larger one fits
+            break  # the overhead grid increases: no larger one fits
         raw = [_knots(dims[by_shape[kn], 0], b[by_shape[kn]] / busy[by_shape[kn]]) for kn in shapes]
-        table = RowTable(tuple(shapes), tuple(Curve(tuple(x), tuple(np.minimum(y, cap)))
-                                              for x, y in raw))
+        table = RowTable(tuple(shapes), tuple(Curve(tuple(x), tuple(np.minimum(y, cap))) for x, y in raw))
         pred = np.empty_like(t)
         for (k, n), idx in by_shape.items():
             pred[idx] = b[idx] / table.at(dims[idx, 0], k, n) + oh
@@ -210,11 +250,21 @@ def fit_row_table(bound_s: np.ndarray, measured_s: np.ndarray, dims: np.ndarray,
         if loss < best[0] - 1e-15:
             best = (loss, (oh, raw, table, pred))
     oh, raw, table, pred = best[1]
-    entries = [{"k": float(k), "n": float(n), "rows": [float(x) for x in curve.x],
-                "fraction": [round(float(y), 4) for y in curve.y]}
-               for (k, n), curve in zip(table.shapes, table.curves)]
-    wanted = [(k, n, float(x), float(y)) for (k, n), (xs, ys) in zip(shapes, raw)
-              for x, y in zip(xs, ys) if y > REFUSE_ABOVE * cap]
+    entries = [
+        {
+            "k": float(k),
+            "n": float(n),
+            "rows": [float(x) for x in curve.x],
+            "fraction": [round(float(y), 4) for y in curve.y],
+        }
+        for (k, n), curve in zip(table.shapes, table.curves)
+    ]
+    wanted = [
+        (k, n, float(x), float(y))
+        for (k, n), (xs, ys) in zip(shapes, raw)
+        for x, y in zip(xs, ys)
+        if y > REFUSE_ABOVE * cap
+    ]
     return {"table": entries, "overhead_s": float(oh), "wanted": wanted, **_errors(pred, t)}
 
 
@@ -227,7 +277,7 @@ def _without_knot(curve: Curve, x: np.ndarray) -> np.ndarray:
     return (1 - a) * ys[j - 1] + a * ys[j + 1]
 
 
-MIN_TABLE_CONTEXTS = 3   # an attention grid measured at this many contexts becomes a table
+MIN_TABLE_CONTEXTS = 3  # an attention grid measured at this many contexts becomes a table
 
 
 def attention_grid_points(rows: Sequence[Mapping[str, Any]], ops: Sequence) -> dict[str, np.ndarray]:
@@ -236,12 +286,18 @@ def attention_grid_points(rows: Sequence[Mapping[str, Any]], ops: Sequence) -> d
     ``MIN_TABLE_CONTEXTS`` contexts; stages with fewer are left out. The CPU's decode grid
     (two cache lengths) stays a row table (``_decode_grid``)."""
     out = {}
-    grid = np.array([(r.get("recipe") or {}).get("builder") == "attention_grid"
-                     and "model" not in (r.get("recipe") or {}) for r in rows], dtype=bool)
+    grid = np.array(
+        [
+            (r.get("recipe") or {}).get("builder") == "attention_grid" and "model" not in (r.get("recipe") or {})
+            for r in rows
+        ],
+        dtype=bool,
+    )
     coords = [attention_coords(op) for op in ops]
     for stage, decode in (("decode", True), ("prefill", False)):
-        mask = np.array([g and c is not None and bool(np.all(c[0] == decode))
-                         for g, c in zip(grid, coords)], dtype=bool)
+        mask = np.array(
+            [g and c is not None and bool(np.all(c[0] == decode)) for g, c in zip(grid, coords)], dtype=bool
+        )
         contexts = {float(np.ravel(coords[i][2])[0]) for i in np.flatnonzero(mask)}
         if len(contexts) >= MIN_TABLE_CONTEXTS:
             out[stage] = mask
@@ -263,9 +319,13 @@ def _table_coords(ops: Sequence) -> tuple[np.ndarray, np.ndarray]:
     return np.array(decode, dtype=bool), np.array(xyz, dtype=float)
 
 
-def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Sequence,
-                         points: Mapping[str, np.ndarray], weights: np.ndarray | None = None
-                         ) -> dict[str, Any]:
+def fit_attention_tables(
+    bound_s: np.ndarray,
+    measured_s: np.ndarray,
+    ops: Sequence,
+    points: Mapping[str, np.ndarray],
+    weights: np.ndarray | None = None,
+) -> dict[str, Any]:
     """A class's fraction of the roofline bound on its measured attention grid, one table
     per stage in ``points`` (``attention_grid_points``), and its overhead.
 
@@ -286,8 +346,10 @@ def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Seque
     covered = np.zeros(t.size, dtype=bool)
     for stage in points:
         covered |= (decode == (stage == "decode")) & ~np.isnan(xyz[:, 0])
-    knots = {stage: tuple(tuple(float(v) for v in np.unique(xyz[mask, a])) for a in range(3))
-             for stage, mask in points.items()}
+    knots = {
+        stage: tuple(tuple(float(v) for v in np.unique(xyz[mask, a])) for a in range(3))
+        for stage, mask in points.items()
+    }
     best = (np.inf, None)
     for oh in capped_overheads(t):
         busy = t - oh
@@ -302,33 +364,39 @@ def fit_attention_tables(bound_s: np.ndarray, measured_s: np.ndarray, ops: Seque
                 here = np.all(np.stack(index, 1) == cell, axis=1)
                 cells[cell] = np.median(ratio[here])
             raw[stage] = cells
-            tables[stage] = GridTable.of(ATTENTION_AXES, knots[stage],
-                                         np.minimum(_fill_holes(cells), 1.0))
+            tables[stage] = GridTable.of(ATTENTION_AXES, knots[stage], np.minimum(_fill_holes(cells), 1.0))
         pred, judged = np.full(t.size, np.nan), np.full(t.size, np.nan)
         for stage, table in tables.items():
             idx = covered & (decode == (stage == "decode"))
-            pred[idx] = b[idx] / table.at(rows=xyz[idx, 0], context=xyz[idx, 1],
-                                          head_dim=xyz[idx, 2]) + oh
+            pred[idx] = b[idx] / table.at(rows=xyz[idx, 0], context=xyz[idx, 1], head_dim=xyz[idx, 2]) + oh
             judged[idx] = pred[idx]
             # a grid point is judged by the table without it: interpolated from the contexts
             # on either side (each point reproduces itself whatever the overhead)
             inner = _between_neighbours(table, xyz[:, 1]) & points[stage]
             without = _leave_context_out(table)
-            judged[inner] = b[inner] / without.at(rows=xyz[inner, 0], context=xyz[inner, 1],
-                                                   head_dim=xyz[inner, 2]) + oh
+            judged[inner] = (
+                b[inner] / without.at(rows=xyz[inner, 0], context=xyz[inner, 1], head_dim=xyz[inner, 2]) + oh
+            )
         ok = covered & np.isfinite(judged)
         loss = (np.log(judged[ok] / t[ok]) ** 2 * w[ok]).sum() / max(w[ok].sum(), 1e-30)
         if loss < best[0] - 1e-15:
             best = (loss, (oh, tables, raw, pred))
     if best[1] is None:
-        return {"tables": {}, "overhead_s": 0.0, "covered": np.zeros(t.size, dtype=bool),
-                "wanted": [], "cases": 0}
+        return {"tables": {}, "overhead_s": 0.0, "covered": np.zeros(t.size, dtype=bool), "wanted": [], "cases": 0}
     oh, tables, raw, pred = best[1]
-    wanted = [(stage, tuple(float(k[i]) for k, i in zip(knots[stage], cell)), float(v))
-              for stage, cells in raw.items() for cell, v in np.ndenumerate(cells)
-              if np.isfinite(v) and v > REFUSE_ABOVE]
-    return {"tables": tables, "overhead_s": float(oh), "covered": covered, "wanted": wanted,
-            **_errors(pred[covered], t[covered])}
+    wanted = [
+        (stage, tuple(float(k[i]) for k, i in zip(knots[stage], cell)), float(v))
+        for stage, cells in raw.items()
+        for cell, v in np.ndenumerate(cells)
+        if np.isfinite(v) and v > REFUSE_ABOVE
+    ]
+    return {
+        "tables": tables,
+        "overhead_s": float(oh),
+        "covered": covered,
+        "wanted": wanted,
+        **_errors(pred[covered], t[covered]),
+    }
 
 
 def _between_neighbours(table: GridTable, context: np.ndarray) -> np.ndarray:
@@ -382,8 +450,7 @@ def _knots(rows: np.ndarray, fraction: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def _has_grid(dims: np.ndarray) -> bool:
     """Some (k, n) shape is measured at MIN_CURVE_ROWS row counts or more."""
     shapes = {(k, n) for _, k, n in dims}
-    return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS
-               for k, n in shapes)
+    return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS for k, n in shapes)
 
 
 def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
@@ -401,9 +468,15 @@ def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
     return groups
 
 
-def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings: Ceilings,
-                      pooled: bool = True, cpu: bool = False, overhead_cap: bool = True,
-                      judge_between: bool = True) -> ProfileFit:
+def fit_profile_terms(
+    rows: Iterable[Mapping[str, Any]],
+    ops: Sequence,
+    ceilings: Ceilings,
+    pooled: bool = True,
+    cpu: bool = False,
+    overhead_cap: bool = True,
+    judge_between: bool = True,
+) -> ProfileFit:
     """Efficiency, overhead and row-curve tables for a profile, from ok calibration rows and
     their ops.
 
@@ -435,44 +508,66 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
             for suffix, part in _softmax_sides(key, [rows[i] for i in idx], [ops[i] for i in idx]):
                 sub, dims = idx[part], size[part]
                 bound = roofline_time(compute_s[sub] + vector_s[sub], memory_s[sub])
-                table = fit_row_table(bound, measured[sub], dims, weights[sub], cap, overheads,
-                                      between=judge_between and not cpu)
+                table = fit_row_table(
+                    bound, measured[sub], dims, weights[sub], cap, overheads, between=judge_between and not cpu
+                )
                 entry = table["table"][0]
-                sizes[key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"],
-                                       "cap": round(cap, 4)}
-                if not suffix:   # one overhead per class: the short rows' (or the only) fit
+                sizes[key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
+                if not suffix:  # one overhead per class: the short rows' (or the only) fit
                     overhead[key] = table["overhead_s"]
                     overheads = np.array([min(table["overhead_s"], 0.99 * measured[idx].min())])
                 report[key + suffix + " (size table)"] = {
-                    k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
-                refused += [{"class": key + suffix, "term": f"fraction at {b:g} bytes",
-                             "wanted": round(f, 3), "cases": int(sub.size)}
-                            for _, _, b, f in table["wanted"]]
+                    k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")
+                }
+                refused += [
+                    {
+                        "class": key + suffix,
+                        "term": f"fraction at {b:g} bytes",
+                        "wanted": round(f, 3),
+                        "cases": int(sub.size),
+                    }
+                    for _, _, b, f in table["wanted"]
+                ]
             continue
-        points = attention_grid_points([rows[i] for i in idx], [ops[i] for i in idx]) \
-            if key.startswith("attention:") else {}
-        if points:   # attention on a measured grid: a table per stage (GPU calibration)
+        points = (
+            attention_grid_points([rows[i] for i in idx], [ops[i] for i in idx]) if key.startswith("attention:") else {}
+        )
+        if points:  # attention on a measured grid: a table per stage (GPU calibration)
             bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
-            fitted = fit_attention_tables(bound, measured[idx], [ops[i] for i in idx], points,
-                                          weights[idx])
+            fitted = fit_attention_tables(bound, measured[idx], [ops[i] for i in idx], points, weights[idx])
             tables[key] = {stage: t.to_dict() for stage, t in fitted["tables"].items()}
             overhead[key] = fitted["overhead_s"]
-            report[key + " (attention table)"] = {k: fitted[k] for k in ("cases", "median_abs_error",
-                                                                         "max_abs_error")}
-            refused += [{"class": key, "term": f"{stage} fraction at rows, context, head_dim "
-                                               f"{', '.join(f'{v:g}' for v in at)}",
-                         "wanted": round(f, 3), "cases": int(fitted["cases"])}
-                        for stage, at, f in fitted["wanted"]]
+            report[key + " (attention table)"] = {k: fitted[k] for k in ("cases", "median_abs_error", "max_abs_error")}
+            refused += [
+                {
+                    "class": key,
+                    "term": f"{stage} fraction at rows, context, head_dim {', '.join(f'{v:g}' for v in at)}",
+                    "wanted": round(f, 3),
+                    "cases": int(fitted["cases"]),
+                }
+                for stage, at, f in fitted["wanted"]
+            ]
             rest = ~fitted["covered"]
             if not rest.any():
                 continue
             idx = idx[rest]
             class_rows = None if class_rows is None else class_rows[rest]
-            terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured,
-                               weights, float(write_free(ops[i] for i in idx)) if cpu else 1.0, overhead_cap)
+            terms = _fit_terms(
+                key,
+                idx,
+                class_rows,
+                compute_s,
+                vector_s,
+                memory_s,
+                measured,
+                weights,
+                float(write_free(ops[i] for i in idx)) if cpu else 1.0,
+                overhead_cap,
+            )
             efficiency[key] = terms["efficiency"]
-            report[key] = _report(efficiency[key], overhead[key], compute_s[idx], vector_s[idx],
-                                  memory_s[idx], measured[idx], class_rows)
+            report[key] = _report(
+                efficiency[key], overhead[key], compute_s[idx], vector_s[idx], memory_s[idx], measured[idx], class_rows
+            )
             continue
         dims = np.array([[ops[i].dims.get(d, 0) for d in ("m", "k", "n")] for i in idx], dtype=float)
         if key.startswith(ROW_TABLE_CLASSES) and _has_grid(dims):
@@ -480,35 +575,65 @@ def fit_profile_terms(rows: Iterable[Mapping[str, Any]], ops: Sequence, ceilings
             table = fit_row_table(bound, measured[idx], dims, weights[idx])
             curves[key], overhead[key] = table["table"], table["overhead_s"]
             report[key] = {k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
-            refused += [{"class": key, "term": f"fraction at m={m:g} of {k:g}x{n:g}",
-                         "wanted": round(f, 3), "cases": int(idx.size)}
-                        for k, n, m, f in table["wanted"]]
+            refused += [
+                {
+                    "class": key,
+                    "term": f"fraction at m={m:g} of {k:g}x{n:g}",
+                    "wanted": round(f, 3),
+                    "cases": int(idx.size),
+                }
+                for k, n, m, f in table["wanted"]
+            ]
             continue
         decode = _decode_grid(key, [ops[i] for i in idx])
-        if decode is not None:   # decode attention: a row table by (rows per K/V head, head_dim)
+        if decode is not None:  # decode attention: a row table by (rows per K/V head, head_dim)
             table_idx, dims = idx[decode[0]], decode[1]
             bound = roofline_time(compute_s[table_idx] + vector_s[table_idx], memory_s[table_idx])
             table = fit_row_table(bound, measured[table_idx], dims, weights[table_idx])
             curves[key] = table["table"]
-            report[key + " (decode table)"] = {k: table[k] for k in ("cases", "median_abs_error",
-                                                                      "max_abs_error")}
-            refused += [{"class": key, "term": f"fraction at {m:g} rows, head_dim {k:g}",
-                         "wanted": round(f, 3), "cases": int(table_idx.size)}
-                        for k, _, m, f in table["wanted"]]
+            report[key + " (decode table)"] = {k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
+            refused += [
+                {
+                    "class": key,
+                    "term": f"fraction at {m:g} rows, head_dim {k:g}",
+                    "wanted": round(f, 3),
+                    "cases": int(table_idx.size),
+                }
+                for k, _, m, f in table["wanted"]
+            ]
             idx = idx[~decode[0]]
             class_rows = None if class_rows is None else class_rows[~decode[0]]
             if not idx.size:
                 overhead[key] = table["overhead_s"]
                 continue
-        terms = _fit_terms(key, idx, class_rows, compute_s, vector_s, memory_s, measured, weights,
-                           float(write_free(ops[i] for i in idx)) if cpu else 1.0, overhead_cap)
+        terms = _fit_terms(
+            key,
+            idx,
+            class_rows,
+            compute_s,
+            vector_s,
+            memory_s,
+            measured,
+            weights,
+            float(write_free(ops[i] for i in idx)) if cpu else 1.0,
+            overhead_cap,
+        )
         efficiency[key], overhead[key] = terms["efficiency"], terms["overhead_s"]
         if decode is not None:
-            overhead[key] = table["overhead_s"]   # one overhead per class: the table's
-        report[key] = _report(efficiency[key], terms["overhead_s"], compute_s[idx], vector_s[idx],
-                              memory_s[idx], measured[idx], class_rows)
-        refused += [{"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
-                    for term, f in terms["wanted"].items()]
+            overhead[key] = table["overhead_s"]  # one overhead per class: the table's
+        report[key] = _report(
+            efficiency[key],
+            terms["overhead_s"],
+            compute_s[idx],
+            vector_s[idx],
+            memory_s[idx],
+            measured[idx],
+            class_rows,
+        )
+        refused += [
+            {"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
+            for term, f in terms["wanted"].items()
+        ]
     return ProfileFit(efficiency, overhead, curves, report, refused, sizes, tables)
 
 
@@ -527,8 +652,7 @@ def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np
     return np.array([[float(op.bytes), 1.0 if g else 2.0, 1.0] for op, g in zip(ops, grid)])
 
 
-def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence
-                   ) -> list[tuple[str, np.ndarray]]:
+def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> list[tuple[str, np.ndarray]]:
     """The parts of an element-wise class measured on the size grid that get a size table
     each: for a softmax measured on both sides of ``SOFTMAX_SPLIT_COLS`` columns (each side
     at ``MIN_CURVE_ROWS`` sizes or more: PyTorch's CUDA softmax runs another kernel past
@@ -539,8 +663,10 @@ def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence
         return everything
     long_rows = np.array([float(np.max(op.dims.get("cols", 0))) > SOFTMAX_SPLIT_COLS for op in ops])
     grid = np.array([(r.get("recipe") or {}).get("builder") == "size_grid" for r in rows])
-    sizes = [np.unique([op.bytes for op, g, s in zip(ops, grid, long_rows) if g and s == side]).size
-             for side in (False, True)]
+    sizes = [
+        np.unique([op.bytes for op, g, s in zip(ops, grid, long_rows) if g and s == side]).size
+        for side in (False, True)
+    ]
     if min(sizes) < MIN_CURVE_ROWS:
         return everything
     return [("", ~long_rows), (SOFTMAX_LONG, long_rows)]
@@ -555,12 +681,14 @@ def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | Non
     head as for two), so decode attention is a measured table, not a fitted curve."""
     if not key.startswith("attention:"):
         return None
-    decode = np.array([np.all(np.asarray(op.dims.get("q_len", 0)) == 1) and "head_dim" in op.dims
-                       for op in ops], dtype=bool)
+    decode = np.array(
+        [np.all(np.asarray(op.dims.get("q_len", 0)) == 1) and "head_dim" in op.dims for op in ops], dtype=bool
+    )
     if not decode.any():
         return None
-    dims = np.array([[float(tile_rows(op)), float(op.dims["head_dim"]), 1.0]
-                     for op, d in zip(ops, decode) if d], dtype=float)
+    dims = np.array(
+        [[float(tile_rows(op)), float(op.dims["head_dim"]), 1.0] for op, d in zip(ops, decode) if d], dtype=float
+    )
     return (decode, dims) if _has_grid(dims) else None
 
 
@@ -570,23 +698,32 @@ def write_free(ops: Iterable) -> float:
     and is written back later, beside the reads, so the fastest an op can run is its reads
     at the roof. The least bytes / read bytes over the class (1 for reads only; 1.5 for
     a residual add: two reads, one write)."""
-    ratios = [float(np.min(op.bytes / np.maximum(op.weight_bytes + op.act_read_bytes
-                                                 + op.kv_read_bytes, 1.0))) for op in ops]
+    ratios = [
+        float(np.min(op.bytes / np.maximum(op.weight_bytes + op.act_read_bytes + op.kv_read_bytes, 1.0))) for op in ops
+    ]
     return max(1.0, min(ratios, default=1.0))
 
 
-def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights,
-               memory_cap: float = 1.0, overhead_cap: bool = True) -> dict[str, Any]:
+def _fit_terms(
+    key, idx, rows, compute_s, vector_s, memory_s, measured, weights, memory_cap: float = 1.0, overhead_cap: bool = True
+) -> dict[str, Any]:
     """One class's efficiency terms: tile fill where it has rows, and for plain GEMMs (BLAS
     runs one-row products as GEMV; the quantised kernels do not) the one-row products apart."""
     gemv = key.startswith(PLAIN_LINEAR + "@") or key == PLAIN_LINEAR
     one = rows == 1 if gemv and rows is not None else np.zeros(idx.size, dtype=bool)
     split = one.any() and (~one).sum() >= MIN_TILED_CASES
     tiled = idx[~one] if split else idx
-    terms = fit_class(compute_s[tiled], memory_s[tiled], measured[tiled], weights[tiled],
-                      None if rows is None else rows[~one] if split else rows,
-                      vector_s[tiled], gemv=gemv, memory_cap=memory_cap,
-                      overhead_cap=overhead_cap)
+    terms = fit_class(
+        compute_s[tiled],
+        memory_s[tiled],
+        measured[tiled],
+        weights[tiled],
+        None if rows is None else rows[~one] if split else rows,
+        vector_s[tiled],
+        gemv=gemv,
+        memory_cap=memory_cap,
+        overhead_cap=overhead_cap,
+    )
     eff = {"compute": round(terms["compute"], 4), "memory": round(terms["memory"], 4)}
     if terms["rows_half"]:
         eff["rows_half"] = terms["rows_half"]
@@ -594,16 +731,16 @@ def _fit_terms(key, idx, rows, compute_s, vector_s, memory_s, measured, weights,
         eff["gemv"] = 1.0
     if split:
         g = idx[one]
-        eff["gemv_memory"] = round(fit_gemv_memory(
-            compute_s[g], vector_s[g], memory_s[g], measured[g], weights[g], terms), 4)
+        eff["gemv_memory"] = round(
+            fit_gemv_memory(compute_s[g], vector_s[g], memory_s[g], measured[g], weights[g], terms), 4
+        )
     return {"efficiency": eff, "overhead_s": terms["overhead_s"], "wanted": terms["wanted"]}
 
 
 def fit_gemv_memory(compute_s, vector_s, memory_s, measured_s, weights, terms) -> float:
     """Memory efficiency of a class's one-row products, its other terms held: BLAS runs them
     as a matrix-vector kernel, which streams the weights at its own rate."""
-    roof = model_time(compute_s, vector_s, memory_s, 1.0, terms["compute"], EFF_GRID[:, None],
-                      terms["overhead_s"])
+    roof = model_time(compute_s, vector_s, memory_s, 1.0, terms["compute"], EFF_GRID[:, None], terms["overhead_s"])
     loss = (np.log(roof / measured_s) ** 2 * weights).sum(-1) / weights.sum()
     return float(EFF_GRID[np.argmin(loss + PULL * np.log(EFF_GRID) ** 2)])
 
@@ -613,11 +750,9 @@ def _report(terms, overhead_s, compute_s, vector_s, memory_s, measured_s, rows) 
     one = np.zeros(measured_s.size, dtype=bool) if rows is None else rows == 1
     fill = _fill(rows, terms.get("rows_half", 0.0), bool(terms.get("gemv")))
     memory = np.where(one, terms.get("gemv_memory", terms["memory"]), terms["memory"])
-    return _errors(model_time(compute_s, vector_s, memory_s, fill, terms["compute"], memory,
-                              overhead_s), measured_s)
+    return _errors(model_time(compute_s, vector_s, memory_s, fill, terms["compute"], memory, overhead_s), measured_s)
 
 
 def _errors(predicted_s, measured_s) -> dict[str, Any]:
     rel = np.abs(predicted_s / measured_s - 1)
-    return {"cases": int(measured_s.size), "median_abs_error": float(np.median(rel)),
-            "max_abs_error": float(rel.max())}
+    return {"cases": int(measured_s.size), "median_abs_error": float(np.median(rel)), "max_abs_error": float(rel.max())}

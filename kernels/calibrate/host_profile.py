@@ -22,6 +22,7 @@ The terms are merged into the profile YAML (atomically; the rest of it is kept),
 itself (its dispatch is in the fitted ``overhead_us``), so ``--device cpu`` prints the
 terms as a dry run and writes only to an explicit ``--output``.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,13 +32,12 @@ from typing import Any
 
 import torch
 
-from ridgeline.errors import RidgelineError
-
 from kernels.e2e import decoder
 from kernels.e2e.decode_profile import OP_LABELS, HostTimer, _sync
 from kernels.e2e.decoder import Decoder, check_fits
+from ridgeline.errors import RidgelineError
 
-NOT_ENGINE_OPS = ("argmax",)   # greedy sampling: the decoder runs it, the engine does not model it
+NOT_ENGINE_OPS = ("argmax",)  # greedy sampling: the decoder runs it, the engine does not model it
 
 
 def count_kernels(event) -> int:
@@ -79,8 +79,7 @@ def eager_terms(model: Decoder, token, first: int, steps: int, device: str) -> d
         steps_synced(model, token, first, steps, device)
     finally:
         decoder.LABELLER = None
-    out: dict[str, Any] = {"host_s": host_per_call(timer),
-                           "calls": {k: c / steps for k, c in timer.calls.items()}}
+    out: dict[str, Any] = {"host_s": host_per_call(timer), "calls": {k: c / steps for k, c in timer.calls.items()}}
     if device.startswith("cuda"):
         from torch.profiler import ProfilerActivity, profile
 
@@ -94,11 +93,10 @@ def eager_terms(model: Decoder, token, first: int, steps: int, device: str) -> d
     return out
 
 
-def compiled_terms(model: Decoder, token, first: int, steps: int, device: str,
-                   engine_calls: float) -> dict[str, float]:
+def compiled_terms(model: Decoder, token, first: int, steps: int, device: str, engine_calls: float) -> dict[str, float]:
     """Host seconds and kernels per engine op call under torch.compile (no graphs)."""
     decode = torch.compile(model.decode)
-    steps_synced(model, token, first, steps, device, decode)      # compile, warm up
+    steps_synced(model, token, first, steps, device, decode)  # compile, warm up
     enqueue = []
     for pos in range(first, first + steps):
         _sync(device)
@@ -118,17 +116,19 @@ def compiled_terms(model: Decoder, token, first: int, steps: int, device: str,
     return out
 
 
-def profile_terms(eager: dict[str, Any], compiled: dict[str, float] | None,
-                  gap_s: float) -> dict[str, Any]:
+def profile_terms(eager: dict[str, Any], compiled: dict[str, float] | None, gap_s: float) -> dict[str, Any]:
     """The profile's keys (µs, kernels per call; engine ops only, 'default' their median)."""
+
     def table(values: dict[str, float], scale: float) -> dict[str, float]:
         kept = {k: round(v * scale, 4) for k, v in values.items() if k not in NOT_ENGINE_OPS}
         ordered = sorted(kept.values())
         return {"default": ordered[len(ordered) // 2], **kept} if kept else {}
 
-    terms: dict[str, Any] = {"launch_gap_us": round(gap_s * 1e6, 4),
-                             "host_us": {"eager": table(eager["host_s"], 1e6)},
-                             "kernels_per_op": {}}
+    terms: dict[str, Any] = {
+        "launch_gap_us": round(gap_s * 1e6, 4),
+        "host_us": {"eager": table(eager["host_s"], 1e6)},
+        "kernels_per_op": {},
+    }
     if "kernels" in eager:
         terms["kernels_per_op"]["eager"] = table(eager["kernels"], 1.0)
     if compiled is not None:
@@ -140,8 +140,17 @@ def profile_terms(eager: dict[str, Any], compiled: dict[str, float] | None,
     return terms
 
 
-def measure_terms(config, *, device: str, batch: int = 1, prompt: int = 512, steps: int = 16,
-                  dtype: str = "bf16", compiled: bool = True, seed: int = 0) -> dict[str, Any]:
+def measure_terms(
+    config,
+    *,
+    device: str,
+    batch: int = 1,
+    prompt: int = 512,
+    steps: int = 16,
+    dtype: str = "bf16",
+    compiled: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Build the decoder, run ``steps`` decode steps per measurement, return the terms."""
     from kernels.e2e.e2e import resolve_device
 
@@ -151,15 +160,15 @@ def measure_terms(config, *, device: str, batch: int = 1, prompt: int = 512, ste
     max_len = prompt + 2 * steps + 1
     check_fits(config, batch, max_len, dtype, device)
     model = Decoder(config, dtype, device, max_batch=batch, max_len=max_len, seed=seed)
-    tokens = torch.randint(0, config.vocab_size, (batch, prompt),
-                           generator=torch.Generator().manual_seed(seed)).to(device)
+    tokens = torch.randint(0, config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(
+        device
+    )
     with torch.inference_mode():
         token = model.prefill(tokens)
-        steps_synced(model, token, prompt, steps, device)              # warm-up at these lengths
+        steps_synced(model, token, prompt, steps, device)  # warm-up at these lengths
         eager = eager_terms(model, token, prompt, steps, device)
         engine_calls = sum(c for k, c in eager["calls"].items() if k not in NOT_ENGINE_OPS)
-        comp = (compiled_terms(model, token, prompt, steps, device, engine_calls)
-                if compiled else None)
+        comp = compiled_terms(model, token, prompt, steps, device, engine_calls) if compiled else None
     gap = 0.0
     if device.startswith("cuda"):
         from kernels.bench.timing import launch_gap
@@ -173,14 +182,13 @@ def merge_into(path: Path, terms: dict[str, Any], meta: dict[str, Any]) -> dict[
     atomically."""
     import yaml
 
-    from ridgeline.io.profile import load_profile
     from ridgeline.io.files import write_atomic
+    from ridgeline.io.profile import load_profile
 
     profile = load_profile(path)
     profile.update(terms)
     profile.setdefault("meta", {})["execution_terms"] = meta
-    write_atomic(path, yaml.safe_dump(profile, sort_keys=False, default_flow_style=False,
-                                      width=100))
+    write_atomic(path, yaml.safe_dump(profile, sort_keys=False, default_flow_style=False, width=100))
     return profile
 
 
@@ -191,10 +199,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from ridgeline.engine.model import load_model
-
-    from kernels.e2e.e2e import truncate
     from kernels.bench.provenance import collect
+    from kernels.e2e.e2e import truncate
+    from ridgeline.engine.model import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
@@ -210,17 +217,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = truncate(load_model(args.model), args.layers)
-        terms = measure_terms(config, device=args.device, batch=args.batch, prompt=args.prompt,
-                              steps=args.steps, dtype=args.dtype, compiled=not args.no_compile)
-        meta = {**collect("cuda" if args.device.startswith("cuda") else "cpu",
-                          torch.get_num_threads()),
-                "model": config.name, "layers": config.num_layers, "batch": args.batch,
-                "prompt": args.prompt, "steps": args.steps, "dtype": args.dtype,
-                "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        terms = measure_terms(
+            config,
+            device=args.device,
+            batch=args.batch,
+            prompt=args.prompt,
+            steps=args.steps,
+            dtype=args.dtype,
+            compiled=not args.no_compile,
+        )
+        meta = {
+            **collect("cuda" if args.device.startswith("cuda") else "cpu", torch.get_num_threads()),
+            "model": config.name,
+            "layers": config.num_layers,
+            "batch": args.batch,
+            "prompt": args.prompt,
+            "steps": args.steps,
+            "dtype": args.dtype,
+            "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
         if args.profile is not None:
             if not args.device.startswith("cuda"):
-                raise RidgelineError("--profile: a CPU profile keeps its dispatch in overhead_us; "
-                                     "host terms are for GPUs (use --output for a dry run)")
+                raise RidgelineError(
+                    "--profile: a CPU profile keeps its dispatch in overhead_us; "
+                    "host terms are for GPUs (use --output for a dry run)"
+                )
             merge_into(args.profile, terms, meta)
             print(f"merged into {args.profile}")
         if args.output is not None:

@@ -16,6 +16,7 @@ steady state that ``ridgeline e2e`` times after its warm-up. When ``enqueue`` is
 ``wall`` and ``device`` well under it, the step is host-bound: the roofline's device time
 is not what limits it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,14 +27,30 @@ from typing import Any
 
 import torch
 
-from ridgeline.errors import RidgelineError
-
 from kernels.e2e.decoder import Decoder, check_fits
 from kernels.e2e.e2e import resolve_device
+from ridgeline.errors import RidgelineError
 
-OP_LABELS = ("embed", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj",
-             "attn_add", "mlp_norm", "gate_proj", "up_proj", "mlp_act", "down_proj", "mlp_add",
-             "final_norm", "lm_head", "argmax")
+OP_LABELS = (
+    "embed",
+    "attn_norm",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "rope",
+    "attention",
+    "o_proj",
+    "attn_add",
+    "mlp_norm",
+    "gate_proj",
+    "up_proj",
+    "mlp_act",
+    "down_proj",
+    "mlp_add",
+    "final_norm",
+    "lm_head",
+    "argmax",
+)
 
 
 def _sync(device: str) -> None:
@@ -66,8 +83,17 @@ def device_time(model: Decoder, token, first: int, steps: int) -> dict[str, floa
     return {"device_s": busy / steps, "kernels": len(kernels) / steps}
 
 
-def profile_decode(config, *, batch: int, prompt: int, steps: int = 16, dtype: str = "bf16",
-                   device: str = "cpu", seed: int = 0, ops: bool = False) -> dict[str, Any]:
+def profile_decode(
+    config,
+    *,
+    batch: int,
+    prompt: int,
+    steps: int = 16,
+    dtype: str = "bf16",
+    device: str = "cpu",
+    seed: int = 0,
+    ops: bool = False,
+) -> dict[str, Any]:
     """Two passes (new lengths, then the same lengths again) of ``steps`` decode steps:
     ``{"passes": [row, row], "ops": op_breakdown(...) or None}`` (the latter with ``ops``)."""
     if batch < 1 or prompt < 1 or steps < 1:
@@ -76,8 +102,9 @@ def profile_decode(config, *, batch: int, prompt: int, steps: int = 16, dtype: s
     max_len = prompt + steps + 1
     check_fits(config, batch, max_len, dtype, device)
     model = Decoder(config, dtype, device, max_batch=batch, max_len=max_len, seed=seed)
-    tokens = torch.randint(0, config.vocab_size, (batch, prompt),
-                           generator=torch.Generator().manual_seed(seed)).to(device)
+    tokens = torch.randint(0, config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(
+        device
+    )
     rows = []
     with torch.inference_mode():
         token = model.prefill(tokens)
@@ -90,20 +117,19 @@ def profile_decode(config, *, batch: int, prompt: int, steps: int = 16, dtype: s
     return {"passes": rows, "ops": breakdown}
 
 
-def predicted_ops(config, *, batch: int, seq_len: int, dtype: str, device: str
-                  ) -> tuple[list[dict[str, Any]], str]:
+def predicted_ops(config, *, batch: int, seq_len: int, dtype: str, device: str) -> tuple[list[dict[str, Any]], str]:
     """The engine's decode ops for this run, with the device's calibrated profile when there
     is one (else the spec roofline), and which of the two it used."""
+    from kernels.e2e.e2e import calibrated_for, engine_settings, measured_key, spec_device
     from ridgeline.engine.analyze import analyze
     from ridgeline.engine.roofline import spec_ceilings
-
-    from kernels.e2e.e2e import calibrated_for, engine_settings, measured_key, spec_device
 
     spec = spec_device(device, None)
     calibrated, path, _ = calibrated_for(measured_key(device), spec, None)
     ceilings = calibrated or spec_ceilings(spec)
-    result = analyze(config, spec, batch=batch, seq_len=seq_len, generate=0,
-                     settings=engine_settings(dtype), ceilings=ceilings)
+    result = analyze(
+        config, spec, batch=batch, seq_len=seq_len, generate=0, settings=engine_settings(dtype), ceilings=ceilings
+    )
     return result.decode.records(), (f"calibrated ({path.name})" if calibrated else "spec")
 
 
@@ -143,8 +169,7 @@ def op_breakdown(model: Decoder, token, first: int, steps: int, device: str) -> 
         _steps(model, token, first, steps, device)
     finally:
         decoder.LABELLER = None
-    return {k: {"calls": timer.calls[k] / steps, "ms": v * 1e3 / steps}
-            for k, v in timer.seconds.items()}
+    return {k: {"calls": timer.calls[k] / steps, "ms": v * 1e3 / steps} for k, v in timer.seconds.items()}
 
 
 def range_kernel_time(events, steps: int) -> dict[str, dict]:
@@ -172,19 +197,31 @@ def breakdown_rows(measured: dict[str, dict], predicted: list[dict[str, Any]]) -
     for r in predicted:
         m = measured.get(r["name"], {})
         pred_ms = r["time_s"] * r["count"] * 1e3
-        rows.append({"op": r["name"], "calls": m.get("calls", 0.0), "count": r["count"],
-                     "measured_ms": m.get("ms"), "predicted_ms": pred_ms,
-                     "error": m["ms"] and pred_ms / m["ms"] - 1 if m else None})
+        rows.append(
+            {
+                "op": r["name"],
+                "calls": m.get("calls", 0.0),
+                "count": r["count"],
+                "measured_ms": m.get("ms"),
+                "predicted_ms": pred_ms,
+                "error": m["ms"] and pred_ms / m["ms"] - 1 if m else None,
+            }
+        )
     names = {r["name"] for r in predicted}
-    rows += [{"op": k, "calls": v["calls"], "count": 0, "measured_ms": v["ms"],
-              "predicted_ms": None, "error": None} for k, v in measured.items() if k not in names]
+    rows += [
+        {"op": k, "calls": v["calls"], "count": 0, "measured_ms": v["ms"], "predicted_ms": None, "error": None}
+        for k, v in measured.items()
+        if k not in names
+    ]
     return rows
 
 
 def breakdown_lines(rows: list[dict[str, Any]], mode: str, device: str) -> list[str]:
     what = "kernel time in its profiler range" if device.startswith("cuda") else "host time"
-    lines = [f"per op, ms per step ({what}; predicted: {mode})",
-             f"{'op':<12} {'calls':>6} {'measured':>10} {'predicted':>10} {'error':>7}"]
+    lines = [
+        f"per op, ms per step ({what}; predicted: {mode})",
+        f"{'op':<12} {'calls':>6} {'measured':>10} {'predicted':>10} {'error':>7}",
+    ]
     for r in rows:
         measured = "-" if r["measured_ms"] is None else f"{r['measured_ms']:.3f}"
         predicted = "-" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}"
@@ -193,21 +230,32 @@ def breakdown_lines(rows: list[dict[str, Any]], mode: str, device: str) -> list[
     return lines
 
 
-def report_lines(config, rows: list[dict[str, Any]], *, batch: int, prompt: int, steps: int,
-                 dtype: str, device: str) -> list[str]:
+def report_lines(
+    config, rows: list[dict[str, Any]], *, batch: int, prompt: int, steps: int, dtype: str, device: str
+) -> list[str]:
     """The table ``ridgeline decode-profile`` prints."""
-    lines = [f"{config.name} ({config.num_layers} layers, {dtype}) on {device}, batch {batch}, "
-             f"prompt {prompt}, {steps} decode steps; ms per step (medians)"]
+    lines = [
+        f"{config.name} ({config.num_layers} layers, {dtype}) on {device}, batch {batch}, "
+        f"prompt {prompt}, {steps} decode steps; ms per step (medians)"
+    ]
     for r in rows:
-        dev = (f"  device {r['device_s'] * 1e3:8.2f}  kernels {r['kernels']:6.0f}"
-               if "device_s" in r else "")
-        lines.append(f"{r['pass']:<20} wall {r['wall_s'] * 1e3:8.2f}  "
-                     f"enqueue {r['enqueue_s'] * 1e3:8.2f}{dev}")
+        dev = f"  device {r['device_s'] * 1e3:8.2f}  kernels {r['kernels']:6.0f}" if "device_s" in r else ""
+        lines.append(f"{r['pass']:<20} wall {r['wall_s'] * 1e3:8.2f}  enqueue {r['enqueue_s'] * 1e3:8.2f}{dev}")
     return lines
 
 
-def run(config, *, batch: int, prompt: int, steps: int, layers: int | None, dtype: str,
-        device: str | None, ops: bool, threads: int | None) -> list[str]:
+def run(
+    config,
+    *,
+    batch: int,
+    prompt: int,
+    steps: int,
+    layers: int | None,
+    dtype: str,
+    device: str | None,
+    ops: bool,
+    threads: int | None,
+) -> list[str]:
     """``ridgeline decode-profile``: profile the decode step of ``config`` (its first
     ``layers`` layers) and return the report's lines; with ``ops``, each engine op beside
     its prediction."""
@@ -217,12 +265,9 @@ def run(config, *, batch: int, prompt: int, steps: int, layers: int | None, dtyp
     device = resolve_device(device)
     if threads:
         torch.set_num_threads(threads)
-    result = profile_decode(config, batch=batch, prompt=prompt, steps=steps, dtype=dtype,
-                            device=device, ops=ops)
-    lines = report_lines(config, result["passes"], batch=batch, prompt=prompt, steps=steps,
-                         dtype=dtype, device=device)
+    result = profile_decode(config, batch=batch, prompt=prompt, steps=steps, dtype=dtype, device=device, ops=ops)
+    lines = report_lines(config, result["passes"], batch=batch, prompt=prompt, steps=steps, dtype=dtype, device=device)
     if ops:
-        predicted, mode = predicted_ops(config, batch=batch, seq_len=prompt + steps // 2,
-                                        dtype=dtype, device=device)
+        predicted, mode = predicted_ops(config, batch=batch, seq_len=prompt + steps // 2, dtype=dtype, device=device)
         lines += breakdown_lines(breakdown_rows(result["ops"], predicted), mode, device)
     return lines

@@ -12,6 +12,7 @@ a predicted one count the same work.
 
 torch is imported here: import this module only from code that needs a real forward pass.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,14 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ridgeline.errors import RidgelineError
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.memory import kv_bytes_per_token, weight_bytes
 from ridgeline.engine.model import ModelConfig
+from ridgeline.errors import RidgelineError
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-          "fp64": torch.float64}
-ROPE_THETA = 10000.0   # the timing does not depend on it; the test reference uses the same
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
+ROPE_THETA = 10000.0  # the timing does not depend on it; the test reference uses the same
 NORM_EPS = 1e-5
 # kernels.e2e.decode_profile sets this to a callable: engine op name -> context manager around
 # that op's work (a torch.profiler range, or a host timer); None costs one check per op
@@ -44,8 +44,7 @@ def op(name: str):
 
 def torch_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
-        raise RidgelineError(f"unknown dtype '{name}' for a real forward pass; use one of: "
-                             f"{', '.join(DTYPES)}")
+        raise RidgelineError(f"unknown dtype '{name}' for a real forward pass; use one of: {', '.join(DTYPES)}")
     return DTYPES[name]
 
 
@@ -53,27 +52,31 @@ def check_supported(config: ModelConfig) -> None:
     """Mixture-of-experts and latent attention have no real implementation here."""
     if config.is_moe or config.is_mla:
         kind = "mixture-of-experts" if config.is_moe else "multi-head latent attention"
-        raise RidgelineError(f"{config.name}: {kind} is not implemented by the e2e decoder; "
-                             "pick a dense model (e.g. llama-2-7b, qwen2-0.5b)")
+        raise RidgelineError(
+            f"{config.name}: {kind} is not implemented by the e2e decoder; "
+            "pick a dense model (e.g. llama-2-7b, qwen2-0.5b)"
+        )
     activation(config.hidden_act)
 
 
 def activation(name: str):
     """The element-wise MLP activation of a Hugging Face ``hidden_act``."""
     table = {
-        "silu": F.silu, "swish": F.silu, "relu": F.relu,
+        "silu": F.silu,
+        "swish": F.silu,
+        "relu": F.relu,
         "gelu": F.gelu,
         "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
         "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
     }
     if name not in table:
-        raise RidgelineError(f"activation '{name}' is not implemented by the e2e decoder; "
-                             f"known: {', '.join(table)}")
+        raise RidgelineError(f"activation '{name}' is not implemented by the e2e decoder; known: {', '.join(table)}")
     return table[name]
 
 
 # --- memory check --------------------------------------------------------------------
+
 
 def footprint(c: ModelConfig, batch: int, max_len: int, size: int) -> tuple[float, float]:
     """(weights, static KV cache) in bytes of the decoder built below, by the engine's
@@ -99,8 +102,15 @@ def available_memory(device: str) -> float:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
-def check_fits(config: ModelConfig, batch: int, max_len: int, dtype: str, device: str,
-               available: float | None = None, fraction: float = 0.7) -> None:
+def check_fits(
+    config: ModelConfig,
+    batch: int,
+    max_len: int,
+    dtype: str,
+    device: str,
+    available: float | None = None,
+    fraction: float = 0.7,
+) -> None:
     """Refuse a model whose weights + KV cache exceed ``fraction`` of available memory."""
     size = torch.empty((), dtype=torch_dtype(dtype)).element_size()
     need = sum(footprint(config, batch, max_len, size))
@@ -111,16 +121,20 @@ def check_fits(config: ModelConfig, batch: int, max_len: int, dtype: str, device
     per_layer = two - one
     fixed = need - config.num_layers * per_layer
     layers = int(max((have - fixed) // per_layer, 0))
-    hint = (f"; try --layers {layers}" if layers >= 1
-            else "; even one layer does not fit: use a smaller --batch or --dtype")
-    raise RidgelineError(f"{config.name} ({config.num_layers} layers, batch {batch}, "
-                         f"{max_len} tokens, {dtype}) needs {need / 2**30:.1f} GiB for weights "
-                         f"and KV cache, more than {fraction:.0%} of the "
-                         f"{have / fraction / 2**30:.1f}"
-                         f" GiB available on {device}{hint}")
+    hint = (
+        f"; try --layers {layers}" if layers >= 1 else "; even one layer does not fit: use a smaller --batch or --dtype"
+    )
+    raise RidgelineError(
+        f"{config.name} ({config.num_layers} layers, batch {batch}, "
+        f"{max_len} tokens, {dtype}) needs {need / 2**30:.1f} GiB for weights "
+        f"and KV cache, more than {fraction:.0%} of the "
+        f"{have / fraction / 2**30:.1f}"
+        f" GiB available on {device}{hint}"
+    )
 
 
 # --- the model -----------------------------------------------------------------------
+
 
 def rope_tables(head_dim: int, max_len: int, theta: float = ROPE_THETA) -> tuple[Tensor, Tensor]:
     """cos, sin: [max_len, head_dim], rotate-half layout (pairs i and i + head_dim/2)."""
@@ -142,8 +156,7 @@ class Norm(nn.Module):
         super().__init__()
         self.kind = kind
         self.weight = nn.Parameter(torch.ones(width, dtype=dtype), requires_grad=False)
-        self.bias = (nn.Parameter(torch.zeros(width, dtype=dtype), requires_grad=False)
-                     if kind == "layernorm" else None)
+        self.bias = nn.Parameter(torch.zeros(width, dtype=dtype), requires_grad=False) if kind == "layernorm" else None
 
     def forward(self, x: Tensor) -> Tensor:
         if self.kind == "layernorm":
@@ -154,8 +167,7 @@ class Norm(nn.Module):
 class Layer(nn.Module):
     def __init__(self, c: ModelConfig, dtype: torch.dtype):
         super().__init__()
-        h, q, kv, i = (c.hidden_size, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim,
-                       c.intermediate_size)
+        h, q, kv, i = (c.hidden_size, c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, c.intermediate_size)
 
         def linear(n_in: int, n_out: int) -> nn.Linear:
             return nn.Linear(n_in, n_out, bias=False, dtype=dtype).requires_grad_(False)
@@ -169,8 +181,7 @@ class Layer(nn.Module):
         self.up_proj, self.down_proj = linear(h, i), linear(i, h)
         self.act = activation(c.hidden_act)
 
-    def attention(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int,
-                  cos: Tensor, sin: Tensor) -> Tensor:
+    def attention(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int, cos: Tensor, sin: Tensor) -> Tensor:
         """x: [B, S, h] at positions pos..pos+S-1; caches: [B, Hkv, max_len, D]."""
         c = self.c
         B, S, _ = x.shape
@@ -188,29 +199,27 @@ class Layer(nn.Module):
         with op("o_proj"):
             return self.o_proj(out.reshape(B, S, c.num_heads * c.head_dim))
 
-    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-             pos: int) -> Tensor:
+    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int) -> Tensor:
         """Store the new K/V, attend over the cache: [B, H, S, D] -> [B, S, H, D]."""
         c = self.c
         B, _, S, _ = q.shape
-        k_cache[:, :, pos:pos + S] = k
-        v_cache[:, :, pos:pos + S] = v
+        k_cache[:, :, pos : pos + S] = k
+        v_cache[:, :, pos : pos + S] = v
         end = pos + S
         start = max(0, pos + 1 - c.sliding_window) if c.sliding_window else 0  # first query's view
-        keys, values = k_cache[:, :, start:end], v_cache[:, :, start:end]          # [B, Hkv, T, D]
+        keys, values = k_cache[:, :, start:end], v_cache[:, :, start:end]  # [B, Hkv, T, D]
         group = c.num_heads // c.num_kv_heads
         if S == 1 and group > 1:
             # decode: every query sees every cached key, so the query heads sharing a KV
             # head can ride in the query-length axis: [B, Hkv, group, D], no GQA expansion
             # (8-20x faster than enable_gqa in the CPU kernel; same numbers)
-            out = F.scaled_dot_product_attention(q.reshape(B, c.num_kv_heads, group, c.head_dim),
-                                                 keys, values)
+            out = F.scaled_dot_product_attention(q.reshape(B, c.num_kv_heads, group, c.head_dim), keys, values)
         else:
             mask = attention_mask(pos, S, start, end, c.sliding_window, q.device)
             out = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, is_causal=mask is None and S > 1,
-                enable_gqa=group > 1)
-        return out.reshape(B, c.num_heads, S, c.head_dim).transpose(1, 2)         # [B, S, H, D]
+                q, keys, values, attn_mask=mask, is_causal=mask is None and S > 1, enable_gqa=group > 1
+            )
+        return out.reshape(B, c.num_heads, S, c.head_dim).transpose(1, 2)  # [B, S, H, D]
 
     def mlp(self, x: Tensor) -> Tensor:
         gate = None
@@ -224,8 +233,7 @@ class Layer(nn.Module):
         with op("down_proj"):
             return self.down_proj(hidden)
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int,
-                cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int, cos: Tensor, sin: Tensor) -> Tensor:
         with op("attn_norm"):
             normed = self.attn_norm(x)
         attended = self.attention(normed, k_cache, v_cache, pos, cos, sin)
@@ -239,8 +247,7 @@ class Layer(nn.Module):
             return x + out
 
 
-def attention_mask(pos: int, S: int, start: int, end: int, window: int | None,
-                   device) -> Tensor | None:
+def attention_mask(pos: int, S: int, start: int, end: int, window: int | None, device) -> Tensor | None:
     """None where SDPA's own causal flag is right (prefill from 0, or a single query);
     otherwise a boolean [S, T] mask: query at pos+i sees keys at start+j <= pos+i and,
     with a sliding window, within ``window`` of it."""
@@ -257,26 +264,29 @@ def attention_mask(pos: int, S: int, start: int, end: int, window: int | None,
 class Decoder(nn.Module):
     """The whole model and its static KV cache."""
 
-    def __init__(self, config: ModelConfig, dtype: str = "fp32", device: str = "cpu",
-                 max_batch: int = 1, max_len: int = 2048, seed: int = 0):
+    def __init__(
+        self,
+        config: ModelConfig,
+        dtype: str = "fp32",
+        device: str = "cpu",
+        max_batch: int = 1,
+        max_len: int = 2048,
+        seed: int = 0,
+    ):
         super().__init__()
         check_supported(config)
         c, tdtype = config, torch_dtype(dtype)
         self.config, self.max_batch, self.max_len = c, max_batch, max_len
         with torch.device("meta"):  # shapes only: no throw-away default init of big weights
-            self.embed = nn.Embedding(c.vocab_size, c.hidden_size,
-                                      dtype=tdtype).requires_grad_(False)
+            self.embed = nn.Embedding(c.vocab_size, c.hidden_size, dtype=tdtype).requires_grad_(False)
             self.layers = nn.ModuleList(Layer(c, tdtype) for _ in range(c.num_layers))
             self.final_norm = Norm(c.norm, c.hidden_size, tdtype)
-            self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False,
-                                     dtype=tdtype).requires_grad_(False)
+            self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False, dtype=tdtype).requires_grad_(False)
             shape = (c.num_layers, max_batch, c.num_kv_heads, max_len, c.head_dim)
             self.register_buffer("k_cache", torch.empty(shape, dtype=tdtype), persistent=False)
             self.register_buffer("v_cache", torch.empty(shape, dtype=tdtype), persistent=False)
-            self.register_buffer("cos", torch.empty(max_len, c.head_dim, dtype=tdtype),
-                                 persistent=False)
-            self.register_buffer("sin", torch.empty(max_len, c.head_dim, dtype=tdtype),
-                                 persistent=False)
+            self.register_buffer("cos", torch.empty(max_len, c.head_dim, dtype=tdtype), persistent=False)
+            self.register_buffer("sin", torch.empty(max_len, c.head_dim, dtype=tdtype), persistent=False)
         self.to_empty(device=device)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.embed.weight
@@ -287,10 +297,11 @@ class Decoder(nn.Module):
         freed first), so a case holds on the device what the engine's memory model counts
         for it: weights + its own cache + activations. ``length`` <= the rotary tables'."""
         if length > self.cos.shape[0]:
-            raise RidgelineError(f"a cache of {length} tokens exceeds the {self.cos.shape[0]} "
-                                 "this decoder was built for")
+            raise RidgelineError(
+                f"a cache of {length} tokens exceeds the {self.cos.shape[0]} this decoder was built for"
+            )
         c, dtype, device = self.config, self.k_cache.dtype, self.k_cache.device
-        self.k_cache = self.v_cache = None   # free before allocating: no two caches at once
+        self.k_cache = self.v_cache = None  # free before allocating: no two caches at once
         if device.type == "cuda":
             torch.cuda.empty_cache()
         shape = (c.num_layers, batch, c.num_kv_heads, length, c.head_dim)
@@ -303,9 +314,8 @@ class Decoder(nn.Module):
         ([B, S, V] with ``all_logits``). Writes K and V of the S positions to the cache."""
         B, S = tokens.shape
         if B > self.max_batch or pos + S > self.max_len:
-            raise RidgelineError(f"batch {B} x {pos + S} tokens exceeds the cache "
-                                 f"({self.max_batch} x {self.max_len})")
-        cos, sin = self.cos[pos:pos + S], self.sin[pos:pos + S]
+            raise RidgelineError(f"batch {B} x {pos + S} tokens exceeds the cache ({self.max_batch} x {self.max_len})")
+        cos, sin = self.cos[pos : pos + S], self.sin[pos : pos + S]
         with op("embed"):
             x = self.embed(tokens)
         for i, layer in enumerate(self.layers):
@@ -344,9 +354,8 @@ def init_weights(model: Decoder, seed: int) -> None:
         else:
             std = 1.0 if name.startswith("embed") else 1.0 / math.sqrt(param.shape[-1])
             for row in range(0, param.shape[0], 4096):  # in slices: no full fp32 copy at once
-                chunk = torch.randn(param[row:row + 4096].shape, generator=generator,
-                                    device=device) * std
-                param[row:row + 4096].copy_(chunk)
+                chunk = torch.randn(param[row : row + 4096].shape, generator=generator, device=device) * std
+                param[row : row + 4096].copy_(chunk)
     model.k_cache.zero_()
     model.v_cache.zero_()
     cos, sin = rope_tables(model.config.head_dim, model.max_len)
@@ -355,6 +364,7 @@ def init_weights(model: Decoder, seed: int) -> None:
 
 
 # --- graph-captured decode (CUDA) -----------------------------------------------------
+
 
 class DecodeGraphs:
     """The decode step captured in CUDA graphs over the static KV cache, as serving stacks
@@ -372,8 +382,9 @@ class DecodeGraphs:
     def __init__(self, model: Decoder, batch: int, first: int, steps: int):
         device = model.k_cache.device
         if device.type != "cuda":
-            raise RidgelineError("graph execution needs a CUDA device (a CPU runs no CUDA "
-                                 "graphs); use --execution eager or compiled")
+            raise RidgelineError(
+                "graph execution needs a CUDA device (a CPU runs no CUDA graphs); use --execution eager or compiled"
+            )
         self.first, self.token = first, torch.zeros(batch, dtype=torch.long, device=device)
         pool = torch.cuda.graph_pool_handle()
         self.graphs = []

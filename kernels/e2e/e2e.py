@@ -9,6 +9,7 @@ TPOT = time per decode step. Each configuration runs once to warm up (and to com
 step, one synchronisation per run: the steps queue back to back as in a real server);
 CPU steps with ``perf_counter`` (a CPU step returns when its work is done).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,23 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.engine.analyze import analyze
-from ridgeline.io.catalog import user_data_dir
-from ridgeline.errors import ProfileMismatchError, RidgelineError
-from ridgeline.io.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
-from ridgeline.engine.model import ModelConfig
-from ridgeline.io.profile import profile_path
-from ridgeline.io.files import write_atomic
-from ridgeline.io.resolve import measuring_device, resolve_ceilings
-from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.engine.workload import Settings
-
 from kernels.bench.provenance import collect, measured_key, read_result
 from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize
+from ridgeline.engine.analyze import analyze
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
+from ridgeline.engine.workload import Settings
+from ridgeline.errors import ProfileMismatchError, RidgelineError
+from ridgeline.io.catalog import user_data_dir
+from ridgeline.io.files import write_atomic
+from ridgeline.io.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
+from ridgeline.io.profile import profile_path
+from ridgeline.io.resolve import measuring_device, resolve_ceilings
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
 KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile", "execution")
-EXECUTIONS = ("eager", "compiled", "graph")   # how the decoder runs (graph: decode only)
+EXECUTIONS = ("eager", "compiled", "graph")  # how the decoder runs (graph: decode only)
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Case:
 
     batch: int
     prompt: int
-    generate: int   # output tokens: 1 from the prefill + (generate - 1) decode steps
+    generate: int  # output tokens: 1 from the prefill + (generate - 1) decode steps
 
 
 def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
@@ -57,15 +57,16 @@ def truncate(config: ModelConfig, layers: int | None) -> ModelConfig:
     if layers is None or layers == config.num_layers:
         return config
     if layers <= 0 or layers > config.num_layers:
-        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for "
-                             f"{config.name}, got {layers}")
+        raise RidgelineError(f"--layers must be between 1 and {config.num_layers} for {config.name}, got {layers}")
     return replace(config, num_layers=layers)
 
 
 # --- timing ----------------------------------------------------------------------------
 
-def time_generation(prefill: Callable, decode: Callable, tokens, generate: int,
-                    device: str) -> tuple[float, list[float]]:
+
+def time_generation(
+    prefill: Callable, decode: Callable, tokens, generate: int, device: str
+) -> tuple[float, list[float]]:
     """One generation: (prefill seconds, [seconds of each decode step])."""
     import torch
 
@@ -96,6 +97,7 @@ def time_generation(prefill: Callable, decode: Callable, tokens, generate: int,
 def busy_cores(interval_s: float = 0.25) -> float:
     """Cores kept busy by anything on the machine over ``interval_s`` (/proc/stat), ~0
     when it is quiet; called between runs, so this process itself adds almost nothing."""
+
     def jiffies() -> tuple[int, int]:
         with open("/proc/stat") as handle:
             values = [int(v) for v in handle.readline().split()[1:]]
@@ -147,8 +149,10 @@ def read_peak(device: str) -> dict[str, Any]:
         import torch
 
         torch.cuda.synchronize()
-        return {"measured_peak_bytes": float(torch.cuda.max_memory_allocated()),
-                "peak_method": "torch.cuda.max_memory_allocated"}
+        return {
+            "measured_peak_bytes": float(torch.cuda.max_memory_allocated()),
+            "peak_method": "torch.cuda.max_memory_allocated",
+        }
     try:
         status = Path("/proc/self/status").read_text().split("\n")
         kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
@@ -160,8 +164,16 @@ def read_peak(device: str) -> dict[str, Any]:
         return {"measured_peak_bytes": kib * 1024.0, "peak_method": "ru_maxrss (process life)"}
 
 
-def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
-                 seed: int = 0, quiet_wait_s: float = 0.0, graph: bool = False) -> dict[str, Any]:
+def measure_case(
+    model,
+    case: Case,
+    device: str,
+    repeats: int,
+    compiled: bool,
+    seed: int = 0,
+    quiet_wait_s: float = 0.0,
+    graph: bool = False,
+) -> dict[str, Any]:
     """Warm-up run, then ``repeats`` timed generations of one configuration.
 
     TTFT: quantiles over the repeats' prefills. TPOT: quantiles over every decode step of
@@ -172,8 +184,7 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, model.config.vocab_size, (case.batch, case.prompt),
-                           generator=generator).to(device)
+    tokens = torch.randint(0, model.config.vocab_size, (case.batch, case.prompt), generator=generator).to(device)
     prefill, decode = model.prefill, model.decode
     if compiled:
         prefill, decode = torch.compile(prefill), torch.compile(decode)
@@ -192,19 +203,24 @@ def measure_case(model, case: Case, device: str, repeats: int, compiled: bool,
             run_means.append(float(np.mean(run)))
     method = "cuda_events" if device.startswith("cuda") else "perf_counter"
     noise = NOISE_CUDA if device.startswith("cuda") else NOISE_CPU
-    ttft, tpot = (summarize(v, inner=1, sets=1, method=method, noise_threshold=noise)
-                  for v in (ttfts, steps))
-    return {**read_peak(device), "measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
-            "measured_ttft_p80_s": ttft.p80_s, "measured_tpot_s": tpot.median_s,
-            "measured_tpot_p20_s": tpot.p20_s, "measured_tpot_p80_s": tpot.p80_s,
-            "measured_tpot_mean_s": float(np.median(run_means)),
-            "noisy": ttft.noisy or tpot.noisy,  # p80/p20 - 1 over the harness's threshold
-            "quiet_waited_s": waited,
-            "measured_tokens_per_s": case.batch * case.generate
-            / (ttft.median_s + (case.generate - 1) * tpot.median_s)}
+    ttft, tpot = (summarize(v, inner=1, sets=1, method=method, noise_threshold=noise) for v in (ttfts, steps))
+    return {
+        **read_peak(device),
+        "measured_ttft_s": ttft.median_s,
+        "measured_ttft_p20_s": ttft.p20_s,
+        "measured_ttft_p80_s": ttft.p80_s,
+        "measured_tpot_s": tpot.median_s,
+        "measured_tpot_p20_s": tpot.p20_s,
+        "measured_tpot_p80_s": tpot.p80_s,
+        "measured_tpot_mean_s": float(np.median(run_means)),
+        "noisy": ttft.noisy or tpot.noisy,  # p80/p20 - 1 over the harness's threshold
+        "quiet_waited_s": waited,
+        "measured_tokens_per_s": case.batch * case.generate / (ttft.median_s + (case.generate - 1) * tpot.median_s),
+    }
 
 
 # --- predictions -----------------------------------------------------------------------
+
 
 def engine_settings(dtype: str, execution: str = "auto") -> Settings:
     """Weights, activations and KV cache in ``dtype``; SDPA is a fused (flash-style)
@@ -224,18 +240,29 @@ def row_execution(row: dict[str, Any]) -> str:
     return row.get("execution") or ("compiled" if row.get("compile") else "eager")
 
 
-def predict(config: ModelConfig, device: DeviceSpec, case: Case, dtype: str,
-            ceilings: Ceilings, execution: str = "auto") -> dict[str, float]:
+def predict(
+    config: ModelConfig, device: DeviceSpec, case: Case, dtype: str, ceilings: Ceilings, execution: str = "auto"
+) -> dict[str, float]:
     """TTFT, TPOT and tokens/s from ``ridgeline.analyze`` for exactly this run."""
     if device.kind == "cpu" and execution == "graph":
         execution = "eager"
-    result = analyze(config, device, batch=case.batch, seq_len=case.prompt,
-                     generate=case.generate, settings=engine_settings(dtype, execution),
-                     ceilings=ceilings)
+    result = analyze(
+        config,
+        device,
+        batch=case.batch,
+        seq_len=case.prompt,
+        generate=case.generate,
+        settings=engine_settings(dtype, execution),
+        ceilings=ceilings,
+    )
     gen = result.generation
-    return {"ttft_s": gen["ttft_s"], "tpot_s": gen["tpot_s"], "tokens_per_s": gen["tokens_per_s"],
-            "decode_ops": sum(r["count"] for r in result.decode.records()),
-            "peak_bytes": float(result.memory["peak_bytes"])}
+    return {
+        "ttft_s": gen["ttft_s"],
+        "tpot_s": gen["tpot_s"],
+        "tokens_per_s": gen["tokens_per_s"],
+        "decode_ops": sum(r["count"] for r in result.decode.records()),
+        "peak_bytes": float(result.memory["peak_bytes"]),
+    }
 
 
 def signed_error(predicted: float | None, measured: float) -> float | None:
@@ -245,8 +272,7 @@ def signed_error(predicted: float | None, measured: float) -> float | None:
     return predicted / measured - 1.0
 
 
-def prediction_columns(mode: str, pred: dict[str, float] | None,
-                       measured: dict[str, Any]) -> dict[str, Any]:
+def prediction_columns(mode: str, pred: dict[str, float] | None, measured: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for what in ("ttft", "tpot"):
         value = None if pred is None else pred[f"{what}_s"]
@@ -257,6 +283,7 @@ def prediction_columns(mode: str, pred: dict[str, float] | None,
 
 # --- the device and its provenance ---------------------------------------------------
 
+
 def resolve_device(device: str | None) -> str:
     import torch
 
@@ -265,8 +292,9 @@ def resolve_device(device: str | None) -> str:
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise RidgelineError(f"--device must be cpu or cuda, got '{device}'")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RidgelineError("--device cuda: torch sees no CUDA device (CPU build of torch, "
-                             "or no driver); use --device cpu")
+        raise RidgelineError(
+            "--device cuda: torch sees no CUDA device (CPU build of torch, or no driver); use --device cpu"
+        )
     return device
 
 
@@ -288,20 +316,26 @@ def provenance(device: str, spec: DeviceSpec, profile: Path | None) -> dict[str,
     import torch
 
     meta = collect("cuda" if device.startswith("cuda") else "cpu", torch.get_num_threads())
-    meta.update({
-        "kind": "e2e", "device_key": measured_key(device), "hostname": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "spec_hardware": spec.name, "spec_full_name": spec.full_name,
-        "spec_bandwidth_gb_s": spec.memory_bandwidth / 1e9,
-        "spec_matrix_peak_tops": {k: v / 1e12 for k, v in spec.matrix_peak.items()},
-        "spec_device": device_to_dict(spec),   # what --repredict predicts with again
-        "profile": str(profile) if profile else None,
-        "timer": "cuda events" if device.startswith("cuda") else "time.perf_counter",
-    })
+    meta.update(
+        {
+            "kind": "e2e",
+            "device_key": measured_key(device),
+            "hostname": platform.node(),
+            "cpu_count": os.cpu_count(),
+            "spec_hardware": spec.name,
+            "spec_full_name": spec.full_name,
+            "spec_bandwidth_gb_s": spec.memory_bandwidth / 1e9,
+            "spec_matrix_peak_tops": {k: v / 1e12 for k, v in spec.matrix_peak.items()},
+            "spec_device": device_to_dict(spec),  # what --repredict predicts with again
+            "profile": str(profile) if profile else None,
+            "timer": "cuda events" if device.startswith("cuda") else "time.perf_counter",
+        }
+    )
     return meta
 
 
 # --- the run ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Result:
@@ -311,12 +345,25 @@ class Result:
     path: Path | None
 
 
-def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
-            device: str | None = None, layers: int | None = None, compile_modes=(False,),
-            repeats: int = 5, executions: Sequence[str] | None = None, hardware: str | None = None, profile: Path | None = None,
-            threads: int | None = None, seed: int = 0, output: Path | None = None,
-            quiet_wait_s: float = 0.0,
-            write: bool = True, log: Callable[[str], None] = lambda _m: None) -> Result:
+def run_e2e(
+    config: ModelConfig,
+    cases: Sequence[Case],
+    *,
+    dtype: str = "bf16",
+    device: str | None = None,
+    layers: int | None = None,
+    compile_modes=(False,),
+    repeats: int = 5,
+    executions: Sequence[str] | None = None,
+    hardware: str | None = None,
+    profile: Path | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+    output: Path | None = None,
+    quiet_wait_s: float = 0.0,
+    write: bool = True,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Result:
     """Measure every case in every compile mode, predict each, write the JSON, return rows."""
     import torch
 
@@ -329,17 +376,14 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     executions = tuple(executions or ("compiled" if c else "eager" for c in compile_modes))
     unknown = [e for e in executions if e not in EXECUTIONS]
     if unknown:
-        raise RidgelineError(f"unknown --execution {unknown[0]!r}; use one of: "
-                             f"{', '.join(EXECUTIONS)}")
+        raise RidgelineError(f"unknown --execution {unknown[0]!r}; use one of: {', '.join(EXECUTIONS)}")
     if any(c.generate < 2 for c in cases):
-        raise RidgelineError("--generate must be at least 2 (the prefill's token + one timed "
-                             "decode step)")
+        raise RidgelineError("--generate must be at least 2 (the prefill's token + one timed decode step)")
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(device)
     if "graph" in executions and not device.startswith("cuda"):
-        raise RidgelineError("--execution graph needs a CUDA device (a CPU runs no CUDA "
-                             "graphs); use eager or compiled")
+        raise RidgelineError("--execution graph needs a CUDA device (a CPU runs no CUDA graphs); use eager or compiled")
     config = truncate(config, layers)
     max_batch = max(c.batch for c in cases)
     max_len = max(c.prompt + c.generate for c in cases)
@@ -359,16 +403,22 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     for execution in executions:
         compiled = execution == "compiled"
         for case in cases:
-            log(f"measuring batch {case.batch}, prompt {case.prompt}, generate {case.generate}"
-                f", {execution}")
-            model.reserve(case.batch, case.prompt + case.generate - 1)   # its own cache only
-            measured = measure_case(model, case, device, repeats, compiled, seed, quiet_wait_s,
-                                    graph=execution == "graph")
-            row = {"model": config.name, "layers": config.num_layers, **asdict(case),
-                   "dtype": dtype, "compile": compiled, "execution": execution,
-                   "repeats": repeats, **measured}
-            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured,
-                                         execution))
+            log(f"measuring batch {case.batch}, prompt {case.prompt}, generate {case.generate}, {execution}")
+            model.reserve(case.batch, case.prompt + case.generate - 1)  # its own cache only
+            measured = measure_case(
+                model, case, device, repeats, compiled, seed, quiet_wait_s, graph=execution == "graph"
+            )
+            row = {
+                "model": config.name,
+                "layers": config.num_layers,
+                **asdict(case),
+                "dtype": dtype,
+                "compile": compiled,
+                "execution": execution,
+                "repeats": repeats,
+                **measured,
+            }
+            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured, execution))
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             row["load_avg_1m"] = os.getloadavg()[0]  # other processes on the machine
             row["spec_bandwidth_gb_s"] = spec.memory_bandwidth / 1e9
@@ -378,41 +428,75 @@ def run_e2e(config: ModelConfig, cases: Sequence[Case], *, dtype: str = "bf16",
     return Result(meta, rows, note, path if write else None)
 
 
-def run_command(model: str | None, *, device: str | None, batch: Sequence[int], prompt: Sequence[int],
-                generate: int, layers: int | None, dtype: str, compile: bool, repeats: int,
-                threads: int | None, hardware: str, profile: Path | None, output: Path | None,
-                repredict_path: Path | None, quiet_wait_s: float,
-                log: Callable[[str], None], executions: Sequence[str] = ()) -> list[str]:
+def run_command(
+    model: str | None,
+    *,
+    device: str | None,
+    batch: Sequence[int],
+    prompt: Sequence[int],
+    generate: int,
+    layers: int | None,
+    dtype: str,
+    compile: bool,
+    repeats: int,
+    threads: int | None,
+    hardware: str,
+    profile: Path | None,
+    output: Path | None,
+    repredict_path: Path | None,
+    quiet_wait_s: float,
+    log: Callable[[str], None],
+    executions: Sequence[str] = (),
+) -> list[str]:
     """``ridgeline e2e``: measure every batch x prompt (or, with ``repredict``, predict a
     result file again) and return the report's lines."""
     from ridgeline.engine.model import load_model
 
     if repredict_path is not None:
         spec = None if hardware == "host" else hardware
-        return report_lines(repredict(repredict_path, hardware=spec, profile=profile,
-                                      output=output))
+        return report_lines(repredict(repredict_path, hardware=spec, profile=profile, output=output))
     if any(b < 1 for b in batch) or any(p < 1 for p in prompt):
         raise RidgelineError("--batch and --prompt must be positive")
     cases = [Case(b, p, generate) for b in batch for p in prompt]
-    result = run_e2e(load_model(model), cases, dtype=dtype, device=device, layers=layers,
-                     compile_modes=(False, True) if compile else (False,), executions=executions,
-                     repeats=repeats, hardware=hardware, profile=profile, threads=threads,
-                     output=output, quiet_wait_s=quiet_wait_s, log=log)
+    result = run_e2e(
+        load_model(model),
+        cases,
+        dtype=dtype,
+        device=device,
+        layers=layers,
+        compile_modes=(False, True) if compile else (False,),
+        executions=executions,
+        repeats=repeats,
+        hardware=hardware,
+        profile=profile,
+        threads=threads,
+        output=output,
+        quiet_wait_s=quiet_wait_s,
+        log=log,
+    )
     return report_lines(result)
 
 
-def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None,
-                   log: Callable[[str], None] = lambda _m: None
-                   ) -> tuple[Ceilings | None, Path, str]:
+def calibrated_for(
+    key: str, spec: DeviceSpec, profile: Path | None, log: Callable[[str], None] = lambda _m: None
+) -> tuple[Ceilings | None, Path, str]:
     """The calibrated ceilings of the measured device (its profile, checked against
     ``spec``), or None and a note saying why."""
     given, profile = profile is not None, Path(profile or profile_path(key))
     if given and not profile.is_file():
-        raise RidgelineError(f"--profile {profile}: no such file (ridgeline calibrate writes one; "
-                             "reports/profiles holds the committed ones)")
+        raise RidgelineError(
+            f"--profile {profile}: no such file (ridgeline calibrate writes one; "
+            "reports/profiles holds the committed ones)"
+        )
     if not profile.is_file():
-        return None, profile, (f"calibrated: no measured profile at {profile} (run 'ridgeline "
-                               "calibrate' on this device); calibrated predictions are empty")
+        return (
+            None,
+            profile,
+            (
+                f"calibrated: no measured profile at {profile} (run 'ridgeline "
+                "calibrate' on this device); calibrated predictions are empty"
+            ),
+        )
     try:
         ceilings, notes = resolve_ceilings(spec, profile)
     except ProfileMismatchError as err:
@@ -424,12 +508,20 @@ def calibrated_for(key: str, spec: DeviceSpec, profile: Path | None,
     return ceilings, profile, f"calibrated: {profile}"
 
 
-def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: str,
-                      calibrated: Ceilings | None, measured: dict[str, Any],
-                      execution: str = "auto") -> dict[str, Any]:
+def predicted_columns(
+    config: ModelConfig,
+    spec: DeviceSpec,
+    case: Case,
+    dtype: str,
+    calibrated: Ceilings | None,
+    measured: dict[str, Any],
+    execution: str = "auto",
+) -> dict[str, Any]:
     spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec), execution)
-    out = {"engine_ops_per_decode_step": spec_pred["decode_ops"],
-           "predicted_peak_bytes": spec_pred["peak_bytes"]}   # the same in every roofline mode
+    out = {
+        "engine_ops_per_decode_step": spec_pred["decode_ops"],
+        "predicted_peak_bytes": spec_pred["peak_bytes"],
+    }  # the same in every roofline mode
     if measured.get("measured_peak_bytes"):
         out["error_peak"] = signed_error(spec_pred["peak_bytes"], measured["measured_peak_bytes"])
     out.update(prediction_columns("spec", spec_pred, measured))
@@ -437,7 +529,7 @@ def predicted_columns(config: ModelConfig, spec: DeviceSpec, case: Case, dtype: 
     if calibrated is not None:
         try:
             cal = predict(config, spec, case, dtype, calibrated, execution)
-        except RidgelineError as err:   # the profile cannot price this mode or type: say so
+        except RidgelineError as err:  # the profile cannot price this mode or type: say so
             out["calibrated_unpriced"] = str(err)
     out.update(prediction_columns("calibrated", cal, measured))
     return out
@@ -456,9 +548,19 @@ def recorded_spec(meta: dict[str, Any], hardware: str | None) -> DeviceSpec:
     if isinstance(meta.get("spec_device"), dict):
         return _recorded_cpu(device_from_dict(meta["spec_device"], "recorded spec device"), meta)
     peaks = MappingProxyType({k: v * 1e12 for k, v in meta["spec_matrix_peak_tops"].items()})
-    return _recorded_cpu(DeviceSpec("host", meta.get("spec_full_name", "host"), "", "cpu", 0.0,
-                                    float(meta["spec_bandwidth_gb_s"]) * 1e9, peaks,
-                                    MappingProxyType({"fp32": peaks["fp32"]})), meta)
+    return _recorded_cpu(
+        DeviceSpec(
+            "host",
+            meta.get("spec_full_name", "host"),
+            "",
+            "cpu",
+            0.0,
+            float(meta["spec_bandwidth_gb_s"]) * 1e9,
+            peaks,
+            MappingProxyType({"fp32": peaks["fp32"]}),
+        ),
+        meta,
+    )
 
 
 def _recorded_cpu(spec: DeviceSpec, meta: dict[str, Any]) -> DeviceSpec:
@@ -468,8 +570,9 @@ def _recorded_cpu(spec: DeviceSpec, meta: dict[str, Any]) -> DeviceSpec:
     return replace(spec, extra={**spec.extra, **cpu}) if spec.kind == "cpu" and cpu else spec
 
 
-def repredict(path: Path, hardware: str | None = None, profile: Path | None = None,
-              output: Path | None = None) -> Result:
+def repredict(
+    path: Path, hardware: str | None = None, profile: Path | None = None, output: Path | None = None
+) -> Result:
     """Recompute the predictions of a result file with today's engine and profile; the
     measurements and their provenance stay as they were. A pure function of its files:
     writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
@@ -479,8 +582,7 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
     stem = path.stem.removesuffix("-repredicted")
     target = Path(output) if output else Path.cwd() / f"{stem}-repredicted.json"
     if target.resolve() == path.resolve():
-        raise RidgelineError(f"--repredict writes a new file, not over its input {path}; "
-                             "pass -o NEW.json")
+        raise RidgelineError(f"--repredict writes a new file, not over its input {path}; pass -o NEW.json")
     meta = dict(data["meta"])
     spec = recorded_spec(meta, hardware)
     calibrated, used, note = calibrated_for(meta["device_key"], spec, profile)
@@ -491,11 +593,15 @@ def repredict(path: Path, hardware: str | None = None, profile: Path | None = No
             row_spec = replace(spec, memory_bandwidth=row["spec_bandwidth_gb_s"] * 1e9)
         config = truncate(load_model(row["model"]), row["layers"])
         case = Case(row["batch"], row["prompt"], row["generate"])
-        rows.append({**row, **predicted_columns(config, row_spec, case, row["dtype"], calibrated,
-                                                row, row_execution(row))})
-    meta.update(profile=str(used) if calibrated else None, spec_hardware=spec.name,
-                predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                repredicted_from=str(path))
+        rows.append(
+            {**row, **predicted_columns(config, row_spec, case, row["dtype"], calibrated, row, row_execution(row))}
+        )
+    meta.update(
+        profile=str(used) if calibrated else None,
+        spec_hardware=spec.name,
+        predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        repredicted_from=str(path),
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, json.dumps({"meta": meta, "rows": rows}, indent=2, allow_nan=False) + "\n")
     return Result(meta, rows, note, target)
@@ -518,8 +624,9 @@ def write_rows(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> 
     fresh = {row_key(r) for r in rows}
     kept = [r for r in old if row_key(r) not in fresh]
     merged = sorted(kept + rows, key=lambda r: tuple(str(v) for v in row_key(r)))
-    write_atomic(path, json.dumps({"meta": meta, "rows": merged}, indent=2, allow_nan=False,
-                                  default=_json_default) + "\n")
+    write_atomic(
+        path, json.dumps({"meta": meta, "rows": merged}, indent=2, allow_nan=False, default=_json_default) + "\n"
+    )
 
 
 def row_key(row: dict[str, Any]) -> tuple:
@@ -542,17 +649,21 @@ def compile_overhead(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         base = eager.get(tuple(r[k] for k in KEY_FIELDS[:-2]))
         if row_execution(r) != "compiled" or base is None:
             continue
-        out.append({**{k: r[k] for k in KEY_FIELDS[:-1]},
-                    "ttft_saved_s": base["measured_ttft_s"] - r["measured_ttft_s"],
-                    "tpot_saved_s": base["measured_tpot_s"] - r["measured_tpot_s"],
-                    "tpot_saved_fraction": 1 - r["measured_tpot_s"] / base["measured_tpot_s"],
-                    "tpot_saved_per_op_s": (base["measured_tpot_s"] - r["measured_tpot_s"])
-                    / r["engine_ops_per_decode_step"]})
+        out.append(
+            {
+                **{k: r[k] for k in KEY_FIELDS[:-1]},
+                "ttft_saved_s": base["measured_ttft_s"] - r["measured_ttft_s"],
+                "tpot_saved_s": base["measured_tpot_s"] - r["measured_tpot_s"],
+                "tpot_saved_fraction": 1 - r["measured_tpot_s"] / base["measured_tpot_s"],
+                "tpot_saved_per_op_s": (base["measured_tpot_s"] - r["measured_tpot_s"])
+                / r["engine_ops_per_decode_step"],
+            }
+        )
     return out
 
 
-
 # --- display ---------------------------------------------------------------------------
+
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.2f}"
@@ -565,28 +676,38 @@ def _pct(value: float | None) -> str:
 def report_lines(result: Result) -> list[str]:
     """Measured beside predicted, one line per configuration, then the compile gap."""
     meta = result.meta
-    lines = [f"device {meta['device_key']} (torch {meta['torch']}, {meta['threads']} threads); "
-             f"spec: {meta['spec_hardware']} at {meta['spec_bandwidth_gb_s']:.1f} GB/s",
-             result.profile_note,
-             f"{'model':14s} {'L':>3s} {'B':>3s} {'P':>5s} {'N':>4s} {'mode':8s} "
-             f"{'TTFT ms':>9s} {'spec':>15s} {'calibrated':>15s} "
-             f"{'TPOT ms':>9s} {'spec':>15s} {'calibrated':>15s}"]
+    lines = [
+        f"device {meta['device_key']} (torch {meta['torch']}, {meta['threads']} threads); "
+        f"spec: {meta['spec_hardware']} at {meta['spec_bandwidth_gb_s']:.1f} GB/s",
+        result.profile_note,
+        f"{'model':14s} {'L':>3s} {'B':>3s} {'P':>5s} {'N':>4s} {'mode':8s} "
+        f"{'TTFT ms':>9s} {'spec':>15s} {'calibrated':>15s} "
+        f"{'TPOT ms':>9s} {'spec':>15s} {'calibrated':>15s}",
+    ]
     for r in result.rows:
         cells = []
         for what in ("ttft", "tpot"):
-            cells.append(f"{_ms(r[f'measured_{what}_s']):>9s} " + " ".join(
-                f"{_ms(r[f'predicted_{m}_{what}_s']) + _pct(r[f'error_{m}_{what}']):>15s}"
-                for m in ("spec", "calibrated")))
+            cells.append(
+                f"{_ms(r[f'measured_{what}_s']):>9s} "
+                + " ".join(
+                    f"{_ms(r[f'predicted_{m}_{what}_s']) + _pct(r[f'error_{m}_{what}']):>15s}"
+                    for m in ("spec", "calibrated")
+                )
+            )
         mode = row_execution(r)
-        lines.append(f"{r['model'][:14]:14s} {r['layers']:3d} {r['batch']:3d} {r['prompt']:5d} "
-                     f"{r['generate']:4d} {mode:8s} {cells[0]} {cells[1]}")
+        lines.append(
+            f"{r['model'][:14]:14s} {r['layers']:3d} {r['batch']:3d} {r['prompt']:5d} "
+            f"{r['generate']:4d} {mode:8s} {cells[0]} {cells[1]}"
+        )
     for gap in compile_overhead(result.rows):
-        lines.append(f"compile gap (batch {gap['batch']}, prompt {gap['prompt']}): eager - "
-                     f"compiled = {gap['tpot_saved_s'] * 1e3:.2f} ms per decode step "
-                     f"({gap['tpot_saved_fraction']:.0%} of eager, "
-                     f"{gap['tpot_saved_per_op_s'] * 1e6:.1f} us per op), "
-                     f"{gap['ttft_saved_s'] * 1e3:.2f} ms of TTFT: per-op overhead the "
-                     "roofline ignores")
+        lines.append(
+            f"compile gap (batch {gap['batch']}, prompt {gap['prompt']}): eager - "
+            f"compiled = {gap['tpot_saved_s'] * 1e3:.2f} ms per decode step "
+            f"({gap['tpot_saved_fraction']:.0%} of eager, "
+            f"{gap['tpot_saved_per_op_s'] * 1e6:.1f} us per op), "
+            f"{gap['ttft_saved_s'] * 1e3:.2f} ms of TTFT: per-op overhead the "
+            "roofline ignores"
+        )
     lines.append("error = predicted / measured - 1 (negative: the prediction is faster)")
     if result.path is not None:
         lines.append(f"wrote {result.path}")

@@ -22,6 +22,7 @@ generation (and compilation) runs first; each row keeps medians over ``repeats``
 Results go to ``reports/validation/hf-<device_key>-<model>-<date>.json`` in the e2e
 format (``client: transformers``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,15 +36,29 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.catalog import user_data_dir
-from ridgeline.errors import RidgelineError
+from kernels.e2e.e2e import (
+    NOISE_CPU,
+    NOISE_CUDA,
+    Case,
+    Result,
+    calibrated_for,
+    measured_key,
+    predicted_columns,
+    provenance,
+    read_peak,
+    reset_peak,
+    resolve_device,
+    spec_device,
+    summarize,
+    write_rows,
+)
 from ridgeline.engine.model import MODELS_DIR, ModelConfig
+from ridgeline.errors import RidgelineError
+from ridgeline.io.catalog import user_data_dir
 from ridgeline.io.files import read_json
 
-from kernels.e2e.e2e import NOISE_CPU, NOISE_CUDA, Case, Result, calibrated_for, measured_key, predicted_columns, provenance, read_peak, reset_peak, resolve_device, spec_device, summarize, write_rows
-
 MODEL_TYPES = ("llama", "qwen2")
-MODES = {"eager": "eager", "compiled": "graph"}       # client mode -> ridgeline execution
+MODES = {"eager": "eager", "compiled": "graph"}  # client mode -> ridgeline execution
 TORCH_DTYPES = ("fp32", "bf16", "fp16")
 
 
@@ -51,8 +66,9 @@ def need_transformers():
     try:
         import transformers
     except ImportError:
-        raise RidgelineError("the transformers client needs the 'hf' extra: pip install "
-                             "'ridgeline[hf]' (or pip install transformers)") from None
+        raise RidgelineError(
+            "the transformers client needs the 'hf' extra: pip install 'ridgeline[hf]' (or pip install transformers)"
+        ) from None
     return transformers
 
 
@@ -67,8 +83,9 @@ def read_config(name: str) -> tuple[dict[str, Any], str]:
             raise RidgelineError(f"no model '{name}': give a catalog name or a config.json")
     raw = read_json(path)
     if raw.get("model_type") not in MODEL_TYPES:
-        raise RidgelineError(f"{name}: model_type {raw.get('model_type')!r}; the transformers "
-                             f"client builds {', '.join(MODEL_TYPES)}")
+        raise RidgelineError(
+            f"{name}: model_type {raw.get('model_type')!r}; the transformers client builds {', '.join(MODEL_TYPES)}"
+        )
     stem = path.parent.name if path.name == "config.json" else path.stem
     return raw, stem
 
@@ -95,13 +112,13 @@ def build_model(raw: Mapping[str, Any], dtype: str, device: str, seed: int = 0):
     transformers = need_transformers()
     from kernels.e2e.decoder import torch_dtype
 
-    fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures",
-                                                          "torch_dtype", "dtype")}
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "torch_dtype", "dtype")}
     config = transformers.AutoConfig.for_model(raw["model_type"], **fields)
     torch.manual_seed(seed)
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(
-            config, dtype=torch_dtype(dtype), attn_implementation="sdpa")
+            config, dtype=torch_dtype(dtype), attn_implementation="sdpa"
+        )
     return model.eval().requires_grad_(False)
 
 
@@ -137,20 +154,25 @@ def generate_once(model, input_ids, generate: int, mode: str, device: str):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     start = time.perf_counter()
-    model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                   max_new_tokens=generate, min_new_tokens=generate, do_sample=False,
-                   cache_implementation="static", disable_compile=mode == "eager",
-                   logits_processor=LogitsProcessorList([clock]), pad_token_id=0)
+    model.generate(
+        input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        max_new_tokens=generate,
+        min_new_tokens=generate,
+        do_sample=False,
+        cache_implementation="static",
+        disable_compile=mode == "eager",
+        logits_processor=LogitsProcessorList([clock]),
+        pad_token_id=0,
+    )
     return step_times(start, clock.times)
 
 
-def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int = 0
-            ) -> dict[str, Any]:
+def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int = 0) -> dict[str, Any]:
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, model.config.vocab_size, (case.batch, case.prompt),
-                        generator=generator).to(device)
+    ids = torch.randint(1, model.config.vocab_size, (case.batch, case.prompt), generator=generator).to(device)
     ttfts, steps = [], []
     reset_peak(device)
     with torch.inference_mode():
@@ -163,13 +185,21 @@ def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int =
             ttfts.append(ttft)
             steps += run
     noise = NOISE_CUDA if device.startswith("cuda") else NOISE_CPU
-    ttft, tpot = (summarize(v, inner=1, sets=1, method="perf_counter+sync", noise_threshold=noise)
-                  for v in (ttfts, steps))
-    return {**read_peak(device), "attention_paths": attention_paths(calls, *hf_heads(model.config)),
-            "measured_ttft_s": ttft.median_s, "measured_ttft_p20_s": ttft.p20_s,
-            "measured_ttft_p80_s": ttft.p80_s, "measured_tpot_s": tpot.median_s,
-            "measured_tpot_p20_s": tpot.p20_s, "measured_tpot_p80_s": tpot.p80_s,
-            "measured_tpot_mean_s": float(np.mean(steps)), "noisy": ttft.noisy or tpot.noisy}
+    ttft, tpot = (
+        summarize(v, inner=1, sets=1, method="perf_counter+sync", noise_threshold=noise) for v in (ttfts, steps)
+    )
+    return {
+        **read_peak(device),
+        "attention_paths": attention_paths(calls, *hf_heads(model.config)),
+        "measured_ttft_s": ttft.median_s,
+        "measured_ttft_p20_s": ttft.p20_s,
+        "measured_ttft_p80_s": ttft.p80_s,
+        "measured_tpot_s": tpot.median_s,
+        "measured_tpot_p20_s": tpot.p20_s,
+        "measured_tpot_p80_s": tpot.p80_s,
+        "measured_tpot_mean_s": float(np.mean(steps)),
+        "noisy": ttft.noisy or tpot.noisy,
+    }
 
 
 def hf_heads(config) -> tuple[int, int]:
@@ -187,8 +217,15 @@ def sdpa_calls():
     original, calls = F.scaled_dot_product_attention, []
 
     def recording(query, key, value, attn_mask=None, *args, **kwargs):
-        calls.append((query.shape[-3], key.shape[-3], query.shape[-2], attn_mask is not None,
-                      bool(kwargs.get("enable_gqa", False))))
+        calls.append(
+            (
+                query.shape[-3],
+                key.shape[-3],
+                query.shape[-2],
+                attn_mask is not None,
+                bool(kwargs.get("enable_gqa", False)),
+            )
+        )
         return original(query, key, value, attn_mask, *args, **kwargs)
 
     F.scaled_dot_product_attention = recording
@@ -217,11 +254,22 @@ def attention_paths(calls, heads: int, kv_heads: int) -> dict[str, int]:
     return dict(out)
 
 
-def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str | None = None,
-           layers: int | None = None, modes: Sequence[str] = ("eager",), repeats: int = 3,
-           hardware: str | None = None, profile: Path | None = None, seed: int = 0,
-           output: Path | None = None, write: bool = True,
-           log: Callable[[str], None] = lambda _m: None) -> Result:
+def run_hf(
+    name: str,
+    cases: Sequence[Case],
+    *,
+    dtype: str = "bf16",
+    device: str | None = None,
+    layers: int | None = None,
+    modes: Sequence[str] = ("eager",),
+    repeats: int = 3,
+    hardware: str | None = None,
+    profile: Path | None = None,
+    seed: int = 0,
+    output: Path | None = None,
+    write: bool = True,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Result:
     """Measure every case in every mode with transformers, predict each, write the rows."""
     transformers = need_transformers()
     from kernels.e2e.e2e import truncate
@@ -235,8 +283,9 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
         raise RidgelineError("--repeats must be >= 1 and --generate >= 2")
     device = resolve_device(device)
     if "compiled" in modes and not device.startswith("cuda"):
-        raise RidgelineError("--mode compiled: transformers compiles generate only on an "
-                             "accelerator; on a CPU use --mode eager")
+        raise RidgelineError(
+            "--mode compiled: transformers compiles generate only on an accelerator; on a CPU use --mode eager"
+        )
     raw, stem = read_config(name)
     raw = hf_raw(raw, layers)
     config = truncate(engine_config(raw, stem), None)
@@ -244,10 +293,15 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
     key = measured_key(device)
     calibrated, used, note = calibrated_for(key, spec, profile)
     meta = provenance(device, spec, used if calibrated else None)
-    meta.update(client="transformers", transformers=transformers.__version__,
-                timer="perf_counter after torch.cuda.synchronize, per generated token")
-    log(f"building {stem} ({config.num_layers} layers, {dtype}) with transformers "
-        f"{transformers.__version__} on {device}")
+    meta.update(
+        client="transformers",
+        transformers=transformers.__version__,
+        timer="perf_counter after torch.cuda.synchronize, per generated token",
+    )
+    log(
+        f"building {stem} ({config.num_layers} layers, {dtype}) with transformers "
+        f"{transformers.__version__} on {device}"
+    )
     path = output or user_data_dir() / "validation" / f"hf-{key}-{stem}-{meta['date'][:10]}.json"
     model = build_model(raw, dtype, device, seed)
     rows = []
@@ -256,11 +310,18 @@ def run_hf(name: str, cases: Sequence[Case], *, dtype: str = "bf16", device: str
             log(f"generate: batch {case.batch}, prompt {case.prompt}, {case.generate} tokens, {mode}")
             measured = measure(model, case, mode, device, repeats, seed)
             execution = MODES[mode]
-            row = {"model": stem, "layers": config.num_layers, **asdict(case), "dtype": dtype,
-                   "compile": mode == "compiled", "execution": execution,
-                   "client": "transformers", "repeats": repeats, **measured}
-            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured,
-                                         execution))
+            row = {
+                "model": stem,
+                "layers": config.num_layers,
+                **asdict(case),
+                "dtype": dtype,
+                "compile": mode == "compiled",
+                "execution": execution,
+                "client": "transformers",
+                "repeats": repeats,
+                **measured,
+            }
+            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured, execution))
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             rows.append(row)
             if write:  # row by row: a run stopped at a time limit keeps what it measured
@@ -290,10 +351,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = [Case(b, p, args.generate) for b in args.batch or [1] for p in args.prompt or [128]]
     try:
-        result = run_hf(args.model, cases, dtype=args.dtype, device=args.device,
-                        layers=args.layers, modes=tuple(args.mode or ["eager"]),
-                        repeats=args.repeats, hardware=args.hardware, profile=args.profile,
-                        output=args.output, log=lambda m: print(m, file=sys.stderr))
+        result = run_hf(
+            args.model,
+            cases,
+            dtype=args.dtype,
+            device=args.device,
+            layers=args.layers,
+            modes=tuple(args.mode or ["eager"]),
+            repeats=args.repeats,
+            hardware=args.hardware,
+            profile=args.profile,
+            output=args.output,
+            log=lambda m: print(m, file=sys.stderr),
+        )
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

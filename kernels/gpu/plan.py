@@ -16,6 +16,7 @@ Order where a device-time profile of this GPU is committed (``profiled``):
 Where none is committed, ``calibrate`` runs first, ``host-terms`` merges the eager host
 terms into that profile, and the rest follow in the same order, predicted with it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,39 +30,108 @@ CASE_BUDGET = "{case_budget_s}"
 
 SIZES: dict[str, dict[str, Any]] = {
     "gpu": {
-        "device": "cuda", "threads": [], "budget_s": 480,
-        "e2e": {"models": ["llama-2-7b", "llama-3-8b"], "layers": [], "batches": [1, 8, 64],
-                "prompt": 512, "generate": 32, "repeats": 3, "dtype": "bf16"},
+        "device": "cuda",
+        "threads": [],
+        "budget_s": 480,
+        "e2e": {
+            "models": ["llama-2-7b", "llama-3-8b"],
+            "layers": [],
+            "batches": [1, 8, 64],
+            "prompt": 512,
+            "generate": 32,
+            "repeats": 3,
+            "dtype": "bf16",
+        },
         "executions": {"e2e-graph": "graph", "e2e-eager": "eager"},
-        "hf": {"model": "llama-3-8b", "layers": [], "batches": [1, 8], "compiled_batches": [1],
-               "prompt": 512, "generate": 32, "repeats": 3, "dtype": "bf16"},
-        "serving": {"model": "qwen2-0.5b", "layers": [], "dtype": "bf16", "requests": 64,
-                    "repeats": 3, "rates": [8], "output_range": []},
-        "agree_every": 20, "calibrate": ["--compact", "--budget-s", "{case_budget_s}"],
-        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 1202,   # 1201: the H200 run of 2026-11-26
+        "hf": {
+            "model": "llama-3-8b",
+            "layers": [],
+            "batches": [1, 8],
+            "compiled_batches": [1],
+            "prompt": 512,
+            "generate": 32,
+            "repeats": 3,
+            "dtype": "bf16",
+        },
+        "serving": {
+            "model": "qwen2-0.5b",
+            "layers": [],
+            "dtype": "bf16",
+            "requests": 64,
+            "repeats": 3,
+            "rates": [8],
+            "output_range": [],
+        },
+        "agree_every": 20,
+        "calibrate": ["--compact", "--budget-s", "{case_budget_s}"],
+        "draw": ["--budget-s", "{case_budget_s}"],
+        "draw_seed": 1202,  # 1201: the H200 run of 2026-11-26
         "host": {"model": "llama-3-8b", "layers": ["--layers", "4"], "prompt": 512, "steps": 16},
-        "caps": {"e2e-graph": 90, "e2e-eager": 70, "hf-eager": 50, "hf-compiled": 90,
-                 "serving": 110, "agree": 40, "calibrate": 240, "host-terms": 50, "draw": 150,
-                 "transfer": 30},
+        "caps": {
+            "e2e-graph": 90,
+            "e2e-eager": 70,
+            "hf-eager": 50,
+            "hf-compiled": 90,
+            "serving": 110,
+            "agree": 40,
+            "calibrate": 240,
+            "host-terms": 50,
+            "draw": 150,
+            "transfer": 30,
+        },
     },
     # the same plan on a CPU in well under a minute a stage: the run script's own test
     "cpu-test": {
-        "device": "cpu", "threads": ["--threads", "1"], "budget_s": 900,
-        "e2e": {"models": ["qwen2-0.5b"], "layers": ["--layers", "1"], "batches": [1, 2],
-                "prompt": 16, "generate": 3, "repeats": 1, "dtype": "fp32"},
+        "device": "cpu",
+        "threads": ["--threads", "1"],
+        "budget_s": 900,
+        "e2e": {
+            "models": ["qwen2-0.5b"],
+            "layers": ["--layers", "1"],
+            "batches": [1, 2],
+            "prompt": 16,
+            "generate": 3,
+            "repeats": 1,
+            "dtype": "fp32",
+        },
         # a CPU runs no CUDA graphs: both e2e stages run eager there
         "executions": {"e2e-graph": "eager", "e2e-eager": "eager"},
-        "hf": {"model": "qwen2-0.5b", "layers": ["--layers", "1"], "batches": [1],
-               "compiled_batches": [], "prompt": 16, "generate": 3, "repeats": 1,
-               "dtype": "fp32"},
-        "serving": {"model": "qwen2-0.5b", "layers": ["--layers", "1"], "dtype": "fp32",
-                    "requests": 6, "repeats": 1, "rates": [8], "output_range": ["4", "8"]},
-        "agree_every": 20, "calibrate": ["--quick", "--budget-s", "{case_budget_s}"],
-        "draw": ["--budget-s", "{case_budget_s}"], "draw_seed": 7,
+        "hf": {
+            "model": "qwen2-0.5b",
+            "layers": ["--layers", "1"],
+            "batches": [1],
+            "compiled_batches": [],
+            "prompt": 16,
+            "generate": 3,
+            "repeats": 1,
+            "dtype": "fp32",
+        },
+        "serving": {
+            "model": "qwen2-0.5b",
+            "layers": ["--layers", "1"],
+            "dtype": "fp32",
+            "requests": 6,
+            "repeats": 1,
+            "rates": [8],
+            "output_range": ["4", "8"],
+        },
+        "agree_every": 20,
+        "calibrate": ["--quick", "--budget-s", "{case_budget_s}"],
+        "draw": ["--budget-s", "{case_budget_s}"],
+        "draw_seed": 7,
         "host": {"model": "qwen2-0.5b", "layers": ["--layers", "1"], "prompt": 32, "steps": 2},
-        "caps": {"e2e-graph": 120, "e2e-eager": 120, "hf-eager": 120, "hf-compiled": 60,
-                 "serving": 120, "agree": 60, "calibrate": 300, "host-terms": 120, "draw": 300,
-                 "transfer": 60},
+        "caps": {
+            "e2e-graph": 120,
+            "e2e-eager": 120,
+            "hf-eager": 120,
+            "hf-compiled": 60,
+            "serving": 120,
+            "agree": 60,
+            "calibrate": 300,
+            "host-terms": 120,
+            "draw": 300,
+            "transfer": 60,
+        },
     },
 }
 
@@ -72,8 +142,8 @@ class Stage:
     cap_s: int
     commands: tuple[tuple[str, ...], ...]
     why: str = ""
-    needs: tuple[str, ...] = field(default=())   # stages whose files it reads
-    setup_s: int = 0    # seconds kept back from a CASE_BUDGET for all but the cases
+    needs: tuple[str, ...] = field(default=())  # stages whose files it reads
+    setup_s: int = 0  # seconds kept back from a CASE_BUDGET for all but the cases
 
 
 def sizes(name: str) -> Mapping[str, Any]:
@@ -92,93 +162,240 @@ def _profile(path: str | None) -> list[str]:
     return ["--profile", path] if path else []
 
 
-def e2e_commands(s: Mapping[str, Any], execution: str, folder: str,
-                 profile: str | None) -> list[tuple[str, ...]]:
+def e2e_commands(s: Mapping[str, Any], execution: str, folder: str, profile: str | None) -> list[tuple[str, ...]]:
     e = s["e2e"]
-    return [(PY, "-m", "ridgeline.cli", "e2e", model, "--device", s["device"], *s["threads"],
-             *_profile(profile),
-             "--dtype", e["dtype"], *e["layers"], *_flags("--batch", e["batches"]),
-             "--prompt", str(e["prompt"]), "--generate", str(e["generate"]),
-             "--repeats", str(e["repeats"]), "--execution", execution,
-             "--output", f"{folder}/e2e-{model}-{execution}.json")
-            for model in e["models"]]
-
-
-def hf_command(s: Mapping[str, Any], mode: str, batches, folder: str,
-               profile: str | None) -> tuple[str, ...]:
-    h = s["hf"]
-    return (PY, "-m", "kernels.e2e.hf_client", h["model"], "--device", s["device"], *h["layers"],
+    return [
+        (
+            PY,
+            "-m",
+            "ridgeline.cli",
+            "e2e",
+            model,
+            "--device",
+            s["device"],
+            *s["threads"],
             *_profile(profile),
-            "--dtype", h["dtype"], *_flags("--batch", batches), "--prompt", str(h["prompt"]),
-            "--generate", str(h["generate"]), "--repeats", str(h["repeats"]), "--mode", mode,
-            "--output", f"{folder}/hf-{h['model']}-{mode}.json")
+            "--dtype",
+            e["dtype"],
+            *e["layers"],
+            *_flags("--batch", e["batches"]),
+            "--prompt",
+            str(e["prompt"]),
+            "--generate",
+            str(e["generate"]),
+            "--repeats",
+            str(e["repeats"]),
+            "--execution",
+            execution,
+            "--output",
+            f"{folder}/e2e-{model}-{execution}.json",
+        )
+        for model in e["models"]
+    ]
 
 
-def serving_commands(s: Mapping[str, Any], folder: str,
-                     profile: str | None) -> list[tuple[str, ...]]:
+def hf_command(s: Mapping[str, Any], mode: str, batches, folder: str, profile: str | None) -> tuple[str, ...]:
+    h = s["hf"]
+    return (
+        PY,
+        "-m",
+        "kernels.e2e.hf_client",
+        h["model"],
+        "--device",
+        s["device"],
+        *h["layers"],
+        *_profile(profile),
+        "--dtype",
+        h["dtype"],
+        *_flags("--batch", batches),
+        "--prompt",
+        str(h["prompt"]),
+        "--generate",
+        str(h["generate"]),
+        "--repeats",
+        str(h["repeats"]),
+        "--mode",
+        mode,
+        "--output",
+        f"{folder}/hf-{h['model']}-{mode}.json",
+    )
+
+
+def serving_commands(s: Mapping[str, Any], folder: str, profile: str | None) -> list[tuple[str, ...]]:
     v = s["serving"]
     out_range = ["--output-range", *v["output_range"]] if v["output_range"] else []
-    return [(PY, "-m", "ridgeline.cli", "simulate-check", v["model"], "--device", s["device"],
-             *v["layers"], *_profile(profile), "--dtype", v["dtype"],
-             "--requests", str(v["requests"]),
-             "--repeats", str(v["repeats"]), *out_range, "--rate", str(rate),
-             "--output", f"{folder}/serving-{v['model']}-{rate}rps.json")
-            for rate in v["rates"]]
+    return [
+        (
+            PY,
+            "-m",
+            "ridgeline.cli",
+            "simulate-check",
+            v["model"],
+            "--device",
+            s["device"],
+            *v["layers"],
+            *_profile(profile),
+            "--dtype",
+            v["dtype"],
+            "--requests",
+            str(v["requests"]),
+            "--repeats",
+            str(v["repeats"]),
+            *out_range,
+            "--rate",
+            str(rate),
+            "--output",
+            f"{folder}/serving-{v['model']}-{rate}rps.json",
+        )
+        for rate in v["rates"]
+    ]
 
 
-def stages(s: Mapping[str, Any], out: str, profiled: bool, committed: str | None,
-           other_profile: str | None, kept: str) -> list[Stage]:
+def stages(
+    s: Mapping[str, Any], out: str, profiled: bool, committed: str | None, other_profile: str | None, kept: str
+) -> list[Stage]:
     """Every stage in the order it runs; ``out`` the folder the stages write under (each
     its own sub-folder, ``out/<stage>``, moved to ``kept/<stage>`` once packed). The measured stages are predicted with the
     committed device-time profile of this device (``profiled``), else with the profile
     this run's ``calibrate`` stage writes (a command whose ``--profile`` file is missing
     when it starts runs without it: ``kernels.gpu.run``)."""
+
     def at(name: str) -> str:
         return f"{out}/{name}"
 
     dev, caps = s["device"], s["caps"]
     fresh = f"{kept}/calibrate/profile.yaml"
-    cal = Stage("calibrate", caps["calibrate"], (
-        (PY, "-m", "kernels.bench.cases_gpu", "calibrate", "--device", dev, *s["threads"],
-         *s["calibrate"], "--output", f"{at('calibrate')}/profile.yaml"),),
-        "a GPU-range profile of this GPU, this run", setup_s=75)
-    draw = Stage("draw", caps["draw"], (
-        (PY, "-m", "kernels.bench.cases_gpu", "validate", "--device", dev, *s["threads"],
-         *s["draw"], "--draw", str(s["draw_seed"]), "--profile", fresh,
-         "--output-dir", at("draw")),),
-        "a fresh GPU-range draw, predicted by this run's profile", ("calibrate",), setup_s=40)
+    cal = Stage(
+        "calibrate",
+        caps["calibrate"],
+        (
+            (
+                PY,
+                "-m",
+                "kernels.bench.cases_gpu",
+                "calibrate",
+                "--device",
+                dev,
+                *s["threads"],
+                *s["calibrate"],
+                "--output",
+                f"{at('calibrate')}/profile.yaml",
+            ),
+        ),
+        "a GPU-range profile of this GPU, this run",
+        setup_s=75,
+    )
+    draw = Stage(
+        "draw",
+        caps["draw"],
+        (
+            (
+                PY,
+                "-m",
+                "kernels.bench.cases_gpu",
+                "validate",
+                "--device",
+                dev,
+                *s["threads"],
+                *s["draw"],
+                "--draw",
+                str(s["draw_seed"]),
+                "--profile",
+                fresh,
+                "--output-dir",
+                at("draw"),
+            ),
+        ),
+        "a fresh GPU-range draw, predicted by this run's profile",
+        ("calibrate",),
+        setup_s=40,
+    )
     host = s["host"]
-    terms = Stage("host-terms", caps["host-terms"], (
-        (PY, "-m", "kernels.calibrate.host_profile", host["model"], "--device", dev, *host["layers"],
-         "--prompt", str(host["prompt"]), "--steps", str(host["steps"]), "--no-compile",
-         "--profile", fresh),
-        ("cp", fresh, f"{at('host-terms')}/profile.yaml")),
+    terms = Stage(
+        "host-terms",
+        caps["host-terms"],
+        (
+            (
+                PY,
+                "-m",
+                "kernels.calibrate.host_profile",
+                host["model"],
+                "--device",
+                dev,
+                *host["layers"],
+                "--prompt",
+                str(host["prompt"]),
+                "--steps",
+                str(host["steps"]),
+                "--no-compile",
+                "--profile",
+                fresh,
+            ),
+            ("cp", fresh, f"{at('host-terms')}/profile.yaml"),
+        ),
         "eager host dispatch per engine op and kernels per op, merged into this run's profile",
-        ("calibrate",))
+        ("calibrate",),
+    )
     hf, profile = s["hf"], committed if profiled else fresh
     measured = [
-        Stage("e2e-graph", caps["e2e-graph"],
-              tuple(e2e_commands(s, s["executions"]["e2e-graph"], at("e2e-graph"), profile)),
-              "end-to-end decode captured in CUDA graphs (device time + launch gaps)"),
-        Stage("e2e-eager", caps["e2e-eager"],
-              tuple(e2e_commands(s, s["executions"]["e2e-eager"], at("e2e-eager"), profile)),
-              "the same decode, eager (host dispatch per kernel)"),
-        Stage("hf-eager", caps["hf-eager"],
-              (hf_command(s, "eager", hf["batches"], at("hf-eager"), profile),),
-              "transformers generate, static cache, eager"),
-        Stage("hf-compiled", caps["hf-compiled"],
-              (hf_command(s, "compiled", hf["compiled_batches"], at("hf-compiled"), profile),)
-              if hf["compiled_batches"] else (), "transformers generate, static cache, compiled"),
-        Stage("serving", caps["serving"], tuple(serving_commands(s, at("serving"), profile)),
-              "transformers' continuous batching against the simulator"),
-        Stage("agree", caps["agree"], (
-            (PY, "-m", "kernels.bench.cases_gpu", "agree", "--device", dev, "--every",
-             str(s["agree_every"]), "--output-dir", at("agree")),),
-            "graph replay against profiler kernel durations"),
+        Stage(
+            "e2e-graph",
+            caps["e2e-graph"],
+            tuple(e2e_commands(s, s["executions"]["e2e-graph"], at("e2e-graph"), profile)),
+            "end-to-end decode captured in CUDA graphs (device time + launch gaps)",
+        ),
+        Stage(
+            "e2e-eager",
+            caps["e2e-eager"],
+            tuple(e2e_commands(s, s["executions"]["e2e-eager"], at("e2e-eager"), profile)),
+            "the same decode, eager (host dispatch per kernel)",
+        ),
+        Stage(
+            "hf-eager",
+            caps["hf-eager"],
+            (hf_command(s, "eager", hf["batches"], at("hf-eager"), profile),),
+            "transformers generate, static cache, eager",
+        ),
+        Stage(
+            "hf-compiled",
+            caps["hf-compiled"],
+            (hf_command(s, "compiled", hf["compiled_batches"], at("hf-compiled"), profile),)
+            if hf["compiled_batches"]
+            else (),
+            "transformers generate, static cache, compiled",
+        ),
+        Stage(
+            "serving",
+            caps["serving"],
+            tuple(serving_commands(s, at("serving"), profile)),
+            "transformers' continuous batching against the simulator",
+        ),
+        Stage(
+            "agree",
+            caps["agree"],
+            (
+                (
+                    PY,
+                    "-m",
+                    "kernels.bench.cases_gpu",
+                    "agree",
+                    "--device",
+                    dev,
+                    "--every",
+                    str(s["agree_every"]),
+                    "--output-dir",
+                    at("agree"),
+                ),
+            ),
+            "graph replay against profiler kernel durations",
+        ),
     ]
-    transfer = Stage("transfer", caps["transfer"], (
-        (PY, "-m", "kernels.gpu.run", "transfer", out, other_profile or ""),),
+    transfer = Stage(
+        "transfer",
+        caps["transfer"],
+        ((PY, "-m", "kernels.gpu.run", "transfer", out, other_profile or ""),),
         "this run's draw and e2e rows predicted from the other GPU's profile",
-        ("draw", "e2e-graph", "e2e-eager"))
+        ("draw", "e2e-graph", "e2e-eager"),
+    )
     order = measured + [cal, draw] if profiled else [cal, terms] + measured + [draw]
     return [st for st in order + ([transfer] if other_profile else []) if st.commands]

@@ -14,6 +14,7 @@ written into the checkout: user data goes to a temporary ``RIDGELINE_HOME``.
     SIZES=cpu-test bash kernels/gpu/run.sh OUT      # the same plan on a CPU, tiny sizes
     BUDGET_S=540 bash kernels/gpu/run.sh OUT        # another budget than the preset's 480 s
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,15 +33,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ridgeline.io.catalog import REPORTS_DIR
+from kernels.gpu.plan import CASE_BUDGET, Stage, sizes, stages
 from ridgeline.errors import RidgelineError
+from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import write_atomic
 
-from kernels.gpu.plan import CASE_BUDGET, Stage, sizes, stages
-
 ARCHIVE, MANIFEST, LOG = "results.tar.gz", "manifest.json", "run.log"
-OTHER_GPU = {"cuda-nvidia-h200": "cuda-nvidia-h100-80gb-hbm3",
-             "cuda-nvidia-h100-80gb-hbm3": "cuda-nvidia-h200"}
+OTHER_GPU = {"cuda-nvidia-h200": "cuda-nvidia-h100-80gb-hbm3", "cuda-nvidia-h100-80gb-hbm3": "cuda-nvidia-h200"}
 
 
 def now() -> str:
@@ -89,8 +88,7 @@ def gpu_state(device: str) -> dict[str, Any]:
 def run_command(cmd: Sequence[str], seconds: float, log) -> int:
     """One command in this process group (a kill of the run ends it too), stopped with
     SIGINT, then SIGKILL, when its seconds are up; 124 when it was stopped."""
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     deadline = time.monotonic() + seconds
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -114,27 +112,36 @@ def run_command(cmd: Sequence[str], seconds: float, log) -> int:
     return 124 if stopped else proc.returncode
 
 
-def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, log
-              ) -> dict[str, Any]:
+def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, log) -> dict[str, Any]:
     folder = out / stage.name
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"stage": stage.name, "why": stage.why, "started": now(), "cap_s": stage.cap_s,
-              "allowed_s": round(seconds, 1), "commands": [list(c) for c in stage.commands],
-              "gpu_before": gpu_state(device), "commit": commit()}
+    record = {
+        "stage": stage.name,
+        "why": stage.why,
+        "started": now(),
+        "cap_s": stage.cap_s,
+        "allowed_s": round(seconds, 1),
+        "commands": [list(c) for c in stage.commands],
+        "gpu_before": gpu_state(device),
+        "commit": commit(),
+    }
     start, rc = time.monotonic(), 0
     for cmd in stage.commands:
         left = seconds - (time.monotonic() - start)
         if left <= 5:
             rc = 124
             break
-        cmd = [part.replace(CASE_BUDGET, str(max(int(left - stage.setup_s), 10)))
-               for part in with_profile(cmd, log)]
-        record.setdefault("ran", []).append(cmd)   # as run: budget filled in, profile checked
+        cmd = [part.replace(CASE_BUDGET, str(max(int(left - stage.setup_s), 10))) for part in with_profile(cmd, log)]
+        record.setdefault("ran", []).append(cmd)  # as run: budget filled in, profile checked
         log(f"== {stage.name}: {' '.join(cmd)} (up to {left:.0f} s)")
         rc = run_command(cmd, left, log) or rc
-    record.update(rc=rc, seconds=round(time.monotonic() - start, 1), ended=now(),
-                  gpu_after=gpu_state(device),
-                  status="ok" if rc == 0 else "cut" if rc == 124 else "failed")
+    record.update(
+        rc=rc,
+        seconds=round(time.monotonic() - start, 1),
+        ended=now(),
+        gpu_after=gpu_state(device),
+        status="ok" if rc == 0 else "cut" if rc == 124 else "failed",
+    )
     write_json(folder / "stage.json", record)
     record["files"] = pack(out, folder, kept)
     return record
@@ -148,7 +155,7 @@ def with_profile(cmd: Sequence[str], log) -> list[str]:
         at = cmd.index("--profile")
         if not Path(cmd[at + 1]).is_file():
             log(f"no profile at {cmd[at + 1]}: calibrated predictions stay empty")
-            del cmd[at:at + 2]
+            del cmd[at : at + 2]
     return cmd
 
 
@@ -159,10 +166,10 @@ def commit() -> str:
 
 
 def device_key(device: str, threads: Sequence[str]) -> str:
-    from kernels.e2e.e2e import resolve_device
     from kernels.bench.provenance import measured_key
+    from kernels.e2e.e2e import resolve_device
 
-    resolve_device(device)   # one line and exit 2 when the GPU is not there
+    resolve_device(device)  # one line and exit 2 when the GPU is not there
     return measured_key(device, int(threads[1]) if threads else None)
 
 
@@ -173,53 +180,70 @@ def device_timed(path: Path) -> bool:
     return path.is_file() and timing_of(load_profile(path), str(path)) == "device"
 
 
-def plan_for(out: Path, kept: Path, preset: str, order: str = "auto"
-             ) -> tuple[dict[str, Any], list[Stage]]:
+def plan_for(out: Path, kept: Path, preset: str, order: str = "auto") -> tuple[dict[str, Any], list[Stage]]:
     s = sizes(preset)
     key = device_key(s["device"], s["threads"])
     committed = REPORTS_DIR / "profiles" / f"{key}.yaml"
     profiled = device_timed(committed) if order == "auto" else order == "profiled"
     other = REPORTS_DIR / "profiles" / f"{OTHER_GPU.get(key, '')}.yaml"
-    other_timed = device_timed(other)   # an eager-timed profile prices no graph decode
-    plan = stages(s, str(out), profiled, str(committed) if committed.is_file() else None,
-                  str(other) if other_timed else None, str(kept))
-    return {"sizes": preset, "device_key": key, "profiled": profiled,
-            "profile": str(committed) if committed.is_file() else None,
-            "other_profile": str(other) if other_timed else None,
-            "no_transfer": None if other_timed else f"no device-time profile of the other GPU "
-                                                     f"({other.name}): nothing to transfer"}, plan
+    other_timed = device_timed(other)  # an eager-timed profile prices no graph decode
+    plan = stages(
+        s,
+        str(out),
+        profiled,
+        str(committed) if committed.is_file() else None,
+        str(other) if other_timed else None,
+        str(kept),
+    )
+    return {
+        "sizes": preset,
+        "device_key": key,
+        "profiled": profiled,
+        "profile": str(committed) if committed.is_file() else None,
+        "other_profile": str(other) if other_timed else None,
+        "no_transfer": None
+        if other_timed
+        else f"no device-time profile of the other GPU ({other.name}): nothing to transfer",
+    }, plan
 
 
 def run(out: Path, preset: str = "gpu", only: Sequence[str] = (), order: str = "auto") -> int:
     """Check everything the caller gave (sizes, stages, budget, the GPU) before ``OUT`` is
     made: a refused run leaves nothing behind."""
-    kept = Path(os.environ.get("RIDGELINE_KEPT")
-                or Path(tempfile.gettempdir()) / f"ridgeline-run-{os.getpid()}")
+    kept = Path(os.environ.get("RIDGELINE_KEPT") or Path(tempfile.gettempdir()) / f"ridgeline-run-{os.getpid()}")
     s = dict(sizes(preset))
     s["budget_s"] = budget_seconds(os.environ.get("BUDGET_S"), s["budget_s"])
     info, plan = plan_for(out, kept, preset, order)
     unknown = set(only) - {st.name for st in plan}
     if unknown:
-        raise RidgelineError(f"STAGES names {', '.join(sorted(unknown))}, not stages of this "
-                             f"run; use: {', '.join(st.name for st in plan)}")
+        raise RidgelineError(
+            f"STAGES names {', '.join(sorted(unknown))}, not stages of this "
+            f"run; use: {', '.join(st.name for st in plan)}"
+        )
     out.mkdir(parents=True, exist_ok=True)
     with open(out / LOG, "a", buffering=1) as logfile:
+
         def log(line: str) -> None:
             print(line, flush=True)
             logfile.write(line + "\n")
 
-        return run_logged(out, s, info, [st for st in plan if not only or st.name in only],
-                          kept, log)
+        return run_logged(out, s, info, [st for st in plan if not only or st.name in only], kept, log)
 
 
-def run_logged(out: Path, s: dict[str, Any], info: dict[str, Any], plan: Sequence[Stage],
-               kept: Path, log) -> int:
+def run_logged(out: Path, s: dict[str, Any], info: dict[str, Any], plan: Sequence[Stage], kept: Path, log) -> int:
     os.environ.setdefault("RIDGELINE_HOME", tempfile.mkdtemp(prefix="ridgeline-home-"))
     os.environ["PYTHONUNBUFFERED"] = "1"
-    manifest = {"started": now(), "commit": commit(), **info, "kept": str(kept),
-                "budget_s": s["budget_s"],
-                "gpu": gpu_state(s["device"]), "python": sys.version.split()[0],
-                "order": [st.name for st in plan], "stages": []}
+    manifest = {
+        "started": now(),
+        "commit": commit(),
+        **info,
+        "kept": str(kept),
+        "budget_s": s["budget_s"],
+        "gpu": gpu_state(s["device"]),
+        "python": sys.version.split()[0],
+        "order": [st.name for st in plan],
+        "stages": [],
+    }
     write_json(out / MANIFEST, manifest)
     start, done = time.monotonic(), {}
     for stage in plan:
@@ -265,20 +289,20 @@ def transfer(out: Path, other: Path) -> int:
     from kernels.gpu.transfer import transfer_report
 
     with tarfile.open(out / ARCHIVE) as tar, tempfile.TemporaryDirectory() as tmp:
-        names = [m.name for m in tar.getmembers() if m.name.endswith(".json")
-                 and not m.name.endswith("stage.json")]
+        names = [m.name for m in tar.getmembers() if m.name.endswith(".json") and not m.name.endswith("stage.json")]
         snaps = [n for n in names if n.startswith("draw/")]
         e2e = [n for n in names if n.startswith("e2e-")]
         if not snaps:
-            raise RidgelineError("no draw snapshot in this run's archive: the transfer needs "
-                                 "the draw stage (STAGES=calibrate,draw,transfer)")
+            raise RidgelineError(
+                "no draw snapshot in this run's archive: the transfer needs "
+                "the draw stage (STAGES=calibrate,draw,transfer)"
+            )
         tar.extractall(tmp, members=[tar.getmember(n) for n in snaps + e2e], filter="data")
         report = transfer_report(Path(tmp) / snaps[0], other, [Path(tmp) / n for n in e2e])
     report["meta"].update(snapshot=snaps[0], e2e=e2e, profile=str(other))
     folder = out / "transfer"
     folder.mkdir(exist_ok=True)
-    write_atomic(folder / f"transfer-{other.stem}.json",
-                 json.dumps(report, indent=2, default=float) + "\n")
+    write_atomic(folder / f"transfer-{other.stem}.json", json.dumps(report, indent=2, default=float) + "\n")
     for label, stats in report["kernels"]["split"].items():
         print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  p90 {stats['p90']:.1%}")
     return 0
@@ -290,18 +314,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args[:1] == ["transfer"] and len(args) == 3:
             return transfer(Path(args[1]), Path(args[2]))
         if len(args) != 1:
-            print("usage: python -m kernels.gpu.run OUT  (SIZES=gpu|cpu-test, STAGES=a,b, "
-                  "ORDER=auto|profiled|unprofiled)", file=sys.stderr)
+            print(
+                "usage: python -m kernels.gpu.run OUT  (SIZES=gpu|cpu-test, STAGES=a,b, "
+                "ORDER=auto|profiled|unprofiled)",
+                file=sys.stderr,
+            )
             return 2
         only = [n for n in os.environ.get("STAGES", "").split(",") if n]
-        return run(Path(args[0]), os.environ.get("SIZES", "gpu"), only,
-                   os.environ.get("ORDER", "auto"))
+        return run(Path(args[0]), os.environ.get("SIZES", "gpu"), only, os.environ.get("ORDER", "auto"))
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:   # OUT cannot be made or written
-        print(f"error: cannot write the run's folder: {err.strerror or err} "
-              f"({err.filename}); give a writable OUT", file=sys.stderr)
+    except OSError as err:  # OUT cannot be made or written
+        print(
+            f"error: cannot write the run's folder: {err.strerror or err} ({err.filename}); give a writable OUT",
+            file=sys.stderr,
+        )
         return 2
 
 

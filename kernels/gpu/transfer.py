@@ -11,6 +11,7 @@ datasheet roofs: ``ridgeline.io.profile.profile_ceilings(..., transfer=True)``, 
 kernels apart, and end to end. Measures nothing: a pure function of its input files; it
 writes ``reports/validation/transfer-<profile>-to-<snapshot>.json`` and never its inputs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,10 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.hardware import DeviceSpec, load_device
 from ridgeline.io.profile import load_profile
-from ridgeline.engine.roofline import Ceilings, spec_ceilings
 
 CeilingsFor = Callable[[dict[str, Any], DeviceSpec], Ceilings]
 
@@ -32,49 +33,66 @@ def transferred(profile: dict[str, Any], device: DeviceSpec) -> Ceilings:
     try:
         from ridgeline.io.profile import profile_ceilings
     except ImportError:
-        raise RidgelineError("this engine has no profile transfer (ridgeline.io.profile."
-                             "profile_ceilings with transfer=True)") from None
+        raise RidgelineError(
+            "this engine has no profile transfer (ridgeline.io.profile.profile_ceilings with transfer=True)"
+        ) from None
     ceilings, _notes = profile_ceilings(profile, device, transfer=True)
     return ceilings
 
 
-def kernel_errors(snapshot: dict[str, Any], ceilings: Ceilings, device: DeviceSpec
-                  ) -> dict[str, Any]:
+def kernel_errors(snapshot: dict[str, Any], ceilings: Ceilings, device: DeviceSpec) -> dict[str, Any]:
     """Per class and overall |error| of the snapshot's rows predicted with ``ceilings``."""
     from kernels.bench.cases_gpu import split_summary
     from kernels.validate.validate import add_predictions, summarize
 
-    rows = add_predictions(copy.deepcopy(snapshot["rows"]),
-                           {"spec": spec_ceilings(device), "calibrated": ceilings})
-    return {"by_class": summarize(rows).to_dict("records"), "split": split_summary(rows),
-            "rows": [{k: r.get(k) for k in ("name", "op_class", "kernel", "backend",
-                                              "measured_s", "predicted_calibrated_s",
-                                              "error_calibrated")}
-                     for r in rows if r.get("status") == "ok"]}
+    rows = add_predictions(copy.deepcopy(snapshot["rows"]), {"spec": spec_ceilings(device), "calibrated": ceilings})
+    return {
+        "by_class": summarize(rows).to_dict("records"),
+        "split": split_summary(rows),
+        "rows": [
+            {
+                k: r.get(k)
+                for k in (
+                    "name",
+                    "op_class",
+                    "kernel",
+                    "backend",
+                    "measured_s",
+                    "predicted_calibrated_s",
+                    "error_calibrated",
+                )
+            }
+            for r in rows
+            if r.get("status") == "ok"
+        ],
+    }
 
 
 def e2e_errors(path: Path, ceilings: Ceilings, device: DeviceSpec) -> list[dict[str, Any]]:
     """TTFT/TPOT of an e2e result file predicted with ``ceilings`` (its execution modes)."""
+    from kernels.e2e.e2e import Case, predicted_columns, row_execution, truncate
     from ridgeline.engine.model import load_model
-
-    from kernels.e2e.e2e import truncate
-    from kernels.e2e.e2e import Case, predicted_columns, row_execution
 
     out = []
     for row in json.loads(path.read_text())["rows"]:
         config = truncate(load_model(row["model"]), row["layers"])
         case = Case(row["batch"], row["prompt"], row["generate"])
-        cols = predicted_columns(config, device, case, row["dtype"], ceilings, row,
-                                 row_execution(row))
-        out.append({**{k: row[k] for k in ("model", "layers", "batch", "prompt", "generate")},
-                    "execution": row_execution(row), "measured_tpot_s": row["measured_tpot_s"],
-                    "measured_ttft_s": row["measured_ttft_s"],
-                    **{k: v for k, v in cols.items() if "calibrated" in k}})
+        cols = predicted_columns(config, device, case, row["dtype"], ceilings, row, row_execution(row))
+        out.append(
+            {
+                **{k: row[k] for k in ("model", "layers", "batch", "prompt", "generate")},
+                "execution": row_execution(row),
+                "measured_tpot_s": row["measured_tpot_s"],
+                "measured_ttft_s": row["measured_ttft_s"],
+                **{k: v for k, v in cols.items() if "calibrated" in k},
+            }
+        )
     return out
 
 
-def transfer_report(snapshot_path: Path, profile_path: Path, e2e: Sequence[Path] = (),
-                    ceilings_for: CeilingsFor = transferred) -> dict[str, Any]:
+def transfer_report(
+    snapshot_path: Path, profile_path: Path, e2e: Sequence[Path] = (), ceilings_for: CeilingsFor = transferred
+) -> dict[str, Any]:
     if not snapshot_path.is_file():
         raise RidgelineError(f"no validation snapshot at {snapshot_path}")
     snapshot = json.loads(snapshot_path.read_text())
@@ -82,12 +100,19 @@ def transfer_report(snapshot_path: Path, profile_path: Path, e2e: Sequence[Path]
     device = load_device(snapshot["meta"]["spec_device"])
     ceilings = ceilings_for(profile, device)
     source = (profile.get("meta") or {}).get("spec_device", profile_path.stem)
-    return {"meta": {"kind": "transfer", "profile": str(profile_path),
-                     "profile_device": source, "snapshot": str(snapshot_path),
-                     "device": device.name, "mode": ceilings.mode,
-                     "e2e": [str(p) for p in e2e]},
-            "kernels": kernel_errors(snapshot, ceilings, device),
-            "e2e": [r for p in e2e for r in e2e_errors(p, ceilings, device)]}
+    return {
+        "meta": {
+            "kind": "transfer",
+            "profile": str(profile_path),
+            "profile_device": source,
+            "snapshot": str(snapshot_path),
+            "device": device.name,
+            "mode": ceilings.mode,
+            "e2e": [str(p) for p in e2e],
+        },
+        "kernels": kernel_errors(snapshot, ceilings, device),
+        "e2e": [r for p in e2e for r in e2e_errors(p, ceilings, device)],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = args.output or args.snapshot.parent / (
-        f"transfer-{args.profile.stem}-to-{args.snapshot.stem}.json")
-    if out.resolve() in {args.snapshot.resolve(), args.profile.resolve(),
-                         *(p.resolve() for p in args.e2e)}:
+    out = args.output or args.snapshot.parent / (f"transfer-{args.profile.stem}-to-{args.snapshot.stem}.json")
+    if out.resolve() in {args.snapshot.resolve(), args.profile.resolve(), *(p.resolve() for p in args.e2e)}:
         print("error: --output would write over an input", file=sys.stderr)
         return 2
     write_atomic(out, json.dumps(report, indent=2, default=float) + "\n")
@@ -118,11 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  p90 {stats['p90']:.1%}")
     for r in report["e2e"]:
         if r.get("calibrated_unpriced"):
-            print(f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: not priced "
-                  f"({r['calibrated_unpriced']})")
+            print(
+                f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: not priced ({r['calibrated_unpriced']})"
+            )
             continue
-        print(f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: TPOT error "
-              f"{r['error_calibrated_tpot']:+.1%}, TTFT {r['error_calibrated_ttft']:+.1%}")
+        print(
+            f"{r['model']} b{r['batch']} p{r['prompt']} {r['execution']}: TPOT error "
+            f"{r['error_calibrated_tpot']:+.1%}, TTFT {r['error_calibrated_ttft']:+.1%}"
+        )
     print(f"wrote {out}")
     return 0
 

@@ -15,6 +15,7 @@ sdpa path's attention (``batch_attention`` "gather": ``simulate.gather_ops``), w
 step costs from the device's calibrated profile when one was measured on this CPU model and
 thread count, else the datasheet (``spec``) roofline; both are written, nothing is fitted.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,27 +27,29 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.catalog import MODELS_DIR, REPORTS_DIR
-from ridgeline.errors import RidgelineError
 from ridgeline.engine.model import ModelConfig, load_model
-from ridgeline.io.files import write_atomic
 from ridgeline.engine.roofline import spec_ceilings
-from ridgeline.serving.simulator import Scheduler, percentiles, simulate
+from ridgeline.errors import RidgelineError
+from ridgeline.io.catalog import MODELS_DIR, REPORTS_DIR
+from ridgeline.io.files import write_atomic
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE, Arrivals
+from ridgeline.serving.simulator import Scheduler, percentiles, simulate
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
 # how the step breakdown prices recorded steps' attention: simulate's batch-attention
 # policies, and none (the forward without its attention)
 ATTENTION_TAGS = ("varlen", "masked", "gather", "none")
-CLOCKS = {"cpu": "virtual: each step advances the clock by its CPU seconds (time.thread_time) "
-                 "in the stepping thread; transformers' scheduler and model runner, stepped here",
-          "wall": "wall: transformers' background generation thread, requests submitted at "
-                  "their arrival times, tokens stamped with time.perf_counter",
-          "device": "virtual: each step advances the clock by its wall seconds with the GPU "
-                    "synchronised at the step's phase boundaries (time.perf_counter; a GPU "
-                    "machine to itself), transformers' scheduler and model runner stepped here; "
-                    "attention_s is the host's seconds in the attention function, unsynchronised"}  # transformers' FIFOScheduler: no new prefill below 15 % free blocks
+CLOCKS = {
+    "cpu": "virtual: each step advances the clock by its CPU seconds (time.thread_time) "
+    "in the stepping thread; transformers' scheduler and model runner, stepped here",
+    "wall": "wall: transformers' background generation thread, requests submitted at "
+    "their arrival times, tokens stamped with time.perf_counter",
+    "device": "virtual: each step advances the clock by its wall seconds with the GPU "
+    "synchronised at the step's phase boundaries (time.perf_counter; a GPU "
+    "machine to itself), transformers' scheduler and model runner stepped here; "
+    "attention_s is the host's seconds in the attention function, unsynchronised",
+}  # transformers' FIFOScheduler: no new prefill below 15 % free blocks
 
 
 @dataclass(frozen=True)
@@ -54,23 +57,25 @@ class ServerSettings:
     """transformers' ContinuousBatchingConfig fields the comparison fixes (and the simulator
     mirrors): a large cache, so neither side preempts, and no prefix sharing."""
 
-    max_batch_tokens: int = 256     # token budget per step
+    max_batch_tokens: int = 256  # token budget per step
     max_requests_per_batch: int = 16
-    page_size: int = 32             # tokens per KV page
-    num_blocks: int = 512           # KV blocks (ample for the trace)
+    page_size: int = 32  # tokens per KV page
+    num_blocks: int = 512  # KV blocks (ample for the trace)
 
 
-def make_trace(n: int, rate: float, prompt: tuple[int, int], output: tuple[int, int],
-               seed: int = 0) -> Arrivals:
+def make_trace(n: int, rate: float, prompt: tuple[int, int], output: tuple[int, int], seed: int = 0) -> Arrivals:
     """Poisson arrivals; prompt and output lengths uniform on the closed ranges."""
     rng = np.random.default_rng(seed)
     times = np.cumsum(rng.exponential(1.0 / rate, n))
-    return Arrivals(times - times[0], rng.integers(prompt[0], prompt[1] + 1, n),
-                    rng.integers(output[0], output[1] + 1, n), f"poisson {rate:g}/s seed {seed}")
+    return Arrivals(
+        times - times[0],
+        rng.integers(prompt[0], prompt[1] + 1, n),
+        rng.integers(output[0], output[1] + 1, n),
+        f"poisson {rate:g}/s seed {seed}",
+    )
 
 
-def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16",
-                device: str = "cpu"):
+def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16", device: str = "cpu"):
     """A transformers causal LM from the catalog's config.json, random weights, in ``dtype``
     (bf16; fp32 on a CPU without bf16 kernels), on ``device``."""
     import torch
@@ -86,12 +91,12 @@ def build_model(name: str, layers: int | None, seed: int = 0, dtype: str = "bf16
     config = AutoConfig.for_model(**raw)
     from kernels.bench.bench import TORCH_DTYPES
 
-    return AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype],
-                                            attn_implementation="sdpa").to(device)
+    return AutoModelForCausalLM.from_config(config, dtype=TORCH_DTYPES[dtype], attn_implementation="sdpa").to(device)
 
 
-def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
-           log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+def replay(
+    model, arrivals: Arrivals, server: ServerSettings, seed: int = 0, log: Callable[[str], None] = lambda _m: None
+) -> dict[str, np.ndarray]:
     """Submit each request at its arrival time (from the main thread, while transformers'
     generation thread serves); return per-request seconds from submission."""
     from transformers import GenerationConfig
@@ -99,15 +104,13 @@ def replay(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
     rng = np.random.default_rng(seed)
     vocab = model.config.vocab_size
     prompts = [rng.integers(0, vocab, int(p)).tolist() for p in arrivals.prompt]
-    gen = GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False,
-                           eos_token_id=-1)
+    gen = GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False, eos_token_id=-1)
     cb = _cb_config(server)
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     manager.start()
     try:
         _collect(manager, [prompts[0][:16]], [2], [0.0])  # warm-up: first-call costs
-        return _collect(manager, prompts, [int(n) for n in arrivals.output],
-                        arrivals.time_s.tolist(), log)
+        return _collect(manager, prompts, [int(n) for n in arrivals.output], arrivals.time_s.tolist(), log)
     finally:
         manager.stop(block=True)
 
@@ -123,8 +126,14 @@ class _Clock:
         return self.now
 
 
-def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int = 0,
-                   log: Callable[[str], None] = lambda _m: None, clock: str = "cpu") -> dict[str, Any]:
+def replay_virtual(
+    model,
+    arrivals: Arrivals,
+    server: ServerSettings,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda _m: None,
+    clock: str = "cpu",
+) -> dict[str, Any]:
     """transformers' own scheduler and model runner, stepped in this thread on a virtual
     clock that advances by each step's CPU seconds (``time.thread_time``: scheduling,
     forward pass, sampling and the update), so other processes sharing the core do not
@@ -138,8 +147,9 @@ def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int 
     rng = np.random.default_rng(seed)
     vocab = model.config.vocab_size
     prompts = [rng.integers(0, vocab, int(p)).tolist() for p in arrivals.prompt]
-    manager = model.init_continuous_batching(generation_config=_generation_config(arrivals),
-                                             continuous_batching_config=_cb_config(server))
+    manager = model.init_continuous_batching(
+        generation_config=_generation_config(arrivals), continuous_batching_config=_cb_config(server)
+    )
     processor = manager._create_batch_processor()
     manager.batch_processor = processor
     manager.background_thread_status.clear()
@@ -150,8 +160,9 @@ def replay_virtual(model, arrivals: Arrivals, server: ServerSettings, seed: int 
             _step_all(manager, processor, [prompts[0][:16]], [2], np.zeros(1), clock, timer)  # warm-up
             clock.now = 0.0
             timer.reset()
-            out = _step_all(manager, processor, prompts, [int(n) for n in arrivals.output],
-                            arrivals.time_s, clock, timer, log)
+            out = _step_all(
+                manager, processor, prompts, [int(n) for n in arrivals.output], arrivals.time_s, clock, timer, log
+            )
         return {**out, "steps": timer.steps}
     finally:
         hf_requests.time = real_time
@@ -174,7 +185,7 @@ class StepTimer:
     def __init__(self, model, clock: str = "cpu") -> None:
         self.model = model
         self.now = self.host = time.thread_time
-        if clock == "device":   # a GPU's work ends when it is synchronised
+        if clock == "device":  # a GPU's work ends when it is synchronised
             import torch
 
             self.host = time.perf_counter
@@ -209,11 +220,17 @@ class StepTimer:
         def after(_module, _args, _output):
             self._forward += self.now() - self._forward_start
 
-        self._restore = (ALL_ATTENTION_FUNCTIONS, impl, impl in ALL_ATTENTION_FUNCTIONS._local_mapping,
-                         ALL_ATTENTION_FUNCTIONS._local_mapping.get(impl))
+        self._restore = (
+            ALL_ATTENTION_FUNCTIONS,
+            impl,
+            impl in ALL_ATTENTION_FUNCTIONS._local_mapping,
+            ALL_ATTENTION_FUNCTIONS._local_mapping.get(impl),
+        )
         ALL_ATTENTION_FUNCTIONS[impl] = timed_attention
-        self._hooks = [self.model.register_forward_pre_hook(before, with_kwargs=True),
-                       self.model.register_forward_hook(after)]
+        self._hooks = [
+            self.model.register_forward_pre_hook(before, with_kwargs=True),
+            self.model.register_forward_hook(after),
+        ]
         return self
 
     def __exit__(self, *_exc) -> None:
@@ -245,24 +262,44 @@ class StepTimer:
         processor.update_batch()
         t3 = self.now()
         clock.now += t3 - t2
-        for key, value in (("prepare_s", t1 - t0), ("forward_s", self._forward),
-                           ("attention_s", self._attention),
-                           ("sample_s", t2 - t1 - self._forward), ("update_s", t3 - t2),
-                           ("step_s", t3 - t0), ("query", query), ("past", past)):
+        for key, value in (
+            ("prepare_s", t1 - t0),
+            ("forward_s", self._forward),
+            ("attention_s", self._attention),
+            ("sample_s", t2 - t1 - self._forward),
+            ("update_s", t3 - t2),
+            ("step_s", t3 - t0),
+            ("query", query),
+            ("past", past),
+        ):
             self.steps[key].append(value)
         return t3 - t0
 
 
-def _step_all(manager, processor, prompts: list, outputs: list[int], arrival: np.ndarray,
-              clock: _Clock, timer: StepTimer,
-              log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+def _step_all(
+    manager,
+    processor,
+    prompts: list,
+    outputs: list[int],
+    arrival: np.ndarray,
+    clock: _Clock,
+    timer: StepTimer,
+    log: Callable[[str], None] = lambda _m: None,
+) -> dict[str, np.ndarray]:
     n, nxt, results, ids, total = len(prompts), 0, {}, [], 0.0
     while len(results) < n:
         if not processor.has_pending_requests() and manager.input_queue.empty():
             clock.now = max(clock.now, float(arrival[nxt]))
         while nxt < n and arrival[nxt] <= clock.now:
-            ids.append(manager.add_request(prompts[nxt], request_id=f"v{nxt}", max_new_tokens=outputs[nxt],
-                                           record_timestamps=True, eos_token_id=-1))
+            ids.append(
+                manager.add_request(
+                    prompts[nxt],
+                    request_id=f"v{nxt}",
+                    max_new_tokens=outputs[nxt],
+                    record_timestamps=True,
+                    eos_token_id=-1,
+                )
+            )
             nxt += 1
         total += timer.step(manager, processor, clock)
         while True:
@@ -272,18 +309,19 @@ def _step_all(manager, processor, prompts: list, outputs: list[int], arrival: np
             results[out.request_id] = out
             log(f"  {len(results)}/{n} requests done")
     rows = [results[i] for i in ids]
-    return {"queue_s": np.array([r.lifespan[0] for r in rows]) - arrival,
-            "ttft_s": np.array([r.timestamps[0] for r in rows]) - arrival,
-            "latency_s": np.array([r.timestamps[-1] for r in rows]) - arrival,
-            "tokens": np.array([len(r.generated_tokens) for r in rows]),
-            "cpu_s": np.array(total)}
+    return {
+        "queue_s": np.array([r.lifespan[0] for r in rows]) - arrival,
+        "ttft_s": np.array([r.timestamps[0] for r in rows]) - arrival,
+        "latency_s": np.array([r.timestamps[-1] for r in rows]) - arrival,
+        "tokens": np.array([len(r.generated_tokens) for r in rows]),
+        "cpu_s": np.array(total),
+    }
 
 
 def _generation_config(arrivals: Arrivals):
     from transformers import GenerationConfig
 
-    return GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False,
-                            eos_token_id=-1)
+    return GenerationConfig(max_new_tokens=int(arrivals.output.max()), do_sample=False, eos_token_id=-1)
 
 
 def _cb_config(server: ServerSettings):
@@ -293,17 +331,23 @@ def _cb_config(server: ServerSettings):
 
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-    wanted = dict(max_batch_tokens=server.max_batch_tokens,
-                  max_requests_per_batch=server.max_requests_per_batch,
-                  page_size=server.page_size, num_blocks=server.num_blocks,
-                  use_cuda_graph=False, allow_block_sharing=False,
-                  use_async_batching=False, scheduler_type="fifo")
+    wanted = dict(
+        max_batch_tokens=server.max_batch_tokens,
+        max_requests_per_batch=server.max_requests_per_batch,
+        page_size=server.page_size,
+        num_blocks=server.num_blocks,
+        use_cuda_graph=False,
+        allow_block_sharing=False,
+        use_async_batching=False,
+        scheduler_type="fifo",
+    )
     known = inspect.signature(ContinuousBatchingConfig).parameters
     return ContinuousBatchingConfig(**{k: v for k, v in wanted.items() if k in known})
 
 
-def _collect(manager, prompts: list, outputs: list[int], times: list[float],
-             log: Callable[[str], None] = lambda _m: None) -> dict[str, np.ndarray]:
+def _collect(
+    manager, prompts: list, outputs: list[int], times: list[float], log: Callable[[str], None] = lambda _m: None
+) -> dict[str, np.ndarray]:
     """Submit, wait for every result, and note the CPU seconds the process got meanwhile
     (on a shared machine, fewer than the wall seconds it was busy)."""
     import resource
@@ -316,8 +360,11 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
         wait = start + at - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        ids.append(manager.add_request(prompt, request_id=f"r{i}_{start}", max_new_tokens=n,
-                                       record_timestamps=True, eos_token_id=-1))
+        ids.append(
+            manager.add_request(
+                prompt, request_id=f"r{i}_{start}", max_new_tokens=n, record_timestamps=True, eos_token_id=-1
+            )
+        )
     results = {}
     while len(results) < len(ids):
         out = manager.get_result(timeout=600)
@@ -328,22 +375,30 @@ def _collect(manager, prompts: list, outputs: list[int], times: list[float],
     usage = resource.getrusage(resource.RUSAGE_SELF)
     rows = [results[i] for i in ids]
     created = np.array([r.created_time for r in rows])
-    return {"cpu_s": np.array(usage.ru_utime + usage.ru_stime - cpu0),
-            "wall_s": np.array(time.perf_counter() - start),
-            "submitted_s": created - start,
-            "queue_s": np.array([r.lifespan[0] for r in rows]) - created,
-            "ttft_s": np.array([r.timestamps[0] for r in rows]) - created,
-            "latency_s": np.array([r.timestamps[-1] for r in rows]) - created,
-            "tokens": np.array([len(r.generated_tokens) for r in rows])}
+    return {
+        "cpu_s": np.array(usage.ru_utime + usage.ru_stime - cpu0),
+        "wall_s": np.array(time.perf_counter() - start),
+        "submitted_s": created - start,
+        "queue_s": np.array([r.lifespan[0] for r in rows]) - created,
+        "ttft_s": np.array([r.timestamps[0] for r in rows]) - created,
+        "latency_s": np.array([r.timestamps[-1] for r in rows]) - created,
+        "tokens": np.array([len(r.generated_tokens) for r in rows]),
+    }
 
 
 def matching_scheduler(server: ServerSettings) -> Scheduler:
     """transformers' policy: its budget and batch, the FIFO margin, no prefix sharing, and
     its sdpa path's attention as it runs it (``simulate.gather_ops``): the cache written and
     read back by index, K/V repeated for GQA, one masked SDPA over the whole step."""
-    return Scheduler(max_batch=server.max_requests_per_batch, token_budget=server.max_batch_tokens,
-                     chunked_prefill=True, prefix_hit=0.0, kv_blocks=server.num_blocks,
-                     admit_margin=HF_FIFO_MARGIN, batch_attention="gather")
+    return Scheduler(
+        max_batch=server.max_requests_per_batch,
+        token_budget=server.max_batch_tokens,
+        chunked_prefill=True,
+        prefix_hit=0.0,
+        kv_blocks=server.num_blocks,
+        admit_margin=HF_FIFO_MARGIN,
+        batch_attention="gather",
+    )
 
 
 def recorded_scheduler(data: dict[str, Any]) -> Scheduler:
@@ -360,8 +415,11 @@ def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
     out = {}
     for key in ("ttft_s", "latency_s", "queue_s"):
         m, s = percentiles(measured[key]), percentiles(simulated.requests[key])
-        out[key] = {"measured": m, "simulated": s,
-                    "error": {q: s[q] / m[q] - 1 if m[q] else None for q in ("p50", "p90", "mean")}}
+        out[key] = {
+            "measured": m,
+            "simulated": s,
+            "error": {q: s[q] / m[q] - 1 if m[q] else None for q in ("p50", "p90", "mean")},
+        }
     return out
 
 
@@ -375,29 +433,42 @@ def mode_deployments(config: ModelConfig, spec, calibrated, dtype: str, executio
     from kernels.e2e.e2e import engine_settings
     from ridgeline.io.resolve import resolve
 
-    return {m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
-            for m, r in mode_roofs(spec, calibrated).items()}
+    return {
+        m: resolve(config, spec, settings=engine_settings(dtype, execution), ceilings=r)
+        for m, r in mode_roofs(spec, calibrated).items()
+    }
 
 
-def simulations(config: ModelConfig, spec, calibrated, arrivals: Arrivals, sched: Scheduler,
-                overhead: dict[str, float] | None, dtype: str = "bf16",
-                execution: str = "auto") -> dict[str, Any]:
+def simulations(
+    config: ModelConfig,
+    spec,
+    calibrated,
+    arrivals: Arrivals,
+    sched: Scheduler,
+    overhead: dict[str, float] | None,
+    dtype: str = "bf16",
+    execution: str = "auto",
+) -> dict[str, Any]:
     """The trace simulated per roofline mode, and again with the measured host terms."""
     from kernels.e2e.e2e import engine_settings
 
     roofs = mode_roofs(spec, calibrated)
     scheds = {"": sched}
     if overhead:
-        scheds["+overhead"] = replace(sched, step_overhead_s=overhead["step_overhead_s"],
-                                      request_overhead_s=overhead["request_overhead_s"],
-                                      host_overlap=bool(overhead.get("host_overlap", False)))
-    return {mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype, execution),
-                                 ceilings=r)
-            for mode, r in roofs.items() for tag, s in scheds.items()}
+        scheds["+overhead"] = replace(
+            sched,
+            step_overhead_s=overhead["step_overhead_s"],
+            request_overhead_s=overhead["request_overhead_s"],
+            host_overlap=bool(overhead.get("host_overlap", False)),
+        )
+    return {
+        mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype, execution), ceilings=r)
+        for mode, r in roofs.items()
+        for tag, s in scheds.items()
+    }
 
 
-def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
-                   server: ServerSettings) -> dict[str, Any]:
+def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any], server: ServerSettings) -> dict[str, Any]:
     """Recorded steps, summed per replay (median over replays): the whole step, the forward
     (and the attention inside it), the rest; and each roofline mode's engine seconds for
     the same steps' mixes, for steps that only decode and steps with a prompt chunk."""
@@ -405,10 +476,16 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
     for steps in runs:
         b = breakdown(steps)
         row = {"steps": float(len(b["step_s"]))}
-        predicted = {(mode, tag): predicted_steps(d, steps, server, tag)
-                     for mode, d in deployments.items() for tag in ATTENTION_TAGS}
-        for part, mask in (("all", np.ones_like(b["decode_only"])), ("decode", b["decode_only"]),
-                           ("prefill", ~b["decode_only"])):
+        predicted = {
+            (mode, tag): predicted_steps(d, steps, server, tag)
+            for mode, d in deployments.items()
+            for tag in ATTENTION_TAGS
+        }
+        for part, mask in (
+            ("all", np.ones_like(b["decode_only"])),
+            ("decode", b["decode_only"]),
+            ("prefill", ~b["decode_only"]),
+        ):
             row[f"{part}_steps"] = float(mask.sum())
             for key in ("step_s", "forward_s", "attention_s", "other_s", "tokens", "requests"):
                 row[f"{part}_{key}"] = float(b[key][mask].sum())
@@ -420,13 +497,25 @@ def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any],
     return {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
 
 
-def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests: int = 32,
-              rate: float = 1.0, prompt: tuple[int, int] = CHECK_PROMPT_RANGE,
-              output: tuple[int, int] = CHECK_OUTPUT_RANGE, repeats: int = 3, seed: int = 0,
-              server: ServerSettings = ServerSettings(), clock: str = "cpu", out: Path | None = None,
-              overhead: dict[str, float] | None = None, dtype: str = "bf16",
-              profile: Path | None = None, device: str = "cpu",
-              log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
+def run_check(
+    model: str = "qwen2-0.5b",
+    *,
+    layers: int | None = None,
+    requests: int = 32,
+    rate: float = 1.0,
+    prompt: tuple[int, int] = CHECK_PROMPT_RANGE,
+    output: tuple[int, int] = CHECK_OUTPUT_RANGE,
+    repeats: int = 3,
+    seed: int = 0,
+    server: ServerSettings = ServerSettings(),
+    clock: str = "cpu",
+    out: Path | None = None,
+    overhead: dict[str, float] | None = None,
+    dtype: str = "bf16",
+    profile: Path | None = None,
+    device: str = "cpu",
+    log: Callable[[str], None] = lambda _m: None,
+) -> tuple[dict[str, Any], Path]:
     """Replay the trace on transformers ``repeats`` times, simulate it (and with the host
     ``overhead`` terms, when given: ``overhead_from`` a run on another trace), write the JSON.
     Calibrated step costs from ``profile``, else this device's own profile. On a GPU
@@ -437,10 +526,9 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     import torch
     import transformers
 
-    from kernels.e2e.e2e import truncate
-    from kernels.e2e.e2e import calibrated_for, measured_key, provenance, spec_device
-    from kernels.validate.state import measure_state, state_record
     from kernels.bench.suite import setup
+    from kernels.e2e.e2e import calibrated_for, measured_key, provenance, spec_device, truncate
+    from kernels.validate.state import measure_state, state_record
     from ridgeline.io.profile import load_profile
 
     gpu = device.startswith("cuda")
@@ -456,14 +544,21 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     execution = "eager" if gpu else "auto"
     prof = load_profile(profile) if calibrated is not None and not gpu else None
     cfg = setup("cpu", 1) if prof else None
+
     def state():  # the profile's roofs again, before and after the replays (kernels.validate.state)
         return measure_state(cfg, prof, "cpu") if prof else {}
+
     load, states = [os.getloadavg()], [state()]
     for i in range(repeats):
-        log(f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
-            f"transformers {transformers.__version__}")
-        run = replay(hf, arrivals, server, seed, log) if clock == "wall" else \
-            replay_virtual(hf, arrivals, server, seed, log, clock)
+        log(
+            f"replay {i + 1}/{repeats} ({clock} clock): {requests} requests at {rate:g}/s on "
+            f"transformers {transformers.__version__}"
+        )
+        run = (
+            replay(hf, arrivals, server, seed, log)
+            if clock == "wall"
+            else replay_virtual(hf, arrivals, server, seed, log, clock)
+        )
         if "steps" in run:
             steps.append(run.pop("steps"))
         runs.append(run)
@@ -473,41 +568,67 @@ def run_check(model: str = "qwen2-0.5b", *, layers: int | None = None, requests:
     sched = matching_scheduler(server)
     sims = simulations(config, spec, calibrated, arrivals, sched, overhead, dtype, execution)
     meta = provenance(device, spec, profile if calibrated is not None else None)
-    meta.update(kind="serving", server=f"transformers {transformers.__version__} "
-                f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype}"
-                + (", eager: no CUDA graphs)" if gpu else ")"),
-                clock=CLOCKS[clock], profile_note=note, loadavg_per_replay=load,
-                machine_state=state_record(prof, states) if prof else None,
-                load_note=("measured on a GPU machine to itself" if gpu else
-                           "measured on a 2-core machine shared with other developers' jobs")
-                + f" (load average {meta.get('loadavg')}): per-request medians over the repeats")
+    meta.update(
+        kind="serving",
+        server=f"transformers {transformers.__version__} "
+        f"ContinuousBatchingManager (fifo scheduler, sdpa attention, {dtype}"
+        + (", eager: no CUDA graphs)" if gpu else ")"),
+        clock=CLOCKS[clock],
+        profile_note=note,
+        loadavg_per_replay=load,
+        machine_state=state_record(prof, states) if prof else None,
+        load_note=(
+            "measured on a GPU machine to itself"
+            if gpu
+            else "measured on a 2-core machine shared with other developers' jobs"
+        )
+        + f" (load average {meta.get('loadavg')}): per-request medians over the repeats",
+    )
     result = {
         "meta": meta,
-        "model": config.name, "layers": config.num_layers, "dtype": dtype,
-        "trace": {"requests": requests, "rate": rate, "prompt": list(prompt),
-                  "output": list(output), "seed": seed, "arrival_s": arrivals.time_s.tolist(),
-                  "prompt_tokens": arrivals.prompt.tolist(), "output_tokens": arrivals.output.tolist()},
-        "server": asdict(server), "scheduler": asdict(sched), "repeats": repeats,
+        "model": config.name,
+        "layers": config.num_layers,
+        "dtype": dtype,
+        "trace": {
+            "requests": requests,
+            "rate": rate,
+            "prompt": list(prompt),
+            "output": list(output),
+            "seed": seed,
+            "arrival_s": arrivals.time_s.tolist(),
+            "prompt_tokens": arrivals.prompt.tolist(),
+            "output_tokens": arrivals.output.tolist(),
+        },
+        "server": asdict(server),
+        "scheduler": asdict(sched),
+        "repeats": repeats,
         "execution": execution,
         "overhead": overhead,
         "measured": {k: v.tolist() for k, v in measured.items()},
         "measured_runs": [{k: v.tolist() for k, v in r.items()} for r in runs],
-        "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
-                      for mode, sim in sims.items()},
+        "simulated": {
+            mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
+            for mode, sim in sims.items()
+        },
         "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
         # the work on one side and the other, whatever the load: CPU seconds transformers'
         # process used over a replay (median), and the simulated steps' seconds summed
-        "busy": {"measured_cpu_s": float(measured["cpu_s"]),
-                 **{f"simulated_{mode}_s": float(np.sum(sim.timeline["step_s"]))
-                    for mode, sim in sims.items()}},
+        "busy": {
+            "measured_cpu_s": float(measured["cpu_s"]),
+            **{f"simulated_{mode}_s": float(np.sum(sim.timeline["step_s"])) for mode, sim in sims.items()},
+        },
     }
     if steps:
         deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         result["step_breakdown"] = step_breakdown(steps, deployments, server)
         result["measured_steps"] = steps
-    stem = f"serving-{key}-{config.name}" + ("" if dtype == "bf16" else f"-{dtype}") + \
-        f"-{rate:g}rps" + (f"-seed{seed}" if seed else "") + \
-        ("-wall" if clock == "wall" else "")
+    stem = (
+        f"serving-{key}-{config.name}"
+        + ("" if dtype == "bf16" else f"-{dtype}")
+        + f"-{rate:g}rps"
+        + (f"-seed{seed}" if seed else "")
+        + ("-wall" if clock == "wall" else "")
+    )
     path = out or SERVING_DIR / f"{stem}-{meta['date'][:10]}.json"
     write_atomic(path, json.dumps(result, indent=1, allow_nan=False, default=float) + "\n")
     return result, path
@@ -520,24 +641,31 @@ def recorded_profile(meta: dict[str, Any]) -> Path | None:
     parts = Path(str(meta.get("profile") or "")).parts
     if "reports" not in parts:
         return None
-    local = REPORTS_DIR.joinpath(*parts[len(parts) - parts[::-1].index("reports"):])
+    local = REPORTS_DIR.joinpath(*parts[len(parts) - parts[::-1].index("reports") :])
     return local if local.is_file() else None
 
 
-def resimulate(path: Path, overhead: dict[str, float] | None = None,
-               batch_attention: str | None = None, profile: Path | None = None) -> dict[str, Any]:
+def resimulate(
+    path: Path,
+    overhead: dict[str, float] | None = None,
+    batch_attention: str | None = None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     """Measure nothing: simulate a recorded run's trace again with today's engine (the spec
     host as recorded: its bandwidth from the file; ``profile``, else the one the run used) and compare
     with its measurements; with ``overhead`` (or the terms the run recorded), also with the
     host terms; with ``batch_attention``, under that policy instead of the recorded one
     (``scheduler`` in the result says which). Returns the result; never writes."""
-    from kernels.e2e.e2e import truncate
-    from kernels.e2e.e2e import calibrated_for, recorded_spec
+    from kernels.e2e.e2e import calibrated_for, recorded_spec, truncate
 
     data = _load_run(path)
     meta, trace = data["meta"], data["trace"]
-    arrivals = Arrivals(np.asarray(trace["arrival_s"]), np.asarray(trace["prompt_tokens"]),
-                        np.asarray(trace["output_tokens"]), str(path))
+    arrivals = Arrivals(
+        np.asarray(trace["arrival_s"]),
+        np.asarray(trace["prompt_tokens"]),
+        np.asarray(trace["output_tokens"]),
+        str(path),
+    )
     spec = recorded_spec(meta, None)
     calibrated, _, _ = calibrated_for(meta["device_key"], spec, profile or recorded_profile(meta))
     config = truncate(load_model(data["model"]), data["layers"])
@@ -545,18 +673,20 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
     sched = recorded_scheduler(data)
     if batch_attention is not None:
         sched = replace(sched, batch_attention=batch_attention)
-    dtype = data.get("dtype", "bf16")   # runs before fp32 was offered were bf16
-    execution = data.get("execution", "auto")   # runs before GPUs were offered ran on a CPU
-    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"),
-                       dtype, execution)
+    dtype = data.get("dtype", "bf16")  # runs before fp32 was offered were bf16
+    execution = data.get("execution", "auto")  # runs before GPUs were offered ran on a CPU
+    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"), dtype, execution)
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
-    out = {"scheduler": asdict(sched),
-           "simulated": {mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
-                         for mode, sim in sims.items()},
-           "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
-           "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"]))
-                               for m, sim in sims.items()}}}
+    out = {
+        "scheduler": asdict(sched),
+        "simulated": {
+            mode: {k: sim.requests[k].tolist() for k in ("queue_s", "ttft_s", "latency_s")}
+            for mode, sim in sims.items()
+        },
+        "comparison": {mode: compare(measured, sim) for mode, sim in sims.items()},
+        "busy": {**busy, **{f"simulated_{m}_s": float(np.sum(sim.timeline["step_s"])) for m, sim in sims.items()}},
+    }
     if data.get("measured_steps"):
         deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
@@ -565,15 +695,22 @@ def resimulate(path: Path, overhead: dict[str, float] | None = None,
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     busy = result.get("busy", {})
-    lines = [f"transformers used {busy.get('measured_cpu_s', float('nan')):.1f} CPU s per replay; simulated steps sum to "
-             + ", ".join(f"{v:.1f} s ({k[10:-2]})" for k, v in busy.items() if k.startswith("simulated_"))
-             ] if busy else []
+    lines = (
+        [
+            f"transformers used {busy.get('measured_cpu_s', float('nan')):.1f} CPU s per replay; simulated steps sum to "
+            + ", ".join(f"{v:.1f} s ({k[10:-2]})" for k, v in busy.items() if k.startswith("simulated_"))
+        ]
+        if busy
+        else []
+    )
     for mode, table in result["comparison"].items():
         for key in ("ttft_s", "latency_s"):
             m, s, e = (table[key][x] for x in ("measured", "simulated", "error"))
-            lines.append(f"{mode:20s} {key:9s} p50 measured {m['p50']:.3f} s simulated "
-                         f"{s['p50']:.3f} s ({e['p50']:+.0%}); p90 measured {m['p90']:.3f} s "
-                         f"simulated {s['p90']:.3f} s ({e['p90']:+.0%})")
+            lines.append(
+                f"{mode:20s} {key:9s} p50 measured {m['p50']:.3f} s simulated "
+                f"{s['p50']:.3f} s ({e['p50']:+.0%}); p90 measured {m['p90']:.3f} s "
+                f"simulated {s['p90']:.3f} s ({e['p90']:+.0%})"
+            )
     return lines + breakdown_lines(result.get("step_breakdown"))
 
 
@@ -581,15 +718,19 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
     """The recorded steps' CPU seconds by phase, and the engine's for the same mixes."""
     if not b:
         return []
-    lines = [f"steps (median replay): {b['steps']:.0f}, {b['all_step_s']:.2f} CPU s: forward "
-             f"{b['all_forward_s']:.2f} s (attention {b['all_attention_s']:.2f} s), other "
-             f"{b['all_other_s']:.2f} s (prepare {b['prepare_s']:.2f}, sample {b['sample_s']:.2f}, "
-             f"update {b['update_s']:.2f})"]
+    lines = [
+        f"steps (median replay): {b['steps']:.0f}, {b['all_step_s']:.2f} CPU s: forward "
+        f"{b['all_forward_s']:.2f} s (attention {b['all_attention_s']:.2f} s), other "
+        f"{b['all_other_s']:.2f} s (prepare {b['prepare_s']:.2f}, sample {b['sample_s']:.2f}, "
+        f"update {b['update_s']:.2f})"
+    ]
     for part in ("decode", "prefill"):
         forward, attention = b[f"{part}_forward_s"], b[f"{part}_attention_s"]
-        lines.append(f"  {part}: {b[f'{part}_steps']:.0f} steps, {b[f'{part}_tokens']:.0f} tokens, "
-                     f"forward {forward:.2f} s (attention {attention:.2f} s, the rest "
-                     f"{forward - attention:.2f} s), other {b[f'{part}_other_s']:.2f} s")
+        lines.append(
+            f"  {part}: {b[f'{part}_steps']:.0f} steps, {b[f'{part}_tokens']:.0f} tokens, "
+            f"forward {forward:.2f} s (attention {attention:.2f} s, the rest "
+            f"{forward - attention:.2f} s), other {b[f'{part}_other_s']:.2f} s"
+        )
         for mode in sorted({k.split("_")[2] for k in b if k.startswith(f"{part}_predicted_")}):
             got = {t: b.get(f"{part}_predicted_{mode}_{t}_s") for t in ATTENTION_TAGS}
             if got["none"] is None:
@@ -600,11 +741,13 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
                 f"    engine ({mode}) for the same mixes: forward "
                 + ", ".join(f"{t} {got[t]:.2f} s ({got[t] / forward - 1:+.0%})" for t in tags)
                 + f"; the rest {rest:.2f} s ({rest / (forward - attention) - 1:+.0%}); attention "
-                + ", ".join(f"{t} {got[t] - rest:.2f} s" for t in tags))
+                + ", ".join(f"{t} {got[t] - rest:.2f} s" for t in tags)
+            )
     return lines
 
 
 # --- the step breakdown (pure functions of a recorded run) ------------------------------
+
 
 def step_mix(query: list[int], past: list[int]) -> tuple[list[int], list[tuple[int, int]], int, float]:
     """A recorded step as ``simulate.step_time`` takes it: fresh prompt chunks, chunks
@@ -615,8 +758,9 @@ def step_mix(query: list[int], past: list[int]) -> tuple[list[int], list[tuple[i
     return fresh, chunks, len(decoded), float(sum(decoded))
 
 
-def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
-                    attention: str = "varlen") -> np.ndarray:
+def predicted_steps(
+    deployment, steps: dict[str, list], server: ServerSettings, attention: str = "varlen"
+) -> np.ndarray:
     """The engine's seconds for every recorded step's own mix (transformers' scheduler
     decisions, not the simulator's): ``simulate.step_time`` on the simulator's tables
     (``attention`` varlen), ``simulate.masked_step_time`` (masked: one attention over the
@@ -624,13 +768,23 @@ def predicted_steps(deployment, steps: dict[str, list], server: ServerSettings,
     sdpa path runs it) or the step without its attention ops (none)."""
     from ridgeline.serving.simulator import build_step_cost, gather_step_time, masked_step_time, step_time
 
-    cost = build_step_cost(deployment.model, deployment.plan, deployment.ceilings,
-                           server.max_batch_tokens, server.max_requests_per_batch,
-                           "gather" if attention == "gather" else "varlen")
+    cost = build_step_cost(
+        deployment.model,
+        deployment.plan,
+        deployment.ceilings,
+        server.max_batch_tokens,
+        server.max_requests_per_batch,
+        "gather" if attention == "gather" else "varlen",
+    )
     if attention == "none":
         zero = lambda t: tuple(np.zeros_like(a) for a in t)  # noqa: E731
-        cost = replace(cost, fresh=zero(cost.fresh), chunk=zero(cost.chunk), decode=zero(cost.decode),
-                       overhead_s=np.zeros_like(cost.overhead_s))
+        cost = replace(
+            cost,
+            fresh=zero(cost.fresh),
+            chunk=zero(cost.chunk),
+            decode=zero(cost.decode),
+            overhead_s=np.zeros_like(cost.overhead_s),
+        )
     out = []
     for q, p in zip(steps["query"], steps["past"]):
         fresh = sum(x for x, y in zip(q, p) if y == 0)
@@ -649,12 +803,17 @@ def breakdown(steps: dict[str, list]) -> dict[str, np.ndarray]:
     tensors, sampling, the update), tokens computed and requests in the batch."""
     step = np.asarray(steps["step_s"], dtype=float)
     forward = np.asarray(steps["forward_s"], dtype=float)
-    return {"step_s": step, "forward_s": forward, "other_s": step - forward,
-            "attention_s": np.asarray(steps["attention_s"], dtype=float),
-            "tokens": np.array([sum(q) for q in steps["query"]]),
-            "requests": np.array([len(q) for q in steps["query"]]),
-            "decode_only": np.array([all(x == 1 for x in q) and all(p > 0 for p in ps)
-                                     for q, ps in zip(steps["query"], steps["past"])])}
+    return {
+        "step_s": step,
+        "forward_s": forward,
+        "other_s": step - forward,
+        "attention_s": np.asarray(steps["attention_s"], dtype=float),
+        "tokens": np.array([sum(q) for q in steps["query"]]),
+        "requests": np.array([len(q) for q in steps["query"]]),
+        "decode_only": np.array(
+            [all(x == 1 for x in q) and all(p > 0 for p in ps) for q, ps in zip(steps["query"], steps["past"])]
+        ),
+    }
 
 
 def fit_overhead(runs: list[dict[str, list]], whole_step: bool = False) -> dict[str, float]:
@@ -674,10 +833,14 @@ def fit_overhead(runs: list[dict[str, list]], whole_step: bool = False) -> dict[
     if per_request < 0:
         fixed, per_request = float(other.mean()), 0.0
     fitted = fixed + per_request * requests
-    return {"step_overhead_s": float(max(fixed, 0.0)), "request_overhead_s": float(per_request),
-            **({"host_overlap": True} if whole_step else {}),
-            "steps": int(other.size), "mean_other_s": float(other.mean()),
-            "rms_residual_s": float(np.sqrt(np.mean((other - fitted) ** 2)))}
+    return {
+        "step_overhead_s": float(max(fixed, 0.0)),
+        "request_overhead_s": float(per_request),
+        **({"host_overlap": True} if whole_step else {}),
+        "steps": int(other.size),
+        "mean_other_s": float(other.mean()),
+        "rms_residual_s": float(np.sqrt(np.mean((other - fitted) ** 2))),
+    }
 
 
 def overhead_from(path: Path) -> dict[str, float]:
@@ -685,8 +848,9 @@ def overhead_from(path: Path) -> dict[str, float]:
     with the file it came from."""
     data = _load_run(path, ("measured",))
     if not data.get("measured_steps"):
-        raise RidgelineError(f"{path} has no recorded steps (it was made before steps were "
-                             "recorded); record one with simulate-check")
+        raise RidgelineError(
+            f"{path} has no recorded steps (it was made before steps were recorded); record one with simulate-check"
+        )
     return {**fit_overhead(data["measured_steps"], gpu_eager(data)), "from": str(path)}
 
 

@@ -14,6 +14,7 @@ figures are (their prefill share included); error = predicted / published - 1.
 
     python -m kernels.validate.anchors     # rewrite reports/validation/anchors.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,14 +26,13 @@ from typing import Any
 
 import yaml
 
+from kernels.bench.provenance import git_commit
 from ridgeline.engine.analyze import analyze
-from ridgeline.io.catalog import ROOT
 from ridgeline.errors import RidgelineError
+from ridgeline.io.catalog import ROOT
+from ridgeline.io.files import write_atomic
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile, measured_on
-from ridgeline.io.files import write_atomic
-
-from kernels.bench.provenance import git_commit
 
 ANCHORS = ROOT / "reports" / "anchors.yaml"
 OUTPUT = ROOT / "reports" / "validation" / "anchors.json"
@@ -74,21 +74,38 @@ def refusal(anchor: Mapping[str, Any], basis: str, err: RidgelineError) -> str:
 def predict(anchor: Mapping[str, Any], basis: str) -> dict[str, Any]:
     """One basis of one anchor: the prediction and its error, or the reason there is none."""
     how = basis_how(anchor, basis)
-    out: dict[str, Any] = {"profile": None if basis == "spec" else anchor.get(
-        "calibrate_with" if basis == "calibrated" else "transfer_from")}
+    out: dict[str, Any] = {
+        "profile": None
+        if basis == "spec"
+        else anchor.get("calibrate_with" if basis == "calibrated" else "transfer_from")
+    }
     if isinstance(how, str):
         return {**out, "refused": how}
     try:
-        a = analyze(anchor["model"], anchor["device"], batch=anchor["batch"],
-                    seq_len=anchor["prompt"], generate=anchor["generate"], dtype=anchor["dtype"],
-                    tp=anchor["tp"], execution="graph", **how)
+        a = analyze(
+            anchor["model"],
+            anchor["device"],
+            batch=anchor["batch"],
+            seq_len=anchor["prompt"],
+            generate=anchor["generate"],
+            dtype=anchor["dtype"],
+            tp=anchor["tp"],
+            execution="graph",
+            **how,
+        )
     except RidgelineError as err:
         return {**out, "refused": refusal(anchor, basis, err)}
     gen = a.generation or {}
     per_token = gen["total_s"] / anchor["generate"]
-    return {**out, "mode": a.mode, "ttft_s": gen["ttft_s"], "tpot_s": gen["tpot_s"],
-            "total_s": gen["total_s"], "predicted_s": per_token,
-            "error": per_token / anchor["published"]["value_s"] - 1}
+    return {
+        **out,
+        "mode": a.mode,
+        "ttft_s": gen["ttft_s"],
+        "tpot_s": gen["tpot_s"],
+        "total_s": gen["total_s"],
+        "predicted_s": per_token,
+        "error": per_token / anchor["published"]["value_s"] - 1,
+    }
 
 
 def predict_anchors(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -100,12 +117,21 @@ def predict_anchors(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         for b in bases.values():
             if "error" in b:
                 b["within_tolerance"] = abs(b["error"]) <= tolerance
-        rows.append({"id": anchor["id"], "title": anchor["title"],
-                     "published": dict(anchor["published"]), "source": anchor.get("source"),
-                     "note": anchor.get("note"), "engine": anchor.get("engine"),
-                     "gpu": anchor.get("gpu"), "assumed": list(anchor.get("assumed") or []),
-                     "workload": {k: anchor[k] for k in WORKLOAD_KEYS}, "execution": "graph",
-                     "predictions": bases})
+        rows.append(
+            {
+                "id": anchor["id"],
+                "title": anchor["title"],
+                "published": dict(anchor["published"]),
+                "source": anchor.get("source"),
+                "note": anchor.get("note"),
+                "engine": anchor.get("engine"),
+                "gpu": anchor.get("gpu"),
+                "assumed": list(anchor.get("assumed") or []),
+                "workload": {k: anchor[k] for k in WORKLOAD_KEYS},
+                "execution": "graph",
+                "predictions": bases,
+            }
+        )
     return rows
 
 
@@ -120,8 +146,13 @@ def header_prose(path: Path = ANCHORS) -> str:
 
 
 def result(spec: Mapping[str, Sequence[Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
-    return {"meta": dict(meta), "tolerance": spec["tolerance"], "compared": "total_s / generate",
-            "explanation": header_prose(), "anchors": predict_anchors(spec)}
+    return {
+        "meta": dict(meta),
+        "tolerance": spec["tolerance"],
+        "compared": "total_s / generate",
+        "explanation": header_prose(),
+        "anchors": predict_anchors(spec),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUTPUT, help="where to write the JSON")
     args = parser.parse_args(argv)
     spec = load_anchors()
-    meta = {"commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "anchors": str(ANCHORS.relative_to(ROOT)),
-            "sources": {a["id"]: a.get("source") for a in spec["anchors"]}}
+    meta = {
+        "commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "anchors": str(ANCHORS.relative_to(ROOT)),
+        "sources": {a["id"]: a.get("source") for a in spec["anchors"]},
+    }
     write_atomic(args.out, json.dumps(result(spec, meta), indent=1, allow_nan=False) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -5,6 +5,7 @@ then asks :func:`verdict` whether the calibrated errors stay inside the bounds b
 bounds come from repeated quick runs on the development machine (BOUNDS.md lists the runs):
 the worst observed value plus headroom for a noisier CI machine.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,8 +18,12 @@ MAX_MEDIAN_ABS_ERROR = 0.20
 MAX_P90_ABS_ERROR = 0.45
 
 
-def verdict(result: Mapping[str, Any], max_median: float = MAX_MEDIAN_ABS_ERROR,
-            max_p90: float = MAX_P90_ABS_ERROR, worst: int = 8) -> list[str]:
+def verdict(
+    result: Mapping[str, Any],
+    max_median: float = MAX_MEDIAN_ABS_ERROR,
+    max_p90: float = MAX_P90_ABS_ERROR,
+    worst: int = 8,
+) -> list[str]:
     """Reasons to fail (empty: pass): any errored case, or calibrated median / p90 |error|
     over its bound (then the cases with the largest errors are named)."""
     rows = result["rows"]
@@ -31,8 +36,10 @@ def verdict(result: Mapping[str, Any], max_median: float = MAX_MEDIAN_ABS_ERROR,
     if median > max_median or p90 > max_p90:
         order = np.argsort(-err)[:worst]
         named = ", ".join(f"{good[i]['name']} ({good[i]['error_calibrated']:+.0%})" for i in order)
-        problems.append(f"calibrated |error| median {median:.1%} (bound {max_median:.0%}), "
-                        f"p90 {p90:.1%} (bound {max_p90:.0%}); largest: {named}")
+        problems.append(
+            f"calibrated |error| median {median:.1%} (bound {max_median:.0%}), "
+            f"p90 {p90:.1%} (bound {max_p90:.0%}); largest: {named}"
+        )
     return problems
 
 

@@ -7,6 +7,7 @@ made deliberately:
     python -m kernels.validate.golden            # compare; exit 1 listing what changed
     python -m kernels.validate.golden --write    # regenerate after a deliberate formula change
 """
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.engine.layers import Plan, stage_ops
 from ridgeline.engine.model import load_model
 from ridgeline.engine.ops import BYTE_FIELDS
+from ridgeline.io.catalog import REPORTS_DIR
 
 GOLDEN_PATH = REPORTS_DIR / "golden" / "analytic.json"
 MODELS = ("llama-2-7b", "llama-3-8b", "falcon-7b")
@@ -34,17 +35,24 @@ def _number(value: Any) -> int | float:
 def config_ops(model: str, stage: str, batch: int, length: int, attention: str) -> list[dict[str, Any]]:
     """fp16 weights, activations and KV cache; one device."""
     p = Plan(2.0, 2.0, 2.0, "fp16", "fp16", attention=attention)
-    return [{"name": op.name, "kind": op.kind, **{f: _number(getattr(op, f)) for f in FIELDS}}
-            for op in stage_ops(load_model(model), stage, batch, length, p)]
+    return [
+        {"name": op.name, "kind": op.kind, **{f: _number(getattr(op, f)) for f in FIELDS}}
+        for op in stage_ops(load_model(model), stage, batch, length, p)
+    ]
 
 
 def compute() -> dict[str, Any]:
-    configs = [{"model": m, "stage": s, "batch": b, "length": n, "attention": a,
-                "ops": config_ops(m, s, b, n, a)}
-               for m in MODELS for s, b, n in WORKLOADS for a in ATTENTION]
-    return {"about": "flops/bytes per op instance from ridgeline.engine.layers.stage_ops, fp16 "
-                     "everywhere; regenerate deliberately with 'python -m kernels.validate.golden --write'",
-            "configs": configs}
+    configs = [
+        {"model": m, "stage": s, "batch": b, "length": n, "attention": a, "ops": config_ops(m, s, b, n, a)}
+        for m in MODELS
+        for s, b, n in WORKLOADS
+        for a in ATTENTION
+    ]
+    return {
+        "about": "flops/bytes per op instance from ridgeline.engine.layers.stage_ops, fp16 "
+        "everywhere; regenerate deliberately with 'python -m kernels.validate.golden --write'",
+        "configs": configs,
+    }
 
 
 def differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ case, in CI on a machine without the device that measured it.
 
 Run it: ``python -m kernels.validate.replay [snapshot.json ...]`` (exit 1 naming the cases that moved).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,22 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.catalog import VALIDATION_DIR
-from ridgeline.engine.roofline import Ceilings, evaluate
-
 from kernels.bench.cases import case_from_dict
+from ridgeline.engine.roofline import Ceilings, evaluate
+from ridgeline.io.catalog import VALIDATION_DIR
 
-REPLAY_MARGIN = 0.05     # |error| may grow by at most 5 points of relative error per case
+REPLAY_MARGIN = 0.05  # |error| may grow by at most 5 points of relative error per case
 MODES = ("spec", "calibrated")
 
 
 def predict(ops: Sequence, ceilings: Ceilings) -> dict[str, np.ndarray]:
     """Per-call seconds, bound and intensity of each op (count ignored: one kernel call)."""
     table = evaluate(list(ops), ceilings)
-    return {"time_s": np.ravel(table["time_s"]).astype(float),
-            "bound": np.ravel(table["bound"]).astype(str),
-            "intensity": np.ravel(table["intensity"]).astype(float),
-            "perf": np.ravel(table["perf"]).astype(float)}
+    return {
+        "time_s": np.ravel(table["time_s"]).astype(float),
+        "bound": np.ravel(table["bound"]).astype(str),
+        "intensity": np.ravel(table["intensity"]).astype(float),
+        "perf": np.ravel(table["perf"]).astype(float),
+    }
 
 
 def percent(value: float | None, signed: bool = False) -> str:
@@ -82,8 +84,9 @@ def tracked_snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:
     import subprocess
 
     try:
-        listed = subprocess.run(["git", "ls-files", "--", "."], cwd=folder, capture_output=True,
-                                text=True, timeout=30, check=True).stdout.split()
+        listed = subprocess.run(
+            ["git", "ls-files", "--", "."], cwd=folder, capture_output=True, text=True, timeout=30, check=True
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return snapshots(folder)
     tracked = {(folder / name).resolve() for name in listed}
@@ -96,9 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in paths:
         result = replay_snapshot(json.loads(path.read_text()))
         status = "FAIL" if result["worse"] else "ok"
-        print(f"{status} {path.name}: {result['cases']} cases, {result['changed']} predictions "
-              f"changed, median |error| spec {result['median_abs_spec']:.1%}, "
-              f"calibrated {result['median_abs_calibrated']:.1%}")
+        print(
+            f"{status} {path.name}: {result['cases']} cases, {result['changed']} predictions "
+            f"changed, median |error| spec {result['median_abs_spec']:.1%}, "
+            f"calibrated {result['median_abs_calibrated']:.1%}"
+        )
         for w in result["worse"]:
             print(f"  worse ({w['mode']}): {w['case']}: {w['recorded']:+.1%} -> {w['now']:+.1%}")
         failed |= bool(result["worse"])

@@ -7,6 +7,7 @@ provenance its snapshot records. Docs link here instead of pasting tables.
     python -m kernels.validate.results            # rewrite reports/RESULTS.md
     python -m kernels.validate.results --check    # exit 1 when the committed file is stale (CI)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,15 +68,19 @@ def roofs_line(ceilings: dict[str, Any]) -> str:
     if not cal:
         return ""
     peaks = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(cal.get("matrix_peak", {}).items()))
-    touch = (f"; first touch {cal['first_touch_rate'] / 1e9:.3g} GB/s from "
-             f"{cal['mmap_threshold'] / 2**20:g} MiB" if cal.get("first_touch_rate") else "")
-    return (f"Calibrated roofs: memory roof {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s "
-            f"{peaks}{touch}.")
+    touch = (
+        f"; first touch {cal['first_touch_rate'] / 1e9:.3g} GB/s from {cal['mmap_threshold'] / 2**20:g} MiB"
+        if cal.get("first_touch_rate")
+        else ""
+    )
+    return f"Calibrated roofs: memory roof {cal['bandwidth'] / 1e9:.4g} GB/s; matrix TFLOP/s {peaks}{touch}."
 
 
 def kernel_table(summary: Sequence[dict[str, Any]]) -> list[str]:
-    lines = ["| class | n | noisy | calibrated median / p90 / bias | spec median / p90 / bias |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| class | n | noisy | calibrated median / p90 / bias | spec median / p90 / bias |",
+        "|---|---|---|---|---|",
+    ]
     for s in summary:
         name = f"**{s['op_class']}**" if s["op_class"] in ("all", "headline") else s["op_class"]
         cal = f"{abs_pct(s.get('calibrated_median_abs'))} / {abs_pct(s.get('calibrated_p90_abs'))} / {pct(s.get('calibrated_bias'), 1)}"
@@ -88,13 +93,16 @@ def timed_by(snap: dict[str, Any]) -> str:
     """How a snapshot's times were taken, in words (``ridgeline.engine.roofline.TIMINGS``): from
     its rows' methods; rows without one (end to end) from the profile it names. '' if
     neither says (the committed profile of that name: never a user's own)."""
-    from ridgeline.io.catalog import PROFILES_DIR
-    from ridgeline.errors import RidgelineError
-    from ridgeline.io.profile import METHOD_TIMING, load_profile, timing_of
     from ridgeline.engine.roofline import TIMINGS
+    from ridgeline.errors import RidgelineError
+    from ridgeline.io.catalog import PROFILES_DIR
+    from ridgeline.io.profile import METHOD_TIMING, load_profile, timing_of
 
-    found = {METHOD_TIMING.get(str(r.get("method")).split("/")[0])
-             for r in snap.get("rows", []) if r.get("status", "ok") == "ok"}
+    found = {
+        METHOD_TIMING.get(str(r.get("method")).split("/")[0])
+        for r in snap.get("rows", [])
+        if r.get("status", "ok") == "ok"
+    }
     timing = next((t for t in ("eager", "device", "cpu") if t in found), None)
     if timing is None:
         path = PROFILES_DIR / Path(str(snap["meta"].get("profile") or "-")).name  # committed
@@ -109,9 +117,14 @@ def kernel_section(name: str, snap: dict[str, Any]) -> list[str]:
     meta = snap["meta"]
     ok = sum(1 for r in snap.get("rows", []) if r.get("status") == "ok")
     timing = timed_by(snap)
-    lines = [f"### `{name}`", "", f"{provenance(meta)}; {ok} of {len(snap.get('rows', []))} "
-             f"cases measured; profile `{Path(str(meta.get('profile', '-'))).name}`"
-             + (f"; timed by {timing}." if timing else "."), ""]
+    lines = [
+        f"### `{name}`",
+        "",
+        f"{provenance(meta)}; {ok} of {len(snap.get('rows', []))} "
+        f"cases measured; profile `{Path(str(meta.get('profile', '-'))).name}`"
+        + (f"; timed by {timing}." if timing else "."),
+        "",
+    ]
     roofs = roofs_line(snap.get("ceilings", {}))
     if roofs:
         lines += [roofs, ""]
@@ -136,24 +149,33 @@ def e2e_cell(row: dict[str, Any], what: str, mode: str) -> str:
 
 def e2e_table(rows: Iterable[dict[str, Any]]) -> list[str]:
     """Measured TTFT/TPOT beside the spec and calibrated predictions, one row a configuration."""
-    lines = ["| model | layers | batch | prompt | mode | TTFT ms | spec | calibrated "
-             "| TPOT ms | spec | calibrated |", "|---" * 11 + "|"]
+    lines = [
+        "| model | layers | batch | prompt | mode | TTFT ms | spec | calibrated | TPOT ms | spec | calibrated |",
+        "|---" * 11 + "|",
+    ]
     for r in rows:
         mode = r.get("execution") or ("compiled" if r.get("compile") else "eager")
-        lines.append(f"| {r['model']} | {r['layers']} | {r['batch']} | {r['prompt']} | {mode} "
-                     f"| {ms(r['measured_ttft_s'])} | {e2e_cell(r, 'ttft', 'spec')} "
-                     f"| {e2e_cell(r, 'ttft', 'calibrated')} | {ms(r['measured_tpot_s'])} "
-                     f"| {e2e_cell(r, 'tpot', 'spec')} | {e2e_cell(r, 'tpot', 'calibrated')} |")
+        lines.append(
+            f"| {r['model']} | {r['layers']} | {r['batch']} | {r['prompt']} | {mode} "
+            f"| {ms(r['measured_ttft_s'])} | {e2e_cell(r, 'ttft', 'spec')} "
+            f"| {e2e_cell(r, 'ttft', 'calibrated')} | {ms(r['measured_tpot_s'])} "
+            f"| {e2e_cell(r, 'tpot', 'spec')} | {e2e_cell(r, 'tpot', 'calibrated')} |"
+        )
     return lines
 
 
 def e2e_section(name: str, snap: dict[str, Any]) -> list[str]:
-    rows = sorted(snap["rows"], key=lambda r: (r["model"], r["batch"], r["prompt"],
-                                               bool(r.get("compile")), str(r.get("execution"))))
+    rows = sorted(
+        snap["rows"],
+        key=lambda r: (r["model"], r["batch"], r["prompt"], bool(r.get("compile")), str(r.get("execution"))),
+    )
     profile = snap["meta"].get("profile")
     timing = timed_by(snap) if profile else ""
-    basis = (f"; calibrated with profile `{Path(str(profile)).name}`"
-             + (f", timed by {timing}" if timing else "") if profile else "")
+    basis = (
+        f"; calibrated with profile `{Path(str(profile)).name}`" + (f", timed by {timing}" if timing else "")
+        if profile
+        else ""
+    )
     return [f"### `{name}`", "", provenance(snap["meta"]) + basis + ".", "", *e2e_table(rows), ""]
 
 
@@ -166,27 +188,35 @@ def serving_rows(name: str, snap: dict[str, Any]) -> list[str]:
             for q in ("p50", "p90"):
                 m, s = comp[what]["measured"][q], comp[what]["simulated"][q]
                 cells.append(f"{ms(m)} / {ms(s)} ({pct(s / m - 1)})")
-        rows.append(f"| `{name}` | {snap['model']} ({snap['layers']} layers) | {trace['requests']} at "
-                    f"{trace['rate']:g}/s | {snap.get('repeats', 1)} | {mode} | " + " | ".join(cells) + " |")
+        rows.append(
+            f"| `{name}` | {snap['model']} ({snap['layers']} layers) | {trace['requests']} at "
+            f"{trace['rate']:g}/s | {snap.get('repeats', 1)} | {mode} | " + " | ".join(cells) + " |"
+        )
     return rows
 
 
 def serving_section(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
     if not found:
         return []
-    lines = ["## Serving: a real continuous-batching server against the simulation", "",
-             "`ridgeline simulate-check` (see [docs/serving.md](../docs/serving.md)): requests "
-             "replayed on Hugging Face transformers' continuous batching and simulated with "
-             "the matching scheduler settings. Cells: measured / simulated ms (error).", "",
-             "| run | model | requests | repeats | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 |",
-             "|---" * 9 + "|"]
+    lines = [
+        "## Serving: a real continuous-batching server against the simulation",
+        "",
+        "`ridgeline simulate-check` (see [docs/serving.md](../docs/serving.md)): requests "
+        "replayed on Hugging Face transformers' continuous batching and simulated with "
+        "the matching scheduler settings. Cells: measured / simulated ms (error).",
+        "",
+        "| run | model | requests | repeats | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 |",
+        "|---" * 9 + "|",
+    ]
     for name, snap in found:
         lines += serving_rows(name, snap)
     lines.append("")
     for name, snap in found:
         state = state_line(snap["meta"])
-        lines.append(f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}"
-                     + (f". {state}" if state else ""))
+        lines.append(
+            f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}"
+            + (f". {state}" if state else "")
+        )
     return lines + [""]
 
 
@@ -202,11 +232,17 @@ def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
     runs = sorted((folder / "gpu-runs").glob("*/compare.md"))
     if not runs:
         return []
-    out = ["## GPU runs: predictions registered before the run against its measurements", "",
-           ("One run of `bash kernels/gpu/run.sh` ([docs/gpu.md](../docs/gpu.md)); "
+    out = [
+        "## GPU runs: predictions registered before the run against its measurements",
+        "",
+        (
+            "One run of `bash kernels/gpu/run.sh` ([docs/gpu.md](../docs/gpu.md)); "
             "`registered` is the prediction committed before the run, `current` today's code "
             "with the same profile. Timed in device time for graph rows, CUDA events around "
-            "each step otherwise; peak memory by `torch.cuda.max_memory_allocated`."), ""]
+            "each step otherwise; peak memory by `torch.cuda.max_memory_allocated`."
+        ),
+        "",
+    ]
     for path in runs:
         out += [f"### {path.parent.name}", "", path.read_text().rstrip(), ""]
     return out
@@ -230,24 +266,35 @@ def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
         return []
     snap = json.loads(path.read_text())
     tol = snap["tolerance"]
-    out = ["## Published anchors", "",
-           (f"Decode speeds others published, predicted in graph execution; compared: "
+    out = [
+        "## Published anchors",
+        "",
+        (
+            f"Decode speeds others published, predicted in graph execution; compared: "
             f"`{snap['compared']}` (the figures' own wall time over generated tokens), in ms "
             f"with the error predicted / published − 1; ✓ within {tol:.0%}. Workloads and "
             "sources: [reports/anchors.yaml](anchors.yaml). "
             f"Predicted on commit `{str(snap['meta'].get('commit', '?'))[:12]}`, "
-            f"{str(snap['meta'].get('date', '?'))[:10]}."), "", snap.get("explanation", ""), "",
-           "| anchor | workload | published ms | spec | calibrated | transferred |",
-           "|---" * 6 + "|"]
+            f"{str(snap['meta'].get('date', '?'))[:10]}."
+        ),
+        "",
+        snap.get("explanation", ""),
+        "",
+        "| anchor | workload | published ms | spec | calibrated | transferred |",
+        "|---" * 6 + "|",
+    ]
     notes: list[str] = []
     for a in snap["anchors"]:
         w, p = a["workload"], a["predictions"]
-        work = (f"{w['model']} on {w['device']}, batch {w['batch']}, prompt {w['prompt']}, "
-                f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}")
-        out.append(f"| {a['title']} | {work} | {ms(a['published']['value_s'])} | "
-                   + " | ".join(anchor_cell(p[b], notes, f"`{a['id']}` {b}")
-                              for b in ("spec", "calibrated", "transferred"))
-                   + " |")
+        work = (
+            f"{w['model']} on {w['device']}, batch {w['batch']}, prompt {w['prompt']}, "
+            f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}"
+        )
+        out.append(
+            f"| {a['title']} | {work} | {ms(a['published']['value_s'])} | "
+            + " | ".join(anchor_cell(p[b], notes, f"`{a['id']}` {b}") for b in ("spec", "calibrated", "transferred"))
+            + " |"
+        )
     out.append("")
     out += [f"{i}. {n}" for i, n in enumerate(notes, 1)] + [""]
     for a in snap["anchors"]:
@@ -268,13 +315,23 @@ def render(folder: Path = SNAPSHOTS) -> str:
             e2e += e2e_section(name, snap)
         elif "comparison" in snap and "trace" in snap:
             serving.append((name, snap))
-    out = [HEADER, "## Kernels: held-out validation", "",
-           "Per op class: |error| median and 90th percentile, and the signed median (bias).", "",
-           *kernels, "## End to end: a whole decoder", "",
-           "Times in ms; predicted in brackets with its error. `mode`: eager, compiled "
-           "(torch.compile) or graph (CUDA-graph decode).", "", *e2e, *serving_section(serving),
-           *gpu_run_section(folder),
-           *anchors_section(folder)]
+    out = [
+        HEADER,
+        "## Kernels: held-out validation",
+        "",
+        "Per op class: |error| median and 90th percentile, and the signed median (bias).",
+        "",
+        *kernels,
+        "## End to end: a whole decoder",
+        "",
+        "Times in ms; predicted in brackets with its error. `mode`: eager, compiled "
+        "(torch.compile) or graph (CUDA-graph decode).",
+        "",
+        *e2e,
+        *serving_section(serving),
+        *gpu_run_section(folder),
+        *anchors_section(folder),
+    ]
     return "\n".join(out).rstrip() + "\n"
 
 

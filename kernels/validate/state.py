@@ -9,6 +9,7 @@ with calibration's own code (the copy, each GEMM, the one-element dispatch, and 
 one-row product that set its memory roof) and say how far each one moved; ``validate``
 records it beside its errors (``meta.machine_state``), before and after its cases.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -19,7 +20,7 @@ from typing import Any
 
 from ridgeline.errors import RidgelineError
 
-DRIFT = 0.10   # a roof this far (as a ratio) from its calibration value: the machine drifted
+DRIFT = 0.10  # a roof this far (as a ratio) from its calibration value: the machine drifted
 
 
 def recorded_roofs(profile: Mapping[str, Any]) -> dict[str, float]:
@@ -43,8 +44,11 @@ def state_ratios(profile: Mapping[str, Any], runs: Sequence[Mapping[str, float]]
     """Each recorded roof's speed now over its speed at calibration (geometric mean over
     ``runs``, the rates ``measure_state`` returned); roofs a run did not measure are left out."""
     then = recorded_roofs(profile)
-    return {k: round(geometric_mean([r[k] for r in runs]) / then[k], 3) for k in then
-            if runs and all(r.get(k) for r in runs)}
+    return {
+        k: round(geometric_mean([r[k] for r in runs]) / then[k], 3)
+        for k in then
+        if runs and all(r.get(k) for r in runs)
+    }
 
 
 def drifted(ratios: Mapping[str, float], tolerance: float = DRIFT) -> list[str]:
@@ -58,9 +62,11 @@ def describe(ratios: Mapping[str, float], where: str) -> str:
     moved = drifted(ratios)
     if not moved:
         return f"machine state: {parts} the speed {where} measured (within {DRIFT:.0%}: its roofs hold now)"
-    return (f"machine state: {parts} the speed {where} measured; {', '.join(moved)} moved more "
-            f"than {DRIFT:.0%}, so its predictions do not hold in this state (calibrate again now, "
-            "or measure when the machine is quieter)")
+    return (
+        f"machine state: {parts} the speed {where} measured; {', '.join(moved)} moved more "
+        f"than {DRIFT:.0%}, so its predictions do not hold in this state (calibrate again now, "
+        "or measure when the machine is quieter)"
+    )
 
 
 def recorded_line(meta: Mapping[str, Any], where: str = "the profile") -> str:
@@ -71,19 +77,24 @@ def recorded_line(meta: Mapping[str, Any], where: str = "the profile") -> str:
 
 def measure_state(cfg, profile: Mapping[str, Any], device: str) -> dict[str, float]:
     """The roofs ``profile`` records, measured now as its calibration measured them."""
-    from kernels.calibrate.calibrate import measure_bandwidth, measure_dispatch, measure_gemm
     from kernels.bench.cases import suite_cases
     from kernels.bench.suite import device_options, run_case
+    from kernels.calibrate.calibrate import measure_bandwidth, measure_dispatch, measure_gemm
 
     m = profile.get("measurements") or {}
-    state: dict[str, Any] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                             "copy": measure_bandwidth(cfg)["gb_s"]}
+    state: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "copy": measure_bandwidth(cfg)["gb_s"],
+    }
     for dtype in m.get("gemm") or {}:
         state[f"{dtype} GEMM"] = (measure_gemm(cfg, dtype) or {}).get("tops")
     state["dispatch"] = 1.0 / measure_dispatch(cfg)["us"]
     name = (m.get("stream") or {}).get("case")
-    case = next((c for c in suite_cases("calibration", device_options(device)[0], False)
-                 if c.name == name), None) if name else None
+    case = (
+        next((c for c in suite_cases("calibration", device_options(device)[0], False) if c.name == name), None)
+        if name
+        else None
+    )
     if case is not None:
         row = run_case(case, cfg)
         state["stream"] = row["bytes"] / row["measured_s"] / 1e9 if row["status"] == "ok" else None
@@ -96,16 +107,14 @@ def state_record(profile: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) 
     return {"runs": list(runs), "ratios": ratios, "drifted": drifted(ratios), "tolerance": DRIFT}
 
 
-def check(device: str = "cpu", threads: int | None = None, profile=None,
-          log=print) -> dict[str, Any]:
+def check(device: str = "cpu", threads: int | None = None, profile=None, log=print) -> dict[str, Any]:
     """``ridgeline calibrate --check``: measure the state of this machine against its
     profile (or ``profile``) twice, write nothing; the record ``state_record`` returns."""
-    from ridgeline.io.profile import profile_ceilings
-
-    from kernels.calibrate.calibrate import spec_device_for
     from kernels.bench.provenance import measured_key
     from kernels.bench.suite import setup
+    from kernels.calibrate.calibrate import spec_device_for
     from kernels.validate.validate import resolve_profile
+    from ridgeline.io.profile import profile_ceilings
 
     cfg = setup(device, threads)
     path, prof = resolve_profile(device, measured_key(device, cfg.threads), profile)
@@ -113,8 +122,9 @@ def check(device: str = "cpu", threads: int | None = None, profile=None,
     for note in notes:
         log(f"warning: {note}")
     if not recorded_roofs(prof):
-        raise RidgelineError(f"profile {path} records no roofs to check (no 'measurements'); "
-                             "calibrate again to record them")
+        raise RidgelineError(
+            f"profile {path} records no roofs to check (no 'measurements'); calibrate again to record them"
+        )
     record = state_record(prof, [measure_state(cfg, prof, device) for _ in range(2)])
     log(describe(record["ratios"], path.name))
     return record

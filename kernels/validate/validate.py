@@ -7,6 +7,7 @@ predictions, signed errors = predicted / measured - 1), the ceilings each mode u
 can replay the snapshot without the device), and a summary per op class: count, median and
 p90 of |error|, and the signed bias (median error).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -18,20 +19,47 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.catalog import REPORTS_DIR, user_data_dir
-from ridgeline.errors import RidgelineError
-from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, profile_path, recorded_device
-from ridgeline.io.files import write_atomic
-from ridgeline.engine.roofline import Ceilings, spec_ceilings
-
 from kernels.bench.cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
 from kernels.validate.replay import MODES, percent, predict, relative_error
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
+from ridgeline.errors import RidgelineError
+from ridgeline.io.catalog import REPORTS_DIR, user_data_dir
+from ridgeline.io.files import write_atomic
+from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, profile_path, recorded_device
 
-CSV_COLUMNS = ("name", "op_class", "kernel", "backend", "dtype", "stage", "op_name", "op_kind",
-               "dims", "flops", "bytes", "weight_bytes", "act_read_bytes", "act_write_bytes",
-               "kv_read_bytes", "kv_write_bytes", "intensity", "measured_s", "p20_s", "p80_s",
-               "spread", "noisy", "predicted_spec_s", "predicted_calibrated_s", "error_spec",
-               "error_calibrated", "bound_spec", "bound_calibrated", "rel_error", "status", "reason")
+CSV_COLUMNS = (
+    "name",
+    "op_class",
+    "kernel",
+    "backend",
+    "dtype",
+    "stage",
+    "op_name",
+    "op_kind",
+    "dims",
+    "flops",
+    "bytes",
+    "weight_bytes",
+    "act_read_bytes",
+    "act_write_bytes",
+    "kv_read_bytes",
+    "kv_write_bytes",
+    "intensity",
+    "measured_s",
+    "p20_s",
+    "p80_s",
+    "spread",
+    "noisy",
+    "predicted_spec_s",
+    "predicted_calibrated_s",
+    "error_spec",
+    "error_calibrated",
+    "bound_spec",
+    "bound_calibrated",
+    "rel_error",
+    "status",
+    "reason",
+)
 
 
 def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -41,17 +69,22 @@ def add_predictions(rows: list[dict[str, Any]], ceilings: Mapping[str, Any]) -> 
         ops = [case_from_dict(r).op for r in good]
         priced = [unpriced_reason(op, ceilings[mode]) for op in ops]
         for r, why in zip(good, priced):
-            if why:   # a type the profile measured no class of: named, not guessed
-                r.update({f"predicted_{mode}_s": None, f"error_{mode}": None,
-                          f"unpriced_{mode}": why})
+            if why:  # a type the profile measured no class of: named, not guessed
+                r.update({f"predicted_{mode}_s": None, f"error_{mode}": None, f"unpriced_{mode}": why})
         good, ops = [r for r, w in zip(good, priced) if not w], [o for o, w in zip(ops, priced) if not w]
         if not good:
             continue
         pred = predict(ops, ceilings[mode])
         err = relative_error(pred["time_s"], np.array([r["measured_s"] for r in good]))
         for r, t, e, b, i in zip(good, pred["time_s"], err, pred["bound"], pred["intensity"]):
-            r.update({f"predicted_{mode}_s": float(t), f"error_{mode}": float(e),
-                      f"bound_{mode}": str(b), "intensity": float(i)})
+            r.update(
+                {
+                    f"predicted_{mode}_s": float(t),
+                    f"error_{mode}": float(e),
+                    f"bound_{mode}": str(b),
+                    "intensity": float(i),
+                }
+            )
     return rows
 
 
@@ -67,8 +100,9 @@ def unpriced_reason(op, ceilings: Ceilings) -> str:
     return ""
 
 
-def summarize(rows: Sequence[Mapping[str, Any]],
-              cross_validated: Sequence[Mapping[str, Any]] = (), device: str = "cpu"):
+def summarize(
+    rows: Sequence[Mapping[str, Any]], cross_validated: Sequence[Mapping[str, Any]] = (), device: str = "cpu"
+):
     """Per op class and overall: count, median / p90 |error| and bias, for both modes; beside
     them the leave-one-model-out figures (``cv_*``) of the calibration rows of that class
     (``cross_validate``), where given. Reference kernels (``cases.is_reference`` on
@@ -83,9 +117,8 @@ def summarize(rows: Sequence[Mapping[str, Any]],
         return pd.DataFrame(out)
     ref = np.array([is_reference(r, device) for r in frame.to_dict("records")], dtype=bool)
     ref_cv = np.array([is_reference(r, device) for r in cv.to_dict("records")], dtype=bool)
-    head, head_cv = frame[~ref], cv[~ref_cv]     # the classes: headline kernels only
-    groups = [(c, head[head.op_class == c], head_cv[head_cv.op_class == c])
-              for c in sorted(head.op_class.unique())]
+    head, head_cv = frame[~ref], cv[~ref_cv]  # the classes: headline kernels only
+    groups = [(c, head[head.op_class == c], head_cv[head_cv.op_class == c]) for c in sorted(head.op_class.unique())]
     groups.append(("all", frame, cv))
     if ref.any():
         groups += [("headline", head, head_cv), ("reference", frame[ref], cv[ref_cv])]
@@ -93,7 +126,7 @@ def summarize(rows: Sequence[Mapping[str, Any]],
         if part.empty:
             continue
         entry = {"op_class": name, "count": int(len(part)), "noisy": int(part.noisy.sum())}
-        for mode in MODES:   # over the rows the mode priced (``unpriced_<mode>``: why not)
+        for mode in MODES:  # over the rows the mode priced (``unpriced_<mode>``: why not)
             err = part[f"error_{mode}"].to_numpy(dtype=float)
             err = err[np.isfinite(err)]
             if err.size < len(part):
@@ -102,15 +135,16 @@ def summarize(rows: Sequence[Mapping[str, Any]],
             entry[f"{mode}_p90_abs"] = float(np.quantile(np.abs(err), 0.9)) if err.size else None
             entry[f"{mode}_bias"] = float(np.median(err)) if err.size else None
         err = np.abs(cv_part["error_cv"].to_numpy(dtype=float))
-        entry.update(cv_count=int(err.size),
-                     cv_median_abs=float(np.median(err)) if err.size else None,
-                     cv_p90_abs=float(np.quantile(err, 0.9)) if err.size else None)
+        entry.update(
+            cv_count=int(err.size),
+            cv_median_abs=float(np.median(err)) if err.size else None,
+            cv_p90_abs=float(np.quantile(err, 0.9)) if err.size else None,
+        )
         out.append(entry)
     return pd.DataFrame(out)
 
 
-def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-                   spec_device) -> list[dict[str, Any]]:
+def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], spec_device) -> list[dict[str, Any]]:
     """Leave one model out: for each calibration model, fit the profile's classes on every
     other calibration row (the row-count grid, which belongs to no model, always stays in)
     and predict that model's rows with the profile's measured roofs. Pure: the profile and
@@ -126,21 +160,38 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     for model in sorted({m for m in models if m}):
         train = [i for i, m in enumerate(models) if m != model]
         test = [i for i, m in enumerate(models) if m == model]
-        fit = fit_profile_terms([rows[i] for i in train], [ops[i] for i in train], base,
-                                pooled=False, cpu=spec_device.kind == "cpu",
-                                **recorded_rules(profile))
-        fold = calibrated_ceilings({**profile, "efficiency": fit.efficiency,
-                                    "row_curves": fit.row_curves,
-                                    "size_curves": fit.size_curves,
-                                    "attention_tables": fit.attention_tables,
-                                    "overhead_us": {"default": default,
-                                                    **{k: v * 1e6 for k, v in fit.overhead_s.items()}}},
-                                   spec_device)
+        fit = fit_profile_terms(
+            [rows[i] for i in train],
+            [ops[i] for i in train],
+            base,
+            pooled=False,
+            cpu=spec_device.kind == "cpu",
+            **recorded_rules(profile),
+        )
+        fold = calibrated_ceilings(
+            {
+                **profile,
+                "efficiency": fit.efficiency,
+                "row_curves": fit.row_curves,
+                "size_curves": fit.size_curves,
+                "attention_tables": fit.attention_tables,
+                "overhead_us": {"default": default, **{k: v * 1e6 for k, v in fit.overhead_s.items()}},
+            },
+            spec_device,
+        )
         predicted = predict([ops[i] for i in test], fold)["time_s"]
         measured = np.array([rows[i]["measured_s"] for i in test], dtype=float)
-        out += [{"name": rows[i]["name"], "model": model, "op_class": rows[i]["op_class"],
-                 "kernel": rows[i]["kernel"], "backend": rows[i].get("backend"),
-                 "error_cv": float(e)} for i, e in zip(test, relative_error(predicted, measured))]
+        out += [
+            {
+                "name": rows[i]["name"],
+                "model": model,
+                "op_class": rows[i]["op_class"],
+                "kernel": rows[i]["kernel"],
+                "backend": rows[i].get("backend"),
+                "error_cv": float(e),
+            }
+            for i, e in zip(test, relative_error(predicted, measured))
+        ]
     return out
 
 
@@ -149,25 +200,40 @@ def rich_summary(summary, title: str):
 
     table = Table(title=title, title_justify="left")
     cv = "cv_median_abs" in summary
-    for col in ("op class", "cases", "noisy", "spec median |err|", "spec p90", "spec bias",
-                "calibrated median |err|", "calibrated p90", "calibrated bias",
-                *(("leave-one-model-out median / p90 (cases)",) if cv else ())):
+    for col in (
+        "op class",
+        "cases",
+        "noisy",
+        "spec median |err|",
+        "spec p90",
+        "spec bias",
+        "calibrated median |err|",
+        "calibrated p90",
+        "calibrated bias",
+        *(("leave-one-model-out median / p90 (cases)",) if cv else ()),
+    ):
         table.add_column(col, justify="left" if col == "op class" else "right")
     for r in summary.to_dict("records"):
-        extra = ((f"{r['cv_median_abs']:.1%} / {r['cv_p90_abs']:.1%} ({r['cv_count']})"
-                  if r.get("cv_count") else "-",) if cv else ())
-        table.add_row(r["op_class"], str(r["count"]), str(r["noisy"]),
-                      *(percent(r[f"{m}_{s}"], s == "bias")
-                        for m in MODES for s in ("median_abs", "p90_abs", "bias")), *extra,
-                      style="bold" if r["op_class"] == "all" else None)
+        extra = (
+            (f"{r['cv_median_abs']:.1%} / {r['cv_p90_abs']:.1%} ({r['cv_count']})" if r.get("cv_count") else "-",)
+            if cv
+            else ()
+        )
+        table.add_row(
+            r["op_class"],
+            str(r["count"]),
+            str(r["noisy"]),
+            *(percent(r[f"{m}_{s}"], s == "bias") for m in MODES for s in ("median_abs", "p90_abs", "bias")),
+            *extra,
+            style="bold" if r["op_class"] == "all" else None,
+        )
     return table
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     import pandas as pd
 
-    frame = pd.DataFrame([{c: (json.dumps(r[c]) if c == "dims" else r.get(c)) for c in CSV_COLUMNS}
-                          for r in rows])
+    frame = pd.DataFrame([{c: (json.dumps(r[c]) if c == "dims" else r.get(c)) for c in CSV_COLUMNS} for r in rows])
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False)
     return buffer.getvalue()
@@ -207,8 +273,9 @@ def write_snapshot(result: dict[str, Any], folder: Path, stem: str) -> dict[str,
 def resolve_profile(device: str, key: str, path: Path | None) -> tuple[Path, dict[str, Any]]:
     target = Path(path) if path else profile_path(key)
     if not target.is_file():
-        raise RidgelineError(f"no device profile at {target}; run 'ridgeline calibrate --device "
-                             f"{device}' first (or pass --profile PATH)")
+        raise RidgelineError(
+            f"no device profile at {target}; run 'ridgeline calibrate --device {device}' first (or pass --profile PATH)"
+        )
     return target, load_profile(target)
 
 
@@ -218,16 +285,24 @@ def shown_path(path: Path) -> str:
     return str(full.relative_to(root)) if full.is_relative_to(root) else str(path)
 
 
-def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = None,
-             profile: Path | None = None, output_dir: Path | None = None, progress: bool = True,
-             quiet_wait_s: float = 0.0, draw: int | None = None,
-             log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
+def validate(
+    device: str = "cpu",
+    *,
+    quick: bool = False,
+    threads: int | None = None,
+    profile: Path | None = None,
+    output_dir: Path | None = None,
+    progress: bool = True,
+    quiet_wait_s: float = 0.0,
+    draw: int | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the validation suite (with ``draw``, a fresh held-out set drawn with that seed:
     ``cases.drawn_cases``); returns the result and the files written."""
-    from kernels.calibrate.calibrate import spec_device_for
     from kernels.bench.provenance import collect, device_name, measured_key
-    from kernels.validate.state import describe, measure_state, state_record
     from kernels.bench.suite import device_options, run_cases, setup
+    from kernels.calibrate.calibrate import spec_device_for
+    from kernels.validate.state import describe, measure_state, state_record
 
     cfg = setup(device, threads, quick, quiet_wait_s)
     key = measured_key(device, cfg.threads)
@@ -238,10 +313,10 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
         log(f"warning: {note}")
     ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated}
     opts, skipped = device_options(device)
-    cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else \
-        drawn_cases(draw, opts)
-    check_disjoint(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True),
-                   cases)  # held out in shape, model, batch, length and width
+    cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else drawn_cases(draw, opts)
+    check_disjoint(
+        suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True), cases
+    )  # held out in shape, model, batch, length and width
     log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
     cv = profile_cross_validation(prof_path, prof, spec_device, log)
     before = measure_state(cfg, prof, device)
@@ -250,11 +325,19 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     log(("warning: " if state["drifted"] else "") + describe(state["ratios"], prof_path.name))
     summary = summarize(rows, cv, device)
     result = {
-        "meta": {**collect(device, cfg.threads), "device_key": key, "mode": "quick" if quick else "full",
-                 "run": cfg.to_dict(), "profile": shown_path(prof_path),
-                 "profile_meta": prof.get("meta", {}), "spec_device": spec_device.name,
-                 "spec_device_full_name": spec_device.full_name, "skipped": skipped,
-                 "machine_state": state, **({"draw": drawn} if drawn else {})},
+        "meta": {
+            **collect(device, cfg.threads),
+            "device_key": key,
+            "mode": "quick" if quick else "full",
+            "run": cfg.to_dict(),
+            "profile": shown_path(prof_path),
+            "profile_meta": prof.get("meta", {}),
+            "spec_device": spec_device.name,
+            "spec_device_full_name": spec_device.full_name,
+            "skipped": skipped,
+            "machine_state": state,
+            **({"draw": drawn} if drawn else {}),
+        },
         "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
         "rows": rows,
@@ -265,8 +348,9 @@ def validate(device: str = "cpu", *, quick: bool = False, threads: int | None = 
     return result, write_snapshot(result, folder, stem)
 
 
-def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | None = None,
-              log: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, Path]]:
+def repredict(
+    snapshot: Path, profile: Path | None = None, output_dir: Path | None = None, log: Callable[[str], None] = print
+) -> tuple[dict[str, Any], dict[str, Path]]:
     """Predict a recorded snapshot again (after a refit or a model change): measurements and
     spec ceilings as recorded, calibrated ceilings from ``profile`` (default: the one it
     used) on the datasheet that profile records. A pure function of its files: writes
@@ -282,13 +366,19 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]), "calibrated": calibrated}
     rows = add_predictions(result["rows"], ceilings)
     cv = profile_cross_validation(prof_path, prof, recorded_device(prof, str(prof_path)), log)
-    result.update(cross_validation=cv, ceilings={m: c.to_dict() for m, c in ceilings.items()},
-                  summary=summarize(rows, cv, meta.get("device_kind", "cpu")).to_dict("records"),
-                  rows=rows)
+    result.update(
+        cross_validation=cv,
+        ceilings={m: c.to_dict() for m, c in ceilings.items()},
+        summary=summarize(rows, cv, meta.get("device_kind", "cpu")).to_dict("records"),
+        rows=rows,
+    )
     meta["profile_meta"] = prof.get("meta", {})
-    meta["repredicted"] = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                           "commit": git_commit(), "profile": shown_path(prof_path),
-                           "from": shown_path(snapshot)}
+    meta["repredicted"] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "profile": shown_path(prof_path),
+        "from": shown_path(snapshot),
+    }
     folder = Path(output_dir) if output_dir else Path.cwd()
     stem = snapshot.stem.removesuffix("-repredicted") + "-repredicted"
     paths = write_snapshot(result, folder, stem)
@@ -296,8 +386,9 @@ def repredict(snapshot: Path, profile: Path | None = None, output_dir: Path | No
     return result, paths
 
 
-def profile_cross_validation(path: Path, profile: Mapping[str, Any], spec_device,
-                             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def profile_cross_validation(
+    path: Path, profile: Mapping[str, Any], spec_device, log: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
     """``cross_validate`` on the calibration rows stored beside a profile (none stored: no
     cross-validation, said once)."""
     from kernels.calibrate.calibrate import calibration_rows

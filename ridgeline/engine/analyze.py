@@ -1,4 +1,5 @@
 """Stage and generation totals: the public ``analyze`` entry point and ``sweep``."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,26 +11,54 @@ import numpy as np
 
 from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
-from ridgeline.errors import InvalidSettingError
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.engine.layers import Plan, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
-from ridgeline.io.resolve import Deployment, as_deployment
-from ridgeline.engine.roofline import Ceilings, composed_time, evaluate, execution_terms, has_execution_terms, roofline_time
+from ridgeline.engine.roofline import (
+    Ceilings,
+    composed_time,
+    evaluate,
+    execution_terms,
+    has_execution_terms,
+    roofline_time,
+)
 from ridgeline.engine.workload import Settings, Workload
+from ridgeline.errors import InvalidSettingError
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.io.resolve import Deployment, as_deployment
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-OP_COLUMNS = ["name", "kind", "count", "flops", "bytes", *BYTE_FIELDS, "vector_flops",
-              "comm_bytes", "intensity", "bound", "perf", "time_s", "dtype"]
-TOTAL_FIELDS = ("flops", "vector_flops", "bytes", "weight_bytes", "act_read_bytes",
-                "act_write_bytes", "kv_read_bytes", "kv_write_bytes", "comm_bytes")
+OP_COLUMNS = [
+    "name",
+    "kind",
+    "count",
+    "flops",
+    "bytes",
+    *BYTE_FIELDS,
+    "vector_flops",
+    "comm_bytes",
+    "intensity",
+    "bound",
+    "perf",
+    "time_s",
+    "dtype",
+]
+TOTAL_FIELDS = (
+    "flops",
+    "vector_flops",
+    "bytes",
+    "weight_bytes",
+    "act_read_bytes",
+    "act_write_bytes",
+    "kv_read_bytes",
+    "kv_write_bytes",
+    "comm_bytes",
+)
 
 
-def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None
-                 ) -> tuple[dict[str, Any], dict]:
+def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None) -> tuple[dict[str, Any], dict]:
     """Whole-pass sums on one device (count applied; pipeline micro-batches and bubble
     applied), and the per-op table they came from. Arrays when the workload is."""
     table = evaluate(ops, ceilings)
@@ -78,8 +107,13 @@ class Stage:
 
 def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan) -> Stage:
     totals, table = stage_totals(ops, ceilings, p)
-    return Stage(tuple(op.name for op in ops), tuple(op.kind for op in ops),
-                 tuple(op.dtype for op in ops), table, {k: float(v) for k, v in totals.items()})
+    return Stage(
+        tuple(op.name for op in ops),
+        tuple(op.kind for op in ops),
+        tuple(op.dtype for op in ops),
+        table,
+        {k: float(v) for k, v in totals.items()},
+    )
 
 
 def _affine_sum(y_lo, y_hi, n):
@@ -110,12 +144,13 @@ def _sides(table: dict) -> tuple:
     cached length: an op moves bytes through memory or over the link, never both, and its
     exponentials and operations both grow with the pairs attended."""
     zero = 0 * table["memory_s"]
-    return (roofline_time(table["compute_s"], zero, zero, table["exp_s"]),
-            roofline_time(zero, table["memory_s"], table["network_s"]))
+    return (
+        roofline_time(table["compute_s"], zero, zero, table["exp_s"]),
+        roofline_time(zero, table["memory_s"], table["network_s"]),
+    )
 
 
-def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
-                    at_lo: dict | None = None):
+def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
 
     Each op's operations and bytes are affine in s on the range, so its time per step is
@@ -152,21 +187,25 @@ def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
     return [(lo, np.minimum(hi, window - 1)), (np.maximum(lo, window), hi)]
 
 
-def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings,
-                 at_lo: dict | None = None):
+def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None):
     """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
     the first step when the caller already has it."""
     ranges = decode_ranges(model, lo, hi)
     if queued(ceilings):
         return sum(queued_decode_sum(model, batch, a, b, p, ceilings) for a, b in ranges)
-    return sum(decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None)
-               for i, (a, b) in enumerate(ranges))
+    return sum(
+        decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None) for i, (a, b) in enumerate(ranges)
+    )
 
 
 def queued(ceilings: Ceilings) -> bool:
     """Whether a step's time is the host/device queue rather than a sum over ops."""
-    return (has_execution_terms(ceilings) and not ceilings.serial
-            and ceilings.execution != "graph" and bool(ceilings.host_s.get(ceilings.execution)))
+    return (
+        has_execution_terms(ceilings)
+        and not ceilings.serial
+        and ceilings.execution != "graph"
+        and bool(ceilings.host_s.get(ceilings.execution))
+    )
 
 
 def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings):
@@ -185,8 +224,9 @@ def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceil
     return np.where(hi >= lo, total, 0.0)
 
 
-def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
-                      ceilings: Ceilings, ttft, first_step: dict | None = None) -> dict[str, Any]:
+def generation_totals(
+    model: ModelConfig, workload: Workload, p: Plan, ceilings: Ceilings, ttft, first_step: dict | None = None
+) -> dict[str, Any]:
     """TTFT, TPOT, total and tokens/s over ``generate`` output tokens per sequence.
 
     The prefill yields the first token; output token j = 2..N costs one decode step with
@@ -198,12 +238,19 @@ def generation_totals(model: ModelConfig, workload: Workload, p: Plan,
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(n > 1, decode / np.maximum(n - 1, 1), np.nan)
     total = ttft + decode
-    return {"prompt": workload.seq_len, "generate": n, "ttft_s": ttft, "tpot_s": tpot,
-            "total_s": total, "tokens_per_s": np.asarray(workload.batch) * n / total}
+    return {
+        "prompt": workload.seq_len,
+        "generate": n,
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "total_s": total,
+        "tokens_per_s": np.asarray(workload.batch) * n / total,
+    }
 
 
-def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
-                  p: Plan, prefill_ops: Sequence[Op] | None = None) -> dict[str, Any]:
+def memory_totals(
+    model: ModelConfig, device: DeviceSpec, workload: Workload, p: Plan, prefill_ops: Sequence[Op] | None = None
+) -> dict[str, Any]:
     """Per device: weights + KV cache at its largest + activation liveness peak (prefill,
     one micro-batch, is the larger stage). It fits when the peak is within what the runtime
     may use: ``memory_utilization`` x capacity - the runtime's fixed reserve
@@ -223,12 +270,19 @@ def memory_totals(model: ModelConfig, device: DeviceSpec, workload: Workload,
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
     peak = weights + kv + activations
     usable = M.usable_bytes(device, p)
-    return {"weights_bytes": weights, "kv_cache_bytes": kv, "activations_peak_bytes": activations,
-            "peak_bytes": peak, "capacity_bytes": device.memory_capacity,
-            "usable_bytes": usable, "runtime_reserve_bytes": device.runtime_reserve,
-            "kv_capacity_bytes": M.kv_capacity_bytes(model, device, p, activations),
-            "fits": peak <= usable, "shortfall_bytes": np.maximum(peak - usable, 0),
-            "devices": p.tp * p.pp * p.ep}
+    return {
+        "weights_bytes": weights,
+        "kv_cache_bytes": kv,
+        "activations_peak_bytes": activations,
+        "peak_bytes": peak,
+        "capacity_bytes": device.memory_capacity,
+        "usable_bytes": usable,
+        "runtime_reserve_bytes": device.runtime_reserve,
+        "kv_capacity_bytes": M.kv_capacity_bytes(model, device, p, activations),
+        "fits": peak <= usable,
+        "shortfall_bytes": np.maximum(peak - usable, 0),
+        "devices": p.tp * p.pp * p.ep,
+    }
 
 
 def plain(value: Any) -> Any:
@@ -269,9 +323,13 @@ class Analysis:
             "model": self.model.name,
             "hardware": self.device.name,
             "mode": self.mode,
-            "workload": {"batch": self.workload.batch, "seq_len": self.workload.seq_len,
-                         "generate": self.workload.generate, **asdict(self.settings),
-                         "matrix_dtype": self.plan.matrix_dtype},
+            "workload": {
+                "batch": self.workload.batch,
+                "seq_len": self.workload.seq_len,
+                "generate": self.workload.generate,
+                **asdict(self.settings),
+                "matrix_dtype": self.plan.matrix_dtype,
+            },
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
         }
@@ -294,12 +352,20 @@ def context_warnings(model: ModelConfig, workload: Workload) -> list[str]:
 
 def check_micro_batches(batch, p: Plan) -> None:
     if np.any(np.asarray(batch) % p.micro_batches):
-        raise InvalidSettingError("micro_batches", f"batch {batch} does not split into "
-                                  f"{p.micro_batches} micro-batches; make batch a multiple of it")
+        raise InvalidSettingError(
+            "micro_batches",
+            f"batch {batch} does not split into {p.micro_batches} micro-batches; make batch a multiple of it",
+        )
 
 
-def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
-            batch: int = 1, seq_len: int = 512, generate: int = 0, **how: Any) -> Analysis:
+def analyze(
+    model: Deployment | str | ModelConfig,
+    hardware: str | DeviceSpec | None = None,
+    batch: int = 1,
+    seq_len: int = 512,
+    generate: int = 0,
+    **how: Any,
+) -> Analysis:
     """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
 
     ``model`` is a :class:`~ridgeline.io.resolve.Deployment` (``resolve(...)``), or a model
@@ -311,13 +377,11 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
     config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     workload = Workload(int(batch), int(seq_len), int(generate))
     check_micro_batches(workload.batch, p)
-    ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p)
-           for stage in ("prefill", "decode")}
+    ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p) for stage in ("prefill", "decode")}
     stages = {stage: build_stage(ops[stage], roofs, p) for stage in ops}
     generation = None
     if workload.generate > 0:
-        gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"],
-                                stages["decode"].table)
+        gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"], stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
     extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
@@ -325,10 +389,14 @@ def analyze(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | 
     if warnings:
         extra["warnings"] = warnings
     if p.pp > 1:
-        extra["pipeline"] = {"stages": p.pp, "micro_batches": p.micro_batches,
-                             "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1)}
-    return Analysis(config, device, workload, d.settings, roofs.mode, p,
-                    stages["prefill"], stages["decode"], mem, generation, extra)
+        extra["pipeline"] = {
+            "stages": p.pp,
+            "micro_batches": p.micro_batches,
+            "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1),
+        }
+    return Analysis(
+        config, device, workload, d.settings, roofs.mode, p, stages["prefill"], stages["decode"], mem, generation, extra
+    )
 
 
 def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
@@ -338,14 +406,19 @@ def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[
     return basis(ops, d.ceilings, d.device, d.settings.execution)
 
 
-def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | None = None,
-          batch=1, seq_len=512, generate=0, **how: Any) -> pd.DataFrame:
+def sweep(
+    model: Deployment | str | ModelConfig,
+    hardware: str | DeviceSpec | None = None,
+    batch=1,
+    seq_len=512,
+    generate=0,
+    **how: Any,
+) -> pd.DataFrame:
     """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
     ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
     d = as_deployment(model, hardware, **how)
     config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
-    grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(),
-                                 indexing="ij")
+    grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
     workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
     check_micro_batches(workload.batch, p)
     prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs, p)
@@ -353,8 +426,14 @@ def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | No
     mem = memory_totals(config, device, workload, p)
     import pandas as pd
 
-    frame = pd.DataFrame({"batch": workload.batch, "seq_len": workload.seq_len,
-                          "prefill_s": prefill["time_s"], "decode_step_s": decode["time_s"]})
+    frame = pd.DataFrame(
+        {
+            "batch": workload.batch,
+            "seq_len": workload.seq_len,
+            "prefill_s": prefill["time_s"],
+            "decode_step_s": decode["time_s"],
+        }
+    )
     if np.max(generate) > 0:
         gen = generation_totals(config, workload, p, roofs, prefill["time_s"])
         for key in ("ttft_s", "tpot_s", "total_s", "tokens_per_s"):
@@ -364,8 +443,9 @@ def sweep(model: Deployment | str | ModelConfig, hardware: str | DeviceSpec | No
     return frame
 
 
-def sweep_each(d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0,
-               on_step=None) -> pd.DataFrame:
+def sweep_each(
+    d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0, on_step=None
+) -> pd.DataFrame:
     """:func:`sweep` under each variant of ``d``'s settings (a dict of Settings fields), with
     the variant's fields as leading columns; ``on_step(done, total)`` after each."""
     import pandas as pd
@@ -374,8 +454,9 @@ def sweep_each(d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len
 
     frames = []
     for i, options in enumerate(variants):
-        frame = sweep(d.with_settings(make_settings(None, d.settings, options)), batch=batch,
-                      seq_len=seq_len, generate=generate)
+        frame = sweep(
+            d.with_settings(make_settings(None, d.settings, options)), batch=batch, seq_len=seq_len, generate=generate
+        )
         for key, value in options.items():
             frame.insert(0, key, value)
         frames.append(frame)

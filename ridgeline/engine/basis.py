@@ -12,22 +12,28 @@ kernel-count term is measured when the table names the op (engine op names: fuse
 ``attention``, the unfused qk_matmul, softmax and sv_matmul are ops of their own); 'default'
 is named. Pure: no files, no printing.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_time
+from ridgeline.io.hardware import DeviceSpec
 
 
 def device_key(ceilings: Ceilings, op: Op) -> str | None:
     """The class key that prices ``op``'s device time (None: datasheet roofs, the profile's
     'default' overhead)."""
-    tables = (ceilings.efficiency, ceilings.row_curves, ceilings.size_curves,
-              ceilings.attention_tables, ceilings.overhead_s)
+    tables = (
+        ceilings.efficiency,
+        ceilings.row_curves,
+        ceilings.size_curves,
+        ceilings.attention_tables,
+        ceilings.overhead_s,
+    )
     return next((k for k in ceilings.keys(op) if any(k in t for t in tables)), None)
 
 
@@ -50,22 +56,19 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
         key = device_key(ceilings, op)
         dtype = ceilings.class_dtype(op.dtype)
         if key is None or not key.endswith(f"@{dtype}"):
-            out.append({"op": op.name, "dtype": op.dtype, "term": "device",
-                        "priced_by": key or "datasheet roofs"})
+            out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
-            out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak",
-                        "priced_by": "datasheet peak"})
+            out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
     execution = ceilings.execution
     host = ceilings.host_s.get(execution) or {} if execution != "graph" else {}
     counts = kernels_table(ceilings, execution) if ceilings.launch_gap_s else {}
     for term, table in ((f"{execution} host", host), ("kernels per op", counts)):
-        if set(table) <= {"default"}:   # one measured mean per call (compiled), or none
+        if set(table) <= {"default"}:  # one measured mean per call (compiled), or none
             continue
         for op in _distinct(ops):
             key = execution_key(table, op)
             if key != op.name:
-                out.append({"op": op.name, "dtype": op.dtype, "term": term,
-                            "priced_by": key or "none"})
+                out.append({"op": op.name, "dtype": op.dtype, "term": term, "priced_by": key or "none"})
     return out
 
 
@@ -81,21 +84,29 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     for (term, by), names in groups.items():
         ops = ", ".join(names)
         if term == "matrix peak":
-            lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s "
-                         "datasheet peak")
+            lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s datasheet peak")
         elif term == "device":
-            how = ("datasheet roofs and the profile's default overhead" if by == "datasheet roofs"
-                   else f"the pooled '{by}' class, fitted over every type")
+            how = (
+                "datasheet roofs and the profile's default overhead"
+                if by == "datasheet roofs"
+                else f"the pooled '{by}' class, fitted over every type"
+            )
             lines.append(f"no measured class for {ops}: priced by {how}")
         elif term == "kernels per op":
             value = kernels_table(ceilings, ceilings.execution).get(by, 1.0)
-            where = (f"the profile's {by} ({value:g} per call)" if by != "none"
-                     else "one kernel per call, as the table gives no default")
+            where = (
+                f"the profile's {by} ({value:g} per call)"
+                if by != "none"
+                else "one kernel per call, as the table gives no default"
+            )
             lines.append(f"no measured kernel count for {ops}: priced at {where}")
         else:
             value = (ceilings.host_s.get(ceilings.execution) or {}).get(by, 0.0)
-            where = (f"the profile's {by} ({format_time(value)} per call)" if by != "none"
-                     else "no host time, as the table gives no default")
+            where = (
+                f"the profile's {by} ({format_time(value)} per call)"
+                if by != "none"
+                else "no host time, as the table gives no default"
+            )
             lines.append(f"no measured {term} term for {ops}: priced at {where}")
     return lines
 
@@ -104,19 +115,21 @@ def execution_notes(ceilings: Ceilings, device: DeviceSpec, requested: str) -> l
     """How the execution mode was priced, where the ceilings lack its own terms."""
     execution, notes = ceilings.execution, []
     if requested == "auto" and ceilings.timing == "eager" and device.kind != "cpu":
-        notes.append(f"execution eager (auto): the profile was timed by {TIMINGS['eager']}, so "
-                     "it holds no device times for graph")
+        notes.append(
+            f"execution eager (auto): the profile was timed by {TIMINGS['eager']}, so "
+            "it holds no device times for graph"
+        )
     if execution != "graph" and not ceilings.host_s.get(execution):
         if ceilings.timing == "" and device.kind != "cpu":
-            notes.append(f"datasheet roofs hold no host time: {execution} is priced as device "
-                         "time only, as graph is")
+            notes.append(f"datasheet roofs hold no host time: {execution} is priced as device time only, as graph is")
         elif ceilings.timing in ("cpu", "eager") and execution == "compiled":
-            notes.append(f"compiled priced as eager: the profile was timed by "
-                         f"{TIMINGS[ceilings.timing]} and holds no compiled terms")
+            notes.append(
+                f"compiled priced as eager: the profile was timed by "
+                f"{TIMINGS[ceilings.timing]} and holds no compiled terms"
+            )
     table = ceilings.host_s.get(execution) or {}
     if execution != "graph" and set(table) == {"default"}:
-        notes.append(f"{execution} host: one measured mean per call for every op "
-                     f"({format_time(table['default'])})")
+        notes.append(f"{execution} host: one measured mean per call for every op ({format_time(table['default'])})")
     return notes
 
 
@@ -127,27 +140,36 @@ def stand_in_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) ->
         other = ceilings.class_dtype(dtype)
         if other != dtype:
             rate = device.matrix_peak.get(dtype, 0.0)
-            notes.append(f"{dtype} priced with the profile's measured {other} classes: it "
-                         f"measured no {dtype} classes, and {device.name}'s datasheet gives both "
-                         f"{rate / 1e12:.4g} TFLOP/s")
+            notes.append(
+                f"{dtype} priced with the profile's measured {other} classes: it "
+                f"measured no {dtype} classes, and {device.name}'s datasheet gives both "
+                f"{rate / 1e12:.4g} TFLOP/s"
+            )
     return notes
 
 
-def basis(ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec,
-          requested: str = "auto") -> dict[str, Any]:
+def basis(
+    ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
+) -> dict[str, Any]:
     """The basis of an analysis of ``ops_by_stage`` (prefill, decode ...) on ``ceilings``
     (already set to their execution mode; ``requested`` is the setting it came from)."""
     ops = [op for stage in ops_by_stage.values() for op in stage]
     missing = unmeasured(ops, ceilings)
     used = {op.dtype: ceilings.class_dtype(op.dtype) for op in ops}
-    return {"ceilings": ceilings.mode, "timing": ceilings.timing or None,
-            "timing_label": TIMINGS.get(ceilings.timing, "datasheet peaks"),
-            "execution": ceilings.execution, "requested_execution": requested,
-            "dtype_as": {k: v for k, v in used.items() if k != v},
-            "unmeasured": missing,
-            "notes": [*execution_notes(ceilings, device, requested),
-                      *stand_in_notes(ops, ceilings, device),
-                      *_unmeasured_notes(missing, ceilings)]}
+    return {
+        "ceilings": ceilings.mode,
+        "timing": ceilings.timing or None,
+        "timing_label": TIMINGS.get(ceilings.timing, "datasheet peaks"),
+        "execution": ceilings.execution,
+        "requested_execution": requested,
+        "dtype_as": {k: v for k, v in used.items() if k != v},
+        "unmeasured": missing,
+        "notes": [
+            *execution_notes(ceilings, device, requested),
+            *stand_in_notes(ops, ceilings, device),
+            *_unmeasured_notes(missing, ceilings),
+        ],
+    }
 
 
 def basis_lines(b: Mapping[str, Any] | None) -> list[str]:
@@ -156,5 +178,4 @@ def basis_lines(b: Mapping[str, Any] | None) -> list[str]:
     if not b:
         return []
     timing = "" if b["ceilings"] == "spec" else f", timed by {b['timing_label']}"
-    return ([f"basis: {b['ceilings']} roofline{timing}; execution {b['execution']}"]
-            + [f"note: {n}" for n in b["notes"]])
+    return [f"basis: {b['ceilings']} roofline{timing}; execution {b['execution']}"] + [f"note: {n}" for n in b["notes"]]

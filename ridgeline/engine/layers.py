@@ -6,6 +6,7 @@ parallelism each device runs ``num_layers / pp`` layers, with expert parallelism
 ``final_norm`` and ``lm_head`` run once. Each op names the producers of the activations it
 reads (``inputs``), in data-flow order, which is what the memory tracker's liveness walk needs.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,37 +15,37 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ridgeline.engine import ops as O
-from ridgeline.errors import InvalidSettingError
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.workload import Number
+from ridgeline.errors import InvalidSettingError
 
 
 @dataclass(frozen=True)
 class Plan:
     """Everything device- and setting-dependent the layer builder needs."""
 
-    wb: float                    # bytes per layer weight (linear projections)
-    ab: float                    # bytes per activation
-    kvb: float                   # bytes per KV-cache element
-    matrix_dtype: str            # compute type of matrix ops
-    vector_dtype: str            # compute type of element-wise ops
-    scale_bytes: float = 0.0     # scale + zero point per quantisation group (0: unquantised)
+    wb: float  # bytes per layer weight (linear projections)
+    ab: float  # bytes per activation
+    kvb: float  # bytes per KV-cache element
+    matrix_dtype: str  # compute type of matrix ops
+    vector_dtype: str  # compute type of element-wise ops
+    scale_bytes: float = 0.0  # scale + zero point per quantisation group (0: unquantised)
     group_size: int = 0
-    dequant: bool = False        # weights converted up inside the matrix kernels
+    dequant: bool = False  # weights converted up inside the matrix kernels
     attention: str = "eager"
     kv_block: int = 16
-    tile_rows: int = 128         # query rows per on-chip tile (flash attention)
-    key_block: int = 0           # causal flash: keys computed in whole blocks (0: exact causal)
+    tile_rows: int = 128  # query rows per on-chip tile (flash attention)
+    key_block: int = 0  # causal flash: keys computed in whole blocks (0: exact causal)
     compute_units: int = 1
     tp: int = 1
     pp: int = 1
     ep: int = 1
     micro_batches: int = 1
-    hb: float = 0.0              # bytes per embedding, norm, router and lm_head weight (0: ab)
-    head_dtype: str = ""         # compute type of lm_head and the router ("": matrix_dtype)
+    hb: float = 0.0  # bytes per embedding, norm, router and lm_head weight (0: ab)
+    head_dtype: str = ""  # compute type of lm_head and the router ("": matrix_dtype)
     memory_utilization: float = 1.0  # fraction of device memory the runtime may use
-    expand_kv: bool = False      # eager GQA: K/V copied to every query head (repeat_kv)
+    expand_kv: bool = False  # eager GQA: K/V copied to every query head (repeat_kv)
 
     @property
     def head_bytes(self) -> float:
@@ -93,7 +94,8 @@ def shard(c: ModelConfig, p: Plan) -> Shard:
         raise InvalidSettingError("pp", f"pp={p.pp} is more than the {c.num_layers} layers")
     shared = c.shared_expert_intermediate_size or c.num_shared_experts * c.moe_intermediate_size
     return Shard(
-        heads=c.num_heads // p.tp, kv_heads=max(1, c.num_kv_heads // p.tp),
+        heads=c.num_heads // p.tp,
+        kv_heads=max(1, c.num_kv_heads // p.tp),
         intermediate=math.ceil(c.intermediate_size / p.tp),
         moe_intermediate=math.ceil(c.moe_intermediate_size / p.tp),
         shared_intermediate=math.ceil(shared / p.tp),
@@ -109,8 +111,7 @@ def kv_length(c: ModelConfig, kv_len: Number) -> Number:
     return np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
 
 
-def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool,
-                   key_block: int = 0) -> Number:
+def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool, key_block: int = 0) -> Number:
     """(query, key) pairs per head after masking. Causal prefill over S tokens attends
     S(S+1)/2 pairs; a window W caps each query at W keys: W(W+1)/2 + (S-W)W when S > W.
 
@@ -125,7 +126,7 @@ def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool,
     full = q_len * (q_len + 1) / 2
     if key_block and not c.sliding_window:
         n = np.ceil(np.asarray(q_len, dtype=float) / key_block)
-        return key_block ** 2 * n * (n - 1) / 2 + (q_len - (n - 1) * key_block) * q_len
+        return key_block**2 * n * (n - 1) / 2 + (q_len - (n - 1) * key_block) * q_len
     if not c.sliding_window:
         return full
     w = c.sliding_window
@@ -137,16 +138,16 @@ class AttentionCall:
     """One attention kernel on one device: its sizes and where its query comes from."""
 
     batch: Number
-    q_len: Number                # new positions per sequence
-    kv_len: Number               # positions attended to, before any window cap
-    heads: int                   # query heads on the device
-    kv_heads: int                # K/V heads on the device (1 for MLA's shared latent)
+    q_len: Number  # new positions per sequence
+    kv_len: Number  # positions attended to, before any window cap
+    heads: int  # query heads on the device
+    kv_heads: int  # K/V heads on the device (1 for MLA's shared latent)
     qk_dim: int
     v_dim: int
-    count: int                   # layers
-    prefill: bool                # causal over the new tokens (else: decode)
-    q_from: str                  # producer of the query (liveness)
-    latent: bool = False         # absorbed MLA: V is the first v_dim columns of the K row
+    count: int  # layers
+    prefill: bool  # causal over the new tokens (else: decode)
+    q_from: str  # producer of the query (liveness)
+    latent: bool = False  # absorbed MLA: V is the first v_dim columns of the K row
 
 
 def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
@@ -160,8 +161,13 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     kernels the microbenchmarks run (query heads folded onto one K/V head).
     """
     kv = a.kv_len if a.prefill else kv_length(c, a.kv_len)
-    kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype,
-              expand_kv=p.expand_kv and not a.latent and a.kv_heads < a.heads)
+    kw = dict(
+        ab=p.ab,
+        kvb=p.kvb,
+        count=a.count,
+        dtype=p.matrix_dtype,
+        expand_kv=p.expand_kv and not a.latent and a.kv_heads < a.heads,
+    )
     qk = O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, **kw)
     return [
         replace(qk, inputs=(a.q_from,)),
@@ -176,15 +182,29 @@ def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     pairs = attended_pairs(c, a.q_len, a.kv_len, causal=a.prefill, key_block=p.key_block)
     keys = kv_length(c, a.kv_len)
     positions = np.maximum(pairs / p.tile_rows, keys) if a.prefill else keys
-    ops = [O.flash_attention(a.batch, a.heads, a.kv_heads, a.q_len, pairs, positions, a.qk_dim,
-                             a.v_dim, ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype,
-                             inputs=(a.q_from,), v_in_k=a.latent)]
+    ops = [
+        O.flash_attention(
+            a.batch,
+            a.heads,
+            a.kv_heads,
+            a.q_len,
+            pairs,
+            positions,
+            a.qk_dim,
+            a.v_dim,
+            ab=p.ab,
+            kvb=p.kvb,
+            count=a.count,
+            dtype=p.matrix_dtype,
+            inputs=(a.q_from,),
+            v_in_k=a.latent,
+        )
+    ]
     if p.attention == "paged" and not a.prefill:  # the block table: 4 bytes per block
         ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + a.batch * keys / p.kv_block * 4)
     if p.attention == "flash-decoding" and not a.prefill:
         splits = np.maximum(1, np.ceil(p.compute_units / (a.batch * a.heads)))
-        ops.append(O.split_combine(a.batch, a.heads, splits, a.v_dim, count=a.count,
-                                   dtype=p.vector_dtype))
+        ops.append(O.split_combine(a.batch, a.heads, splits, a.v_dim, count=a.count, dtype=p.vector_dtype))
     return ops
 
 
@@ -193,28 +213,42 @@ def attention_core(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     return build(c, a, p)
 
 
-def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
-                       prefill: bool) -> list[Op]:
+def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, prefill: bool) -> list[Op]:
     """q/k/v projections, rotary, attention, o_proj (MHA, GQA, MQA)."""
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
     q_out, kv_out = s.heads * c.head_dim, s.kv_heads * c.head_dim
     lin = dict(q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype, inputs=("attn_norm",))
     k_to_kv = 0.0 if c.rotary else p.kvb  # rotary rewrites k before it is cached
-    ops = [O.linear("q_proj", tokens, h, q_out, **lin),
-           O.linear("k_proj", tokens, h, kv_out, out_kv_bytes=k_to_kv, **lin),
-           O.linear("v_proj", tokens, h, kv_out, out_kv_bytes=p.kvb, **lin)]
+    ops = [
+        O.linear("q_proj", tokens, h, q_out, **lin),
+        O.linear("k_proj", tokens, h, kv_out, out_kv_bytes=k_to_kv, **lin),
+        O.linear("v_proj", tokens, h, kv_out, out_kv_bytes=p.kvb, **lin),
+    ]
     if c.rotary:
-        ops.append(O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L,
-                          dtype=p.vector_dtype))
-    ops += attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, s.kv_heads, c.head_dim,
-                                           c.head_dim, L, prefill, "rope" if c.rotary else "q_proj"), p)
-    ops.append(O.linear("o_proj", tokens, q_out, h, q=p.quant, ab=p.ab, count=L,
-                        dtype=p.matrix_dtype, inputs=(ops[-1].name,)))
+        ops.append(O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L, dtype=p.vector_dtype))
+    ops += attention_core(
+        c,
+        AttentionCall(
+            batch,
+            q_len,
+            kv_len,
+            s.heads,
+            s.kv_heads,
+            c.head_dim,
+            c.head_dim,
+            L,
+            prefill,
+            "rope" if c.rotary else "q_proj",
+        ),
+        p,
+    )
+    ops.append(
+        O.linear("o_proj", tokens, q_out, h, q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype, inputs=(ops[-1].name,))
+    )
     return ops
 
 
-def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
-                     prefill: bool) -> list[Op]:
+def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, prefill: bool) -> list[Op]:
     """Multi-head latent attention (DeepSeek-V2/V3). The cache holds one compressed latent
     (kv_lora_rank) plus the shared rotary key (qk_rope_head_dim) per token. Prefill
     decompresses K and V with kv_b_proj and runs ordinary attention; decode absorbs the
@@ -226,45 +260,42 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan,
     lin = dict(q=p.quant, ab=p.ab, count=L, dtype=p.matrix_dtype)
     ops = []
     if c.q_lora_rank:
-        ops += [O.linear("q_a_proj", tokens, h, c.q_lora_rank, inputs=("attn_norm",), **lin),
-                O.linear("q_proj", tokens, c.q_lora_rank, s.heads * (nope + rope_d),
-                         inputs=("q_a_proj",), **lin)]
+        ops += [
+            O.linear("q_a_proj", tokens, h, c.q_lora_rank, inputs=("attn_norm",), **lin),
+            O.linear("q_proj", tokens, c.q_lora_rank, s.heads * (nope + rope_d), inputs=("q_a_proj",), **lin),
+        ]
     else:
         ops.append(O.linear("q_proj", tokens, h, s.heads * (nope + rope_d), inputs=("attn_norm",), **lin))
-    ops.append(O.linear("kv_a_proj", tokens, h, r + rope_d, inputs=("attn_norm",),
-                        out_kv_bytes=p.kvb, **lin))
+    ops.append(O.linear("kv_a_proj", tokens, h, r + rope_d, inputs=("attn_norm",), out_kv_bytes=p.kvb, **lin))
     rope = O.rope(tokens, s.heads, 1, rope_d, ab=p.ab, kvb=0, count=L, dtype=p.vector_dtype)
     ops.append(replace(rope, inputs=("q_proj", "kv_a_proj")))
     if prefill:
         ops.append(O.linear("kv_b_proj", tokens, r, s.heads * (nope + v_d), inputs=("kv_a_proj",), **lin))
-        core = attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, s.heads, nope + rope_d,
-                                               v_d, L, prefill, "rope"), p)
+        core = attention_core(
+            c, AttentionCall(batch, q_len, kv_len, s.heads, s.heads, nope + rope_d, v_d, L, prefill, "rope"), p
+        )
         ops += core
         last = core[-1].name
     else:
-        ops.append(O.linear("q_absorb", tokens * s.heads, nope, r, inputs=("rope",), experts=s.heads,
-                            **lin))
-        ops += attention_core(c, AttentionCall(batch, q_len, kv_len, s.heads, 1, r + rope_d, r, L,
-                                               prefill, "q_absorb", latent=True), p)
-        ops.append(O.linear("v_absorb", tokens * s.heads, r, v_d, inputs=(ops[-1].name,),
-                            experts=s.heads, **lin))
+        ops.append(O.linear("q_absorb", tokens * s.heads, nope, r, inputs=("rope",), experts=s.heads, **lin))
+        ops += attention_core(
+            c, AttentionCall(batch, q_len, kv_len, s.heads, 1, r + rope_d, r, L, prefill, "q_absorb", latent=True), p
+        )
+        ops.append(O.linear("v_absorb", tokens * s.heads, r, v_d, inputs=(ops[-1].name,), experts=s.heads, **lin))
         last = "v_absorb"
     ops.append(O.linear("o_proj", tokens, s.heads * v_d, h, inputs=(last,), **lin))
     return ops
 
 
-def dense_mlp(c: ModelConfig, tokens, width: int, p: Plan, source: str, count: int,
-              prefix: str = "") -> list[Op]:
+def dense_mlp(c: ModelConfig, tokens, width: int, p: Plan, source: str, count: int, prefix: str = "") -> list[Op]:
     """gate_proj/up_proj -> mlp_act -> down_proj (gate only for gated MLPs)."""
     h = c.hidden_size
     lin = dict(q=p.quant, ab=p.ab, count=count, dtype=p.matrix_dtype)
     names = {n: f"{prefix}{n}" for n in ("gate_proj", "up_proj", "mlp_act", "down_proj")}
-    ops = ([O.linear(names["gate_proj"], tokens, h, width, inputs=(source,), **lin)]
-           if c.gated_mlp else [])
+    ops = [O.linear(names["gate_proj"], tokens, h, width, inputs=(source,), **lin)] if c.gated_mlp else []
     ops.append(O.linear(names["up_proj"], tokens, h, width, inputs=(source,), **lin))
     act_in = tuple(op.name for op in ops)
-    act = O.mlp_act(tokens, width, c.hidden_act, c.gated_mlp, ab=p.ab, count=count,
-                    dtype=p.vector_dtype, inputs=act_in)
+    act = O.mlp_act(tokens, width, c.hidden_act, c.gated_mlp, ab=p.ab, count=count, dtype=p.vector_dtype, inputs=act_in)
     ops.append(replace(act, name=names["mlp_act"]))
     ops.append(O.linear(names["down_proj"], tokens, width, h, inputs=(names["mlp_act"],), **lin))
     return ops
@@ -280,24 +311,50 @@ def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
     """Router, routed experts (weights of the experts hit are read), shared experts, and
     the all-to-all dispatch/combine under expert parallelism."""
     h, k, count = c.hidden_size, c.num_experts_per_tok, s.moe_layers
-    ops = [O.linear("router", tokens, h, c.num_experts, q=p.unquantised, ab=p.ab, count=count,
-                    dtype=p.head_matrix_dtype, inputs=(source,))]
+    ops = [
+        O.linear(
+            "router",
+            tokens,
+            h,
+            c.num_experts,
+            q=p.unquantised,
+            ab=p.ab,
+            count=count,
+            dtype=p.head_matrix_dtype,
+            inputs=(source,),
+        )
+    ]
     routed = tokens * k / p.ep  # token slots this device's experts serve
     hit = expected_experts(c.num_experts, k, tokens) / p.ep
     if p.ep > 1:
-        ops.append(O.collective("ep_dispatch", tokens * k * h, p.ep, ab=p.ab, count=count,
-                                kind="all_to_all", inputs=(source,)))
+        ops.append(
+            O.collective("ep_dispatch", tokens * k * h, p.ep, ab=p.ab, count=count, kind="all_to_all", inputs=(source,))
+        )
     experts = dense_mlp(c, routed, s.moe_intermediate, p, source, count)
     for i, op in enumerate(experts):
         if op.kind == "linear":
             n_in, n_out = op.dims["k"], op.dims["n"]
-            experts[i] = replace(O.linear(op.name, routed, n_in, n_out, q=p.quant, ab=p.ab,
-                                          count=count, dtype=p.matrix_dtype, inputs=op.inputs,
-                                          experts=hit))
+            experts[i] = replace(
+                O.linear(
+                    op.name,
+                    routed,
+                    n_in,
+                    n_out,
+                    q=p.quant,
+                    ab=p.ab,
+                    count=count,
+                    dtype=p.matrix_dtype,
+                    inputs=op.inputs,
+                    experts=hit,
+                )
+            )
     ops += experts
     if p.ep > 1:
-        ops.append(O.collective("ep_combine", tokens * k * h, p.ep, ab=p.ab, count=count,
-                                kind="all_to_all", inputs=("down_proj",)))
+        ops.append(
+            O.collective(
+                "ep_combine", tokens * k * h, p.ep, ab=p.ab, count=count, kind="all_to_all", inputs=("down_proj",)
+            )
+        )
     if s.shared_intermediate:
         ops += dense_mlp(c, tokens, s.shared_intermediate, p, source, count, prefix="shared_")
     return ops
@@ -319,8 +376,7 @@ def tp_all_reduce(name: str, tokens, c: ModelConfig, p: Plan, count: int, source
     return [O.collective(name, tokens * c.hidden_size, p.tp, ab=p.ab, count=count, inputs=(source,))]
 
 
-def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Plan,
-              prefill: bool = True) -> list[Op]:
+def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Plan, prefill: bool = True) -> list[Op]:
     """One decoder layer on one device, ``count`` = its layers there."""
     s = shard(c, p)
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
@@ -345,8 +401,7 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
 EMBED_OPS = ("embed", "embed_allreduce")  # the head ops that run before the layers
 
 
-def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan,
-             logit_rows: Number | None = None) -> list[Op]:
+def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan, logit_rows: Number | None = None) -> list[Op]:
     """embed (before the layers, ``EMBED_OPS``), then final_norm and lm_head on
     ``logit_rows`` positions (default ``batch``: the last position of each sequence, as in
     prefill; decode computes every new position, so verifying k draft tokens computes
@@ -361,23 +416,38 @@ def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan,
     vocab = math.ceil(c.vocab_size / p.tp)
     before = [O.embed(tokens, h, wb=hb, ab=p.ab, dtype=p.vector_dtype)]
     after = [
-        O.norm("final_norm", tokens, h, ab=p.ab, wb=hb, count=1, dtype=p.vector_dtype,
-               inputs=("x",)),
-        O.linear("lm_head", logit_rows, h, vocab, q=p.unquantised, ab=p.ab, count=1,
-                 dtype=p.head_matrix_dtype, inputs=("final_norm",)),
+        O.norm("final_norm", tokens, h, ab=p.ab, wb=hb, count=1, dtype=p.vector_dtype, inputs=("x",)),
+        O.linear(
+            "lm_head",
+            logit_rows,
+            h,
+            vocab,
+            q=p.unquantised,
+            ab=p.ab,
+            count=1,
+            dtype=p.head_matrix_dtype,
+            inputs=("final_norm",),
+        ),
     ]
     if p.tp > 1:
-        before.append(O.collective("embed_allreduce", tokens * h, p.tp, ab=p.ab, count=1,
-                                   inputs=("embed",)))
-        after.append(O.collective("logits_gather", logit_rows * vocab * p.tp, p.tp, ab=p.ab,
-                                  count=1, kind="all_gather", inputs=("lm_head",)))
+        before.append(O.collective("embed_allreduce", tokens * h, p.tp, ab=p.ab, count=1, inputs=("embed",)))
+        after.append(
+            O.collective(
+                "logits_gather",
+                logit_rows * vocab * p.tp,
+                p.tp,
+                ab=p.ab,
+                count=1,
+                kind="all_gather",
+                inputs=("lm_head",),
+            )
+        )
     if p.pp > 1:  # activations cross each pipeline boundary once per micro-batch
         after.append(O.collective("pp_send", tokens * h, p.pp, ab=p.ab, count=p.pp - 1, kind="send"))
     return before + after
 
 
-def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan,
-              q_len: Number = 1) -> list[Op]:
+def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan, q_len: Number = 1) -> list[Op]:
     """All ops of one forward pass on one device, for one micro-batch.
 
     prefill: ``length`` prompt tokens per sequence, attending causally to themselves.

@@ -1,4 +1,5 @@
 """Memory per device: weights, KV cache at its largest, activations at their liveness peak."""
+
 from __future__ import annotations
 
 import math
@@ -6,11 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.engine.layers import Plan, shard
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op
 from ridgeline.engine.workload import Number
+from ridgeline.io.hardware import DeviceSpec
 
 
 def attention_parameters(c: ModelConfig, heads: int, kv_heads: int) -> int:
@@ -19,8 +20,7 @@ def attention_parameters(c: ModelConfig, heads: int, kv_heads: int) -> int:
     if not c.is_mla:
         return 2 * h * heads * d + 2 * h * kv_heads * d
     r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
-    q = (h * c.q_lora_rank + c.q_lora_rank * heads * (nope + rope_d) if c.q_lora_rank
-         else h * heads * (nope + rope_d))
+    q = h * c.q_lora_rank + c.q_lora_rank * heads * (nope + rope_d) if c.q_lora_rank else h * heads * (nope + rope_d)
     return q + h * (r + rope_d) + r * heads * (nope + v_d) + heads * v_d * h
 
 
@@ -35,8 +35,10 @@ def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
     token uses (for active parameters per token)."""
     p = p or Plan(2, 2, 2, "fp16", "fp16")
     s = shard(c, p)
-    out = {"attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
-           "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2)}
+    out = {
+        "attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
+        "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2),
+    }
     if not c.is_moe:
         out["mlp"] = s.layers * mlp_parameters(c, s.intermediate)
         return out
@@ -90,8 +92,7 @@ def usable_bytes(device: DeviceSpec, p: Plan) -> float:
     return device.memory_capacity * p.memory_utilization - device.runtime_reserve
 
 
-def kv_capacity_bytes(c: ModelConfig, device: DeviceSpec, p: Plan, activation_bytes: Number = 0.0
-                      ) -> Number:
+def kv_capacity_bytes(c: ModelConfig, device: DeviceSpec, p: Plan, activation_bytes: Number = 0.0) -> Number:
     """Bytes available to the KV cache on one device: usable memory less the weights and
     the peak activations of the largest step (``activation_bytes``); never below 0."""
     return np.maximum(usable_bytes(device, p) - weight_bytes(c, p) - activation_bytes, 0.0)

@@ -1,4 +1,5 @@
 """Models: the ``ModelConfig`` record and the one place that knows Hugging Face key aliases."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -6,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ridgeline.errors import InvalidConfigError, UnknownModelError, UnsupportedArchitectureError
 from ridgeline.io.catalog import MODELS_DIR, list_names, looks_like_path
 from ridgeline.io.files import read_json
-from ridgeline.errors import InvalidConfigError, UnknownModelError, UnsupportedArchitectureError
 
 # model_type -> (gated MLP, norm kind, attention and MLP in parallel off one norm)
 ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
@@ -36,19 +37,19 @@ class ModelConfig:
 
     name: str
     model_type: str
-    hidden_size: int            # d_model: width of the residual stream
-    num_layers: int             # decoder layers
-    num_heads: int              # query heads
-    num_kv_heads: int           # key/value heads: = num_heads (MHA), < (GQA), 1 (MQA)
-    head_dim: int               # per-head width; hidden_size / num_heads unless set
-    intermediate_size: int      # MLP width (dense layers)
+    hidden_size: int  # d_model: width of the residual stream
+    num_layers: int  # decoder layers
+    num_heads: int  # query heads
+    num_kv_heads: int  # key/value heads: = num_heads (MHA), < (GQA), 1 (MQA)
+    head_dim: int  # per-head width; hidden_size / num_heads unless set
+    intermediate_size: int  # MLP width (dense layers)
     vocab_size: int
-    tie_word_embeddings: bool   # lm_head shares the embedding matrix
+    tie_word_embeddings: bool  # lm_head shares the embedding matrix
     hidden_act: str = "silu"
-    gated_mlp: bool = True      # gate_proj * act(up_proj) (SwiGLU/GeGLU) vs act(up_proj)
-    norm: str = "rmsnorm"       # rmsnorm | layernorm
+    gated_mlp: bool = True  # gate_proj * act(up_proj) (SwiGLU/GeGLU) vs act(up_proj)
+    norm: str = "rmsnorm"  # rmsnorm | layernorm
     parallel_attn: bool = False  # attention and MLP read the same normed input (GPT-J, Falcon)
-    rotary: bool = True         # rotary position embedding applied to q and k
+    rotary: bool = True  # rotary position embedding applied to q and k
     max_position_embeddings: int = 0
     sliding_window: int | None = None  # attention sees at most this many past tokens
     # mixture of experts (0 experts: dense)
@@ -86,8 +87,7 @@ class ModelConfig:
         return self.num_layers - self.first_dense_layers if self.is_moe else 0
 
     @classmethod
-    def from_hf_config(cls, raw: Mapping[str, Any], name: str | None = None,
-                       where: str = "config") -> ModelConfig:
+    def from_hf_config(cls, raw: Mapping[str, Any], name: str | None = None, where: str = "config") -> ModelConfig:
         return _from_hf(raw, name, where)
 
 
@@ -118,8 +118,9 @@ def _moe_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
         "num_experts": int(experts),
         "num_experts_per_tok": _positive(raw, where, "num_experts_per_tok"),
         "moe_intermediate_size": _positive(raw, where, "moe_intermediate_size", "intermediate_size"),
-        "num_shared_experts": int(raw.get("n_shared_experts") or
-                                  (1 if raw.get("shared_expert_intermediate_size") else 0)),
+        "num_shared_experts": int(
+            raw.get("n_shared_experts") or (1 if raw.get("shared_expert_intermediate_size") else 0)
+        ),
         "shared_expert_intermediate_size": int(raw.get("shared_expert_intermediate_size") or 0),
         "first_dense_layers": dense_first,
     }
@@ -128,8 +129,10 @@ def _moe_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
 def _mla_fields(raw: Mapping[str, Any]) -> dict[str, int]:
     if not raw.get("kv_lora_rank"):
         return {}
-    return {key: int(raw.get(key) or 0) for key in
-            ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
+    return {
+        key: int(raw.get(key) or 0)
+        for key in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    }
 
 
 def _sliding_window(raw: Mapping[str, Any]) -> int | None:
@@ -157,13 +160,17 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         kv_default = heads
     kv_heads = _positive(raw, where, "num_key_value_heads", "num_kv_heads", default=kv_default)
     if heads % kv_heads:
-        raise InvalidConfigError(where, f"num_attention_heads ({heads}) is not a multiple of "
-                                        f"num_key_value_heads ({kv_heads})")
+        raise InvalidConfigError(
+            where, f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})"
+        )
     mla = _mla_fields(raw)
     if raw.get("head_dim") is None and not mla and hidden % heads:
-        raise InvalidConfigError(where, f"hidden_size ({hidden}) is not a multiple of "
-                                        f"num_attention_heads ({heads}); set head_dim if the "
-                                        "model's heads are not hidden_size / heads wide")
+        raise InvalidConfigError(
+            where,
+            f"hidden_size ({hidden}) is not a multiple of "
+            f"num_attention_heads ({heads}); set head_dim if the "
+            "model's heads are not hidden_size / heads wide",
+        )
     head_dim = _positive(raw, where, "head_dim", default=hidden // heads)
     if mla:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
@@ -176,8 +183,9 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=_positive(raw, where, "intermediate_size", "ffn_dim", "n_inner",
-                                    "ffn_hidden_size", default=4 * hidden),
+        intermediate_size=_positive(
+            raw, where, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", default=4 * hidden
+        ),
         vocab_size=_positive(raw, where, "vocab_size"),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)),
         hidden_act=act,

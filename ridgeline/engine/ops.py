@@ -6,6 +6,7 @@ element (square, sum, mean, add eps, rsqrt, scale, weight). Sizes may be numpy a
 Bytes are split by where they go, so a setting changes exactly one term:
 weights read, activations read, activations written, KV cache read, KV cache written.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,8 +19,16 @@ from ridgeline.engine.workload import Number
 SOFTMAX_OPS = 5
 NORM_OPS = 7
 # Operations per element of the MLP activation (the gated multiply is counted separately).
-ACT_OPS = {"silu": 4, "swish": 4, "relu": 1, "gelu": 8, "gelu_new": 8,
-           "gelu_pytorch_tanh": 8, "gelu_fast": 8, "quick_gelu": 4}
+ACT_OPS = {
+    "silu": 4,
+    "swish": 4,
+    "relu": 1,
+    "gelu": 8,
+    "gelu_new": 8,
+    "gelu_pytorch_tanh": 8,
+    "gelu_fast": 8,
+    "quick_gelu": 4,
+}
 ROPE_OPS = 3  # x*cos + rotate_half(x)*sin per element
 
 BYTE_FIELDS = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
@@ -30,20 +39,20 @@ class Op:
     """One operator instance: what it computes and which bytes it moves."""
 
     name: str
-    kind: str                  # linear | attention | softmax | norm | elementwise | embed
-    count: int                 # instances per forward pass (num_layers for layer ops)
+    kind: str  # linear | attention | softmax | norm | elementwise | embed
+    count: int  # instances per forward pass (num_layers for layer ops)
     flops: Number
     weight_bytes: Number = 0
     act_read_bytes: Number = 0
     act_write_bytes: Number = 0
     kv_read_bytes: Number = 0
     kv_write_bytes: Number = 0
-    vector_flops: Number = 0   # vector-unit work beside the matrix work (dequantising, fused softmax)
-    comm_bytes: Number = 0     # bytes each device sends over the interconnect
-    comm_hops: Number = 0      # sequential link hops of a collective (each costs the link latency)
-    exps: Number = 0           # exponentials (softmax), run on the special-function units
-    matrix: bool = False       # runs on matrix units (GEMM/GEMV) rather than vector units
-    dtype: str = "fp16"        # data type the arithmetic runs in
+    vector_flops: Number = 0  # vector-unit work beside the matrix work (dequantising, fused softmax)
+    comm_bytes: Number = 0  # bytes each device sends over the interconnect
+    comm_hops: Number = 0  # sequential link hops of a collective (each costs the link latency)
+    exps: Number = 0  # exponentials (softmax), run on the special-function units
+    matrix: bool = False  # runs on matrix units (GEMM/GEMV) rather than vector units
+    dtype: str = "fp16"  # data type the arithmetic runs in
     inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
     dims: Mapping[str, Any] = field(default_factory=dict)  # kernel shape, for benchmarks
     # bytes of each fresh tensor the kernel allocates (None: one, its output, act_write_bytes);
@@ -58,8 +67,7 @@ class Op:
 
     @property
     def bytes(self) -> Number:
-        return (self.weight_bytes + self.act_read_bytes + self.act_write_bytes
-                + self.kv_read_bytes + self.kv_write_bytes)
+        return self.weight_bytes + self.act_read_bytes + self.act_write_bytes + self.kv_read_bytes + self.kv_write_bytes
 
     @property
     def intensity(self) -> Number:
@@ -75,18 +83,29 @@ def _dims(**kwargs: Any) -> Mapping[str, Any]:
 class Quant:
     """How linear-layer weights are stored: bytes per weight, group scales, dequantisation."""
 
-    wb: float                  # bytes per weight element
-    scale_bytes: float = 0.0   # bytes of scale + zero point per group (0: not quantised)
-    group_size: int = 0        # weights per group along k; 0 = one group per output channel
-    dequant: bool = False      # converted up to the compute type inside the kernel
+    wb: float  # bytes per weight element
+    scale_bytes: float = 0.0  # bytes of scale + zero point per group (0: not quantised)
+    group_size: int = 0  # weights per group along k; 0 = one group per output channel
+    dequant: bool = False  # converted up to the compute type inside the kernel
 
 
 DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the scale
 
 
-def linear(name: str, tokens: Number, k: int, n: int, *, q: Quant, ab: float, count: int,
-           dtype: str, inputs: tuple[str, ...], out_kv_bytes: float = 0.0,
-           experts: Number = 1) -> Op:
+def linear(
+    name: str,
+    tokens: Number,
+    k: int,
+    n: int,
+    *,
+    q: Quant,
+    ab: float,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    out_kv_bytes: float = 0.0,
+    experts: Number = 1,
+) -> Op:
     """y[tokens, n] = x[tokens, k] @ W[k, n]: 2*tokens*k*n ops; each W read once.
 
     ``experts`` > 1: the weights of that many experts are read and ``tokens`` counts routed
@@ -97,102 +116,205 @@ def linear(name: str, tokens: Number, k: int, n: int, *, q: Quant, ab: float, co
     out = tokens * n
     weights = experts * k * n
     groups = weights / q.group_size if q.group_size else experts * n
-    return Op(name, "linear", count, flops=2 * tokens * k * n,
-              weight_bytes=weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0),
-              act_read_bytes=tokens * k * ab, act_write_bytes=0 if out_kv_bytes else out * ab,
-              kv_write_bytes=out * out_kv_bytes, vector_flops=DEQUANT_OPS * weights if q.dequant else 0,
-              matrix=True, dtype=dtype, inputs=inputs, dims=_dims(m=tokens, k=k, n=n, experts=experts))
+    return Op(
+        name,
+        "linear",
+        count,
+        flops=2 * tokens * k * n,
+        weight_bytes=weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0),
+        act_read_bytes=tokens * k * ab,
+        act_write_bytes=0 if out_kv_bytes else out * ab,
+        kv_write_bytes=out * out_kv_bytes,
+        vector_flops=DEQUANT_OPS * weights if q.dequant else 0,
+        matrix=True,
+        dtype=dtype,
+        inputs=inputs,
+        dims=_dims(m=tokens, k=k, n=n, experts=experts),
+    )
 
 
-def qk_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
-              expand_kv: bool = False) -> Op:
+def qk_matmul(
+    batch: Number,
+    heads: int,
+    kv_heads: int,
+    q_len: Number,
+    kv_len: Number,
+    head_dim: int,
+    *,
+    ab: float,
+    kvb: float,
+    count: int,
+    dtype: str,
+    expand_kv: bool = False,
+) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
     K is read once per KV head (grouped heads share it), or once per query head with
     ``expand_kv`` (Hugging Face's eager path copies K/V to every query head with
     ``repeat_kv`` first); the score matrix is written out.
     """
-    return Op("qk_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
-              act_read_bytes=batch * q_len * heads * head_dim * ab,
-              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
-              act_write_bytes=batch * heads * q_len * kv_len * ab, matrix=True, dtype=dtype,
-              inputs=("q",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
-                                        q_len=q_len, kv_len=kv_len, head_dim=head_dim))
+    return Op(
+        "qk_matmul",
+        "attention",
+        count,
+        flops=2 * batch * heads * q_len * kv_len * head_dim,
+        act_read_bytes=batch * q_len * heads * head_dim * ab,
+        kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
+        act_write_bytes=batch * heads * q_len * kv_len * ab,
+        matrix=True,
+        dtype=dtype,
+        inputs=("q",),
+        dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim),
+    )
 
 
-def sv_matmul(batch: Number, heads: int, kv_heads: int, q_len: Number, kv_len: Number,
-              head_dim: int, *, ab: float, kvb: float, count: int, dtype: str,
-              expand_kv: bool = False) -> Op:
+def sv_matmul(
+    batch: Number,
+    heads: int,
+    kv_heads: int,
+    q_len: Number,
+    kv_len: Number,
+    head_dim: int,
+    *,
+    ab: float,
+    kvb: float,
+    count: int,
+    dtype: str,
+    expand_kv: bool = False,
+) -> Op:
     """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops (V per query
     head with ``expand_kv``, as in :func:`qk_matmul`)."""
-    return Op("sv_matmul", "attention", count, flops=2 * batch * heads * q_len * kv_len * head_dim,
-              act_read_bytes=batch * heads * q_len * kv_len * ab,
-              kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
-              act_write_bytes=batch * q_len * heads * head_dim * ab, matrix=True, dtype=dtype,
-              inputs=("softmax",), dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads,
-                                              q_len=q_len, kv_len=kv_len, head_dim=head_dim))
+    return Op(
+        "sv_matmul",
+        "attention",
+        count,
+        flops=2 * batch * heads * q_len * kv_len * head_dim,
+        act_read_bytes=batch * heads * q_len * kv_len * ab,
+        kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
+        act_write_bytes=batch * q_len * heads * head_dim * ab,
+        matrix=True,
+        dtype=dtype,
+        inputs=("softmax",),
+        dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim),
+    )
 
 
-def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: float,
-            count: int, dtype: str) -> Op:
+def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: float, count: int, dtype: str) -> Op:
     """Row softmax over the score matrix: 5 ops per element (one of them an exponential),
     read and written once."""
     elems = batch * heads * q_len * kv_len
-    return Op("softmax", "softmax", count, flops=SOFTMAX_OPS * elems, exps=elems,
-              act_read_bytes=elems * ab,
-              act_write_bytes=elems * ab, dtype=dtype, inputs=("qk_matmul",),
-              dims=_dims(rows=batch * heads * q_len, cols=kv_len))
+    return Op(
+        "softmax",
+        "softmax",
+        count,
+        flops=SOFTMAX_OPS * elems,
+        exps=elems,
+        act_read_bytes=elems * ab,
+        act_write_bytes=elems * ab,
+        dtype=dtype,
+        inputs=("qk_matmul",),
+        dims=_dims(rows=batch * heads * q_len, cols=kv_len),
+    )
 
 
-def norm(name: str, tokens: Number, hidden: int, *, ab: float, wb: float, count: int,
-         dtype: str, inputs: tuple[str, ...]) -> Op:
+def norm(
+    name: str, tokens: Number, hidden: int, *, ab: float, wb: float, count: int, dtype: str, inputs: tuple[str, ...]
+) -> Op:
     """RMSNorm/LayerNorm: 7 ops per element; the weight vector (hidden) is read too.
 
     The seed paper leaves the weight vector out; it is kept in ``weight_bytes`` here.
     """
     elems = tokens * hidden
-    return Op(name, "norm", count, flops=NORM_OPS * elems, weight_bytes=hidden * wb,
-              act_read_bytes=elems * ab, act_write_bytes=elems * ab, dtype=dtype, inputs=inputs,
-              dims=_dims(tokens=tokens, hidden=hidden))
+    return Op(
+        name,
+        "norm",
+        count,
+        flops=NORM_OPS * elems,
+        weight_bytes=hidden * wb,
+        act_read_bytes=elems * ab,
+        act_write_bytes=elems * ab,
+        dtype=dtype,
+        inputs=inputs,
+        dims=_dims(tokens=tokens, hidden=hidden),
+    )
 
 
-def residual_add(name: str, tokens: Number, hidden: int, *, ab: float, count: int, dtype: str,
-                 inputs: tuple[str, ...]) -> Op:
+def residual_add(
+    name: str, tokens: Number, hidden: int, *, ab: float, count: int, dtype: str, inputs: tuple[str, ...]
+) -> Op:
     """out = residual + branch: 1 op per element, both operands read, one written.
 
     The seed paper counts one operand read (0.25 ops/byte in fp16); counting both gives 1/6.
     """
     elems = tokens * hidden
-    return Op(name, "elementwise", count, flops=elems, act_read_bytes=2 * elems * ab,
-              act_write_bytes=elems * ab, dtype=dtype, inputs=inputs,
-              dims=_dims(tokens=tokens, hidden=hidden))
+    return Op(
+        name,
+        "elementwise",
+        count,
+        flops=elems,
+        act_read_bytes=2 * elems * ab,
+        act_write_bytes=elems * ab,
+        dtype=dtype,
+        inputs=inputs,
+        dims=_dims(tokens=tokens, hidden=hidden),
+    )
 
 
-def mlp_act(tokens: Number, width: int, act: str, gated: bool, *, ab: float, count: int,
-            dtype: str, inputs: tuple[str, ...]) -> Op:
+def mlp_act(
+    tokens: Number, width: int, act: str, gated: bool, *, ab: float, count: int, dtype: str, inputs: tuple[str, ...]
+) -> Op:
     """act(gate) * up (gated) or act(up): ACT_OPS per element (+1 for the gate multiply)."""
     elems = tokens * width
     per_elem = ACT_OPS.get(act, 8) + (1 if gated else 0)
-    return Op("mlp_act", "elementwise", count, flops=per_elem * elems,
-              act_read_bytes=(2 if gated else 1) * elems * ab, act_write_bytes=elems * ab,
-              dtype=dtype, inputs=inputs, dims=_dims(tokens=tokens, width=width, act=act, gated=gated))
+    return Op(
+        "mlp_act",
+        "elementwise",
+        count,
+        flops=per_elem * elems,
+        act_read_bytes=(2 if gated else 1) * elems * ab,
+        act_write_bytes=elems * ab,
+        dtype=dtype,
+        inputs=inputs,
+        dims=_dims(tokens=tokens, width=width, act=act, gated=gated),
+    )
 
 
-def rope(tokens: Number, heads: int, kv_heads: int, head_dim: int, *, ab: float, kvb: float,
-         count: int, dtype: str) -> Op:
+def rope(
+    tokens: Number, heads: int, kv_heads: int, head_dim: int, *, ab: float, kvb: float, count: int, dtype: str
+) -> Op:
     """Rotary embedding of q and k: 3 ops per element; rotated k goes to the KV cache."""
     q_elems, k_elems = tokens * heads * head_dim, tokens * kv_heads * head_dim
-    return Op("rope", "elementwise", count, flops=ROPE_OPS * (q_elems + k_elems),
-              act_read_bytes=(q_elems + k_elems) * ab, act_write_bytes=q_elems * ab,
-              kv_write_bytes=k_elems * kvb, dtype=dtype, inputs=("q_proj", "k_proj"),
-              dims=_dims(tokens=tokens, heads=heads, kv_heads=kv_heads, head_dim=head_dim))
+    return Op(
+        "rope",
+        "elementwise",
+        count,
+        flops=ROPE_OPS * (q_elems + k_elems),
+        act_read_bytes=(q_elems + k_elems) * ab,
+        act_write_bytes=q_elems * ab,
+        kv_write_bytes=k_elems * kvb,
+        dtype=dtype,
+        inputs=("q_proj", "k_proj"),
+        dims=_dims(tokens=tokens, heads=heads, kv_heads=kv_heads, head_dim=head_dim),
+    )
 
 
-def flash_attention(batch: Number, heads: int, kv_heads: int, q_len: Number, pairs: Number,
-                    kv_read_positions: Number, qk_dim: int, v_dim: int, *, ab: float,
-                    kvb: float, count: int, dtype: str, inputs: tuple[str, ...],
-                    v_in_k: bool = False) -> Op:
+def flash_attention(
+    batch: Number,
+    heads: int,
+    kv_heads: int,
+    q_len: Number,
+    pairs: Number,
+    kv_read_positions: Number,
+    qk_dim: int,
+    v_dim: int,
+    *,
+    ab: float,
+    kvb: float,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    v_in_k: bool = False,
+) -> Op:
     """Fused attention with tiles held on chip: no score matrix in memory.
 
     ``pairs``: (query, key) pairs attended per (sequence, head) after causal/window masking.
@@ -202,27 +324,50 @@ def flash_attention(batch: Number, heads: int, kv_heads: int, q_len: Number, pai
     the first v_dim columns of the cached K row (``v_in_k``: absorbed MLA, as FlashMLA reads it).
     """
     row = qk_dim if v_in_k else qk_dim + v_dim
-    return Op("attention", "attention", count, flops=2 * batch * heads * pairs * (qk_dim + v_dim),
-              vector_flops=SOFTMAX_OPS * batch * heads * pairs, exps=batch * heads * pairs,
-              act_read_bytes=batch * q_len * heads * qk_dim * ab,
-              kv_read_bytes=batch * kv_heads * kv_read_positions * row * kvb,
-              act_write_bytes=batch * q_len * heads * v_dim * ab, matrix=True, dtype=dtype,
-              inputs=inputs, dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len,
-                                        pairs=pairs, head_dim=qk_dim, v_dim=v_dim))
+    return Op(
+        "attention",
+        "attention",
+        count,
+        flops=2 * batch * heads * pairs * (qk_dim + v_dim),
+        vector_flops=SOFTMAX_OPS * batch * heads * pairs,
+        exps=batch * heads * pairs,
+        act_read_bytes=batch * q_len * heads * qk_dim * ab,
+        kv_read_bytes=batch * kv_heads * kv_read_positions * row * kvb,
+        act_write_bytes=batch * q_len * heads * v_dim * ab,
+        matrix=True,
+        dtype=dtype,
+        inputs=inputs,
+        dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, pairs=pairs, head_dim=qk_dim, v_dim=v_dim),
+    )
 
 
-def split_combine(batch: Number, heads: int, splits: Number, v_dim: int, *, count: int,
-                  dtype: str) -> Op:
+def split_combine(batch: Number, heads: int, splits: Number, v_dim: int, *, count: int, dtype: str) -> Op:
     """Flash-decoding's reduction: each KV split writes an fp32 partial output and its
     max/sum, which one more kernel reads and rescales (3 ops per partial element)."""
     partial = batch * heads * splits * (v_dim + 2) * 4
-    return Op("attn_combine", "elementwise", count, flops=3 * batch * heads * splits * v_dim,
-              act_read_bytes=partial, act_write_bytes=batch * heads * v_dim * 2 + 0 * partial,
-              dtype=dtype, inputs=("attention",), dims=_dims(batch=batch, heads=heads, splits=splits))
+    return Op(
+        "attn_combine",
+        "elementwise",
+        count,
+        flops=3 * batch * heads * splits * v_dim,
+        act_read_bytes=partial,
+        act_write_bytes=batch * heads * v_dim * 2 + 0 * partial,
+        dtype=dtype,
+        inputs=("attention",),
+        dims=_dims(batch=batch, heads=heads, splits=splits),
+    )
 
 
-def collective(name: str, elems: Number, devices: int, *, ab: float, count: int,
-               kind: str = "all_reduce", inputs: tuple[str, ...] = ()) -> Op:
+def collective(
+    name: str,
+    elems: Number,
+    devices: int,
+    *,
+    ab: float,
+    count: int,
+    kind: str = "all_reduce",
+    inputs: tuple[str, ...] = (),
+) -> Op:
     """Bytes one device sends over the links.
 
     all_reduce (ring): 2(n-1)/n x message, 2(n-1) latency hops; all_to_all and all_gather
@@ -230,16 +375,33 @@ def collective(name: str, elems: Number, devices: int, *, ab: float, count: int,
     ``elems`` is the full message (all_gather: the gathered result).
     """
     message = elems * ab
-    sent, hops = {"all_reduce": (2 * (devices - 1) / devices, 2 * (devices - 1)),
-                  "all_to_all": ((devices - 1) / devices, devices - 1),
-                  "all_gather": ((devices - 1) / devices, devices - 1),
-                  "send": (1.0, 1)}[kind]
-    return Op(name, "comm", count, flops=0 * elems, comm_bytes=sent * message, comm_hops=hops,
-              inputs=inputs, dims=_dims(elems=elems, devices=devices, collective=kind))
+    sent, hops = {
+        "all_reduce": (2 * (devices - 1) / devices, 2 * (devices - 1)),
+        "all_to_all": ((devices - 1) / devices, devices - 1),
+        "all_gather": ((devices - 1) / devices, devices - 1),
+        "send": (1.0, 1),
+    }[kind]
+    return Op(
+        name,
+        "comm",
+        count,
+        flops=0 * elems,
+        comm_bytes=sent * message,
+        comm_hops=hops,
+        inputs=inputs,
+        dims=_dims(elems=elems, devices=devices, collective=kind),
+    )
 
 
 def embed(tokens: Number, hidden: int, *, wb: float, ab: float, dtype: str) -> Op:
     """Embedding gather: one row of the table read per token, no arithmetic."""
-    return Op("embed", "embed", 1, flops=0 * tokens, weight_bytes=tokens * hidden * wb,
-              act_write_bytes=tokens * hidden * ab, dtype=dtype,
-              dims=_dims(tokens=tokens, hidden=hidden))
+    return Op(
+        "embed",
+        "embed",
+        1,
+        flops=0 * tokens,
+        weight_bytes=tokens * hidden * wb,
+        act_write_bytes=tokens * hidden * ab,
+        dtype=dtype,
+        dims=_dims(tokens=tokens, hidden=hidden),
+    )

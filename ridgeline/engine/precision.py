@@ -5,15 +5,16 @@ hardware; otherwise operands are converted up: integers climb int1 -> int2 -> in
 and then to the activation's float type, fp8 climbs to fp16/bf16. A float type the device
 cannot run at all (fp16 on a TPU, bf16 on a V100) is an error, not a silent change.
 """
+
 from __future__ import annotations
 
 import math
 
-from ridgeline.errors import UnsupportedDtypeError
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
 from ridgeline.engine.workload import Settings
+from ridgeline.errors import UnsupportedDtypeError
+from ridgeline.io.hardware import DeviceSpec
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
 
@@ -50,7 +51,7 @@ def matrix_dtype(w: str, a: str, device: DeviceSpec) -> str:
     if _supported(dtype, device):
         return "fp8" if dtype.startswith("fp8") and "fp8" in device.matrix_peak else dtype
     if dtype in _INT_LADDER:
-        for wider in _INT_LADDER[_INT_LADDER.index(dtype) + 1:]:
+        for wider in _INT_LADDER[_INT_LADDER.index(dtype) + 1 :]:
             if wider in device.matrix_peak:
                 return wider
         return _float_fallback(a, device)
@@ -64,7 +65,7 @@ def vector_dtype(a: str) -> str:
     return a if _is_float(a) and not a.startswith("fp8") else "fp16"
 
 
-SCALE_BYTES = 2.0   # an fp16 scale per group
+SCALE_BYTES = 2.0  # an fp16 scale per group
 ZERO_POINT_BYTES = 2.0  # an fp16 zero point per group (zero_points="fp16")
 
 
@@ -127,8 +128,12 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         tile_rows=flash_tile_rows(device.l1_bytes_per_unit, head_dim, max(ab, 2.0)),
         key_block=attention_key_block(device.kind),
         compute_units=max(device.compute_units, 1),
-        tp=settings.tp, pp=settings.pp, ep=settings.ep, micro_batches=settings.micro_batches,
-        hb=dtype_bytes(kept), head_dtype=_float_fallback(kept, device),
+        tp=settings.tp,
+        pp=settings.pp,
+        ep=settings.ep,
+        micro_batches=settings.micro_batches,
+        hb=dtype_bytes(kept),
+        head_dtype=_float_fallback(kept, device),
         memory_utilization=settings.memory_utilization,
         expand_kv=settings.attention == "eager",
     )

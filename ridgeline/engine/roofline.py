@@ -5,6 +5,7 @@ time = max(operations / compute roof, bytes / bandwidth roof) + per-kernel overh
 apply: bytes over the interconnect, and exponentials on the special-function units. ``spec`` ceilings are datasheet
 peaks; ``calibrated`` ones come from a measured device profile (``ridgeline calibrate``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.engine.ops import BYTE_FIELDS, Op
+from ridgeline.io.hardware import DeviceSpec
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class Curve:
     """A measured quantity as a function of one size, interpolated linearly in the size's
     log and held flat beyond the outermost knots."""
 
-    x: tuple[float, ...]     # increasing knots: rows of a skinny product
-    y: tuple[float, ...]     # the value at each knot
+    x: tuple[float, ...]  # increasing knots: rows of a skinny product
+    y: tuple[float, ...]  # the value at each knot
 
     def at(self, size):
         return np.interp(np.log(np.asarray(size, dtype=float)), np.log(self.x), self.y)
@@ -36,15 +37,16 @@ class RowTable:
     rows per measured (K, N) shape; between shapes, the mean of the curves weighted by
     inverse squared distance in (log K, log N) (a measured shape gives its own curve)."""
 
-    shapes: tuple[tuple[float, float], ...]    # (k, n) of each curve
+    shapes: tuple[tuple[float, float], ...]  # (k, n) of each curve
     curves: tuple[Curve, ...]
 
     @classmethod
     def from_entries(cls, raw) -> RowTable:
         """What ``Ceilings.to_dict`` wrote: [{k, n, x: rows, y: fractions}, ...]."""
-        return cls(tuple((float(e["k"]), float(e["n"])) for e in raw),
-                   tuple(Curve(tuple(float(v) for v in e["x"]), tuple(float(v) for v in e["y"]))
-                         for e in raw))
+        return cls(
+            tuple((float(e["k"]), float(e["n"])) for e in raw),
+            tuple(Curve(tuple(float(v) for v in e["x"]), tuple(float(v) for v in e["y"])) for e in raw),
+        )
 
     @property
     def max_rows(self) -> float:
@@ -67,9 +69,9 @@ class GridTable:
     of each axis (multilinear between the 2^d corners around a point) and held flat beyond
     the outermost knots."""
 
-    axes: tuple[str, ...]                    # e.g. rows, context, head_dim
-    knots: tuple[tuple[float, ...], ...]     # increasing knots of each axis
-    values: tuple                            # nested tuples, one level per axis
+    axes: tuple[str, ...]  # e.g. rows, context, head_dim
+    knots: tuple[tuple[float, ...], ...]  # increasing knots of each axis
+    values: tuple  # nested tuples, one level per axis
 
     def at(self, **coords):
         grid = np.asarray(self.values, dtype=float)
@@ -94,15 +96,21 @@ class GridTable:
         return out if out.ndim else float(out)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"axes": list(self.axes), "knots": [[float(v) for v in k] for k in self.knots],
-                "fraction": np.asarray(self.values, dtype=float).tolist()}
+        return {
+            "axes": list(self.axes),
+            "knots": [[float(v) for v in k] for k in self.knots],
+            "fraction": np.asarray(self.values, dtype=float).tolist(),
+        }
 
     @classmethod
     def of(cls, axes, knots, values) -> GridTable:
         """A table from any numbers: axes and knots as sequences, values as an array or
         nested lists (frozen into nested tuples of floats)."""
-        return cls(tuple(axes), tuple(tuple(float(v) for v in k) for k in knots),
-                   _nested(np.asarray(values, dtype=float).tolist()))
+        return cls(
+            tuple(axes),
+            tuple(tuple(float(v) for v in k) for k in knots),
+            _nested(np.asarray(values, dtype=float).tolist()),
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> GridTable:
@@ -132,7 +140,7 @@ def attention_coords(op: Op):
 # PyTorch's CUDA softmax runs rows of up to 1024 columns in one warp-per-row kernel and longer
 # ones in a block-per-row kernel (aten/src/ATen/native/cuda/SoftMax.cu): a size curve per side
 SOFTMAX_SPLIT_COLS = 1024
-SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"   # suffix of the long rows' size curve
+SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
 
 
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB):
@@ -145,24 +153,24 @@ SIZE_KINDS = ("elementwise", "norm", "softmax")
 class Ceilings:
     """The roofs an op is timed against."""
 
-    mode: str                               # spec | calibrated | transferred
-    bandwidth: float                        # bytes/s
-    matrix_peak: Mapping[str, float]        # ops/s per data type
-    vector_peak: Mapping[str, float]        # ops/s per data type (element-wise)
+    mode: str  # spec | calibrated | transferred
+    bandwidth: float  # bytes/s
+    matrix_peak: Mapping[str, float]  # ops/s per data type
+    vector_peak: Mapping[str, float]  # ops/s per data type (element-wise)
     # per op kind: fraction of the roofs reached ("compute", "memory"), and fixed seconds
     efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     overhead_s: Mapping[str, float] = field(default_factory=dict)
     device: str = ""
-    link_bandwidth: float | None = None     # bytes/s per direction between devices
-    link_latency: float = 0.0               # seconds per hop
-    link_per_peer: float | None = None      # point-to-point mesh: bytes/s per peer link (None: switched)
-    exp_rate: float | None = None           # exponentials/s (special-function units; None: no roof)
+    link_bandwidth: float | None = None  # bytes/s per direction between devices
+    link_latency: float = 0.0  # seconds per hop
+    link_per_peer: float | None = None  # point-to-point mesh: bytes/s per peer link (None: switched)
+    exp_rate: float | None = None  # exponentials/s (special-function units; None: no roof)
     # execution terms of a device-time profile (empty: today's per-kernel overhead only)
-    launch_gap_s: float = 0.0               # device idle between back-to-back kernels (graph)
-    host_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # mode -> op -> s/call
+    launch_gap_s: float = 0.0  # device idle between back-to-back kernels (graph)
+    host_s: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> s/call
     kernels: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # mode -> op -> launches
-    execution: str = "graph"                # graph | eager | compiled (see composed_time)
-    serial: bool = False                    # the host is the device (a CPU)
+    execution: str = "graph"  # graph | eager | compiled (see composed_time)
+    serial: bool = False  # the host is the device (a CPU)
     # calibrated only: per class, the measured fraction of the roofline bound (max of the
     # matrix and memory roofs, never above 1) by rows and shape, replacing the class's
     # efficiency terms (skinny products, where libraries switch kernels between row counts)
@@ -186,7 +194,7 @@ class Ceilings:
     timing: str = ""
     measured_dtypes: frozenset = frozenset()
     dtype_as: Mapping[str, str] = field(default_factory=dict)
-    measured_peaks: frozenset = frozenset()     # matrix types with a measured peak (the rest: datasheet)
+    measured_peaks: frozenset = frozenset()  # matrix types with a measured peak (the rest: datasheet)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -198,74 +206,101 @@ class Ceilings:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (SI units): result files record the ceilings each mode used."""
-        return {"mode": self.mode, "bandwidth": self.bandwidth, "matrix_peak": dict(self.matrix_peak),
-                "vector_peak": dict(self.vector_peak),
-                "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
-                "overhead_s": dict(self.overhead_s), "device": self.device,
-                "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency,
-                "link_per_peer": self.link_per_peer, "exp_rate": self.exp_rate,
-                "launch_gap_s": self.launch_gap_s,
-                "host_s": {k: dict(v) for k, v in self.host_s.items()},
-                "kernels": {k: dict(v) for k, v in self.kernels.items()},
-                "execution": self.execution, "serial": self.serial,
-                "row_curves": {k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)}
-                                   for kn, cv in zip(v.shapes, v.curves)]
-                               for k, v in self.row_curves.items()},
-                **self._measured_extras()}
+        return {
+            "mode": self.mode,
+            "bandwidth": self.bandwidth,
+            "matrix_peak": dict(self.matrix_peak),
+            "vector_peak": dict(self.vector_peak),
+            "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
+            "overhead_s": dict(self.overhead_s),
+            "device": self.device,
+            "link_bandwidth": self.link_bandwidth,
+            "link_latency": self.link_latency,
+            "link_per_peer": self.link_per_peer,
+            "exp_rate": self.exp_rate,
+            "launch_gap_s": self.launch_gap_s,
+            "host_s": {k: dict(v) for k, v in self.host_s.items()},
+            "kernels": {k: dict(v) for k, v in self.kernels.items()},
+            "execution": self.execution,
+            "serial": self.serial,
+            "row_curves": {
+                k: [{"k": kn[0], "n": kn[1], "x": list(cv.x), "y": list(cv.y)} for kn, cv in zip(v.shapes, v.curves)]
+                for k, v in self.row_curves.items()
+            },
+            **self._measured_extras(),
+        }
 
     def _measured_extras(self) -> dict[str, Any]:
         """Size curves, the first touch and what the profile rests on (its timing, the types
         it measured, stand-ins), where a profile gives them (older result files record none)."""
         out: dict[str, Any] = {}
         if self.timing:
-            out.update(timing=self.timing, measured_dtypes=sorted(self.measured_dtypes),
-                       dtype_as=dict(self.dtype_as), measured_peaks=sorted(self.measured_peaks))
+            out.update(
+                timing=self.timing,
+                measured_dtypes=sorted(self.measured_dtypes),
+                dtype_as=dict(self.dtype_as),
+                measured_peaks=sorted(self.measured_peaks),
+            )
         if self.size_curves:
-            out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)}
-                                  for k, v in self.size_curves.items()}
+            out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)} for k, v in self.size_curves.items()}
         if self.first_touch_rate:
             out.update(first_touch_rate=self.first_touch_rate, mmap_threshold=self.mmap_threshold)
         if self.attention_tables:
-            out["attention_tables"] = {k: {stage: t.to_dict() for stage, t in v.items()}
-                                       for k, v in self.attention_tables.items()}
+            out["attention_tables"] = {
+                k: {stage: t.to_dict() for stage, t in v.items()} for k, v in self.attention_tables.items()
+            }
         return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Ceilings:
         """What ``to_dict`` wrote; files from before links (or the exp roof) were recorded
         have none."""
+
         def frozen(table: Mapping | None) -> Mapping:
             return MappingProxyType(dict(table or {}))
 
-        return cls(raw["mode"], float(raw["bandwidth"]), frozen(raw["matrix_peak"]),
-                   frozen(raw.get("vector_peak")),
-                   MappingProxyType({k: frozen(v) for k, v in (raw.get("efficiency") or {}).items()}),
-                   frozen(raw.get("overhead_s")), device=raw.get("device", ""),
-                   link_bandwidth=raw.get("link_bandwidth"),
-                   link_latency=float(raw.get("link_latency") or 0.0),
-                   link_per_peer=raw.get("link_per_peer"), exp_rate=raw.get("exp_rate"),
-                   launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
-                   host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
-                   kernels=MappingProxyType({k: frozen(v) for k, v in (raw.get("kernels") or {}).items()}),
-                   execution=raw.get("execution", "graph"), serial=bool(raw.get("serial", False)),
-                   row_curves=MappingProxyType({k: RowTable.from_entries(v) for k, v in
-                                                (raw.get("row_curves") or {}).items()}),
-                   size_curves=MappingProxyType({k: Curve(tuple(map(float, v["x"])),
-                                                          tuple(map(float, v["y"])))
-                                                 for k, v in (raw.get("size_curves") or {}).items()}),
-                   first_touch_rate=raw.get("first_touch_rate"),
-                   mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
-                   attention_tables=MappingProxyType({
-                       k: MappingProxyType({stage: GridTable.from_dict(t) for stage, t in v.items()})
-                       for k, v in (raw.get("attention_tables") or {}).items()}),
-                   timing=raw.get("timing", ""),
-                   measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
-                   dtype_as=frozen(raw.get("dtype_as")),
-                   measured_peaks=frozenset(raw.get("measured_peaks") or ()))
+        return cls(
+            raw["mode"],
+            float(raw["bandwidth"]),
+            frozen(raw["matrix_peak"]),
+            frozen(raw.get("vector_peak")),
+            MappingProxyType({k: frozen(v) for k, v in (raw.get("efficiency") or {}).items()}),
+            frozen(raw.get("overhead_s")),
+            device=raw.get("device", ""),
+            link_bandwidth=raw.get("link_bandwidth"),
+            link_latency=float(raw.get("link_latency") or 0.0),
+            link_per_peer=raw.get("link_per_peer"),
+            exp_rate=raw.get("exp_rate"),
+            launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
+            host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
+            kernels=MappingProxyType({k: frozen(v) for k, v in (raw.get("kernels") or {}).items()}),
+            execution=raw.get("execution", "graph"),
+            serial=bool(raw.get("serial", False)),
+            row_curves=MappingProxyType(
+                {k: RowTable.from_entries(v) for k, v in (raw.get("row_curves") or {}).items()}
+            ),
+            size_curves=MappingProxyType(
+                {
+                    k: Curve(tuple(map(float, v["x"])), tuple(map(float, v["y"])))
+                    for k, v in (raw.get("size_curves") or {}).items()
+                }
+            ),
+            first_touch_rate=raw.get("first_touch_rate"),
+            mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
+            attention_tables=MappingProxyType(
+                {
+                    k: MappingProxyType({stage: GridTable.from_dict(t) for stage, t in v.items()})
+                    for k, v in (raw.get("attention_tables") or {}).items()
+                }
+            ),
+            timing=raw.get("timing", ""),
+            measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
+            dtype_as=frozen(raw.get("dtype_as")),
+            measured_peaks=frozenset(raw.get("measured_peaks") or ()),
+        )
 
     def vector_roof(self, dtype: str) -> float:
-        return (self.vector_peak.get(dtype) or self.vector_peak.get("fp32")
-                or min(self.matrix_peak.values()))
+        return self.vector_peak.get(dtype) or self.vector_peak.get("fp32") or min(self.matrix_peak.values())
 
     def compute_roof(self, op: Op) -> float:
         if op.matrix:
@@ -273,12 +308,12 @@ class Ceilings:
             peak = table.get(op.dtype)
             if peak is None:
                 from ridgeline.errors import UnsupportedDtypeError
+
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
         terms = self.terms(op)
-        roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"),
-                                                             bool(terms.get("gemv")))
+        roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"), bool(terms.get("gemv")))
         return _measured_or(self.row_fraction(op), peak, roof)
 
     def memory_roof(self, op: Op):
@@ -305,8 +340,11 @@ class Ceilings:
             if key in self.size_curves and op.kind in SIZE_KINDS:
                 long_rows = self.size_curves.get(key + SOFTMAX_LONG)
                 if long_rows is not None and "cols" in op.dims:
-                    return np.where(np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS,
-                                    long_rows.at(op.bytes), self.size_curves[key].at(op.bytes))
+                    return np.where(
+                        np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS,
+                        long_rows.at(op.bytes),
+                        self.size_curves[key].at(op.bytes),
+                    )
                 return self.size_curves[key].at(op.bytes)
             if key in self.row_curves:
                 dims = op.dims
@@ -352,6 +390,7 @@ class Ceilings:
         if dtype in self.dtype_as:
             return self.dtype_as[dtype]
         from ridgeline.errors import UnmeasuredDtypeError
+
         raise UnmeasuredDtypeError(dtype, self.device, sorted(self.measured_dtypes))
 
     def keys(self, op: Op) -> tuple[str, ...]:
@@ -432,11 +471,17 @@ def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
 def spec_ceilings(device: DeviceSpec) -> Ceilings:
     """The datasheet roofline: an upper bound on speed."""
     vector = dict(device.vector_peak) or {"fp32": min(device.matrix_peak.values())}
-    return Ceilings("spec", device.memory_bandwidth, device.matrix_peak,
-                    MappingProxyType(vector), device=device.name,
-                    link_bandwidth=device.interconnect_bandwidth,
-                    link_latency=device.interconnect_latency or 0.0,
-                    link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+    return Ceilings(
+        "spec",
+        device.memory_bandwidth,
+        device.matrix_peak,
+        MappingProxyType(vector),
+        device=device.name,
+        link_bandwidth=device.interconnect_bandwidth,
+        link_latency=device.interconnect_latency or 0.0,
+        link_per_peer=device.interconnect_link_bandwidth,
+        exp_rate=device.exp_rate,
+    )
 
 
 def roofline_time(compute_s, memory_s, network_s=0.0, exp_s=0.0):
@@ -485,10 +530,16 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
     table.update(
-        bytes=nbytes, intensity=intensity, vector_flops=vector_flops,
+        bytes=nbytes,
+        intensity=intensity,
+        vector_flops=vector_flops,
         comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
-        compute_s=compute_s, memory_s=memory_s, network_s=network_s, exp_s=exp_s + 0 * nbytes,
-        overhead_s=overhead + 0 * nbytes, first_touch_s=first_touch,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        network_s=network_s,
+        exp_s=exp_s + 0 * nbytes,
+        overhead_s=overhead + 0 * nbytes,
+        first_touch_s=first_touch,
         time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch,
         perf=np.minimum(compute, intensity * memory),
         bound=_bound(compute_s, memory_s, network_s, exp_s),
@@ -503,8 +554,7 @@ def first_touch_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> 
     if not ceilings.first_touch_rate:
         return np.zeros(shape)
     threshold = ceilings.mmap_threshold
-    fresh = [sum(np.where(np.asarray(a, dtype=float) >= threshold, a, 0.0) for a in op.allocations)
-             for op in ops]
+    fresh = [sum(np.where(np.asarray(a, dtype=float) >= threshold, a, 0.0) for a in op.allocations) for op in ops]
     return _per_op(fresh, shape) / ceilings.first_touch_rate + np.zeros(shape)
 
 
@@ -523,8 +573,10 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
         return 0 * comm
     if not ceilings.link_bandwidth:
         from ridgeline.errors import InvalidSettingError
-        raise InvalidSettingError("link_bw_gb_s", f"{ceilings.device} has no interconnect "
-                                  "bandwidth in its spec; give link_bw_gb_s")
+
+        raise InvalidSettingError(
+            "link_bw_gb_s", f"{ceilings.device} has no interconnect bandwidth in its spec; give link_bw_gb_s"
+        )
     hops = _stack(ops, "comm_hops", ndim)
     # a point-to-point send uses one link; a collective the group's bandwidth
     groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]
@@ -582,13 +634,15 @@ def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ce
     if execution == "auto":
         execution = "eager" if cpu or ceilings.timing == "eager" else "graph"
     if execution == "graph" and cpu:
-        raise InvalidSettingError("execution", f"{device.name} is a CPU: it runs no CUDA graphs; "
-                                  "use execution eager or compiled")
+        raise InvalidSettingError(
+            "execution", f"{device.name} is a CPU: it runs no CUDA graphs; use execution eager or compiled"
+        )
     missing = missing_execution_terms(ceilings, execution)
     if missing:
-        raise InvalidSettingError("execution", f"the {ceilings.mode} profile of "
-                                  f"{ceilings.device} cannot price {execution} execution: "
-                                  f"{missing}")
+        raise InvalidSettingError(
+            "execution",
+            f"the {ceilings.mode} profile of {ceilings.device} cannot price {execution} execution: {missing}",
+        )
     return replace(ceilings, execution=execution, serial=cpu)
 
 
@@ -598,12 +652,16 @@ def missing_execution_terms(ceilings: Ceilings, execution: str) -> str:
     upper bound, and ``ridgeline.engine.basis`` says so); a device-time one needs the host terms it
     measured for eager or compiled."""
     if ceilings.timing == "eager" and execution == "graph":
-        return (f"it was timed by {TIMINGS['eager']}, so it holds no device times for "
-                "graph; use a device-time profile, or execution eager")
+        return (
+            f"it was timed by {TIMINGS['eager']}, so it holds no device times for "
+            "graph; use a device-time profile, or execution eager"
+        )
     if ceilings.timing == "device" and execution != "graph" and not ceilings.host_s.get(execution):
         have = [m for m in EXECUTIONS if m == "graph" or ceilings.host_s.get(m)]
-        return (f"it measured no {execution} host terms (host_us.{execution}; python -m "
-                f"kernels.calibrate.host_profile measures them); use execution {' or '.join(have)}")
+        return (
+            f"it measured no {execution} host terms (host_us.{execution}; python -m "
+            f"kernels.calibrate.host_profile measures them); use execution {' or '.join(have)}"
+        )
     return ""
 
 
@@ -629,8 +687,7 @@ def _lookup(table: Mapping[str, float], op: Op, default: float) -> float:
 
 def kernels_table(ceilings: Ceilings, execution: str) -> Mapping[str, float]:
     """The kernels-per-op table of ``execution`` (a graph replays the eager launches)."""
-    return ceilings.kernels.get(execution) or ceilings.kernels.get(
-        "eager" if execution == "graph" else execution) or {}
+    return ceilings.kernels.get(execution) or ceilings.kernels.get("eager" if execution == "graph" else execution) or {}
 
 
 def op_kernels(ceilings: Ceilings, op: Op, execution: str) -> float:
@@ -654,8 +711,7 @@ def step_order(ops: Sequence[Op]) -> np.ndarray:
         return np.array([i for i, c in enumerate(counts) if c > 0], dtype=int)
     first, last = repeated[0], repeated[-1]
     head = [i for i in range(first) if counts[i] > 0]
-    body = [i for r in range(max(counts[first:last + 1])) for i in range(first, last + 1)
-            if counts[i] > r]
+    body = [i for r in range(max(counts[first : last + 1])) for i in range(first, last + 1) if counts[i] > r]
     tail = [i for i in range(last + 1, len(ops)) for _ in range(counts[i])]
     return np.array(head + body + tail, dtype=int)
 
@@ -669,8 +725,9 @@ def queue_finish(host, device):
     return np.max(enqueued + remaining, axis=0)
 
 
-def execution_terms(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
-                    execution: str) -> tuple[np.ndarray, np.ndarray]:
+def execution_terms(
+    ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings, execution: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Per op instance: device seconds (the roofline time, per-kernel overhead included, plus
     the launch gaps) and host seconds, shaped like ``table['time_s']``."""
     shape = (len(ops),) + (1,) * (table["time_s"].ndim - 1)
@@ -679,14 +736,15 @@ def execution_terms(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings
     return table["time_s"] + gaps * ceilings.launch_gap_s, host + 0 * table["time_s"]
 
 
-def composed_time(ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings,
-                  execution: str, serial: bool) -> dict[str, np.ndarray]:
+def composed_time(
+    ops: Sequence[Op], table: Mapping[str, np.ndarray], ceilings: Ceilings, execution: str, serial: bool
+) -> dict[str, np.ndarray]:
     """One pass's seconds in ``execution`` mode (see above): ``time_s``, and the device's and
     the host's sums ``device_s`` and ``host_s``. ``serial``: the host is the device (a CPU)."""
     if execution not in EXECUTIONS:
         from ridgeline.errors import InvalidWorkloadError
-        raise InvalidWorkloadError(f"unknown execution {execution!r}; use one of: "
-                                   f"{', '.join(EXECUTIONS)}")
+
+        raise InvalidWorkloadError(f"unknown execution {execution!r}; use one of: {', '.join(EXECUTIONS)}")
     device, host = execution_terms(ops, table, ceilings, execution)
     count = table["count"]
     device_s, host_s = np.sum(count * device, axis=0), np.sum(count * host, axis=0)

@@ -4,6 +4,7 @@ Everything the engine computes is in operations, bytes, seconds and bytes/s.
 Spec files carry their unit in the key (``memory_bandwidth_gb_s``); the loaders
 convert with the constants below, once.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,19 @@ KIB, MIB, GIB = 2**10, 2**20, 2**30
 
 # Bits per stored element of each data type the engine knows.
 DTYPE_BITS: dict[str, int] = {
-    "fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16,
-    "fp8": 8, "fp8_e4m3": 8, "fp8_e5m2": 8, "fp6": 6, "fp4": 4,
-    "int8": 8, "int4": 4, "int2": 2, "int1": 1,
+    "fp32": 32,
+    "tf32": 32,
+    "bf16": 16,
+    "fp16": 16,
+    "fp8": 8,
+    "fp8_e4m3": 8,
+    "fp8_e5m2": 8,
+    "fp6": 6,
+    "fp4": 4,
+    "int8": 8,
+    "int4": 4,
+    "int2": 2,
+    "int1": 1,
 }
 FLOAT_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp6", "fp4")
 

@@ -1,4 +1,5 @@
 """What the user asks for: the workload (sizes) and the deployment settings."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,8 +8,8 @@ from typing import Union
 
 import numpy as np
 
-from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.engine.units import DTYPE_BITS
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 
 Number = Union[int, float, np.ndarray]
 
@@ -17,9 +18,9 @@ Number = Union[int, float, np.ndarray]
 class Workload:
     """Sizes. ``batch`` and ``seq_len`` may be numpy arrays (a sweep is one array expression)."""
 
-    batch: Number = 1          # sequences processed together
-    seq_len: Number = 512      # prompt tokens per sequence (prefill length)
-    generate: Number = 0       # output tokens per sequence: 1 from prefill + (generate-1) decode steps
+    batch: Number = 1  # sequences processed together
+    seq_len: Number = 512  # prompt tokens per sequence (prefill length)
+    generate: Number = 0  # output tokens per sequence: 1 from prefill + (generate-1) decode steps
 
     def __post_init__(self) -> None:
         for field in ("batch", "seq_len"):
@@ -60,15 +61,13 @@ class Settings:
     pp: int = setting(1, "pipeline-parallel stages")
     ep: int = setting(1, "expert-parallel devices (MoE)")
     micro_batches: int = setting(1, "pipeline micro-batches (batch must divide evenly)")
-    link_bw_gb_s: float = setting(
-        0.0, "override of the device's interconnect bandwidth (GB/s per direction)")
-    link_latency_us: float = setting(
-        -1.0, "override of the per-hop link latency (µs); < 0 keeps the spec")
+    link_bw_gb_s: float = setting(0.0, "override of the device's interconnect bandwidth (GB/s per direction)")
+    link_latency_us: float = setting(-1.0, "override of the per-hop link latency (µs); < 0 keeps the spec")
     zero_points: str = setting("fp16", "integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)")
     memory_utilization: float = setting(
-        0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)")
-    execution: str = setting(
-        "auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
+        0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)"
+    )
+    execution: str = setting("auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
 
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
@@ -77,11 +76,11 @@ class Settings:
             if value not in DTYPE_BITS or value == "tf32":
                 raise InvalidWorkloadError(f"unknown data type {value!r} for {field}; use one of: {known}")
         if self.attention not in ATTENTION_KERNELS:
-            raise InvalidWorkloadError(f"unknown attention kernel {self.attention!r}; use one of: "
-                                       f"{', '.join(ATTENTION_KERNELS)}")
+            raise InvalidWorkloadError(
+                f"unknown attention kernel {self.attention!r}; use one of: {', '.join(ATTENTION_KERNELS)}"
+            )
         if self.execution not in EXECUTIONS:
-            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: "
-                                       f"{', '.join(EXECUTIONS)}")
+            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: {', '.join(EXECUTIONS)}")
         for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -89,11 +88,11 @@ class Settings:
         if self.group_size < 0:
             raise InvalidWorkloadError(f"group_size must be >= 0 (0: per channel), got {self.group_size}")
         if self.zero_points not in ZERO_POINTS:
-            raise InvalidWorkloadError(f"unknown zero-point layout {self.zero_points!r}; use one of: "
-                                       f"{', '.join(ZERO_POINTS)}")
+            raise InvalidWorkloadError(
+                f"unknown zero-point layout {self.zero_points!r}; use one of: {', '.join(ZERO_POINTS)}"
+            )
         if not 0 < self.memory_utilization <= 1:
-            raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got "
-                                       f"{self.memory_utilization}; e.g. 0.9")
+            raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9")
         if self.link_bw_gb_s < 0:
             raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
 

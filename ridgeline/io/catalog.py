@@ -1,4 +1,5 @@
 """Where the shipped data lives, and exact name lookup over it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HARDWARE_DIR = ROOT / "hardware"
 MODELS_DIR = ROOT / "models" / "catalog"
-REPORTS_DIR = ROOT / "reports"           # committed baselines only
+REPORTS_DIR = ROOT / "reports"  # committed baselines only
 PROFILES_DIR = REPORTS_DIR / "profiles"
 VALIDATION_DIR = REPORTS_DIR / "validation"
 

@@ -1,5 +1,6 @@
 """Reading and writing files: small text files read with a size limit, YAML and JSON
 parsed into one-line errors, and atomic writes (never a half-written file)."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ from typing import Any
 import yaml
 
 from ridgeline.errors import InvalidConfigError, InvalidSpecError, UnwritableOutputError
-
 
 MAX_FILE_BYTES = 1_000_000  # a config.json, device YAML or profile is a few KB (as the dashboard's uploads)
 
@@ -32,8 +32,10 @@ def read_small_text(path: Path, error) -> str:
     if len(data) > MAX_FILE_BYTES:
         size = max(path.stat().st_size, len(data)) / 1e6
         size = f"{size:,.0f}" if size >= 100 else f"{size:.3g}"
-        raise error(str(path), f"file is {size} MB; the limit is 1 MB (a config or spec file "
-                               "is a few KB: is it the right file?)")
+        raise error(
+            str(path),
+            f"file is {size} MB; the limit is 1 MB (a config or spec file is a few KB: is it the right file?)",
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -1,4 +1,5 @@
 """Devices: the ``DeviceSpec`` record, YAML loading with validation, and ``host`` detection."""
+
 from __future__ import annotations
 
 import math
@@ -10,16 +11,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-
+from ridgeline.engine.units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
+from ridgeline.errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
 from ridgeline.io.catalog import HARDWARE_DIR, list_names, looks_like_path
 from ridgeline.io.files import read_yaml
-from ridgeline.errors import InvalidSpecError, UnknownDeviceError, UnsupportedDtypeError
-from ridgeline.engine.units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
 
 KINDS = ("gpu", "cpu", "accelerator")
 TOPOLOGIES = ("switch", "mesh")
-REQUIRED = ("name", "vendor", "kind", "memory_capacity_gib", "memory_bandwidth_gb_s",
-            "matrix_peak_tops", "sources")
+REQUIRED = ("name", "vendor", "kind", "memory_capacity_gib", "memory_bandwidth_gb_s", "matrix_peak_tops", "sources")
 
 
 @dataclass(frozen=True)
@@ -29,26 +28,26 @@ class DeviceSpec:
     name: str
     full_name: str
     vendor: str
-    kind: str                                  # gpu | cpu | accelerator
-    memory_capacity: float                     # bytes
-    memory_bandwidth: float                    # bytes/s, datasheet peak
-    matrix_peak: Mapping[str, float]           # ops/s per data type, matrix units
-    vector_peak: Mapping[str, float]           # ops/s per data type, element-wise units
-    compute_units: int = 0                     # SMs / CUs / cores
-    l1_bytes_per_unit: float = 0.0             # shared memory / L1 per unit
-    l2_bytes: float = 0.0                      # L2 (GPU) or last-level cache (CPU)
+    kind: str  # gpu | cpu | accelerator
+    memory_capacity: float  # bytes
+    memory_bandwidth: float  # bytes/s, datasheet peak
+    matrix_peak: Mapping[str, float]  # ops/s per data type, matrix units
+    vector_peak: Mapping[str, float]  # ops/s per data type, element-wise units
+    compute_units: int = 0  # SMs / CUs / cores
+    l1_bytes_per_unit: float = 0.0  # shared memory / L1 per unit
+    l2_bytes: float = 0.0  # L2 (GPU) or last-level cache (CPU)
     interconnect: str | None = None
     interconnect_bandwidth: float | None = None  # bytes/s per direction per device
-    interconnect_latency: float | None = None    # seconds per hop
-    interconnect_topology: str = "switch"        # switch (every pair at full bandwidth) | mesh
+    interconnect_latency: float | None = None  # seconds per hop
+    interconnect_topology: str = "switch"  # switch (every pair at full bandwidth) | mesh
     interconnect_link_bandwidth: float | None = None  # mesh: bytes/s per direction per peer link
-    exp_rate: float | None = None              # exponentials/s on the special-function units
-    runtime_reserve: float = 0.0               # bytes the runtime holds (CUDA context, workspaces)
+    exp_rate: float | None = None  # exponentials/s on the special-function units
+    runtime_reserve: float = 0.0  # bytes the runtime holds (CUDA context, workspaces)
     sources: tuple[str, ...] = ()
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    architecture: str = ""                     # chip family: a profile transfers only within one
-    driver_names: tuple[str, ...] = ()         # substrings of the name the driver reports
+    architecture: str = ""  # chip family: a profile transfers only within one
+    driver_names: tuple[str, ...] = ()  # substrings of the name the driver reports
 
     @property
     def on_chip_bytes(self) -> float:
@@ -75,8 +74,7 @@ def _number(raw: Mapping[str, Any], key: str, where: str, required: bool = True)
         if required:
             raise InvalidSpecError(where, f"missing '{key}'")
         return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value <= 0):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InvalidSpecError(where, f"'{key}' must be a positive number, got {value!r}")
     return float(value)
 
@@ -92,8 +90,7 @@ def _peaks(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, float]:
         raise InvalidSpecError(where, f"'{key}' must map data types to tera-ops/s")
     unknown = sorted(set(table) - set(DTYPE_BITS))
     if unknown:
-        raise InvalidSpecError(where, f"'{key}' has unknown data types {unknown}; "
-                                      f"known: {', '.join(DTYPE_BITS)}")
+        raise InvalidSpecError(where, f"'{key}' has unknown data types {unknown}; known: {', '.join(DTYPE_BITS)}")
     return MappingProxyType({d: _number(table, d, f"{where} {key}") * TERA for d in table})
 
 
@@ -119,8 +116,11 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
     if topology not in TOPOLOGIES:
         raise InvalidSpecError(where, f"'interconnect_topology' must be one of {TOPOLOGIES}, got {topology!r}")
     if topology == "mesh" and not (per_link and link_bw):
-        raise InvalidSpecError(where, "a mesh interconnect needs 'interconnect_link_gb_s' (per peer "
-                                      "link) and 'interconnect_bandwidth_gb_s' (all links)")
+        raise InvalidSpecError(
+            where,
+            "a mesh interconnect needs 'interconnect_link_gb_s' (per peer "
+            "link) and 'interconnect_bandwidth_gb_s' (all links)",
+        )
     exp_rate = _number(raw, "exp_rate_tera_s", where, required=False)
     reserve = _optional(raw, "runtime_reserve_gib", where)
     return DeviceSpec(
@@ -152,17 +152,25 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
 def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
     """A device as the fields of its YAML file (what ``device_from_dict`` reads back):
     profiles and result files record the datasheet they were predicted with."""
+
     def tops(peaks: Mapping[str, float]) -> dict[str, float]:
         return {k: v / TERA for k, v in peaks.items()}
 
     out: dict[str, Any] = {
-        "name": device.name, "full_name": device.full_name, "vendor": device.vendor,
-        "kind": device.kind, "memory_capacity_gib": device.memory_capacity / GIB,
+        "name": device.name,
+        "full_name": device.full_name,
+        "vendor": device.vendor,
+        "kind": device.kind,
+        "memory_capacity_gib": device.memory_capacity / GIB,
         "memory_bandwidth_gb_s": device.memory_bandwidth / GIGA,
-        "matrix_peak_tops": tops(device.matrix_peak), "vector_peak_tops": tops(device.vector_peak),
-        "compute_units": device.compute_units, "l1_kib_per_unit": device.l1_bytes_per_unit / KIB,
-        "l2_cache_mib": device.l2_bytes / MIB, "interconnect": device.interconnect,
-        "sources": list(device.sources), "architecture": device.architecture,
+        "matrix_peak_tops": tops(device.matrix_peak),
+        "vector_peak_tops": tops(device.vector_peak),
+        "compute_units": device.compute_units,
+        "l1_kib_per_unit": device.l1_bytes_per_unit / KIB,
+        "l2_cache_mib": device.l2_bytes / MIB,
+        "interconnect": device.interconnect,
+        "sources": list(device.sources),
+        "architecture": device.architecture,
     }
     if device.interconnect_bandwidth:
         out["interconnect_bandwidth_gb_s"] = device.interconnect_bandwidth / GIGA
@@ -200,6 +208,7 @@ def load_device(name: str) -> DeviceSpec:
 
 
 # --- host detection -------------------------------------------------------------------
+
 
 def _cpuinfo() -> dict[str, str]:
     info: dict[str, str] = {}
@@ -275,8 +284,7 @@ def _physical_cores(cpus: set[int] | None = None, root: Path = Path("/sys/device
     for cpu in cpus:
         try:
             topo = root / f"cpu{cpu}" / "topology"
-            cores.add(((topo / "physical_package_id").read_text().strip(),
-                       (topo / "core_id").read_text().strip()))
+            cores.add(((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()))
         except OSError:
             return len(cpus)
     return len(cores) or len(cpus)
@@ -303,11 +311,16 @@ def _nvidia_host() -> DeviceSpec | None:
     match = catalog_name_for_gpu(gpu)
     if match is None:
         return None
-    return replace(load_device(match), name="host", full_name=f"{gpu} (host, as {match})",
-                   memory_capacity=float(total), extra={"catalog": match})
+    return replace(
+        load_device(match),
+        name="host",
+        full_name=f"{gpu} (host, as {match})",
+        memory_capacity=float(total),
+        extra={"catalog": match},
+    )
 
 
-_HOSTS: dict[tuple, DeviceSpec] = {}   # this process's detections, by fingerprint
+_HOSTS: dict[tuple, DeviceSpec] = {}  # this process's detections, by fingerprint
 
 
 def detect_host(measure: bool = True, *, gpu: bool = True, refresh: bool = False) -> DeviceSpec:
@@ -327,8 +340,9 @@ def detect_host(measure: bool = True, *, gpu: bool = True, refresh: bool = False
     key = _fingerprint(info)
     if refresh or key not in _HOSTS:
         cached = None if refresh else _read_host_cache(key)
-        _HOSTS[key] = cached or _write_host_cache(key, _cpu_host(
-            info, measure_copy_bandwidth(), "bandwidth: numpy copy (read + write), median of 5"))
+        _HOSTS[key] = cached or _write_host_cache(
+            key, _cpu_host(info, measure_copy_bandwidth(), "bandwidth: numpy copy (read + write), median of 5")
+        )
     return _HOSTS[key]
 
 
@@ -346,14 +360,21 @@ def _cpu_host(info: Mapping[str, str], bandwidth: float, how: str) -> DeviceSpec
     return DeviceSpec(
         name="host",
         full_name=f"{cpu_name(info)} ({cores} cores)",
-        vendor=vendor, kind="cpu",
-        memory_capacity=float(total_mem), memory_bandwidth=bandwidth,
+        vendor=vendor,
+        kind="cpu",
+        memory_capacity=float(total_mem),
+        memory_bandwidth=bandwidth,
         matrix_peak=MappingProxyType(peaks),
         vector_peak=MappingProxyType({"fp32": peaks["fp32"]}),
-        compute_units=cores, l2_bytes=_llc_bytes(),
+        compute_units=cores,
+        l2_bytes=_llc_bytes(),
         sources=(f"detected: /proc/cpuinfo flags x cores x max clock; {how}",),
-        extra={"clock_hz": clock, "flags_used": sorted(set(per_cycle)), "cpu": cpu_name(info),
-               "cpu_signature": cpu_signature(info)},
+        extra={
+            "clock_hz": clock,
+            "flags_used": sorted(set(per_cycle)),
+            "cpu": cpu_name(info),
+            "cpu_signature": cpu_signature(info),
+        },
     )
 
 
@@ -365,8 +386,17 @@ def cpu_name(info: Mapping[str, str] | None = None) -> str:
 
 # The vector extensions PyTorch's CPU kernels (oneDNN, its own) dispatch on: two CPUs that
 # differ in any of them run other kernels (bf16 matmul is ~90x slower without avx512_bf16).
-KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
-                "amx_bf16", "amx_int8")
+KERNEL_FLAGS = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_vnni",
+    "avx_vnni",
+    "amx_bf16",
+    "amx_int8",
+)
 
 
 def cpu_signature(info: Mapping[str, str] | None = None) -> str:
@@ -393,8 +423,7 @@ def _fingerprint(info: Mapping[str, str]) -> tuple:
         pages = os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         pages = 0
-    return (platform.node(), cpu_name(info), info.get("flags", ""), _physical_cores(),
-            _max_clock_hz(info), pages)
+    return (platform.node(), cpu_name(info), info.get("flags", ""), _physical_cores(), _max_clock_hz(info), pages)
 
 
 def host_cache_path(key: tuple | None = None) -> Path:
@@ -434,13 +463,21 @@ def _write_host_cache(key: tuple, device: DeviceSpec) -> DeviceSpec:
 
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     path = host_cache_path(key)
-    sources = (*device.sources, f"detected {date} by ridgeline {__version__}; kept in {path} "
-               "('ridgeline hardware show host --refresh' measures again)")
+    sources = (
+        *device.sources,
+        f"detected {date} by ridgeline {__version__}; kept in {path} "
+        "('ridgeline hardware show host --refresh' measures again)",
+    )
     from dataclasses import replace
 
     device = replace(device, sources=sources)
-    record = {"fingerprint": repr(key), "detected": date, "ridgeline": __version__,
-              "device": device_to_dict(device), "extra": dict(device.extra)}
+    record = {
+        "fingerprint": repr(key),
+        "detected": date,
+        "ridgeline": __version__,
+        "device": device_to_dict(device),
+        "extra": dict(device.extra),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(record, indent=1) + "\n")

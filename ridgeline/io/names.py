@@ -1,4 +1,5 @@
 """Map the names drivers report to catalog names (each device YAML lists its ``driver_names``)."""
+
 from __future__ import annotations
 
 from functools import lru_cache

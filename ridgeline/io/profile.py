@@ -41,6 +41,7 @@ Types the profile did not measure keep their datasheet peak. A type it measured 
 of is priced with the classes of a measured type of the same datasheet rate, width and kind
 (fp16 with bf16's on Hopper: ``dtype_stand_ins``), and refused where there is none.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -51,12 +52,12 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.io.catalog import PROFILES_DIR, user_data_dir
-from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
-from ridgeline.io.hardware import DeviceSpec
-from ridgeline.io.files import read_yaml
 from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable
 from ridgeline.engine.units import GIGA, TERA
+from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
+from ridgeline.io.catalog import PROFILES_DIR, user_data_dir
+from ridgeline.io.files import read_yaml
+from ridgeline.io.hardware import DeviceSpec
 
 
 def profile_dirs() -> tuple[Path, Path]:
@@ -74,8 +75,7 @@ def profile_path(device: str) -> Path:
 
 def list_profiles() -> list[str]:
     """Device keys with a profile in either folder."""
-    return sorted({p.stem for folder in profile_dirs() if folder.is_dir()
-                   for p in folder.glob("*.yaml")})
+    return sorted({p.stem for folder in profile_dirs() if folder.is_dir() for p in folder.glob("*.yaml")})
 
 
 def _positive_table(raw: Mapping[str, Any], key: str, where: str, scale: float) -> dict[str, float]:
@@ -110,27 +110,38 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
     matrix.update(_positive_table(profile, "matrix_peak_tops", where, TERA))
     vector = dict(device.vector_peak)
     vector.update(_positive_table(profile, "vector_peak_tops", where, TERA))
-    efficiency = {kind: MappingProxyType({k: float(v) for k, v in terms.items()})
-                  for kind, terms in (profile.get("efficiency") or {}).items()}
+    efficiency = {
+        kind: MappingProxyType({k: float(v) for k, v in terms.items()})
+        for kind, terms in (profile.get("efficiency") or {}).items()
+    }
     overhead = {kind: float(us) * 1e-6 for kind, us in (profile.get("overhead_us") or {}).items()}
     measured = measured_dtypes(profile)
     return Ceilings(
-        "calibrated", float(profile["bandwidth_gb_s"]) * GIGA, MappingProxyType(matrix),
-        MappingProxyType(vector), MappingProxyType(efficiency), MappingProxyType(overhead),
-        device=device.name, link_bandwidth=device.interconnect_bandwidth,
+        "calibrated",
+        float(profile["bandwidth_gb_s"]) * GIGA,
+        MappingProxyType(matrix),
+        MappingProxyType(vector),
+        MappingProxyType(efficiency),
+        MappingProxyType(overhead),
+        device=device.name,
+        link_bandwidth=device.interconnect_bandwidth,
         link_latency=device.interconnect_latency or 0.0,
-        link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate,
-        row_curves=MappingProxyType({k: _row_table(v, f"{where}: row_curves.{k}")
-                                     for k, v in (profile.get("row_curves") or {}).items()}),
+        link_per_peer=device.interconnect_link_bandwidth,
+        exp_rate=device.exp_rate,
+        row_curves=MappingProxyType(
+            {k: _row_table(v, f"{where}: row_curves.{k}") for k, v in (profile.get("row_curves") or {}).items()}
+        ),
         attention_tables=_attention_tables(profile.get("attention_tables"), where),
-        **size_and_first_touch(profile, where), **execution_tables(profile, where),
-        timing=timing_of(profile, where), measured_dtypes=measured,
+        **size_and_first_touch(profile, where),
+        **execution_tables(profile, where),
+        timing=timing_of(profile, where),
+        measured_dtypes=measured,
         dtype_as=MappingProxyType(dtype_stand_ins(measured, device)),
-        measured_peaks=frozenset(profile.get("matrix_peak_tops") or ()))
+        measured_peaks=frozenset(profile.get("matrix_peak_tops") or ()),
+    )
 
 
-METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device",
-                 "torch.utils.benchmark": "cpu"}
+METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device", "torch.utils.benchmark": "cpu"}
 
 
 def _methods(node: Any) -> set[str]:
@@ -154,8 +165,7 @@ def timing_of(profile: Mapping[str, Any], where: str = "profile") -> str:
     given = profile.get("timing")
     if given is not None:
         if given not in TIMINGS:
-            raise InvalidSpecError(where, f"'timing' must be one of {', '.join(TIMINGS)}, "
-                                   f"got {given!r}")
+            raise InvalidSpecError(where, f"'timing' must be one of {', '.join(TIMINGS)}, got {given!r}")
         return str(given)
     found = {METHOD_TIMING.get(m.split("/")[0]) for m in _methods(profile.get("measurements"))}
     for timing in ("eager", "device", "cpu"):
@@ -166,14 +176,18 @@ def timing_of(profile: Mapping[str, Any], where: str = "profile") -> str:
         return "cpu"
     if profile.get("host_us") or profile.get("launch_gap_us"):
         return "device"
-    raise InvalidSpecError(where, "does not say how its kernels were timed (no 'timing' and no "
-                           "measurement methods); add timing: device, eager or cpu")
+    raise InvalidSpecError(
+        where,
+        "does not say how its kernels were timed (no 'timing' and no "
+        "measurement methods); add timing: device, eager or cpu",
+    )
 
 
 def measured_dtypes(profile: Mapping[str, Any]) -> frozenset:
     """The data types a profile measured classes of: the '@type' of its class keys."""
-    keys = [k for table in ("efficiency", "overhead_us", "row_curves", "size_curves")
-            for k in (profile.get(table) or {})]
+    keys = [
+        k for table in ("efficiency", "overhead_us", "row_curves", "size_curves") for k in (profile.get(table) or {})
+    ]
     return frozenset(str(k).rsplit("@", 1)[1] for k in keys if "@" in str(k))
 
 
@@ -213,16 +227,21 @@ def _attention_tables(raw: Any, where: str) -> Mapping[str, Mapping[str, GridTab
             if axes != list(ATTENTION_AXES) or not isinstance(knots, list) or len(knots) != len(axes):
                 raise InvalidSpecError(at, f"needs axes {list(ATTENTION_AXES)} and a list of knots per axis")
             for name, k in zip(axes, knots):
-                if (not isinstance(k, list) or not k or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in k)
-                        or any(b <= a for a, b in zip(k, k[1:]))):
+                if (
+                    not isinstance(k, list)
+                    or not k
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in k)
+                    or any(b <= a for a, b in zip(k, k[1:]))
+                ):
                     raise InvalidSpecError(at, f"knots of '{name}' must be positive and increasing")
             try:
                 values = np.asarray(table.get("fraction"), dtype=float)
             except (TypeError, ValueError):
                 raise InvalidSpecError(at, "'fraction' must be a nested list of numbers") from None
             if values.shape != tuple(len(k) for k in knots):
-                raise InvalidSpecError(at, f"'fraction' has shape {values.shape}, the knots "
-                                           f"{tuple(len(k) for k in knots)}")
+                raise InvalidSpecError(
+                    at, f"'fraction' has shape {values.shape}, the knots {tuple(len(k) for k in knots)}"
+                )
             if not np.all((values > 0) & (values <= 1)):
                 raise InvalidSpecError(at, "every 'fraction' must be in (0, 1]")
             tables[stage] = GridTable.of(axes, knots, values)
@@ -236,11 +255,20 @@ def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, An
     curves = profile.get("size_curves") or {}
     if not isinstance(curves, Mapping):
         raise InvalidSpecError(where, "'size_curves' must map a class to {bytes, fraction}")
-    out: dict[str, Any] = {"size_curves": MappingProxyType(
-        {str(k): _curve(v, f"{where}: size_curves.{k}", "bytes", "fraction",
-                        at_most=_cap(v, f"{where}: size_curves.{k}")) for k, v in curves.items()})}
-    for key, name, scale in (("first_touch_gb_s", "first_touch_rate", GIGA),
-                             ("mmap_threshold_bytes", "mmap_threshold", 1.0)):
+    out: dict[str, Any] = {
+        "size_curves": MappingProxyType(
+            {
+                str(k): _curve(
+                    v, f"{where}: size_curves.{k}", "bytes", "fraction", at_most=_cap(v, f"{where}: size_curves.{k}")
+                )
+                for k, v in curves.items()
+            }
+        )
+    }
+    for key, name, scale in (
+        ("first_touch_gb_s", "first_touch_rate", GIGA),
+        ("mmap_threshold_bytes", "mmap_threshold", 1.0),
+    ):
         value = profile.get(key)
         if value is None:
             continue
@@ -261,17 +289,19 @@ def execution_tables(profile: Mapping[str, Any], where: str) -> dict[str, Any]:
         table = profile.get(key) or {}
         if not isinstance(table, Mapping):
             raise InvalidSpecError(where, f"'{key}' must map an execution mode to a table")
-        return {str(mode): MappingProxyType(_nonnegative_table(table, mode, f"{key}.{mode}",
-                                                               where, scale))
-                for mode in table}
+        return {
+            str(mode): MappingProxyType(_nonnegative_table(table, mode, f"{key}.{mode}", where, scale))
+            for mode in table
+        }
 
-    return {"launch_gap_s": float(gap) * 1e-6,
-            "host_s": MappingProxyType(per_mode("host_us", 1e-6)),
-            "kernels": MappingProxyType(per_mode("kernels_per_op", 1.0))}
+    return {
+        "launch_gap_s": float(gap) * 1e-6,
+        "host_s": MappingProxyType(per_mode("host_us", 1e-6)),
+        "kernels": MappingProxyType(per_mode("kernels_per_op", 1.0)),
+    }
 
 
-def _nonnegative_table(raw: Mapping[str, Any], key: str, name: str, where: str,
-                       scale: float) -> dict[str, float]:
+def _nonnegative_table(raw: Mapping[str, Any], key: str, name: str, where: str, scale: float) -> dict[str, float]:
     table = raw.get(key) or {}
     if not isinstance(table, Mapping):
         raise InvalidSpecError(where, f"'{name}' must be a mapping")
@@ -305,13 +335,16 @@ def recorded_device(profile: Mapping[str, Any], where: str = "profile") -> Devic
         return device if "memory_capacity_gib" in raw else replace(device, memory_capacity=0.0)
     source = (profile.get("meta") or {}).get("spec_device")
     if not source or source == "host":
-        raise InvalidSpecError(where, "records no datasheet device (a profile written before "
-                               "they were recorded); calibrate again to refit it")
+        raise InvalidSpecError(
+            where,
+            "records no datasheet device (a profile written before they were recorded); calibrate again to refit it",
+        )
     return load_device(source)
 
 
-def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer: bool = False,
-                     where: str = "profile") -> tuple[Ceilings, tuple[str, ...]]:
+def profile_ceilings(
+    profile: Mapping[str, Any], device: DeviceSpec, *, transfer: bool = False, where: str = "profile"
+) -> tuple[Ceilings, tuple[str, ...]]:
     """Ceilings of ``profile`` on ``device``, and notes worth a warning.
 
     A GPU profile applies to the catalog device it was measured on (or the detected host
@@ -322,8 +355,10 @@ def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer
     meta = profile.get("meta") or {}
     source = meta.get("spec_device")
     if not source and meta.get("device_kind") != "cpu":
-        raise InvalidSpecError(where, "does not say which device it was measured on "
-                               "(meta.spec_device: a catalog name, or 'host' for a CPU)")
+        raise InvalidSpecError(
+            where,
+            "does not say which device it was measured on (meta.spec_device: a catalog name, or 'host' for a CPU)",
+        )
     if source and source != "host":
         target = device.extra.get("catalog") if device.name == "host" else device.name
         if target == source:
@@ -334,8 +369,7 @@ def profile_ceilings(profile: Mapping[str, Any], device: DeviceSpec, *, transfer
             return transferred_ceilings(profile, measured, device), ()
         raise ProfileMismatchError(where, source, device.name, source, same)
     if device.kind != "cpu" or device.name != "host":
-        raise ProfileMismatchError(where, measured_on(profile), device.name, "the host on that CPU",
-                                   False)
+        raise ProfileMismatchError(where, measured_on(profile), device.name, "the host on that CPU", False)
     return calibrated_ceilings(profile, device), cpu_notes(meta, device, where)
 
 
@@ -346,20 +380,23 @@ def cpu_notes(meta: Mapping[str, Any], host: DeviceSpec, where: str) -> tuple[st
     cpu, here = meta.get("cpu") or meta.get("device"), host.extra.get("cpu")
     sig, here_sig = meta.get("cpu_signature"), host.extra.get("cpu_signature")
     if sig and here_sig and sig != here_sig:
-        raise ProfileMismatchError(where, f"another CPU ('{cpu}', {sig}; this host's: {here_sig})",
-                                   "this host", "the host on that CPU", False)
+        raise ProfileMismatchError(
+            where, f"another CPU ('{cpu}', {sig}; this host's: {here_sig})", "this host", "the host on that CPU", False
+        )
     if cpu and here and cpu != here:
-        return (f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': "
-                "its roofs may not hold here",)
+        return (
+            f"profile {where} was measured on the CPU '{cpu}', this host's is '{here}': its roofs may not hold here",
+        )
     if not sig and here_sig:
-        return (f"profile {where} records no CPU signature (calibrated before they were "
-                f"recorded), so it cannot be checked against this host's ({here_sig}); "
-                "calibrate again to be sure its roofs hold here",)
+        return (
+            f"profile {where} records no CPU signature (calibrated before they were "
+            f"recorded), so it cannot be checked against this host's ({here_sig}); "
+            "calibrate again to be sure its roofs hold here",
+        )
     return ()
 
 
-def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
-                         device: DeviceSpec) -> Ceilings:
+def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec, device: DeviceSpec) -> Ceilings:
     """A profile moved to another device of one architecture: each measured roof as the
     fraction of ``measured``'s datasheet roof it reached, times ``device``'s datasheet
     roof; efficiencies and per-kernel overheads as measured. Types the target has no
@@ -367,22 +404,27 @@ def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec,
     own = calibrated_ceilings(profile, measured)
     ratio = device.memory_bandwidth / measured.memory_bandwidth
 
-    def moved(peaks: Mapping[str, float], datasheet_from: Mapping[str, float],
-              datasheet_to: Mapping[str, float]) -> dict[str, float]:
+    def moved(
+        peaks: Mapping[str, float], datasheet_from: Mapping[str, float], datasheet_to: Mapping[str, float]
+    ) -> dict[str, float]:
         out = dict(datasheet_to)
         for dtype, value in peaks.items():
             if dtype in datasheet_to and datasheet_from.get(dtype):
                 out[dtype] = value / datasheet_from[dtype] * datasheet_to[dtype]
         return out
 
-    return replace(own, mode="transferred", bandwidth=own.bandwidth * ratio,
-                   matrix_peak=MappingProxyType(moved(own.matrix_peak, measured.matrix_peak,
-                                                      device.matrix_peak)),
-                   vector_peak=MappingProxyType(moved(own.vector_peak, measured.vector_peak,
-                                                      device.vector_peak)),
-                   device=device.name, link_bandwidth=device.interconnect_bandwidth,
-                   link_latency=device.interconnect_latency or 0.0,
-                   link_per_peer=device.interconnect_link_bandwidth, exp_rate=device.exp_rate)
+    return replace(
+        own,
+        mode="transferred",
+        bandwidth=own.bandwidth * ratio,
+        matrix_peak=MappingProxyType(moved(own.matrix_peak, measured.matrix_peak, device.matrix_peak)),
+        vector_peak=MappingProxyType(moved(own.vector_peak, measured.vector_peak, device.vector_peak)),
+        device=device.name,
+        link_bandwidth=device.interconnect_bandwidth,
+        link_latency=device.interconnect_latency or 0.0,
+        link_per_peer=device.interconnect_link_bandwidth,
+        exp_rate=device.exp_rate,
+    )
 
 
 def _row_table(raw: Any, where: str) -> RowTable:
@@ -395,8 +437,7 @@ def _row_table(raw: Any, where: str) -> RowTable:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (k, n)):
             raise InvalidSpecError(where, f"each shape needs positive 'k' and 'n', got {k!r}, {n!r}")
         shapes.append((float(k), float(n)))
-    return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", at_most=1.0)
-                                         for e in raw))
+    return RowTable(tuple(shapes), tuple(_curve(e, where, "rows", "fraction", at_most=1.0) for e in raw))
 
 
 def _cap(raw: Any, where: str) -> float:

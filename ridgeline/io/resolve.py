@@ -7,6 +7,7 @@ and compute.
                 profile="reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml")
     d.mode          # 'calibrated'
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -14,14 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ridgeline.errors import InvalidWorkloadError, RidgelineError
-from ridgeline.io.hardware import DeviceSpec, load_device
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.model import ModelConfig, load_model
 from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_execution
 from ridgeline.engine.units import GIGA
 from ridgeline.engine.workload import Settings
+from ridgeline.errors import InvalidWorkloadError, RidgelineError
+from ridgeline.io.hardware import DeviceSpec, load_device
 
 ProfileLike = str | Path | Mapping[str, Any] | None
 
@@ -36,7 +37,7 @@ class Deployment:
     settings: Settings
     plan: Plan
     ceilings: Ceilings
-    notes: tuple[str, ...] = ()     # warnings worth showing (a profile from another CPU)
+    notes: tuple[str, ...] = ()  # warnings worth showing (a profile from another CPU)
 
     @property
     def mode(self) -> str:
@@ -49,13 +50,17 @@ class Deployment:
 
     def with_settings(self, settings: Settings) -> Deployment:
         """The same model, device and profile under other settings."""
-        return replace(self, settings=settings,
-                       plan=make_plan(settings, self.device, self.model.head_dim),
-                       ceilings=with_links(self.ceilings, self.device, settings))
+        return replace(
+            self,
+            settings=settings,
+            plan=make_plan(settings, self.device, self.model.head_dim),
+            ceilings=with_links(self.ceilings, self.device, settings),
+        )
 
 
-def make_settings(dtype: str | None = None, settings: Settings | None = None,
-                  options: Mapping[str, Any] | None = None) -> Settings:
+def make_settings(
+    dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
+) -> Settings:
     """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
     options = dict(options or {})
     if settings is None:
@@ -78,8 +83,7 @@ def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ce
         bandwidth, per_peer = settings.link_bw_gb_s * GIGA, None
     else:
         bandwidth, per_peer = device.interconnect_bandwidth, device.interconnect_link_bandwidth
-    latency = (settings.link_latency_us * 1e-6 if settings.link_latency_us >= 0
-               else device.interconnect_latency or 0.0)
+    latency = settings.link_latency_us * 1e-6 if settings.link_latency_us >= 0 else device.interconnect_latency or 0.0
     linked = replace(ceilings, link_bandwidth=bandwidth, link_latency=latency, link_per_peer=per_peer)
     return with_execution(linked, device, settings.execution)
 
@@ -93,8 +97,9 @@ def read_profile(profile: ProfileLike) -> tuple[Mapping[str, Any] | None, str]:
     return load_profile(profile), str(profile)
 
 
-def resolve_ceilings(device: DeviceSpec, profile: ProfileLike = None, *,
-                     transfer: bool = False) -> tuple[Ceilings, tuple[str, ...]]:
+def resolve_ceilings(
+    device: DeviceSpec, profile: ProfileLike = None, *, transfer: bool = False
+) -> tuple[Ceilings, tuple[str, ...]]:
     """The ceilings for ``device``: its datasheet roofs, or a measured profile's (checked
     against the device it was measured on; ``transfer`` allows another GPU of one
     architecture). Returns the notes the profile check raised as well."""
@@ -106,10 +111,17 @@ def resolve_ceilings(device: DeviceSpec, profile: ProfileLike = None, *,
     return profile_ceilings(raw, device, transfer=transfer, where=where)
 
 
-def resolve(model: str | Path | ModelConfig, hardware: str | Path | DeviceSpec = "a6000", *,
-            dtype: str | None = None, settings: Settings | None = None,
-            profile: ProfileLike = None, transfer: bool = False,
-            ceilings: Ceilings | None = None, **options: Any) -> Deployment:
+def resolve(
+    model: str | Path | ModelConfig,
+    hardware: str | Path | DeviceSpec = "a6000",
+    *,
+    dtype: str | None = None,
+    settings: Settings | None = None,
+    profile: ProfileLike = None,
+    transfer: bool = False,
+    ceilings: Ceilings | None = None,
+    **options: Any,
+) -> Deployment:
     """Load the model and the device, build the settings and their plan, and the ceilings:
     ``ceilings`` as given, else the profile's, else the datasheet's.
 
@@ -127,20 +139,21 @@ def resolve(model: str | Path | ModelConfig, hardware: str | Path | DeviceSpec =
     return Deployment(config, device, chosen, plan, with_links(ceilings, device, chosen), notes)
 
 
-def as_deployment(target: Deployment | str | Path | ModelConfig, hardware=None,
-                  **kwargs: Any) -> Deployment:
+def as_deployment(target: Deployment | str | Path | ModelConfig, hardware=None, **kwargs: Any) -> Deployment:
     """A Deployment as given, or one resolved from names (the public API's convenience:
     ``analyze("llama-2-7b", "a6000", ...)``)."""
     if isinstance(target, Deployment):
         if hardware is not None or any(v is not None and v is not False for v in kwargs.values()):
-            raise RidgelineError("a Deployment already holds the device, settings and ceilings; "
-                                 "pass only the workload with it")
+            raise RidgelineError(
+                "a Deployment already holds the device, settings and ceilings; pass only the workload with it"
+            )
         return target
     return resolve(target, "a6000" if hardware is None else hardware, **kwargs)
 
 
-def resolve_each(model: str | Path | ModelConfig, devices, variants, *, profile: ProfileLike = None,
-                 transfer: bool = False) -> list[Deployment]:
+def resolve_each(
+    model: str | Path | ModelConfig, devices, variants, *, profile: ProfileLike = None, transfer: bool = False
+) -> list[Deployment]:
     """Every device under every settings variant (a dict of resolve's keywords each). A
     profile applies where it was measured (or is transferred, when asked); the other
     devices keep their datasheet roofs, and each deployment's ``mode`` says which."""
@@ -163,8 +176,8 @@ def resolve_each(model: str | Path | ModelConfig, devices, variants, *, profile:
 
 # --- the device a measurement on this machine is predicted with --------------------------
 
-def measuring_device(kind: str, threads: int | None = None,
-                     gpu_name: str | None = None) -> DeviceSpec:
+
+def measuring_device(kind: str, threads: int | None = None, gpu_name: str | None = None) -> DeviceSpec:
     """The datasheet device of a measurement made here: on ``cpu`` the detected CPU (its
     compute peaks for the ``threads`` the run uses); on ``cuda`` the catalog GPU whose
     driver names match ``gpu_name`` (what torch reports)."""
@@ -176,8 +189,10 @@ def measuring_device(kind: str, threads: int | None = None,
 
     match = catalog_name_for_gpu(gpu_name or "")
     if match is None:
-        raise RidgelineError(f"GPU {gpu_name!r} is not in the hardware catalog; add "
-                             "hardware/<name>.yaml with its name under driver_names")
+        raise RidgelineError(
+            f"GPU {gpu_name!r} is not in the hardware catalog; add "
+            "hardware/<name>.yaml with its name under driver_names"
+        )
     return load_device(match)
 
 
@@ -194,5 +209,9 @@ def on_threads(host: DeviceSpec, threads: int | None) -> DeviceSpec:
     def scaled(peaks: Mapping[str, float]) -> Mapping[str, float]:
         return MappingProxyType({k: v * share for k, v in peaks.items()})
 
-    return replace(host, matrix_peak=scaled(host.matrix_peak), vector_peak=scaled(host.vector_peak),
-                   full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores")
+    return replace(
+        host,
+        matrix_peak=scaled(host.matrix_peak),
+        vector_peak=scaled(host.vector_peak),
+        full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores",
+    )

@@ -6,6 +6,7 @@ aliases below, so the public Azure LLM inference traces (``TIMESTAMP``, ``Contex
 ``GeneratedTokens``; Patel et al., "Splitwise", ISCA 2024) load as they are: their
 timestamps are dates, turned into seconds after the first request.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,9 +29,9 @@ CHECK_OUTPUT_RANGE = (16, 48)
 class Arrivals:
     """Requests in arrival order: seconds from the start, prompt and output tokens."""
 
-    time_s: np.ndarray    # [n] float, non-decreasing
-    prompt: np.ndarray    # [n] int >= 1
-    output: np.ndarray    # [n] int >= 1: the prefill's token + output - 1 decode steps
+    time_s: np.ndarray  # [n] float, non-decreasing
+    prompt: np.ndarray  # [n] int >= 1
+    output: np.ndarray  # [n] int >= 1: the prefill's token + output - 1 decode steps
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -40,14 +41,15 @@ class Arrivals:
         if len(self.prompt) != n or len(self.output) != n:
             raise RidgelineError("arrival times, prompt and output tokens differ in length")
         if np.any(~np.isfinite(self.time_s)) or np.any(np.diff(self.time_s) < 0) or self.time_s[0] < 0:
-            raise RidgelineError(f"{self.source or 'arrivals'}: arrival times must be finite, >= 0 "
-                                 "and in order")
+            raise RidgelineError(f"{self.source or 'arrivals'}: arrival times must be finite, >= 0 and in order")
         for name, values in (("prompt", self.prompt), ("output", self.output)):
             bad = np.flatnonzero(values < 1)
             if bad.size:
-                raise RidgelineError(f"{self.source or 'arrivals'}: {bad.size} request(s) have "
-                                     f"{name} tokens < 1 (first at row {bad[0] + 1}); every "
-                                     "request needs at least one prompt and one output token")
+                raise RidgelineError(
+                    f"{self.source or 'arrivals'}: {bad.size} request(s) have "
+                    f"{name} tokens < 1 (first at row {bad[0] + 1}); every "
+                    "request needs at least one prompt and one output token"
+                )
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -73,17 +75,21 @@ def poisson(rate: float, n: int, prompt, output, seed: int = 0) -> Arrivals:
     if n < 1:
         raise RidgelineError(f"--requests must be at least 1, got {n}")
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, n)
-    return Arrivals(np.cumsum(gaps), np.broadcast_to(np.asarray(prompt, dtype=np.int64), n).copy(),
-                    np.broadcast_to(np.asarray(output, dtype=np.int64), n).copy(),
-                    f"poisson {rate:g}/s")
+    return Arrivals(
+        np.cumsum(gaps),
+        np.broadcast_to(np.asarray(prompt, dtype=np.int64), n).copy(),
+        np.broadcast_to(np.asarray(output, dtype=np.int64), n).copy(),
+        f"poisson {rate:g}/s",
+    )
 
 
 def _column(columns: dict[str, str], names: tuple[str, ...], what: str, path: Path) -> str:
     for name in names:
         if name in columns:
             return columns[name]
-    raise RidgelineError(f"{path}: no {what} column; name it one of: {', '.join(names)} "
-                         f"(found: {', '.join(columns.values())})")
+    raise RidgelineError(
+        f"{path}: no {what} column; name it one of: {', '.join(names)} (found: {', '.join(columns.values())})"
+    )
 
 
 def load_trace(path: str | Path) -> Arrivals:
@@ -107,8 +113,7 @@ def load_trace(path: str | Path) -> Arrivals:
     seconds = _seconds(arrival, path)
     order = np.argsort(seconds, kind="stable")
     tokens = [_whole(col, path)[order] for col in (prompt, output)]
-    return Arrivals(seconds[order] - seconds[order][0] if len(seconds) else seconds,
-                    tokens[0], tokens[1], str(path))
+    return Arrivals(seconds[order] - seconds[order][0] if len(seconds) else seconds, tokens[0], tokens[1], str(path))
 
 
 def _seconds(column, path: Path) -> np.ndarray:
@@ -120,8 +125,7 @@ def _seconds(column, path: Path) -> np.ndarray:
     try:
         stamps = pd.to_datetime(column, format="mixed")
     except (ValueError, TypeError):
-        raise RidgelineError(f"{path}: arrival times must be seconds or dates, got e.g. "
-                             f"{column.iloc[0]!r}") from None
+        raise RidgelineError(f"{path}: arrival times must be seconds or dates, got e.g. {column.iloc[0]!r}") from None
     return (stamps - stamps.min()).dt.total_seconds().to_numpy(dtype=float)
 
 

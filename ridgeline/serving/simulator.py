@@ -16,6 +16,7 @@ hit, a decode) is the engine's multi-token decode pass with that many tokens cac
 of it is read from tables built with a few vectorised engine calls before the first step,
 so one step is a handful of numpy operations.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -27,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ridgeline.engine.analyze import memory_totals, plain
-from ridgeline.io.resolve import Deployment, as_deployment
-from ridgeline.errors import InvalidWorkloadError
 from ridgeline.engine.layers import Plan, pipeline_factors, shard, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op, flash_attention
 from ridgeline.engine.roofline import Ceilings, evaluate
-from ridgeline.io.traces import Arrivals
 from ridgeline.engine.workload import Workload
+from ridgeline.errors import InvalidWorkloadError
+from ridgeline.io.resolve import Deployment, as_deployment
+from ridgeline.io.traces import Arrivals
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -51,23 +52,23 @@ BATCH_ATTENTION = ("varlen", "masked", "gather")
 class Scheduler:
     """The server's batching policy (vLLM's names in brackets)."""
 
-    max_batch: int = 256            # sequences per step [max_num_seqs]
-    token_budget: int = 2048        # tokens per step, prefill chunks + decodes [max_num_batched_tokens]
-    chunked_prefill: bool = True    # split prompts to fit the budget; off: a prompt runs whole
-    prefix_hit: float = 0.0         # fraction of each prompt already in the prefix cache (whole blocks)
-    kv_blocks: int | None = None    # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
-    admit_margin: float = 0.0       # new prompts wait while fewer than this fraction of blocks are
-                                    # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
-    step_overhead_s: float = 0.0    # host seconds per step beyond the model's forward (scheduling,
-                                    # batch tensors, sampling): measured, `simulate-check --fit-overhead`
+    max_batch: int = 256  # sequences per step [max_num_seqs]
+    token_budget: int = 2048  # tokens per step, prefill chunks + decodes [max_num_batched_tokens]
+    chunked_prefill: bool = True  # split prompts to fit the budget; off: a prompt runs whole
+    prefix_hit: float = 0.0  # fraction of each prompt already in the prefix cache (whole blocks)
+    kv_blocks: int | None = None  # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
+    admit_margin: float = 0.0  # new prompts wait while fewer than this fraction of blocks are
+    # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
+    step_overhead_s: float = 0.0  # host seconds per step beyond the model's forward (scheduling,
+    # batch tensors, sampling): measured, `simulate-check --fit-overhead`
     request_overhead_s: float = 0.0  # host seconds per request in the step, on top
-    host_overlap: bool = False      # the host's seconds overlap the device's (a GPU run eager: the
-                                    # host enqueues while kernels run), so a step takes the longer
-                                    # of the forward and the host terms, not their sum
+    host_overlap: bool = False  # the host's seconds overlap the device's (a GPU run eager: the
+    # host enqueues while kernels run), so a step takes the longer
+    # of the forward and the host terms, not their sum
     batch_attention: str = "varlen"  # varlen: each sequence attends to its own keys (vLLM, flash);
-                                    # masked: one attention over all the step's queries and keys
-                                    # under a block-diagonal mask; gather: masked as transformers'
-                                    # sdpa path runs it (cache copied out, GQA heads repeated)
+    # masked: one attention over all the step's queries and keys
+    # under a block-diagonal mask; gather: masked as transformers'
+    # sdpa path runs it (cache copied out, GQA heads repeated)
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "token_budget"):
@@ -83,8 +84,9 @@ class Scheduler:
         if self.kv_blocks is not None and self.kv_blocks < 1:
             raise InvalidWorkloadError(f"kv-blocks must be >= 1, got {self.kv_blocks}")
         if self.batch_attention not in BATCH_ATTENTION:
-            raise InvalidWorkloadError(f"batch-attention must be one of {', '.join(BATCH_ATTENTION)}, "
-                                       f"got {self.batch_attention!r}")
+            raise InvalidWorkloadError(
+                f"batch-attention must be one of {', '.join(BATCH_ATTENTION)}, got {self.batch_attention!r}"
+            )
         for name in ("step_overhead_s", "request_overhead_s"):
             value = getattr(self, name)
             if not 0.0 <= value < 1e3:  # also refuses NaN
@@ -97,24 +99,25 @@ class Scheduler:
 
 # --- the step cost -------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class StepCost:
     """Engine times, tabulated. Token tables are indexed by tokens in the step, ``head_s``
     by sequences; attention tables hold per-op compute and memory seconds ([op, index])."""
 
-    token_s: np.ndarray         # [T+1] ops run over every token of the step
-    fresh_only_s: np.ndarray    # [T+1] token ops only fresh prompt chunks run (MLA's kv_b_proj)
-    cached_only_s: np.ndarray   # [T+1] token ops only chunks over a cache run (MLA's absorbed path)
-    head_s: np.ndarray          # [B+1] lm_head over n sequences
-    fresh: tuple[np.ndarray, np.ndarray]     # compute, memory s of a causal chunk of c tokens [K, T+1]
-    chunk: tuple[np.ndarray, ...]            # c tokens over a cache: compute a, b; memory a, b [K, T+1]
-    decode: tuple[np.ndarray, ...]           # n decodes: compute a, b/n; memory a, b/n [K, B+1]
-    fresh_has: np.ndarray       # [K] bool: op present in a fresh chunk
-    cached_has: np.ndarray      # [K] bool: op present in a chunk over a cache
-    overhead_s: np.ndarray      # [K]
-    count: np.ndarray           # [K] instances per pass (layers)
-    window: int | None          # sliding window: attention sees at most this many keys
-    factor: float               # pipeline stages a step passes through
+    token_s: np.ndarray  # [T+1] ops run over every token of the step
+    fresh_only_s: np.ndarray  # [T+1] token ops only fresh prompt chunks run (MLA's kv_b_proj)
+    cached_only_s: np.ndarray  # [T+1] token ops only chunks over a cache run (MLA's absorbed path)
+    head_s: np.ndarray  # [B+1] lm_head over n sequences
+    fresh: tuple[np.ndarray, np.ndarray]  # compute, memory s of a causal chunk of c tokens [K, T+1]
+    chunk: tuple[np.ndarray, ...]  # c tokens over a cache: compute a, b; memory a, b [K, T+1]
+    decode: tuple[np.ndarray, ...]  # n decodes: compute a, b/n; memory a, b/n [K, B+1]
+    fresh_has: np.ndarray  # [K] bool: op present in a fresh chunk
+    cached_has: np.ndarray  # [K] bool: op present in a chunk over a cache
+    overhead_s: np.ndarray  # [K]
+    count: np.ndarray  # [K] instances per pass (layers)
+    window: int | None  # sliding window: attention sees at most this many keys
+    factor: float  # pipeline stages a step passes through
     gather: GatherCost | None = None  # transformers' sdpa step (batch_attention "gather")
 
     def decode_time(self, n: int, cached: float) -> float:
@@ -132,10 +135,12 @@ class StepCost:
         ca, cb, ma, mb = (a.tolist() for a in self.decode)
         over = [float(o) if h else 0.0 for o, h in zip(self.overhead_s, self.cached_has)]
         count = [float(c) for c in self.count]
-        rows = len(self.head_s)   # n decodes, 0..B
+        rows = len(self.head_s)  # n decodes, 0..B
         base = (self.token_s[:rows] + self.cached_only_s[:rows] + self.head_s).tolist()
-        return [(base[n], [(count[k], ca[k][n], cb[k][n], ma[k][n], mb[k][n], over[k])
-                           for k in range(len(count))]) for n in range(rows)]
+        return [
+            (base[n], [(count[k], ca[k][n], cb[k][n], ma[k][n], mb[k][n], over[k]) for k in range(len(count))])
+            for n in range(rows)
+        ]
 
     def attention_s(self, compute: np.ndarray, memory: np.ndarray, present: np.ndarray) -> float:
         """Attention ops as one kernel each over the step's sequences."""
@@ -155,8 +160,9 @@ def _token_time(table: dict, rows: list[int]) -> np.ndarray:
     return np.sum(table["count"][rows] * table["time_s"][rows], axis=0)
 
 
-def build_step_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: int,
-                    max_batch: int, batch_attention: str = "varlen") -> StepCost:
+def build_step_cost(
+    config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: int, max_batch: int, batch_attention: str = "varlen"
+) -> StepCost:
     """Tabulate every term a step's cost needs, with six vectorised engine calls (two more
     for ``batch_attention`` "gather": :func:`build_gather_cost`)."""
     tokens = np.arange(1, max_tokens + 1)
@@ -202,32 +208,46 @@ def build_step_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens: i
     dec_c, dec_m = (slope(dec, dec_ops[0], key, max_batch) for key in ("compute_s", "memory_s"))
     per_seq = np.concatenate([[1.0], batches])  # decode slopes per cached token of the sum
     info = {op.name: op for op in fresh_ops + chunk_ops[0]}
-    overhead = np.array([_first(fresh_ops, fresh, n) if n in [o.name for o in fresh_ops]
-                         else _first(chunk_ops[0], chunk[0], n) for n in names])
+    overhead = np.array(
+        [
+            _first(fresh_ops, fresh, n) if n in [o.name for o in fresh_ops] else _first(chunk_ops[0], chunk[0], n)
+            for n in names
+        ]
+    )
     time_factor, _ = pipeline_factors(p)
     return StepCost(
-        token_s=token_s, fresh_only_s=fresh_only, cached_only_s=cached_only, head_s=head_s,
-        fresh=(gather(fresh_ops, fresh, "compute_s", max_tokens),
-               gather(fresh_ops, fresh, "memory_s", max_tokens)),
+        token_s=token_s,
+        fresh_only_s=fresh_only,
+        cached_only_s=cached_only,
+        head_s=head_s,
+        fresh=(gather(fresh_ops, fresh, "compute_s", max_tokens), gather(fresh_ops, fresh, "memory_s", max_tokens)),
         chunk=(chunk_c[0], chunk_c[1], chunk_m[0], chunk_m[1]),
         decode=(dec_c[0], dec_c[1] / per_seq, dec_m[0], dec_m[1] / per_seq),
         fresh_has=np.array([any(op.name == n for op in fresh_ops) for n in names]),
         cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names]),
-        overhead_s=overhead, count=np.array([float(info[n].count) for n in names]),
-        window=config.sliding_window, factor=time_factor,
-        gather=build_gather_cost(config, p, roofs, max_tokens) if batch_attention == "gather" else None)
+        overhead_s=overhead,
+        count=np.array([float(info[n].count) for n in names]),
+        window=config.sliding_window,
+        factor=time_factor,
+        gather=build_gather_cost(config, p, roofs, max_tokens) if batch_attention == "gather" else None,
+    )
 
 
-def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], decodes: int,
-              decode_cached: float) -> float:
+def step_time(
+    cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], decodes: int, decode_cached: float
+) -> float:
     """Seconds of one step: ``fresh`` prompt chunks (tokens each, nothing cached),
     ``chunks`` (tokens, cached) over a cache, and ``decodes`` one-token steps whose cached
     lengths sum to ``decode_cached`` (each capped at the sliding window)."""
     n_fresh = sum(fresh)
     n_cached = sum(c for c, _ in chunks) + decodes
     sequences = len(fresh) + len(chunks) + decodes
-    total = (cost.token_s[n_fresh + n_cached] + cost.fresh_only_s[n_fresh]
-             + cost.cached_only_s[n_cached] + cost.head_s[sequences])
+    total = (
+        cost.token_s[n_fresh + n_cached]
+        + cost.fresh_only_s[n_fresh]
+        + cost.cached_only_s[n_cached]
+        + cost.head_s[sequences]
+    )
     ca, cb, ma, mb = cost.decode
     compute = ca[:, decodes] + cb[:, decodes] * decode_cached
     memory = ma[:, decodes] + mb[:, decodes] * decode_cached
@@ -248,8 +268,9 @@ def step_time(cost: StepCost, fresh: list[int], chunks: list[tuple[int, int]], d
 
 def _token_part(cost: StepCost, fresh: int, cached: int, sequences: int) -> float:
     """The ops a step runs over all its tokens at once, and the lm_head."""
-    return float(cost.token_s[fresh + cached] + cost.fresh_only_s[fresh] + cost.cached_only_s[cached]
-                 + cost.head_s[sequences])
+    return float(
+        cost.token_s[fresh + cached] + cost.fresh_only_s[fresh] + cost.cached_only_s[cached] + cost.head_s[sequences]
+    )
 
 
 def masked_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float) -> float:
@@ -262,8 +283,9 @@ def masked_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, ke
     qa, qb, wa, wb = cost.chunk
     over = keys - tokens
     compute, memory = qa[:, tokens] + qb[:, tokens] * over, wa[:, tokens] + wb[:, tokens] * over
-    return cost.factor * (_token_part(cost, fresh, cached, sequences)
-                          + cost.attention_s(compute, memory, cost.cached_has))
+    return cost.factor * (
+        _token_part(cost, fresh, cached, sequences) + cost.attention_s(compute, memory, cost.cached_has)
+    )
 
 
 # --- transformers' sdpa step ----------------------------------------------------------------
@@ -293,25 +315,61 @@ def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
     attention is the fused kernel whatever ``p.attention`` says: ``sdpa`` calls one.
     Latent attention (MLA) is not modelled: transformers' cache holds other tensors there."""
     if config.is_mla:
-        raise InvalidWorkloadError(f"batch-attention gather models transformers' sdpa path for "
-                                   f"MHA/GQA/MQA attention; {config.name} uses latent attention (MLA)")
+        raise InvalidWorkloadError(
+            f"batch-attention gather models transformers' sdpa path for "
+            f"MHA/GQA/MQA attention; {config.name} uses latent attention (MLA)"
+        )
     s = shard(config, p)
     d, row = config.head_dim, s.kv_heads * config.head_dim
     zero = 0 * (tokens + keys)  # every field of every op shaped like the workload
-    copy = dict(kind="elementwise", count=2 * s.layers, flops=zero, weight_bytes=zero,
-                act_read_bytes=zero, act_write_bytes=zero, kv_read_bytes=zero, kv_write_bytes=zero,
-                dtype=p.vector_dtype)
-    ops = [Op("kv_write", **{**copy, "act_read_bytes": zero + tokens * row * p.ab,
-                             "kv_write_bytes": zero + tokens * row * p.kvb}),
-           Op("kv_gather", **{**copy, "kv_read_bytes": zero + keys * row * p.kvb,
-                              "act_write_bytes": zero + keys * row * p.kvb}),
-           Op("kv_repeat", **{**copy, "act_read_bytes": zero + keys * row * p.kvb,
-                              "act_write_bytes": zero + keys * s.heads * d * p.kvb})]
+    copy = dict(
+        kind="elementwise",
+        count=2 * s.layers,
+        flops=zero,
+        weight_bytes=zero,
+        act_read_bytes=zero,
+        act_write_bytes=zero,
+        kv_read_bytes=zero,
+        kv_write_bytes=zero,
+        dtype=p.vector_dtype,
+    )
+    ops = [
+        Op(
+            "kv_write",
+            **{**copy, "act_read_bytes": zero + tokens * row * p.ab, "kv_write_bytes": zero + tokens * row * p.kvb},
+        ),
+        Op(
+            "kv_gather",
+            **{**copy, "kv_read_bytes": zero + keys * row * p.kvb, "act_write_bytes": zero + keys * row * p.kvb},
+        ),
+        Op(
+            "kv_repeat",
+            **{
+                **copy,
+                "act_read_bytes": zero + keys * row * p.kvb,
+                "act_write_bytes": zero + keys * s.heads * d * p.kvb,
+            },
+        ),
+    ]
     for kv_heads in (s.heads, s.kv_heads):
-        op = flash_attention(1, s.heads, kv_heads, tokens, tokens * keys, zero + keys, d, d, ab=p.ab,
-                             kvb=p.kvb, count=s.layers, dtype=p.matrix_dtype, inputs=())
-        ops.append(replace(op, act_read_bytes=op.act_read_bytes + tokens * keys * p.ab,
-                           weight_bytes=zero, kv_write_bytes=zero))
+        op = flash_attention(
+            1,
+            s.heads,
+            kv_heads,
+            tokens,
+            tokens * keys,
+            zero + keys,
+            d,
+            d,
+            ab=p.ab,
+            kvb=p.kvb,
+            count=s.layers,
+            dtype=p.matrix_dtype,
+            inputs=(),
+        )
+        ops.append(
+            replace(op, act_read_bytes=op.act_read_bytes + tokens * keys * p.ab, weight_bytes=zero, kv_write_bytes=zero)
+        )
     return ops
 
 
@@ -321,18 +379,19 @@ class GatherCost:
     memory and exponential seconds at no keys (a) and per key (b). At a given T every op is
     affine in the step's keys K, and each is one kernel over the whole step."""
 
-    a: np.ndarray           # [3, op, T+1]: compute, memory, exp seconds with K = 0
-    b: np.ndarray           # [3, op, T+1]: their slopes per key
+    a: np.ndarray  # [3, op, T+1]: compute, memory, exp seconds with K = 0
+    b: np.ndarray  # [3, op, T+1]: their slopes per key
     overhead_s: np.ndarray  # [op]
-    count: np.ndarray       # [op] kernels per pass
-    grouped: bool           # fewer K/V heads than query heads
+    count: np.ndarray  # [op] kernels per pass
+    grouped: bool  # fewer K/V heads than query heads
 
     def seconds(self, tokens: int, keys: float, reads: bool) -> float:
         """The ops a step of ``tokens`` query tokens over ``keys`` keys runs; ``reads``:
         some sequence of the step has a cache to read back."""
         several = tokens > 1
-        on = np.array([True, reads, several and self.grouped, several or not self.grouped,
-                       self.grouped and not several])
+        on = np.array(
+            [True, reads, several and self.grouped, several or not self.grouped, self.grouped and not several]
+        )
         per_op = np.max(self.a[:, :, tokens] + self.b[:, :, tokens] * keys, axis=0) + self.overhead_s
         return float(np.dot(self.count * on, per_op))
 
@@ -348,24 +407,27 @@ def build_gather_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens:
 
     a = table(at[0])
     s = shard(config, p)
-    return GatherCost(a=a, b=table(at[1]) - a,
-                      overhead_s=np.broadcast_to(at[0]["overhead_s"], (len(GATHER_OPS), max_tokens))[:, 0].copy(),
-                      count=np.ravel(at[0]["count"]).astype(float), grouped=s.kv_heads < s.heads)
+    return GatherCost(
+        a=a,
+        b=table(at[1]) - a,
+        overhead_s=np.broadcast_to(at[0]["overhead_s"], (len(GATHER_OPS), max_tokens))[:, 0].copy(),
+        count=np.ravel(at[0]["count"]).astype(float),
+        grouped=s.kv_heads < s.heads,
+    )
 
 
-def gather_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float,
-                     reads: bool) -> float:
+def gather_step_time(cost: StepCost, fresh: int, cached: int, sequences: int, keys: float, reads: bool) -> float:
     """Seconds of one step as transformers' sdpa path runs it (:func:`gather_ops`): token
     ops and the lm_head as in :func:`step_time`, then per layer the cache written, read
     back when ``reads``, repeated for GQA and one masked attention over T x ``keys``."""
     if cost.gather is None:
         raise ValueError("build the step cost with batch_attention='gather'")
     tokens = fresh + cached
-    return cost.factor * (_token_part(cost, fresh, cached, sequences)
-                          + cost.gather.seconds(tokens, keys, reads))
+    return cost.factor * (_token_part(cost, fresh, cached, sequences) + cost.gather.seconds(tokens, keys, reads))
 
 
 # --- KV capacity ---------------------------------------------------------------------
+
 
 def kv_capacity_bytes(config: ModelConfig, device, p: Plan, token_budget: int) -> float:
     """Bytes left for the paged KV cache on one device: what the runtime may use
@@ -385,18 +447,20 @@ def kv_block_count(config: ModelConfig, device, p: Plan, scheduler: Scheduler) -
         raise InvalidWorkloadError(
             f"no room for a KV cache: {config.name} leaves {room / 2**30:.3g} GiB of "
             f"{device.name}'s usable memory after weights and activations; use more --tp, "
-            "lower precision, a smaller --token-budget or a higher --memory-utilization")
+            "lower precision, a smaller --token-budget or a higher --memory-utilization"
+        )
     return blocks
 
 
 # --- the simulation --------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SimResult:
     """Per request times, the step timeline and the summary of one simulated run."""
 
-    requests: dict[str, np.ndarray]   # one array per column, one row per request
-    timeline: dict[str, np.ndarray]   # one row per step: start, seconds, KV blocks used, ...
+    requests: dict[str, np.ndarray]  # one array per column, one row per request
+    timeline: dict[str, np.ndarray]  # one row per step: start, seconds, KV blocks used, ...
     summary: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -423,8 +487,7 @@ class SimResult:
 class _Server:
     """The mutable state of one run (kept inside ``simulate``; never returned)."""
 
-    def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int,
-                 block: int):
+    def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int, block: int):
         self.s, self.cost, self.blocks, self.block = scheduler, cost, blocks, block
         n = len(arrivals)
         self.arrival, self.prompt, self.output = arrivals.time_s, arrivals.prompt, arrivals.output
@@ -433,18 +496,18 @@ class _Server:
         self.finish = np.full(n, np.nan)
         self.preempted = np.zeros(n, dtype=np.int64)
         self.hit_tokens = np.zeros(n, dtype=np.int64)
-        self.done_of = np.zeros(n, dtype=np.int64)   # KV tokens computed, for preempted requests
-        self.gen_of = np.zeros(n, dtype=np.int64)    # tokens emitted so far
+        self.done_of = np.zeros(n, dtype=np.int64)  # KV tokens computed, for preempted requests
+        self.gen_of = np.zeros(n, dtype=np.int64)  # tokens emitted so far
         # the running requests, in admission order: id, prompt, output, emitted, cached
         self.run = [np.zeros(0, dtype=np.int64) for _ in range(5)]
         self.waiting: deque[int] = deque()
         self.used = 0
-        self.computed = 0      # tokens run through the model, recomputation included
+        self.computed = 0  # tokens run through the model, recomputation included
         self.recomputed = 0
-        self.pure = False      # this step only decodes (set by schedule)
-        self.steady = False    # the last step only decoded and admitted nobody: so does this one
-        self.ones = np.ones(scheduler.max_batch, dtype=np.int64)   # a steady step's chunk (read only)
-        self.tokens = 0        # tokens this step computes (set by schedule)
+        self.pure = False  # this step only decodes (set by schedule)
+        self.steady = False  # the last step only decoded and admitted nobody: so does this one
+        self.ones = np.ones(scheduler.max_batch, dtype=np.int64)  # a steady step's chunk (read only)
+        self.tokens = 0  # tokens this step computes (set by schedule)
 
     def kv_blocks(self, tokens):
         kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
@@ -466,9 +529,9 @@ class _Server:
         """Chunks for the running requests (preempting when blocks run out), then admissions."""
         while True:
             rid, prompt, _out, gen, done = self.run
-            if self.steady and not self.cost.window:   # the hot path: nothing to look at
+            if self.steady and not self.cost.window:  # the hot path: nothing to look at
                 self.pure = len(rid) > 0
-                chunk = self.ones[:len(rid)]
+                chunk = self.ones[: len(rid)]
                 grow = int(np.count_nonzero(done % self.block == 0))
                 if self.used + grow <= self.blocks or len(rid) == 0:
                     break
@@ -497,8 +560,7 @@ class _Server:
                 break
             r = self.waiting[0]
             gen = int(self.gen_of[r])
-            hit = min(int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block,
-                      int(self.prompt[r]) + gen - 1)
+            hit = min(int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block, int(self.prompt[r]) + gen - 1)
             need = int(self.prompt[r]) + gen - hit
             c = min(need, budget) if self.s.chunked_prefill else need
             if c > budget:
@@ -516,8 +578,9 @@ class _Server:
         if new:
             self.pure = False
             ids, gens, hits, chunks = (np.array(v, dtype=np.int64) for v in zip(*new))
-            self.run = [np.concatenate(pair) for pair in zip(
-                self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))]
+            self.run = [
+                np.concatenate(pair) for pair in zip(self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))
+            ]
             chunk = np.concatenate([chunk, chunks])
             self.tokens += int(chunks.sum())
         self.steady = self.pure and not self.cost.window
@@ -572,9 +635,15 @@ class _Server:
             self.run = [rid, prompt, out, gen, done]
 
 
-def simulate(model: Deployment | str | ModelConfig, hardware, arrivals: Arrivals,
-             scheduler: Scheduler | None = None, *,
-             progress: Callable[[int, int], None] | None = None, **how: Any) -> SimResult:
+def simulate(
+    model: Deployment | str | ModelConfig,
+    hardware,
+    arrivals: Arrivals,
+    scheduler: Scheduler | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    **how: Any,
+) -> SimResult:
     """Serve ``arrivals`` with continuous batching; every step costs what the engine says.
 
     ``model`` is a resolved :class:`Deployment` (``hardware`` None), or a model and a
@@ -592,16 +661,19 @@ def simulate(model: Deployment | str | ModelConfig, hardware, arrivals: Arrivals
         raise InvalidWorkloadError(
             f"without chunked prefill a request of {longest} tokens (prompt + output - 1, "
             f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
-            "raise it or allow chunked prefill")
+            "raise it or allow chunked prefill"
+        )
     cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch, s.batch_attention)
     blocks = kv_block_count(config, device, p, s)
     block = p.kv_block
-    largest = int(np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1,
-                                         config.sliding_window or np.inf) // block)))
+    largest = int(
+        np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1, config.sliding_window or np.inf) // block))
+    )
     if largest > blocks:
         raise InvalidWorkloadError(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
-            f"{blocks}; shorten the requests or give the cache more memory")
+            f"{blocks}; shorten the requests or give the cache more memory"
+        )
     server = _Server(arrivals, s, cost, blocks, block)
     times = _run(server, arrivals, progress)
     return _result(server, times, config, device, chosen, roofs, s, blocks, block)
@@ -647,45 +719,64 @@ def percentiles(values: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler, blocks: int,
-            block: int) -> SimResult:
+def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler, blocks: int, block: int) -> SimResult:
     arrival, out = server.arrival, server.output
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (server.finish - server.first) / np.maximum(out - 1, 1), np.nan)
-    requests = {"arrival_s": arrival, "prompt": server.prompt, "output": out,
-                "queue_s": server.admitted - arrival, "ttft_s": server.first - arrival,
-                "tpot_s": tpot, "latency_s": server.finish - arrival,
-                "finish_s": server.finish, "preemptions": server.preempted,
-                "prefix_hit_tokens": server.hit_tokens}
+    requests = {
+        "arrival_s": arrival,
+        "prompt": server.prompt,
+        "output": out,
+        "queue_s": server.admitted - arrival,
+        "ttft_s": server.first - arrival,
+        "tpot_s": tpot,
+        "latency_s": server.finish - arrival,
+        "finish_s": server.finish,
+        "preemptions": server.preempted,
+        "prefix_hit_tokens": server.hit_tokens,
+    }
     timeline = {k: np.asarray(v) for k, v in line.items()}
     timeline["kv_fraction"] = timeline["kv_blocks"] / blocks
     span = float(np.max(server.finish) - arrival[0])
     summary = {
-        "requests": len(arrival), "steps": len(timeline["start_s"]), "duration_s": span,
+        "requests": len(arrival),
+        "steps": len(timeline["start_s"]),
+        "duration_s": span,
         "offered_rate": (len(arrival) - 1) / float(arrival[-1] - arrival[0]) if arrival[-1] > arrival[0] else None,
-        "requests_per_s": len(arrival) / span, "output_tokens_per_s": float(out.sum()) / span,
-        "prompt_tokens": int(server.prompt.sum()), "output_tokens": int(out.sum()),
-        "computed_tokens": server.computed, "recomputed_tokens": server.recomputed,
+        "requests_per_s": len(arrival) / span,
+        "output_tokens_per_s": float(out.sum()) / span,
+        "prompt_tokens": int(server.prompt.sum()),
+        "output_tokens": int(out.sum()),
+        "computed_tokens": server.computed,
+        "recomputed_tokens": server.recomputed,
         "prefix_hit_tokens": int(server.hit_tokens.sum()),
         "preemptions": int(server.preempted.sum()),
-        "kv_blocks": blocks, "kv_block_tokens": block,
+        "kv_blocks": blocks,
+        "kv_block_tokens": block,
         "kv_peak_fraction": float(timeline["kv_fraction"].max()),
-        "kv_mean_fraction": float(np.sum(timeline["kv_fraction"] * timeline["step_s"])
-                                  / max(np.sum(timeline["step_s"]), 1e-300)),
-        "mean_running": float(np.sum(timeline["running"] * timeline["step_s"])
-                              / max(np.sum(timeline["step_s"]), 1e-300)),
+        "kv_mean_fraction": float(
+            np.sum(timeline["kv_fraction"] * timeline["step_s"]) / max(np.sum(timeline["step_s"]), 1e-300)
+        ),
+        "mean_running": float(
+            np.sum(timeline["running"] * timeline["step_s"]) / max(np.sum(timeline["step_s"]), 1e-300)
+        ),
     }
     for key in ("queue_s", "ttft_s", "tpot_s", "latency_s"):
         summary[key] = percentiles(requests[key])
-    meta = {"model": config.name, "hardware": device.name, "mode": roofs.mode,
-            "settings": settings.__dict__.copy(), "scheduler": s.__dict__.copy()}
+    meta = {
+        "model": config.name,
+        "hardware": device.name,
+        "mode": roofs.mode,
+        "settings": settings.__dict__.copy(),
+        "scheduler": s.__dict__.copy(),
+    }
     return SimResult(requests, timeline, plain(summary), plain(meta))
 
 
 # --- service-level objectives ------------------------------------------------------------
 
-def goodput(result: SimResult, ttft_slo: float | None = None, tpot_slo: float | None = None
-            ) -> dict[str, float]:
+
+def goodput(result: SimResult, ttft_slo: float | None = None, tpot_slo: float | None = None) -> dict[str, float]:
     """Requests per second that met every given SLO, and the fraction that did."""
     r = result.requests
     ok = np.ones(len(r["arrival_s"]), dtype=bool)
@@ -693,12 +784,10 @@ def goodput(result: SimResult, ttft_slo: float | None = None, tpot_slo: float | 
         ok &= r["ttft_s"] <= ttft_slo
     if tpot_slo is not None:
         ok &= ~(r["tpot_s"] > tpot_slo)  # one-token requests have no TPOT: they pass it
-    return {"goodput_rps": float(ok.sum() / result.summary["duration_s"]),
-            "slo_attainment": float(ok.mean())}
+    return {"goodput_rps": float(ok.sum() / result.summary["duration_s"]), "slo_attainment": float(ok.mean())}
 
 
-def meets(result: SimResult, ttft_slo: float | None, tpot_slo: float | None,
-          percentile: float = 99) -> bool:
+def meets(result: SimResult, ttft_slo: float | None, tpot_slo: float | None, percentile: float = 99) -> bool:
     """Whether the ``percentile`` of TTFT and of TPOT are within their SLOs."""
     r = result.requests
     for key, slo in (("ttft_s", ttft_slo), ("tpot_s", tpot_slo)):
@@ -708,9 +797,15 @@ def meets(result: SimResult, ttft_slo: float | None, tpot_slo: float | None,
     return True
 
 
-def max_rate(run: Callable[[float], SimResult], ttft_slo: float | None, tpot_slo: float | None,
-             percentile: float = 99, start: float = 1.0, tolerance: float = 0.02,
-             most_runs: int = 40) -> dict[str, Any]:
+def max_rate(
+    run: Callable[[float], SimResult],
+    ttft_slo: float | None,
+    tpot_slo: float | None,
+    percentile: float = 99,
+    start: float = 1.0,
+    tolerance: float = 0.02,
+    most_runs: int = 40,
+) -> dict[str, Any]:
     """The highest request rate whose ``percentile`` TTFT and TPOT meet the SLOs: double
     (or halve) from ``start`` to bracket it, then bisect on a log scale to ``tolerance``.
     ``run(rate)`` simulates at one rate (same seed each time: common random numbers)."""
@@ -730,7 +825,7 @@ def max_rate(run: Callable[[float], SimResult], ttft_slo: float | None, tpot_slo
             lo, rate = rate, rate * 2
         else:
             hi, rate = rate, rate / 2
-        if lo is None and rate < start * 2.0 ** -20:
+        if lo is None and rate < start * 2.0**-20:
             return {"max_rate": 0.0, "tried": tried}
     while lo is not None and hi is not None and hi / lo > 1 + tolerance and len(tried) < most_runs:
         mid = float(np.sqrt(lo * hi))
