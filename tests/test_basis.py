@@ -21,13 +21,14 @@ from ridgeline.engine.analyze import analyze
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import op_host, op_kernels
 from ridgeline.errors import UnmeasuredDtypeError
+from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile, timing_of
 from ridgeline.io.resolve import resolve
 
-H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
-H200 = "reports/profiles/cuda-nvidia-h200.yaml"
-CPU = "reports/profiles/cpu-amd-epyc-1t.yaml"
+H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
+H200 = str(PROFILES_DIR / "cuda-nvidia-h200.yaml")
+CPU = str(PROFILES_DIR / "cpu-amd-epyc-1t.yaml")
 RUN = ["analyze", "llama-2-7b", "--seq-len", "512", "--generate", "128"]
 
 

@@ -12,12 +12,13 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.cli import app
 from ridgeline.errors import ProfileMismatchError, RidgelineError
+from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile
 from ridgeline.io.resolve import resolve, resolve_each
 
-H100 = "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
-CPU = "reports/profiles/cpu-amd-epyc-1t.yaml"
+H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
+CPU = str(PROFILES_DIR / "cpu-amd-epyc-1t.yaml")
 runner = CliRunner()
 
 
