@@ -15,7 +15,7 @@ BATCH_ATTENTION = ("varlen", "masked", "gather")
 
 @dataclass(frozen=True)
 class Scheduler:
-    """The server's batching policy (vLLM's names in brackets)."""
+    """The server's settings (vLLM's names in brackets) and the policy that schedules with them."""
 
     max_batch: int = 256  # sequences per step [max_num_seqs]
     token_budget: int = 2048  # tokens per step, prefill chunks + decodes [max_num_batched_tokens]
