@@ -55,6 +55,7 @@ class ServerState:
         self.gen_of[rid], self.done_of[rid] = gen, 0
         self.run = [a[:-1] for a in self.run]
         self.waiting.appendleft(int(rid))
+        self.steady = False
 
     def prefix_hit(self, r: int) -> int:
         """Tokens of waiting request ``r`` already in the prefix cache: whole blocks of its
