@@ -74,7 +74,7 @@ def test_breakdown_and_mix():
 def test_predicted_steps_are_the_simulators_step_time():
     """The engine's seconds for a recorded mix are simulate.step_time's for that mix."""
     from ridgeline.io.resolve import resolve
-    from ridgeline.serving.simulator import build_step_cost, step_time
+    from ridgeline.serving.step_cost import build_step_cost, step_time
 
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16")
     server = ServerSettings()
@@ -161,7 +161,7 @@ def test_predicted_gather_steps_know_which_steps_read_the_cache():
     """gather prices a recorded mix with simulate.gather_step_time: T tokens over every
     sequence's keys; a step of fresh prompts only reads no cache back."""
     from ridgeline.io.resolve import resolve
-    from ridgeline.serving.simulator import build_step_cost, gather_step_time
+    from ridgeline.serving.step_cost import build_step_cost, gather_step_time
 
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16")
     s = steps_of([0.001] * 3, [[1, 1], [30, 1], [20, 12]], [[12, 40], [0, 41], [0, 0]])

@@ -12,7 +12,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_path
 from ridgeline.io.traces import Arrivals, poisson
-from ridgeline.serving.simulator import BATCH_ATTENTION, Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.serving.scheduler import BATCH_ATTENTION
+from ridgeline.serving.simulator import Scheduler, goodput, max_rate, meets, simulate
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 
@@ -224,7 +225,7 @@ def test_masked_attention_one_sequence_is_varlen_and_more_with_several():
     keys, 8 times the pairs of the per-sequence kernels, so the step costs more (8 decodes
     read the same keys once either way: memory-bound on an A6000, no cheaper)."""
     from ridgeline.io.resolve import resolve
-    from ridgeline.serving.simulator import build_step_cost, masked_step_time, step_time
+    from ridgeline.serving.step_cost import build_step_cost, masked_step_time, step_time
 
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash")
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
@@ -265,7 +266,7 @@ def test_gather_ops_bytes_by_hand():
     40 x 1000 x 2 = 80 000 B, the output 71 680 B, 24 kernels; its tiles hold T = 40 rows.
     For a lone query token the query heads fold onto the 2 K/V heads: 512 000 B of K/V."""
     from ridgeline.engine.roofline import tile_rows
-    from ridgeline.serving.simulator import GATHER_OPS, gather_ops
+    from ridgeline.serving.transformers_sdpa import GATHER_OPS, gather_ops
 
     d = _qwen_flash()
     write, gather, repeat, attn, folded = gather_ops(d.model, d.plan, 40, 1000)
@@ -287,7 +288,7 @@ def test_gather_lone_decode_by_hand():
     step (the engine's decode attention, memory-bound) plus the new token's K/V written
     (48 kernels x 512 B), the 1001 keys read back (48 x 512 x 1001 B) and the mask
     (24 x 2 x 1001 B): (24 576 + 24 600 576 + 48 048) B / 768 GB/s = 32.1 us."""
-    from ridgeline.serving.simulator import build_step_cost, gather_step_time, masked_step_time
+    from ridgeline.serving.step_cost import build_step_cost, gather_step_time, masked_step_time
 
     d = _qwen_flash()
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
@@ -308,7 +309,8 @@ def test_gather_table_is_the_engine_on_its_ops(tokens, keys, reads):
     overheads, tile fill by rows)."""
     from ridgeline.engine.roofline import evaluate
     from ridgeline.io.resolve import resolve
-    from ridgeline.serving.simulator import _token_part, build_step_cost, gather_ops, gather_step_time
+    from ridgeline.serving.step_cost import _token_part, build_step_cost, gather_step_time
+    from ridgeline.serving.transformers_sdpa import gather_ops
 
     roofs = calibrated_ceilings(load_profile(profile_path("cpu-amd-epyc-1t")), load_device("a6000"))
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash", ceilings=roofs)

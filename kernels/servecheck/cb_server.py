@@ -398,16 +398,18 @@ def matching_scheduler(server: ServerSettings) -> Scheduler:
         kv_blocks=server.num_blocks,
         admit_margin=HF_FIFO_MARGIN,
         batch_attention="gather",
+        policy="transformers",
     )
 
 
 def recorded_scheduler(data: dict[str, Any]) -> Scheduler:
     """The scheduler a recorded run was simulated with (runs from before a field existed
-    get its default, as they were simulated), else today's match of its server."""
+    get its default, as they were simulated; before the policy was recorded, the loop the
+    ``transformers`` policy runs), else today's match of its server."""
     if "scheduler" not in data:
         return matching_scheduler(ServerSettings(**data["server"]))
     known = Scheduler.__dataclass_fields__
-    return Scheduler(**{k: v for k, v in data["scheduler"].items() if k in known})
+    return Scheduler(**{"policy": "transformers"} | {k: v for k, v in data["scheduler"].items() if k in known})
 
 
 def compare(measured: dict[str, np.ndarray], simulated) -> dict[str, Any]:
@@ -766,7 +768,7 @@ def predicted_steps(
     (``attention`` varlen), ``simulate.masked_step_time`` (masked: one attention over the
     whole step), ``simulate.gather_step_time`` (gather: that attention as transformers'
     sdpa path runs it) or the step without its attention ops (none)."""
-    from ridgeline.serving.simulator import build_step_cost, gather_step_time, masked_step_time, step_time
+    from ridgeline.serving.step_cost import build_step_cost, gather_step_time, masked_step_time, step_time
 
     cost = build_step_cost(
         deployment.model,

@@ -1,0 +1,132 @@
+"""The mutable state of one simulated run: the requests, the running batch, the KV blocks.
+
+A scheduler policy (:mod:`ridgeline.serving.policy`) reads and changes it once per step to
+choose that step's work; the state prices the step (:mod:`ridgeline.serving.step_cost`) and
+applies it. The simulator keeps it inside ``simulate`` and never returns it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ridgeline.io.traces import Arrivals
+from ridgeline.serving.scheduler import Scheduler
+from ridgeline.serving.step_cost import StepCost, gather_step_time, masked_step_time, step_time
+
+
+class ServerState:
+    """The mutable state of one run (what a policy reads and changes)."""
+
+    def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int, block: int):
+        self.s, self.cost, self.blocks, self.block = scheduler, cost, blocks, block
+        n = len(arrivals)
+        self.arrival, self.prompt, self.output = arrivals.time_s, arrivals.prompt, arrivals.output
+        self.admitted = np.full(n, np.nan)
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preempted = np.zeros(n, dtype=np.int64)
+        self.hit_tokens = np.zeros(n, dtype=np.int64)
+        self.done_of = np.zeros(n, dtype=np.int64)  # KV tokens computed, for preempted requests
+        self.gen_of = np.zeros(n, dtype=np.int64)  # tokens emitted so far
+        # the running requests, in admission order: id, prompt, output, emitted, cached
+        self.run = [np.zeros(0, dtype=np.int64) for _ in range(5)]
+        self.waiting: deque[int] = deque()
+        self.used = 0
+        self.computed = 0  # tokens run through the model, recomputation included
+        self.recomputed = 0
+        self.pure = False  # this step only decodes (set by the policy)
+        self.steady = False  # the last step only decoded and admitted nobody: so does this one
+        self.ones = np.ones(scheduler.max_batch, dtype=np.int64)  # a steady step's chunk (read only)
+        self.tokens = 0  # tokens this step computes (set by the policy)
+
+    def kv_blocks(self, tokens):
+        kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
+        return -(-kept // self.block)
+
+    def preempt_last(self) -> None:
+        """Recompute policy: the request admitted last frees its blocks and goes back to
+        the front of the queue; its emitted tokens stay emitted."""
+        rid, _p, _n, gen, done = (a[-1] for a in self.run)
+        self.used -= int(self.kv_blocks(done))
+        self.recomputed += int(done)
+        self.preempted[rid] += 1
+        self.gen_of[rid], self.done_of[rid] = gen, 0
+        self.run = [a[:-1] for a in self.run]
+        self.waiting.appendleft(int(rid))
+        self.steady = False
+
+    def prefix_hit(self, r: int) -> int:
+        """Tokens of waiting request ``r`` already in the prefix cache: whole blocks of its
+        prompt, and at least one token left to compute."""
+        gen = int(self.gen_of[r])
+        return min(int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block, int(self.prompt[r]) + gen - 1)
+
+    def admit(self, now: float, hit: int, blocks: int) -> int:
+        """The first waiting request leaves the queue with ``blocks`` KV blocks; returns its id."""
+        r = self.waiting.popleft()
+        self.used += blocks
+        self.hit_tokens[r] += hit
+        if np.isnan(self.admitted[r]):
+            self.admitted[r] = now
+        return r
+
+    def join(self, new: list[tuple[int, int, int, int]], chunk: np.ndarray) -> np.ndarray:
+        """Admitted requests (id, emitted, cached, chunk) join the running batch after
+        ``chunk``'s requests; returns the step's chunk, theirs appended."""
+        self.pure = False
+        ids, gens, hits, chunks = (np.array(v, dtype=np.int64) for v in zip(*new))
+        self.run = [
+            np.concatenate(pair) for pair in zip(self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))
+        ]
+        self.tokens += int(chunks.sum())
+        return np.concatenate([chunk, chunks])
+
+    def cost_of(self, chunk: np.ndarray) -> float:
+        forward, host = self.forward_of(chunk), self.s.host_s(int(np.count_nonzero(chunk)))
+        return max(forward, host) if self.s.host_overlap else forward + host
+
+    def forward_of(self, chunk: np.ndarray) -> float:
+        done = self.run[4]
+        if self.s.batch_attention != "varlen":
+            active = chunk > 0
+            fresh = int(chunk[active & (done == 0)].sum())
+            mix = (fresh, int(chunk.sum()) - fresh, int(active.sum()), float((done + chunk)[active].sum()))
+            if self.s.batch_attention == "gather":
+                return gather_step_time(self.cost, *mix, bool(np.any(done[active] > 0)))
+            return masked_step_time(self.cost, *mix)
+        if self.pure:
+            cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
+            return self.cost.decode_time(len(done), float(cached.sum()))
+        decode = (chunk == 1) & (done > 0)
+        cached = done[decode]
+        if self.cost.window:
+            cached = np.minimum(cached, self.cost.window - 1)
+        other = np.flatnonzero((chunk > 0) & ~decode)
+        fresh = [int(chunk[i]) for i in other if done[i] == 0]
+        chunks = [(int(chunk[i]), int(done[i])) for i in other if done[i] > 0]
+        return step_time(self.cost, fresh, chunks, int(decode.sum()), float(cached.sum()))
+
+    def advance(self, chunk: np.ndarray, end: float) -> None:
+        """Apply a finished step: cached tokens grow; a request whose chunk completes its
+        pending tokens emits one; requests with all their tokens leave."""
+        rid, prompt, out, gen, done = self.run
+        if self.pure:  # every request emits a token after its first
+            self.computed += len(rid)
+            done, gen = done + 1, gen + 1
+        else:
+            self.computed += int(chunk.sum())
+            done = done + chunk
+            emits = (chunk > 0) & (done == prompt + gen)
+            gen = gen + emits
+            self.first[rid[emits & (gen == 1)]] = end
+        over = gen >= out
+        if over.any():
+            self.finish[rid[over]] = end
+            self.gen_of[rid[over]] = gen[over]
+            self.used -= int(np.sum(self.kv_blocks(done[over])))
+            keep = ~over
+            self.run = [a[keep] for a in (rid, prompt, out, gen, done)]
+        else:
+            self.run = [rid, prompt, out, gen, done]
