@@ -82,7 +82,8 @@ def class_row(name: str, cls: str) -> list[str]:
 def assert_class(name: str, s: dict, cls: str) -> None:
     row = class_row(name, cls)
     assert row[1] == str(s[cls]["count"])
-    assert row[3].startswith(pair(s[cls]["calibrated_median_abs"], s[cls]["calibrated_p90_abs"]) + " / "), (name, cls)
+    cal = pair(s[cls]["calibrated_median_abs"], s[cls]["calibrated_p90_abs"])
+    assert row[3] == f"{cal} / {pct(s[cls]['calibrated_bias'], 1)}", (name, cls)
     if s[cls].get("cv_count"):
         assert row[5] == f"{pair(s[cls]['cv_median_abs'], s[cls]['cv_p90_abs'])} ({s[cls]['cv_count']})", (name, cls)
 
@@ -226,6 +227,8 @@ def test_the_first_cpu_serving_runs(rate):
         assert row[9] == f"{run['busy']['measured_cpu_s']:.1f} / {run['busy'][f'simulated_{mode}_s']:.1f}"
     live = resimulate(SERVING / name)
     b = live["step_breakdown"]
+    stored = {k: f"{v:.2f}" for k, v in run["step_breakdown"].items() if "_predicted_calibrated_" in k}
+    assert stored and stored == {k: f"{b[k]:.2f}" for k in stored}  # the file's split is today's price
     for stage in ("decode", "prefill"):
         row = step_row(name, stage)
         forward, attention = b[f"{stage}_forward_s"], b[f"{stage}_attention_s"]
@@ -258,7 +261,9 @@ def test_the_first_cpu_gather_and_masked_resimulations():
         gather = resimulate(SERVING / name, batch_attention="gather")
         masked = resimulate(SERVING / name, batch_attention="masked")
         assert error_cells(gather["comparison"]["calibrated"]) == error_cells(run["comparison"]["calibrated"])
-        assert repriced_row(name, "calibrated")[2:6] == error_cells(run["comparison"]["calibrated"])
+        row = repriced_row(name, "calibrated")
+        assert row[2:6] == error_cells(run["comparison"]["calibrated"])
+        assert row[6] == f"{gather['busy']['simulated_calibrated_s']:.1f} / {gather['busy']['measured_cpu_s']:.1f}"
         assert repriced_row(name, "calibrated, masked")[2:6] == error_cells(masked["comparison"]["calibrated"])
         latency = [abs(gather["comparison"]["calibrated"]["latency_s"]["error"][q]) for q in ("p50", "p90")]
         assert max(latency) <= 0.15, tag
@@ -320,8 +325,11 @@ def test_every_gate_run_is_listed_with_its_verdict(run):
     every = summary(snap)["all"]
     path = next((VALIDATION / "gate-runs").glob(f"{run}-*.json"))
     (row,) = cells(TEXT, f"`{path.name}`")
+    assert row[1] == (snap["meta"].get("cpu_signature") or snap["meta"]["device"])
     assert row[5] == str(len(snap["rows"]))
     assert row[6] == pair(every["calibrated_median_abs"], every["calibrated_p90_abs"])
+    if every.get("cv_count"):
+        assert row[7] == f"{pair(every['cv_median_abs'], every['cv_p90_abs'])} ({every['cv_count']})"
     assert row[9] == ("fails" if verdict(snap) else "passes")
     assert (run == "run4") == bool(verdict(snap))  # only the run on the overloaded machine fails
 
@@ -446,7 +454,9 @@ def test_the_third_cpu_serving_runs(tag):
     d, live = load(SERVING / name), resimulate(SERVING / name)
     assert d["meta"]["profile"] == f"reports/profiles/{XEON}.yaml"
     assert not d["meta"]["machine_state"]["drifted"]
-    assert recorded(name, "calibrated")[5:9] == measured_cells(d["comparison"]["calibrated"])
+    row = recorded(name, "calibrated")
+    assert row[5:9] == measured_cells(d["comparison"]["calibrated"])
+    assert row[9] == f"{d['busy']['measured_cpu_s']:.1f} / {d['busy']['simulated_calibrated_s']:.1f}"
     assert repriced_row(name, "calibrated")[2:7] == [
         *error_cells(live["comparison"]["calibrated"]),
         f"{live['busy']['simulated_calibrated_s']:.1f} / {live['busy']['measured_cpu_s']:.1f}",
@@ -462,7 +472,8 @@ def test_the_third_cpu_serving_runs(tag):
     b = live["step_breakdown"]
     n, meas, pred = b["decode_steps"], b["decode_forward_s"], b["decode_predicted_calibrated_gather_s"]
     row = step_row(name, "decode")
-    assert row[2] == f"{n:.0f}" and row[9] == f"{pred:.2f} ({pct(pred / meas - 1)})"
+    assert row[2:5] == [f"{n:.0f}", f"{b['decode_tokens'] / n:.2f}", f"{meas:.2f}"]
+    assert row[9] == f"{pred:.2f} ({pct(pred / meas - 1)})"
     assert row[11] == f"{(meas - pred) / n * 1e3:.1f}"
 
 
