@@ -457,49 +457,27 @@ def worst(errors: Sequence[float]) -> str:
 
 def epyc_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
     """The AVX-512 EPYC's committed set: decode attention and the tail."""
+
+    def decode_attention(r):  # the headline: the math backend is a reference kernel
+        return r["op_class"] == "attention" and r["stage"] == "decode" and r.get("backend") != "math"
+
+    def fused_decode_bf16(r):
+        return r.get("backend") == "flash" and r["stage"] == "decode" and r["dtype"] == "bf16"
+
+    def fused_mha_prompt(r):
+        return r.get("backend") == "flash" and r["stage"] == "prefill" and r["name"].startswith("llama-2-7b")
+
+    def prefill_norm(r):
+        return r["op_class"] == "norm" and r["stage"] == "prefill"
+
     return [
-        (
-            "decode attention, headline (fused, eager and transformers' paths)",
-            pair(
-                errors_of(
-                    snap,
-                    lambda r: r["op_class"] == "attention" and r["stage"] == "decode" and r.get("backend") != "math",
-                )
-            ),
-        ),
+        ("decode attention, headline (fused, eager and transformers' paths)", pair(errors_of(snap, decode_attention))),
         (
             "fused bf16 decode attention, worst absolute error",
-            abs_pct(
-                max(
-                    map(
-                        abs,
-                        errors_of(
-                            snap,
-                            lambda r: r.get("backend") == "flash" and r["stage"] == "decode" and r["dtype"] == "bf16",
-                        ),
-                    )
-                )
-            ),
+            abs_pct(max(map(abs, errors_of(snap, fused_decode_bf16)))),
         ),
-        (
-            "fused attention on llama-2-7b's MHA prompts, worst",
-            pct(
-                max(
-                    errors_of(
-                        snap,
-                        lambda r: (
-                            r.get("backend") == "flash"
-                            and r["stage"] == "prefill"
-                            and r["name"].startswith("llama-2-7b")
-                        ),
-                    )
-                )
-            ),
-        ),
-        (
-            "prefill RMSNorm, lowest … highest",
-            span(errors_of(snap, lambda r: r["op_class"] == "norm" and r["stage"] == "prefill")),
-        ),
+        ("fused attention on llama-2-7b's MHA prompts, worst", pct(max(errors_of(snap, fused_mha_prompt)))),
+        ("prefill RMSNorm, lowest … highest", span(errors_of(snap, prefill_norm))),
     ]
 
 
