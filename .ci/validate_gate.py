@@ -7,7 +7,7 @@
 2. Measure (torch, CPU, a few minutes on 2 cores): a quick calibration into a temporary
    profile, then a quick validation on the held-out shapes with it; fails if a case errors
    or the calibrated median / p90 |error| exceeds the bounds in kernels/validate/gate.py
-   (reasoning and the runs behind them: reports/validation/BOUNDS.md). A failure while the
+   (reasoning and the runs behind them: docs/bounds.md). A failure while the
    machine's roofs drifted more than 10% from the quick profile's (another tenant of a
    shared host) is measured again once; the second verdict stands.
 
@@ -103,7 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replay-only", action="store_true", help="skip the measurements")
     # one thread by default: on a shared or busy CI machine a multi-threaded kernel stalls a
-    # whole scheduler tick whenever a sibling thread is preempted (BOUNDS.md shows the effect)
+    # whole scheduler tick whenever a sibling thread is preempted (docs/bounds.md says why)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the quick run's files here")
     args = parser.parse_args()

@@ -304,22 +304,20 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
     def pair(median, p90):
         return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
 
-    text = flat("docs/measurement.md")
-    assert (
-        f"the reference int8 weight-only kernel is reported apart, and with it the class is "
-        f"{pair(np.median(err), np.quantile(err, 0.9))}) "
-        f"{pair(quant['calibrated_median_abs'], quant['calibrated_p90_abs'])}"
-    ) in text
+    text = flat("reports/RESULTS.md")
+    figure = f"| quant class with the reference int8 weight-only kernel | {np.median(err):.1%} / {np.quantile(err, 0.9):.1%} over {err.size} cases |"
+    assert figure in text
     assert pair(np.median(err), np.quantile(err, 0.9)) == "9.8 % / 52.1 %"
+    assert f"| quant | {quant['count']} |" in text
 
 
 @pytest.mark.parametrize(
     "page, label",
     [
         ("README.md", "an H100 (eager CUDA events, host-inclusive"),
-        ("docs/measurement.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
-        ("docs/measurement.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
-        ("docs/measurement.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
+        ("docs/validation.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
+        ("docs/e2e.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
+        ("docs/calibration.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
         ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
         ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
         (

@@ -246,13 +246,13 @@ def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_pat
     assert all(p["reason"].startswith("--budget-s 0: not reached") for p in profile["problems"])
 
 
-def test_the_measurement_doc_counts_the_cases_of_each_part():
-    """docs/measurement.md's cost table: the case counts per priority are the code's, and each
+def test_the_calibration_doc_counts_the_cases_of_each_part():
+    """docs/calibration.md's cost table: the case counts per priority are the code's, and each
     estimate is cases x 0.23 s (compact, quick timing) or x 0.40 s (full), rounded."""
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "measurement.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "calibration.md").read_text()
     rows = re.findall(r"^\| (\d) \| [^|]+ \| (\d+|—) \| (\d+|—) s? ?\| (\d+) \| (\d+) s \|$", text, re.M)
     table = {int(row[0]): row for row in rows}
     assert sorted(table) == list(range(len(G.PRIORITY)))

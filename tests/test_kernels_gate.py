@@ -42,7 +42,7 @@ def test_errored_case_fails_by_name():
 
 
 def test_bounds_are_the_documented_ones():
-    text = (ROOT / "reports" / "validation" / "BOUNDS.md").read_text()
+    text = (ROOT / "docs" / "bounds.md").read_text()
     assert f"{MAX_MEDIAN_ABS_ERROR:.0%}" in text and f"{MAX_P90_ABS_ERROR:.0%}" in text
 
 

@@ -676,9 +676,9 @@ def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | Non
     """For one attention kernel class (``attention:name@dtype``): which of its cases are
     decode (one query token) and their (rows per K/V head, head_dim, 1), when some head_dim
     was measured at ``MIN_CURVE_ROWS`` row counts or more (the attention grid); else None.
-    The CPU kernels switch paths by rows and head_dim as BLAS does by m (docs/measurement.md
-    quotes the committed CSV: the fused bf16 kernel takes 2.5x as long for one row per K/V
-    head as for two), so decode attention is a measured table, not a fitted curve."""
+    The CPU kernels switch paths by rows and head_dim as BLAS does by m (reports/RESULTS.md,
+    "Figures the manuals cite", derives how much from the committed CSV), so decode
+    attention is a measured table, not a fitted curve."""
     if not key.startswith("attention:"):
         return None
     decode = np.array(

@@ -1,8 +1,8 @@
-"""CI gate on measured vs predicted: the bounds and the verdict (pure; see reports/validation/BOUNDS.md).
+"""CI gate on measured vs predicted: the bounds and the verdict (pure; see docs/bounds.md).
 
 ``.ci/validate_gate.py`` runs a quick CPU calibration and validation and the snapshot replay,
 then asks :func:`verdict` whether the calibrated errors stay inside the bounds below. The
-bounds come from repeated quick runs on the development machine (BOUNDS.md lists the runs):
+bounds come from repeated quick runs on the development machine (docs/bounds.md; RESULTS.md lists the runs):
 the worst observed value plus headroom for a noisier CI machine.
 """
 

@@ -1,8 +1,11 @@
-"""reports/RESULTS.md, generated from the committed snapshots in reports/validation/.
+"""reports/RESULTS.md, generated from the committed snapshots in reports/validation/ and the
+committed profiles in reports/profiles/.
 
-A pure function of those JSON files (no torch, no engine, no clock): the kernel validation
-summaries per device, the end-to-end runs measured beside their predictions, each with the
-provenance its snapshot records. Docs link here instead of pasting tables.
+A pure function of those files (no torch, no clock): the kernel validation summaries per
+device, the profiles' measured roofs, the end-to-end runs and serving runs measured beside
+their predictions (serving runs also priced again with today's engine, which measures
+nothing), each with the provenance its snapshot records, and the particular figures the
+manuals cite. Manuals link here instead of quoting numbers.
 
     python -m kernels.validate.results            # rewrite reports/RESULTS.md
     python -m kernels.validate.results --check    # exit 1 when the committed file is stale (CI)
@@ -11,14 +14,23 @@ provenance its snapshot records. Docs link here instead of pasting tables.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import yaml
+
+from kernels.servecheck.cb_server import overhead_from, resimulate
+from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, verdict
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "reports" / "validation"
+PROFILES = ROOT / "reports" / "profiles"
 RESULTS = ROOT / "reports" / "RESULTS.md"
 
 HEADER = """# Results
@@ -29,8 +41,9 @@ predicted / measured − 1: negative means the prediction is too fast. `spec` is
 roofline, `calibrated` the roofline with the device's measured profile. Each section says how
 its kernels were timed: device time (CUDA-graph replay or profiler kernel durations), eager
 CUDA events (host-inclusive: every time holds the host's dispatch, so not device time; the
-H100's today) or a CPU timer. How the numbers are measured:
-[docs/measurement.md](../docs/measurement.md).
+H100's today) or a CPU timer. How the numbers are measured and how to read them:
+[docs/calibration.md](../docs/calibration.md), [docs/validation.md](../docs/validation.md),
+[docs/e2e.md](../docs/e2e.md), [docs/servecheck.md](../docs/servecheck.md).
 """
 
 
@@ -78,15 +91,36 @@ def roofs_line(ceilings: dict[str, Any]) -> str:
 
 def kernel_table(summary: Sequence[dict[str, Any]]) -> list[str]:
     lines = [
-        "| class | n | noisy | calibrated median / p90 / bias | spec median / p90 / bias |",
-        "|---|---|---|---|---|",
+        "| class | n | noisy | calibrated median / p90 / bias | spec median / p90 / bias "
+        "| leave-one-model-out median / p90 (n) |",
+        "|---|---|---|---|---|---|",
     ]
     for s in summary:
         name = f"**{s['op_class']}**" if s["op_class"] in ("all", "headline") else s["op_class"]
         cal = f"{abs_pct(s.get('calibrated_median_abs'))} / {abs_pct(s.get('calibrated_p90_abs'))} / {pct(s.get('calibrated_bias'), 1)}"
         spec = f"{abs_pct(s.get('spec_median_abs'))} / {abs_pct(s.get('spec_p90_abs'))} / {pct(s.get('spec_bias'), 1)}"
-        lines.append(f"| {name} | {s['count']} | {s.get('noisy', 0)} | {cal} | {spec} |")
+        lines.append(f"| {name} | {s['count']} | {s.get('noisy', 0)} | {cal} | {spec} | {cv_cell(s)} |")
     return lines
+
+
+def cv_cell(s: dict[str, Any]) -> str:
+    """The leave-one-model-out |error| median / p90 of a summary row, with its case count."""
+    median = s.get("cv_median_abs")
+    if median is None or median != median:  # none, or NaN: no calibration model had the class
+        return "-"
+    return f"{abs_pct(s['cv_median_abs'])} / {abs_pct(s.get('cv_p90_abs'))} ({s.get('cv_count', '?')})"
+
+
+def draw_line(meta: dict[str, Any]) -> str:
+    """What a fresh draw (``validate --draw SEED``) drew: models, prompts, decode workloads."""
+    draw = meta.get("draw")
+    if not draw:
+        return ""
+    prompts = "; ".join(
+        f"{dtype} " + " and ".join(f"{b} × {n}" for b, n in shapes) for dtype, shapes in draw["prefill"].items()
+    )
+    decode = " and ".join(f"{b} × {n}" for b, n in draw["decode"])
+    return f"Drawn with seed {draw['seed']}: {' and '.join(draw['models'])}; prompts (batch × tokens) {prompts}; decode (batch × cached tokens) {decode}."
 
 
 def timed_by(snap: dict[str, Any]) -> str:
@@ -128,10 +162,16 @@ def kernel_section(name: str, snap: dict[str, Any]) -> list[str]:
     roofs = roofs_line(snap.get("ceilings", {}))
     if roofs:
         lines += [roofs, ""]
-    state = state_line(meta)
-    if state:
-        lines += [state, ""]
+    for line in (state_line(meta), draw_line(meta), calibration_line(meta)):
+        if line:
+            lines += [line, ""]
     return lines + kernel_table(snap["summary"]) + [""]
+
+
+def calibration_line(meta: dict[str, Any]) -> str:
+    """How many cases the profile a snapshot was predicted with was fitted on, if recorded."""
+    cases = (meta.get("profile_meta") or {}).get("calibration_cases")
+    return f"Its profile was fitted on {cases} calibration cases." if cases else ""
 
 
 def state_line(meta: dict[str, Any]) -> str:
@@ -188,9 +228,13 @@ def serving_rows(name: str, snap: dict[str, Any]) -> list[str]:
             for q in ("p50", "p90"):
                 m, s = comp[what]["measured"][q], comp[what]["simulated"][q]
                 cells.append(f"{ms(m)} / {ms(s)} ({pct(s / m - 1)})")
+        busy = snap.get("busy") or {}
+        simulated = busy.get(f"simulated_{mode}_s")
+        measured = busy.get("measured_cpu_s")
+        busy_cell = f"{measured:.1f} / {simulated:.1f}" if simulated is not None and measured else "-"
         rows.append(
             f"| `{name}` | {snap['model']} ({snap['layers']} layers) | {trace['requests']} at "
-            f"{trace['rate']:g}/s | {snap.get('repeats', 1)} | {mode} | " + " | ".join(cells) + " |"
+            f"{trace['rate']:g}/s | {snap.get('repeats', 1)} | {mode} | " + " | ".join(cells) + f" | {busy_cell} |"
         )
     return rows
 
@@ -201,12 +245,13 @@ def serving_section(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
     lines = [
         "## Serving: a real continuous-batching server against the simulation",
         "",
-        "`ridgeline simulate-check` (see [docs/serving.md](../docs/serving.md)): requests "
+        "`ridgeline simulate-check` (see [docs/servecheck.md](../docs/servecheck.md)): requests "
         "replayed on Hugging Face transformers' continuous batching and simulated with "
         "the matching scheduler settings. Cells: measured / simulated ms (error).",
         "",
-        "| run | model | requests | repeats | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 |",
-        "|---" * 9 + "|",
+        "| run | model | requests | repeats | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 "
+        "| busy s, measured / simulated |",
+        "|---" * 10 + "|",
     ]
     for name, snap in found:
         lines += serving_rows(name, snap)
@@ -216,8 +261,17 @@ def serving_section(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
         lines.append(
             f"- `{name}`: {provenance(snap['meta'])}; clock: {snap['meta'].get('clock', '-')}"
             + (f". {state}" if state else "")
+            + roofs_recorded(snap["meta"])
         )
     return lines + [""]
+
+
+def roofs_recorded(meta: dict[str, Any]) -> str:
+    """The profile's memory-roof case measured before and after the replays (``meta.roofs``)."""
+    roofs = meta.get("roofs")
+    if not roofs:
+        return ""
+    return f". Read stream before and after the replays: {roofs['before']['stream_gb_s']:.1f} and {roofs['after']['stream_gb_s']:.1f} GB/s"
 
 
 def snapshot_files(folder: Path = SNAPSHOTS) -> list[Path]:
@@ -245,6 +299,8 @@ def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
     ]
     for path in runs:
         out += [f"### {path.parent.name}", "", path.read_text().rstrip(), ""]
+        if (path.parent / "compare.json").is_file():
+            out += figure_table(f"{path.parent.name}: in figures", gpu_run_figures(path.parent))
     return out
 
 
@@ -304,6 +360,498 @@ def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
     return out + [""]
 
 
+# Profiles: the measured roofs of every committed profile.
+
+
+def profile_files(folder: Path = PROFILES) -> list[Path]:
+    """Every committed profile, top folder first, then the named sub-folders (drift/)."""
+    return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*/*.yaml"))
+
+
+def skipped_cell(skipped: dict[str, str]) -> str:
+    """Data types calibration skipped for want of a native kernel, with the measured slowdown."""
+    slow = [f"{d} ({reason.split()[3]})" for d, reason in skipped.items() if "slower" in reason]
+    return ", ".join(slow) or "-"
+
+
+def copy_cell(p: dict[str, Any]) -> str:
+    """The copy's GB/s; on a GPU each copy kernel's too (a memcpy node is slower in a graph)."""
+    m = p.get("measurements") or {}
+    copy = (m.get("stream") or {}).get("copy_gb_s") or (m.get("copy") or {}).get("gb_s")
+    kernels = (m.get("copy") or {}).get("runs_gb_s_by_kernel") or {}
+    each = ", ".join(f"`{k}` {v:.0f}" for k, v in sorted(kernels.items()))
+    return f"{copy:.1f}" + (f" ({each})" if each else "")
+
+
+def stream_cell(p: dict[str, Any]) -> str:
+    stream = (p.get("measurements") or {}).get("stream")
+    return f"{stream['gb_s']:.1f} (`{stream['case']}`)" if stream else "-"
+
+
+def touch_cell(p: dict[str, Any]) -> str:
+    """First-touch rate, and what faulting in a fresh 64 MiB output costs at it."""
+    touch = p.get("first_touch_gb_s")
+    return f"{touch:.2f} ({64 * 2**20 / touch / 1e6:.0f} ms for 64 MiB)" if touch else "-"
+
+
+def refused_cell(p: dict[str, Any]) -> str:
+    refused = p.get("refused") or []
+    return f"{len(refused)} (up to {max(r['wanted'] for r in refused):g})" if refused else "0"
+
+
+def profile_row(name: str, p: dict[str, Any]) -> str:
+    peaks = ", ".join(f"{k} {v:.4g}" for k, v in sorted(p.get("matrix_peak_tops", {}).items()))
+    meta = p["meta"]
+    return (
+        f"| `{name}` | {str(meta.get('date', '?'))[:10]} | {meta.get('calibration_cases', '?')} "
+        f"| {p['bandwidth_gb_s']:g} | {copy_cell(p)} | {stream_cell(p)} | {peaks} | {touch_cell(p)} "
+        f"| {skipped_cell(meta.get('skipped') or {})} | {refused_cell(p)} |"
+    )
+
+
+def profiles_section(folder: Path = PROFILES) -> list[str]:
+    out = [
+        "## Profiles: the measured roofs",
+        "",
+        (
+            "Every committed profile (`reports/profiles/`, and `drift/` for profiles kept as evidence "
+            "of a moving machine). Memory roof: what the calibrated roofline uses, the copy's rate or "
+            "the fastest one-row product that streams past the cache (`read stream`). Refused: "
+            "fitted terms whose best fit wanted more than 1 of a measured roof, and the most one "
+            "wanted. How they are measured: [docs/calibration.md](../docs/calibration.md)."
+        ),
+        "",
+        "| profile | date | calibration cases | memory roof GB/s | copy GB/s | read stream GB/s "
+        "| matrix TFLOP/s | first touch GB/s | skipped (slowdown) | refused terms |",
+        "|---" * 10 + "|",
+    ]
+    for path in profile_files(folder):
+        out.append(profile_row(str(path.relative_to(folder)), yaml.safe_load(path.read_text())))
+    return out + [""]
+
+
+# Figures the manuals cite: details of particular snapshots, derived here from the files.
+
+
+def ok_rows(snap: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in snap["rows"] if r.get("status", "ok") == "ok"]
+
+
+def pair(errors: Sequence[float]) -> str:
+    """|error| median / p90 of signed errors, with the count."""
+    a = np.abs(np.asarray(errors, dtype=float))
+    return f"{abs_pct(float(np.median(a)))} / {abs_pct(float(np.quantile(a, 0.9)))} over {a.size} cases"
+
+
+def span(errors: Sequence[float]) -> str:
+    return f"{pct(min(errors))} … {pct(max(errors))}"
+
+
+def errors_of(snap: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> list[float]:
+    return [r["error_calibrated"] for r in ok_rows(snap) if keep(r)]
+
+
+def worst(errors: Sequence[float]) -> str:
+    return pct(max(errors, key=abs))
+
+
+def epyc_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """The AVX-512 EPYC's committed set: decode attention and the tail."""
+
+    def decode_attention(r):  # the headline: the math backend is a reference kernel
+        return r["op_class"] == "attention" and r["stage"] == "decode" and r.get("backend") != "math"
+
+    def fused_decode_bf16(r):
+        return r.get("backend") == "flash" and r["stage"] == "decode" and r["dtype"] == "bf16"
+
+    def fused_mha_prompt(r):
+        return r.get("backend") == "flash" and r["stage"] == "prefill" and r["name"].startswith("llama-2-7b")
+
+    def prefill_norm(r):
+        return r["op_class"] == "norm" and r["stage"] == "prefill"
+
+    return [
+        ("decode attention, headline (fused, eager and transformers' paths)", pair(errors_of(snap, decode_attention))),
+        (
+            "fused bf16 decode attention, worst absolute error",
+            abs_pct(max(map(abs, errors_of(snap, fused_decode_bf16)))),
+        ),
+        ("fused attention on llama-2-7b's MHA prompts, worst", pct(max(errors_of(snap, fused_mha_prompt)))),
+        ("prefill RMSNorm, lowest … highest", span(errors_of(snap, prefill_norm))),
+    ]
+
+
+def zen3_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """The AVX2-only Zen 3: prompt GEMM rates and the skinny products' miss."""
+    rates = [
+        r["flops"] / r["measured_s"] / 1e9
+        for r in ok_rows(snap)
+        if r["name"].startswith("llama-3-8b/prefill") and r["op_class"] == "gemm"
+    ]
+    skinny = errors_of(snap, lambda r: r["op_class"] == "gemv" and "/b1x" not in r["name"])
+    add = committed_profile(snap)["efficiency"]["elementwise:attn_add@fp32"]["memory"]
+    return [
+        ("llama-3-8b prompt GEMMs, GFLOP/s", f"{min(rates):.0f}–{max(rates):.0f}"),
+        ("skinny products (more than one row), most too fast", pct(min(skinny))),
+        ("fp32 residual add, fraction of the read roof it reaches (profile)", f"{add:.2f}"),
+    ]
+
+
+def run9_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """Gate run 9 on the Xeon: its tail before the weight-only row grid."""
+    int8 = errors_of(snap, lambda r: ".int8wo/" in r["name"] and "/b1x" in r["name"])
+    norm = errors_of(snap, lambda r: r["name"].endswith("/decode/b8x768/attn_norm/fp16"))
+    return [
+        ("one-row weight-only int8 products, worst", pct(max(int8))),
+        ("decode RMSNorm in fp16 (8 × 768), worst", pct(max(norm))),
+    ]
+
+
+def xeon_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """The Xeon's committed set: the tail, and the bf16 / fp32 matrix rate of its profile."""
+    err = {r["name"]: r["error_calibrated"] for r in ok_rows(snap)}
+    flash = [v for k, v in err.items() if k.startswith("llama-2-7b/prefill") and k.endswith("/flash")]
+    adds = [err[f"llama-3-8b/decode/b8x768/attn_add/{d}"] for d in ("fp16", "bf16")]
+    peaks = committed_profile(snap)["matrix_peak_tops"]
+    return [
+        ("bf16 matrix peak / fp32 matrix peak (profile)", f"{peaks['bf16'] / peaks['fp32']:.2f}"),
+        ("fused attention on llama-2-7b's MHA prompts, worst", pct(max(flash))),
+        ("decode residual add, 8 × 768, fp16 / bf16", " / ".join(map(pct, adds))),
+        ("llama-3-8b prompt SiLU × mul in fp32 (1 × 320)", pct(err["llama-3-8b/prefill/b1x320/mlp_act/fp32"])),
+    ]
+
+
+def draw_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """A fresh draw's worst case and its fp32 prompt SiLU × mul."""
+    err = {r["name"]: r["error_calibrated"] for r in ok_rows(snap)}
+    name = max(err, key=lambda k: abs(err[k]))
+    act = [v for k, v in err.items() if "/prefill/" in k and k.endswith("mlp_act/fp32")]
+    return [("worst case", f"`{name}` {pct(err[name])}"), ("prompt SiLU × mul in fp32, most too fast", pct(min(act)))]
+
+
+def h200_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
+    """The H200 draw's quant class with the reference kernel the headline leaves out."""
+    quant = errors_of(snap, lambda r: r["op_class"] == "quant")
+    return [("quant class with the reference int8 weight-only kernel", pair(quant))]
+
+
+def committed_profile(snap: dict[str, Any], folder: Path = PROFILES) -> dict[str, Any]:
+    """The committed profile of the name a snapshot records."""
+    return yaml.safe_load((folder / Path(str(snap["meta"]["profile"])).name).read_text())
+
+
+def measured_times(path: Path) -> dict[str, float]:
+    """name -> measured seconds of a calibration CSV's measured rows."""
+    with path.open(newline="") as f:
+        return {r["name"]: float(r["measured_s"]) for r in csv.DictReader(f) if r["measured_s"]}
+
+
+def attention_grid_figures(path: Path) -> list[tuple[str, str]]:
+    """Where the CPU's decode attention switches paths (``agrid`` rows of a calibration CSV)."""
+    t = measured_times(path)
+    rows = [
+        t[f"agrid/attention/r1xd128xkv{kv}/bf16/flash"] / t[f"agrid/attention/r2xd128xkv{kv}/bf16/flash"]
+        for kv in (512, 2048)
+    ]
+    keys = [
+        (t[f"agrid/qk_matmul/r1xd128xkv{kv}/fp32"] / 128) / (t[f"agrid/qk_matmul/r1xd64xkv{kv}/fp32"] / 64)
+        for kv in (512, 2048)
+    ]
+    return [
+        (
+            "fused bf16 decode attention, one query row per K/V head against two (head_dim 128; 512 / 2048 cached)",
+            " / ".join(f"{x:.1f}×" for x in rows),
+        ),
+        (
+            "one-row fp32 q·Kᵀ, time per unit of head_dim at 128 against 64 (512 / 2048 cached)",
+            " / ".join(f"{x:.2f}×" for x in keys),
+        ),
+        ("calibration grid points measured again, first → kept", again_cell(path)),
+    ]
+
+
+def again_cell(path: Path) -> str:
+    """Calibration rows measured twice (slower than both grid neighbours), first → kept ms."""
+    with path.open(newline="") as f:
+        again = [r for r in csv.DictReader(f) if r.get("first_s") and r["measured_s"]]
+    return (
+        "; ".join(
+            f"`{r['name']}` {float(r['first_s']) * 1e3:.2f} → {float(r['measured_s']) * 1e3:.2f} ms" for r in again
+        )
+        or "none"
+    )
+
+
+def drift_figures(morning: Path, evening: Path) -> list[tuple[str, str]]:
+    """How fast one CPU's calibration cases ran in the evening against the morning."""
+    then, now = measured_times(morning), measured_times(evening)
+    speed = np.array([then[k] / now[k] for k in then if k in now])
+    lo, mid, hi = np.quantile(speed, [0.1, 0.5, 0.9])
+    return [
+        (
+            "calibration cases, evening speed / morning speed: median (10th … 90th percentile)",
+            f"{mid:.2f}x ({lo:.2f}x … {hi:.2f}x) over {speed.size} cases",
+        )
+    ]
+
+
+def e2e_figures(paths: Sequence[Path]) -> list[tuple[str, str]]:
+    rows = [r for path in paths for r in json.loads(path.read_text())["rows"]]
+    odd = [r["error_calibrated_tpot"] for r in rows if r["model"] == "qwen2-0.5b" and r["batch"] == 4]
+    return [
+        ("calibrated TTFT error, lowest … highest", span([r["error_calibrated_ttft"] for r in rows])),
+        ("calibrated TPOT error, lowest … highest", span([r["error_calibrated_tpot"] for r in rows])),
+        ("qwen2-0.5b batch 4 TPOT, worst absolute error", abs_pct(max(map(abs, odd)))),
+    ]
+
+
+SNAPSHOT_FIGURES: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
+    "cpu-amd-epyc-1t-2026-11-23.json": epyc_figures,
+    "cpu-amd-epyc-f25m1-1t-2026-11-24.json": zen3_figures,
+    "cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25.json": xeon_figures,
+    "cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25-draw1125.json": draw_figures,
+    "cuda-nvidia-h200-2026-11-26-draw1127.json": h200_figures,
+    "gate-runs/run9-cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25-quick.json": run9_figures,
+}
+
+
+def figure_table(title: str, figures: list[tuple[str, str]]) -> list[str]:
+    return [f"### {title}", "", "| figure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in figures), ""]
+
+
+def figures_section(folder: Path = SNAPSHOTS, profiles: Path = PROFILES) -> list[str]:
+    out = [
+        "## Figures the manuals cite",
+        "",
+        "Details of particular runs, derived from the files each table names. Errors are calibrated.",
+        "",
+    ]
+    for name, figures in SNAPSHOT_FIGURES.items():
+        if (folder / name).is_file():
+            out += figure_table(f"Figures: `{name}`", figures(json.loads((folder / name).read_text())))
+    csv_path = profiles / "cpu-amd-epyc-1t.calibration.csv"
+    if csv_path.is_file():
+        out += figure_table(f"Figures: `{csv_path.name}`", attention_grid_figures(csv_path))
+    evening = profiles / "drift" / "cpu-amd-epyc-f25m1-1t-2026-11-24-evening.calibration.csv"
+    if evening.is_file():
+        morning = profiles / "cpu-amd-epyc-f25m1-1t.calibration.csv"
+        out += figure_table(
+            f"Figures: `{morning.name}` against `drift/{evening.name}`", drift_figures(morning, evening)
+        )
+    e2e = sorted(folder.glob("e2e-cpu-amd-epyc-1t-*.json"))
+    if e2e:
+        out += figure_table("Figures: `e2e-cpu-amd-epyc-1t-*.json`", e2e_figures(e2e))
+    return out
+
+
+# Serving: the committed runs priced again with today's engine (measures nothing).
+
+STEP_POLICIES = ("varlen", "masked", "gather", "none")
+
+
+def error_cells(comparison: dict[str, Any]) -> str:
+    return " | ".join(pct(comparison[k]["error"][q]) for k in ("ttft_s", "latency_s") for q in ("p50", "p90"))
+
+
+def partner_run(path: Path, snap: dict[str, Any], found: list[tuple[Path, dict[str, Any]]]) -> Path | None:
+    """A GPU run's host terms come from the other recorded run of its device and model."""
+    if not str(snap["meta"].get("device_key", "")).startswith("cuda"):
+        return None
+    same = [
+        p
+        for p, s in found
+        if p != path and s["meta"].get("device_key") == snap["meta"].get("device_key") and s["model"] == snap["model"]
+    ]
+    return same[0] if same else None
+
+
+def repriced(path: Path, snap: dict[str, Any], found: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    partner = partner_run(path, snap, found)
+    return resimulate(path, overhead_from(partner) if partner else None)
+
+
+def repriced_rows(name: str, snap: dict[str, Any], live: dict[str, Any], path: Path) -> list[str]:
+    """One row per mode priced again, and the masked policy beside a run recorded under gather."""
+    rows = [
+        f"| `{name}` | {mode} | {error_cells(c)} | {live['busy'][f'simulated_{mode}_s']:.1f} / {live['busy']['measured_cpu_s']:.1f} |"
+        for mode, c in live["comparison"].items()
+    ]
+    if snap["scheduler"].get("batch_attention") == "gather":
+        masked = resimulate(path, batch_attention="masked")
+        rows.append(
+            f"| `{name}` | calibrated, masked | {error_cells(masked['comparison']['calibrated'])} | {masked['busy']['simulated_calibrated_s']:.1f} / {masked['busy']['measured_cpu_s']:.1f} |"
+        )
+    return rows
+
+
+def step_rows(name: str, live: dict[str, Any]) -> list[str]:
+    """Recorded steps' forward against the engine's price of their own mixes, per stage."""
+    b, rows = live["step_breakdown"], []
+    for stage in ("decode", "prefill"):
+        n, forward, attention = b[f"{stage}_steps"], b[f"{stage}_forward_s"], b[f"{stage}_attention_s"]
+        priced = []
+        for how in STEP_POLICIES:
+            value = b[f"{stage}_predicted_calibrated_{how}_s"]
+            against = forward - attention if how == "none" else forward
+            priced.append(f"{value:.2f} ({pct(value / against - 1)})")
+        rows.append(
+            f"| `{name}` | {stage} | {n:.0f} | {b[f'{stage}_tokens'] / n:.2f} | {forward:.2f} | {attention:.2f} "
+            f"| {b[f'{stage}_other_s']:.2f} | "
+            + " | ".join(priced)
+            + f" | {(forward - b[f'{stage}_predicted_calibrated_gather_s']) / n * 1e3:.1f} |"
+        )
+    return rows
+
+
+def overhead_row(name: str, path: Path) -> str:
+    fit = overhead_from(path)
+    overlap = "overlapping the forward" if fit.get("host_overlap") else "beside the forward"
+    return (
+        f"| `{name}` | {fit['step_overhead_s'] * 1e3:.2f} | {fit['request_overhead_s'] * 1e3:.2f} "
+        f"| {fit['rms_residual_s'] * 1e3:.2f} | {fit['steps']} | {overlap} |"
+    )
+
+
+def serving_detail_section(folder: Path, found: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    runs = [(folder / name, snap) for name, snap in found if snap.get("measured_steps")]
+    if not runs:
+        return []
+    priced, steps, fits = [], [], []
+    for path, snap in runs:
+        name = str(path.relative_to(folder))
+        live = repriced(path, snap, runs)
+        priced += repriced_rows(name, snap, live, path)
+        steps += step_rows(name, live)
+        fits.append(overhead_row(name, path))
+    return [
+        "### Priced again with today's engine",
+        "",
+        (
+            "`kernels.servecheck.cb_server.resimulate` (`ridgeline simulate-check --resimulate`; measures "
+            "nothing): each recorded run's trace simulated again with the committed profile of its "
+            "name, under its recorded attention policy, and for runs recorded under `gather` also "
+            "under `masked`. A GPU run's host terms are fitted to the other run of its device and "
+            "model. Errors against the measured run; busy: simulated / measured seconds."
+        ),
+        "",
+        "| run | mode | TTFT p50 | TTFT p90 | latency p50 | latency p90 | busy s |",
+        "|---" * 7 + "|",
+        *priced,
+        "",
+        "### Where a step's time goes",
+        "",
+        (
+            "The recorded steps of the median replay, by stage: seconds measured in the forward, of "
+            "it in the attention function, and beside the forward; the engine's calibrated price of "
+            "the same mixes with per-sequence (`varlen`), `masked` and `gather` attention and without "
+            "attention (`none`, against the forward less its attention), with the error; and the "
+            "forward's time per step that `gather` leaves unpriced, in ms."
+        ),
+        "",
+        "| run | stage | steps | tokens a step | forward s | attention s | beside s | varlen | masked | gather | none | unpriced ms a step |",
+        "|---" * 12 + "|",
+        *steps,
+        "",
+        "### Host terms fitted to the recorded steps",
+        "",
+        "`ridgeline simulate-check --fit-overhead FILE` on each run: ms a step + ms a request, least squares.",
+        "",
+        "| run | ms a step | ms a request | rms residual ms | steps | host work |",
+        "|---" * 6 + "|",
+        *fits,
+        "",
+    ]
+
+
+def stage_seconds(run: Path) -> str:
+    """Seconds of every stage that finished, over the run's parts (one manifest each)."""
+    seconds = {}
+    for manifest in sorted(run.glob("*/manifest.json")):
+        stages = json.loads(manifest.read_text())["stages"]
+        seconds.update({s["stage"]: s["seconds"] for s in stages if s["status"] == "ok"})
+    return ", ".join(f"`{stage}` {s:.1f} s" for stage, s in seconds.items())
+
+
+CALIBRATION_LOG = re.compile(r"calibration: (\d+)/(\d+) cases, (\d+) s")
+CALIBRATION_OK = re.compile(r"\((\d+)/(\d+) calibration cases ok")
+
+
+def calibration_log(run: Path) -> str:
+    """The compact calibration's last progress line and its count of measured cases, as logged."""
+    logs = sorted(run.glob("*/run.log"))
+    text = "\n".join(p.read_text() for p in logs)
+    done, ok = CALIBRATION_LOG.findall(text), CALIBRATION_OK.findall(text)
+    if not done or not ok:
+        return "-"
+    n, total, seconds = done[-1]
+    return f"{n} of {total} cases in {seconds} s ({int(seconds) / int(n):.2f} s a case), {ok[-1][0]} measured ok"
+
+
+def gpu_run_figures(run: Path) -> list[tuple[str, str]]:
+    """What the run's comparison with its registered predictions comes to (``compare.json``)."""
+    table = json.loads((run / "compare.json").read_text())
+    graph = [r for r in table["e2e"] if r["client"] == "ridgeline" and r["execution"] == "graph"]
+    worst_row = max(graph, key=lambda r: abs(r["error_registered_tpot"]))
+    peaks = [abs(r["error_peak"]) <= 0.05 for r in table["e2e"]]
+    draw = table["draw"]["all"]["registered"]
+    return [
+        ("stage seconds", stage_seconds(run)),
+        ("compact calibration, as logged", calibration_log(run)),
+        (
+            "graph TPOT rows within 5 % of the registered prediction",
+            f"{sum(abs(r['error_registered_tpot']) <= 0.05 for r in graph)} of {len(graph)}",
+        ),
+        (
+            "graph TPOT, worst row",
+            f"{worst_row['model']} batch {worst_row['batch']} {pct(worst_row['error_registered_tpot'], 1)}",
+        ),
+        ("peak memory within 5 % of the registered prediction", f"{sum(peaks)} of {len(peaks)} rows"),
+        (
+            "fresh draw against the registered profile, absolute error median / p90",
+            f"{abs_pct(draw['median'])} / {abs_pct(draw['p90'])}",
+        ),
+    ]
+
+
+# The CI gate's runs: one line each, with the verdict today's bounds give them.
+
+
+def gate_row(name: str, snap: dict[str, Any]) -> str:
+    meta = snap["meta"]
+    every = next(s for s in snap["summary"] if s["op_class"] == "all")
+    load = meta.get("loadavg") or ["?"]
+    cases = (meta.get("profile_meta") or {}).get("calibration_cases", "?")
+    passed = "fails" if verdict(snap) else "passes"
+    return (
+        f"| `{name}` | {meta.get('cpu_signature') or meta.get('device', '?')} | {str(meta.get('date', '?'))[:16]} "
+        f"| {load[0]} | {cases} | {len(snap['rows'])} | {abs_pct(every['calibrated_median_abs'])} / "
+        f"{abs_pct(every['calibrated_p90_abs'])} | {cv_cell(every)} | {abs_pct(every.get('spec_median_abs'))} | {passed} |"
+    )
+
+
+def gate_section(folder: Path = SNAPSHOTS) -> list[str]:
+    runs = sorted((folder / "gate-runs").glob("*.json"))
+    if not runs:
+        return []
+    out = [
+        "## CI gate runs",
+        "",
+        (
+            f"Quick CPU calibrate + validate runs of `.ci/validate_gate.py --keep` (their full tables are "
+            f"above, under `gate-runs/`), over all measured cases, and what today's bounds "
+            f"(median {MAX_MEDIAN_ABS_ERROR:.0%}, p90 {MAX_P90_ABS_ERROR:.0%}) make of them. "
+            "How the bounds were set: [docs/bounds.md](../docs/bounds.md)."
+        ),
+        "",
+        "| run | CPU | date (UTC) | load average | calibration cases | validation cases "
+        "| calibrated median / p90 | leave-one-model-out | spec median | verdict |",
+        "|---" * 10 + "|",
+    ]
+    for path in runs:
+        out.append(gate_row(path.name, json.loads(path.read_text())))
+    return out + [""]
+
+
 def render(folder: Path = SNAPSHOTS) -> str:
     kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
@@ -328,9 +876,13 @@ def render(folder: Path = SNAPSHOTS) -> str:
         "(torch.compile) or graph (CUDA-graph decode).",
         "",
         *e2e,
+        *gate_section(folder),
         *serving_section(serving),
+        *serving_detail_section(folder, serving),
         *gpu_run_section(folder),
         *anchors_section(folder),
+        *profiles_section(),
+        *figures_section(folder),
     ]
     return "\n".join(out).rstrip() + "\n"
 
