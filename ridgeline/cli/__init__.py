@@ -7,9 +7,8 @@ The only package that imports typer; torch, dash and kernels/ are imported by th
 # each module registers its commands; this order is the order `ridgeline --help` lists them in
 from ridgeline.cli import analysis, catalog, decoder, serving, measure  # noqa: F401, I001
 from ridgeline.cli.app import app
-from ridgeline.cli.options import parse_values
 
-__all__ = ["app", "main", "parse_values"]
+__all__ = ["app", "main"]
 
 
 def main() -> None:

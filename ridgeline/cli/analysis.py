@@ -154,7 +154,8 @@ def compare(
     check_format(fmt)
     lists = setting_lists(ctx.params)
     check_transfer(profile, transfer)
-    devices, name = [x.strip() for x in hardware.split(",") if x.strip()], model_name(model, config)
+    devices = [x.strip() for x in hardware.split(",") if x.strip()]
+    name = model_name(model, config)
     workload = {"batch": batch, "seq_len": seq_len, "generate": generate}
     frame = compare_settings(name, devices, lists, dtype, **workload, profile=profile, transfer=transfer)
     show_frame(frame, fmt, output, f"{name}: batch {batch}, prompt {seq_len}, generate {generate}")

@@ -4,7 +4,7 @@ default sits in the command's signature), and the deployment options turned into
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -12,8 +12,8 @@ from ridgeline.engine.workload import dtype_for_bits
 
 # --- shared by the analysis commands (analyze, sweep, compare, frontier) and simulate ---------
 
-ModelArg = Annotated[Optional[str], typer.Argument(help="Catalog model name (see 'ridgeline models list').")]
-Config = Annotated[Optional[Path], typer.Option(help="A Hugging Face config.json instead of a catalog name.")]
+ModelArg = Annotated[str | None, typer.Argument(help="Catalog model name (see 'ridgeline models list').")]
+Config = Annotated[Path | None, typer.Option(help="A Hugging Face config.json instead of a catalog name.")]
 Hardware = Annotated[str, typer.Option("--hardware", "-H", help="Catalog device, 'host', or a device YAML file.")]
 Devices = Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")]
 Batch = Annotated[int, typer.Option(help="Sequences per batch.")]
@@ -22,10 +22,10 @@ Generate = Annotated[int, typer.Option(help="Output tokens per sequence (0: no g
 Dtype = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
 Format = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 Output = Annotated[
-    Optional[Path], typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")
+    Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")
 ]
 Profile = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own."
     ),
@@ -37,14 +37,14 @@ Transfer = Annotated[
         help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: the committed H100 profile is eager CUDA events, host-inclusive, so eager execution only).",
     ),
 ]
-TtftSlo = Annotated[Optional[float], typer.Option(help="Largest acceptable TTFT, seconds.")]
-TpotSlo = Annotated[Optional[float], typer.Option(help="Largest acceptable TPOT, seconds.")]
+TtftSlo = Annotated[float | None, typer.Option(help="Largest acceptable TTFT, seconds.")]
+TpotSlo = Annotated[float | None, typer.Option(help="Largest acceptable TPOT, seconds.")]
 
 # analyze
-Draft = Annotated[Optional[str], typer.Option(help="Draft model for speculative decoding.")]
+Draft = Annotated[str | None, typer.Option(help="Draft model for speculative decoding.")]
 DraftTokens = Annotated[int, typer.Option(help="Tokens the draft proposes per step (k).")]
 Acceptance = Annotated[float, typer.Option(help="Probability each draft token is accepted (a).")]
-Html = Annotated[Optional[Path], typer.Option(help="Also write the charts to one self-contained HTML file.")]
+Html = Annotated[Path | None, typer.Option(help="Also write the charts to one self-contained HTML file.")]
 # sweep
 Batches = Annotated[str, typer.Option(help="Batch sizes, e.g. 1,2,4..256.")]
 SeqLens = Annotated[str, typer.Option(help="Prompt lengths, e.g. 512,1024..32768.")]
@@ -52,31 +52,31 @@ SeqLens = Annotated[str, typer.Option(help="Prompt lengths, e.g. 512,1024..32768
 # --- deployment settings (ridgeline.engine.workload.Settings): text, so that sweep and compare
 # take lists ("16,8,4"); settings_keywords turns them into Settings keywords ------------------
 
-WBits = Annotated[Optional[str], typer.Option(help="Weight bits: 16, 8, 4, 2, 1 (integers below 16).")]
-ABits = Annotated[Optional[str], typer.Option(help="Activation bits: 16 or 8.")]
-KvBits = Annotated[Optional[str], typer.Option(help="KV-cache bits: 16, 8, 4, 2, 1.")]
-WDtype = Annotated[Optional[str], typer.Option(help="Weight type, e.g. fp8_e4m3, bf16, int4.")]
-ADtype = Annotated[Optional[str], typer.Option(help="Activation type.")]
-KvDtype = Annotated[Optional[str], typer.Option(help="KV-cache type.")]
-GroupSize = Annotated[Optional[str], typer.Option(help="Quantisation group size (0: per channel).")]
-Attention = Annotated[Optional[str], typer.Option(help="eager, flash, flash-decoding or paged.")]
-KvBlock = Annotated[Optional[str], typer.Option(help="Tokens per KV block (paged).")]
-Tp = Annotated[Optional[str], typer.Option(help="Tensor-parallel devices.")]
-Pp = Annotated[Optional[str], typer.Option(help="Pipeline-parallel stages.")]
-Ep = Annotated[Optional[str], typer.Option(help="Expert-parallel devices (MoE).")]
-MicroBatches = Annotated[Optional[str], typer.Option(help="Pipeline micro-batches.")]
-LinkBw = Annotated[Optional[str], typer.Option(help="Interconnect GB/s per direction (overrides the catalog).")]
-LinkLatency = Annotated[Optional[str], typer.Option(help="Interconnect latency per hop, µs.")]
+WBits = Annotated[str | None, typer.Option(help="Weight bits: 16, 8, 4, 2, 1 (integers below 16).")]
+ABits = Annotated[str | None, typer.Option(help="Activation bits: 16 or 8.")]
+KvBits = Annotated[str | None, typer.Option(help="KV-cache bits: 16, 8, 4, 2, 1.")]
+WDtype = Annotated[str | None, typer.Option(help="Weight type, e.g. fp8_e4m3, bf16, int4.")]
+ADtype = Annotated[str | None, typer.Option(help="Activation type.")]
+KvDtype = Annotated[str | None, typer.Option(help="KV-cache type.")]
+GroupSize = Annotated[str | None, typer.Option(help="Quantisation group size (0: per channel).")]
+Attention = Annotated[str | None, typer.Option(help="eager, flash, flash-decoding or paged.")]
+KvBlock = Annotated[str | None, typer.Option(help="Tokens per KV block (paged).")]
+Tp = Annotated[str | None, typer.Option(help="Tensor-parallel devices.")]
+Pp = Annotated[str | None, typer.Option(help="Pipeline-parallel stages.")]
+Ep = Annotated[str | None, typer.Option(help="Expert-parallel devices (MoE).")]
+MicroBatches = Annotated[str | None, typer.Option(help="Pipeline micro-batches.")]
+LinkBw = Annotated[str | None, typer.Option(help="Interconnect GB/s per direction (overrides the catalog).")]
+LinkLatency = Annotated[str | None, typer.Option(help="Interconnect latency per hop, µs.")]
 ZeroPoints = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(help="Integer weights' zero points: fp16 or packed (AWQ/GPTQ, at the weight's width)."),
 ]
 MemoryUtilization = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(help="Fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9)."),
 ]
 Execution = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         help="graph, eager or compiled (auto: graph on a GPU, eager on a CPU); matters with a device-time profile."
     ),
@@ -89,7 +89,7 @@ Requests = Annotated[int, typer.Option(help="Poisson requests to simulate.")]
 Prompt = Annotated[int, typer.Option(help="Prompt tokens per Poisson request.")]
 OutputTokens = Annotated[int, typer.Option(help="Output tokens per Poisson request.")]
 Trace = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="CSV/JSONL trace: arrival_s, prompt_tokens, output_tokens (or Azure's TIMESTAMP, ContextTokens, GeneratedTokens)."
     ),
@@ -101,7 +101,7 @@ ChunkedPrefill = Annotated[
     bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget.")
 ]
 PrefixHit = Annotated[float, typer.Option(help="Fraction of each prompt found in the prefix cache.")]
-KvBlocks = Annotated[Optional[int], typer.Option(help="Paged KV blocks (default: what memory leaves).")]
+KvBlocks = Annotated[int | None, typer.Option(help="Paged KV blocks (default: what memory leaves).")]
 AdmitMargin = Annotated[
     float, typer.Option(help="New prompts wait below this fraction of free KV blocks (transformers: 0.15).")
 ]
@@ -124,16 +124,16 @@ BatchAttention = Annotated[
     ),
 ]
 Seed = Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")]
-TtftTarget = Annotated[Optional[float], typer.Option("--ttft-slo", help="TTFT target, seconds.")]
-TpotTarget = Annotated[Optional[float], typer.Option("--tpot-slo", help="TPOT target, seconds.")]
+TtftTarget = Annotated[float | None, typer.Option("--ttft-slo", help="TTFT target, seconds.")]
+TpotTarget = Annotated[float | None, typer.Option("--tpot-slo", help="TPOT target, seconds.")]
 Percentile = Annotated[float, typer.Option(help="Percentile the SLOs apply to.")]
 Search = Annotated[bool, typer.Option("--search", help="Find the highest request rate meeting the SLOs.")]
-Timeline = Annotated[Optional[Path], typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")]
+Timeline = Annotated[Path | None, typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")]
 
 # --- simulate-check ------------------------------------------------------------------------
 
 CheckModel = Annotated[str, typer.Argument(help="Catalog model (built with random weights).")]
-Layers = Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers.")]
+Layers = Annotated[int | None, typer.Option(help="Keep only the first L decoder layers.")]
 CheckRequests = Annotated[int, typer.Option(help="Requests in the Poisson trace.")]
 CheckRate = Annotated[float, typer.Option(help="Requests per second.")]
 PromptRange = Annotated[tuple[int, int], typer.Option(help="Prompt tokens, uniform on MIN MAX.")]
@@ -144,7 +144,7 @@ CheckDtype = Annotated[
     str, typer.Option(help="Model data type: bf16, or fp32 on a CPU without bf16 kernels (see 'calibrate').")
 ]
 Clock = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         help="cpu: step transformers' server here on a clock of CPU seconds (immune to other processes); device (a GPU): the same, each step's wall seconds with the GPU synchronised; wall: its background thread in real time. Default: cpu, or device with --device cuda."
     ),
@@ -156,17 +156,17 @@ CheckDevice = Annotated[
     ),
 ]
 OverheadFrom = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(help="Also simulate with the host terms fitted to this recorded run (another trace)."),
 ]
 FitOverhead = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="Measure nothing: fit the host terms (seconds per step, per request) to this recorded run's steps and print them."
     ),
 ]
 Resimulate = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="Measure nothing: simulate this recorded run's trace again with today's engine and print the comparison."
     ),
@@ -198,13 +198,13 @@ ModelName = Annotated[str, typer.Argument(help="Catalog name or a config.json pa
 MeasureDevice = Annotated[str, typer.Option(help="cpu or cuda.")]
 Quick = Annotated[bool, typer.Option("--quick", help="Fewer shapes and repetitions (CI: a few minutes on 2 cores).")]
 Threads = Annotated[
-    Optional[int], typer.Option(help="torch CPU threads, fixed for the run (default: all cores this process may use).")
+    int | None, typer.Option(help="torch CPU threads, fixed for the run (default: all cores this process may use).")
 ]
 QuietWait = Annotated[
     float, typer.Option(help="CPU: before each case, wait up to this many seconds for other processes to go idle.")
 ]
 ProfileOutput = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--output",
         "-o",
@@ -212,7 +212,7 @@ ProfileOutput = Annotated[
     ),
 ]
 Refit = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(help="Measure nothing: fit this profile again from its stored calibration rows into a new file."),
 ]
 Check = Annotated[
@@ -223,19 +223,19 @@ Check = Annotated[
     ),
 ]
 OutputDir = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder)."
     ),
 ]
 Repredict = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         help="Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*."
     ),
 ]
 DrawSeed = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         help="Measure a fresh held-out set drawn with this seed instead of the committed one: two catalog models, batch sizes and context lengths that calibration never uses (written as <stem>-draw<SEED>.*)."
     ),
@@ -243,28 +243,28 @@ DrawSeed = Annotated[
 
 # --- e2e, decode-profile -------------------------------------------------------------------
 
-TorchDevice = Annotated[Optional[str], typer.Option(help="cpu or cuda (default: cuda when torch sees one).")]
+TorchDevice = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when torch sees one).")]
 E2eBatches = Annotated[list[int], typer.Option(help="Sequences per batch; repeat the option for several.")]
 E2ePrompts = Annotated[list[int], typer.Option(help="Prompt tokens; repeat the option for several.")]
 E2eGenerate = Annotated[int, typer.Option(help="Output tokens: the prefill's token + N-1 decode steps.")]
-E2eLayers = Annotated[Optional[int], typer.Option(help="Keep only the first L decoder layers (prediction too).")]
+E2eLayers = Annotated[int | None, typer.Option(help="Keep only the first L decoder layers (prediction too).")]
 E2eDtype = Annotated[str, typer.Option(help="fp32, bf16 or fp16 for weights, activations and KV cache.")]
 Compile = Annotated[
     bool, typer.Option("--compile", help="Also measure under torch.compile (eager is always measured).")
 ]
 Executions = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         help="eager, compiled or graph (CUDA graphs of the decode step); repeat for several (default: eager, and compiled with --compile)."
     ),
 ]
 E2eRepeats = Annotated[int, typer.Option(help="Timed generations per configuration (median kept).")]
-E2eThreads = Annotated[Optional[int], typer.Option(help="torch CPU threads (default: torch's).")]
+E2eThreads = Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's).")]
 E2eHardware = Annotated[
     str, typer.Option("--hardware", "-H", help="Device for the spec prediction: 'host' or a catalog name.")
 ]
 E2eOutput = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--output",
         "-o",
@@ -272,7 +272,7 @@ E2eOutput = Annotated[
     ),
 ]
 E2eRepredict = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(help="Measure nothing: recompute the predictions of this e2e result file into a new file."),
 ]
 E2eQuietWait = Annotated[
@@ -284,7 +284,7 @@ Steps = Annotated[int, typer.Option(help="Decode steps per pass.")]
 ProfileDtype = Annotated[str, typer.Option(help="fp32, bf16 or fp16.")]
 Ops = Annotated[bool, typer.Option("--ops", help="Also time each engine op (profiler ranges) beside its prediction.")]
 ProfileThreads = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(help="torch CPU threads (default: torch's); the calibrated profile is the one of this count."),
 ]
 
