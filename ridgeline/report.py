@@ -422,17 +422,16 @@ def deployment_notes(d: Deployment) -> list[str]:
 
 
 def frontier_notes(d: Deployment, best: dict) -> list[str]:
+    """What frontier prints under its table: the basis, the largest batch, the best pick."""
     pick = best["best"]
-    found = (
-        f"best throughput meeting the targets: batch {pick['batch']}, "
-        f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
-        f"TTFT {format_time(pick['ttft_s'])}"
-    )
-    return [
-        *deployment_notes(d),
-        f"largest batch that fits: {best['max_batch']}",
-        found if pick else "no batch meets the targets",
-    ]
+    found = "no batch meets the targets"
+    if pick:
+        found = (
+            f"best throughput meeting the targets: batch {pick['batch']}, "
+            f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+            f"TTFT {format_time(pick['ttft_s'])}"
+        )
+    return [*deployment_notes(d), f"largest batch that fits: {best['max_batch']}", found]
 
 
 class ProgressAfter:

@@ -3,9 +3,13 @@ against the engine or simulator call it stands for, or against hand-worked combi
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from typer.testing import CliRunner
 
 from ridgeline import api
+from ridgeline.cli import app
 from ridgeline.engine.analyze import analyze
 from ridgeline.engine.model import load_model
 from ridgeline.io.resolve import resolve
@@ -74,3 +78,11 @@ def test_simulate_serving_search_serves_at_the_rate_found(d):
     assert found and found > 0
     direct = simulator.simulate(d, None, poisson(found, 30, 256, 32, 1), sched)
     assert run["result"].summary == direct.summary
+
+
+def test_frontier_says_when_no_batch_meets_the_targets():
+    """A TPOT target below even batch 1's (about 18 ms on an A6000) leaves nothing to pick."""
+    result = CliRunner().invoke(app, ["frontier", "llama-2-7b", "--tpot-slo", "0.00001", "--format", "json"])
+    assert result.exit_code == 0
+    notes = json.loads(result.stdout)["notes"]
+    assert notes[-2:] == ["largest batch that fits: 39", "no batch meets the targets"]
