@@ -68,17 +68,17 @@ def validate(
 ) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
     check_device(device)
-    from kernels.validate import validate as v
+    from kernels.validate import validate as validation
 
     if draw is not None and (draw < 0 or repredict is not None):
         raise typer.BadParameter("--draw takes a seed >= 0 and measures: it does not go with --repredict")
     if repredict is not None:
-        result, paths = v.repredict(repredict, profile, output_dir, log=echo_err)
+        result, paths = validation.repredict(repredict, profile, output_dir, log=echo_err)
     else:
         require_torch("'ridgeline validate'")
         how = {"quick": quick, "threads": threads, "profile": profile, "output_dir": output_dir, "draw": draw}
-        result, paths = v.validate(device, **how, quiet_wait_s=quiet_wait, log=echo_err)
-    raise typer.Exit(v.report(result, paths, console(), echo_err))
+        result, paths = validation.validate(device, **how, quiet_wait_s=quiet_wait, log=echo_err)
+    raise typer.Exit(validation.report(result, paths, console(), echo_err))
 
 
 @predictions_app.command("register")
