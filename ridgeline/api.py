@@ -3,17 +3,21 @@ the latency/throughput frontier, and side-by-side comparisons."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import contextlib
+import itertools
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
 
-from ridgeline.engine.analyze import analyze, memory_totals, plain, stage_totals
+from ridgeline.engine.analyze import analyze, memory_totals, plain, stage_totals, sweep_each
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig, load_model
 from ridgeline.engine.workload import Settings, Workload
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.resolve import Deployment, as_deployment
+from ridgeline.io.traces import load_trace, poisson
+from ridgeline.serving import simulator
 
 Number = Any
 
@@ -232,3 +236,83 @@ def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int 
             }
         )
     return pd.DataFrame(rows)
+
+
+# --- used by the CLI ---
+
+
+def analyze_with_draft(
+    d: Deployment, *, batch: int, seq_len: int, generate: int, draft: str | None, draft_tokens: int, acceptance: float
+):
+    """``analyze``; with a draft model (a name on the target's device and settings), speculative
+    decoding's figures in ``extra["speculative"]``."""
+    result = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
+    if draft is None:
+        return result
+    drafted = d.with_model(load_model(draft))
+    spec = speculative(d, draft=drafted, batch=batch, seq_len=seq_len, draft_tokens=draft_tokens, acceptance=acceptance)
+    return replace(result, extra={**result.extra, "speculative": spec})
+
+
+def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """{Settings field: [values]} -> Settings keywords for every combination (itertools.product
+    order), each on top of ``base`` for the fields not listed."""
+    base = {k: v for k, v in (base or {}).items() if k not in lists}
+    return [{**base, **dict(zip(lists, values))} for values in itertools.product(*lists.values())]
+
+
+def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: int = 0, on_step=None):
+    """Every combination of the listed settings on ``d``, batch x length in one vectorised pass each."""
+    return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step)
+
+
+def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtype: str, **how: Any):
+    """``compare`` of ``name`` on each device x every combination of the listed settings, the
+    three types ``dtype`` where not listed."""
+    variants = setting_combinations(lists, {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype})
+    return compare(name, devices, variants, **how)
+
+
+@contextlib.contextmanager
+def _no_progress(_total: int):
+    yield None
+
+
+def simulate_serving(
+    d: Deployment,
+    scheduler: simulator.Scheduler,
+    *,
+    trace=None,
+    time_scale: float = 1.0,
+    rate: float = 1.0,
+    requests: int = 1000,
+    prompt: int = 512,
+    output_tokens: int = 128,
+    seed: int = 0,
+    search: bool = False,
+    ttft_slo: float | None = None,
+    tpot_slo: float | None = None,
+    percentile: float = 99.0,
+    progress=_no_progress,
+) -> dict[str, Any]:
+    """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
+    with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
+    trace's own) and serve at it. ``progress(total)`` yields a step callback.
+    Returns the result, its goodput and the search."""
+    base = load_trace(trace).scaled(time_scale) if trace is not None else None
+
+    def arrivals(at: float):
+        return base.scaled(at / base.rate) if base is not None else poisson(at, requests, prompt, output_tokens, seed)
+
+    def run(at: float):
+        return simulator.simulate(d, None, arrivals(at), scheduler)
+
+    found = None
+    with progress(requests if base is None else len(base)) as tick:
+        if search:
+            start = base.rate if base is not None else rate
+            found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
+        at = found["max_rate"] if found and found["max_rate"] else rate
+        first = base if base is not None and not search else arrivals(at)
+        result = simulator.simulate(d, None, first, scheduler, progress=tick)
+    return {"result": result, "goodput": simulator.goodput(result, ttft_slo, tpot_slo), "search": found}

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
+import time
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
 
-from ridgeline.engine.units import GIB, KIB, MIB, format_bytes, format_si, format_time
+from ridgeline.engine.analyze import deployment_basis
+from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.memory import active_parameters, total_parameters
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.units import GIB, GIGA, KIB, MIB, TERA, format_bytes, format_si, format_time
+from ridgeline.io.hardware import DeviceSpec
+from ridgeline.io.resolve import Deployment
 
 if TYPE_CHECKING:  # pragma: no cover
     from ridgeline.engine.analyze import Analysis
@@ -379,3 +391,192 @@ def frame_table(frame, title: str) -> list:
     fit_columns(table, [cells for _, _, cells in shown], console_width())
     note = ", ".join(f"{name} {value}{' ' + unit if unit else ''}" for name, unit, value in same)
     return [table] + ([f"the same in every row: {note}"] if same else [])
+
+
+# --- what the CLI prints beside the tables above ------------------------------------------
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False, width=console_width())
+
+
+def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None:
+    """A DataFrame for ``--format csv|json`` (JSON records, with the ceilings' ``mode`` when
+    one holds for every row); None for ``table``."""
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if fmt == "json":
+        head = {"mode": mode} if mode else {}
+        rows = frame.to_dict(orient="records")
+        return json.dumps({**head, "rows": rows, "notes": list(notes)}, indent=2, default=float)
+    return None
+
+
+def frame_view(frame, title: str, notes=()) -> list:
+    return [*frame_table(frame, title), *notes]
+
+
+def deployment_notes(d: Deployment) -> list[str]:
+    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.engine.basis)."""
+    return basis_text(deployment_basis(d))
+
+
+def frontier_notes(d: Deployment, best: dict) -> list[str]:
+    """What frontier prints under its table: the basis, the largest batch, the best pick."""
+    pick = best["best"]
+    found = "no batch meets the targets"
+    if pick:
+        found = (
+            f"best throughput meeting the targets: batch {pick['batch']}, "
+            f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+            f"TTFT {format_time(pick['ttft_s'])}"
+        )
+    return [*deployment_notes(d), f"largest batch that fits: {best['max_batch']}", found]
+
+
+class ProgressAfter:
+    """A progress bar (on stderr, not into the data) that shows only when the work looks set
+    to take over ``seconds``."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start, self.bar, self.task = seconds, time.perf_counter(), None, None
+
+    def step(self, done: int, total: int) -> None:
+        if self.bar is None:
+            elapsed = time.perf_counter() - self.start
+            if done < total and elapsed / done * total > self.seconds:
+                self.bar = Progress(transient=True, console=Console(stderr=True))
+                self.bar.start()
+                self.task = self.bar.add_task("sweep", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __enter__(self) -> ProgressAfter:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@contextlib.contextmanager
+def simulation_progress(total: int):
+    """A transient progress bar for long runs (more than 20 000 requests); yields the
+    callback to tick it, or None."""
+    if total <= 20000:
+        yield None
+        return
+    with Progress(transient=True) as progress:
+        task = progress.add_task("simulating", total=total)
+        yield lambda done, _total: progress.update(task, completed=done)
+
+
+def simulation_text(run: dict, fmt: str) -> str | None:
+    """A simulation (ridgeline.api.simulate_serving) for ``--format csv|json``; None for ``table``."""
+    if fmt == "csv":
+        return run["result"].frame.to_csv(index=False)
+    if fmt == "json":
+        data = {**run["result"].to_dict(), "goodput": run["goodput"], "search": run["search"]}
+        return json.dumps(data, indent=1, allow_nan=False, default=float)
+    return None
+
+
+def simulation_tables(run: dict, percentile: float) -> list:
+    result, slo, found = run["result"], run["goodput"], run["search"]
+    s = result.summary
+    table = Table(
+        title=f"{result.meta['model']} on {result.meta['hardware']} ({result.meta['mode']}): "
+        f"{s['requests']} requests, {s['steps']} steps"
+    )
+    for col in ("", "p50", "p90", "p99", "mean"):
+        table.add_column(col, justify="right")
+    for key, label in (("queue_s", "queueing"), ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("latency_s", "latency")):
+        table.add_row(label, *(format_time(s[key][q]) for q in ("p50", "p90", "p99", "mean")))
+    lines = [
+        table,
+        f"throughput {s['requests_per_s']:.4g} requests/s, {s['output_tokens_per_s']:.4g} "
+        f"output tokens/s over {s['duration_s']:.4g} s",
+        f"KV cache {s['kv_blocks']} blocks of {s['kv_block_tokens']} tokens: peak "
+        f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
+        f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)",
+        f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)",
+    ]
+    if found is not None:
+        lines.append(
+            f"highest rate meeting the p{percentile:g} SLOs: {found['max_rate']:.4g} "
+            f"requests/s ({len(found['tried'])} runs)"
+        )
+    return lines
+
+
+def overhead_line(terms: dict, path) -> str:
+    """The host terms fitted to a recorded run, as the options that reproduce them."""
+    overlap = terms.get("host_overlap")
+    return (
+        f"--step-overhead {terms['step_overhead_s']:.6f} --request-overhead {terms['request_overhead_s']:.6f}"
+        + (" --host-overlap" if overlap else "")
+        + f"  ({terms['steps']} steps of {path}: mean {terms['mean_other_s'] * 1e3:.3f} ms "
+        + ("a step (a GPU run eager: host-bound steps)" if overlap else "beside the forward")
+        + f", rms residual {terms['rms_residual_s'] * 1e3:.3f} ms)"
+    )
+
+
+def device_line(name: str, d: DeviceSpec) -> str:
+    """One catalog device: name, then the key figures."""
+    peaks = " ".join(f"{k}={v / TERA:g}T" for k, v in d.matrix_peak.items())
+    return f"{name}\t{d.full_name}\t{d.memory_capacity / GIB:g} GiB\t{d.memory_bandwidth / GIGA:g} GB/s\t{peaks}"
+
+
+def device_rows(d: DeviceSpec) -> list[str]:
+    """All fields of one device, in the units of its file."""
+    link = f", {d.interconnect_bandwidth / GIGA:g} GB/s per direction" if d.interconnect_bandwidth else ""
+    rows = [
+        ("name", d.name),
+        ("full name", d.full_name),
+        ("vendor", d.vendor),
+        ("kind", d.kind),
+        ("memory", f"{d.memory_capacity / GIB:g} GiB"),
+        ("bandwidth", f"{d.memory_bandwidth / GIGA:g} GB/s"),
+        *((f"matrix {k}", f"{v / TERA:g} TOPS") for k, v in d.matrix_peak.items()),
+        *((f"vector {k}", f"{v / TERA:g} TOPS") for k, v in d.vector_peak.items()),
+        ("compute units", str(d.compute_units)),
+        ("L1/shared per unit", f"{d.l1_bytes_per_unit / KIB:g} KiB"),
+        ("L2 / last-level cache", f"{d.l2_bytes / MIB:g} MiB"),
+        ("interconnect", f"{d.interconnect or '-'}{link}"),
+    ]
+    if d.interconnect_latency:
+        rows.append(("link latency", f"{d.interconnect_latency * 1e6:g} µs per hop"))
+    if d.interconnect_link_bandwidth:
+        rows.append(("fabric", f"mesh, {d.interconnect_link_bandwidth / GIGA:g} GB/s per peer link"))
+    if d.exp_rate:
+        rows.append(("exponentials", f"{d.exp_rate / TERA:g} T/s"))
+    if d.runtime_reserve:
+        rows.append(("runtime reserve", f"{d.runtime_reserve / GIB:g} GiB"))
+    rows += [("source", s) for s in d.sources]
+    return [f"{key:22s} {value}" for key, value in rows]
+
+
+def model_line(name: str, m: ModelConfig) -> str:
+    """One catalog model: name, then its shape."""
+    moe = f"\tMoE {m.num_experts} experts, top-{m.num_experts_per_tok}" if m.is_moe else ""
+    return (
+        f"{name}\t{m.model_type}\t{m.num_layers} layers\thidden {m.hidden_size}\t"
+        f"{m.attention_kind} {m.num_heads}/{m.num_kv_heads} heads{moe}"
+    )
+
+
+def model_rows(m: ModelConfig) -> list[str]:
+    """The parsed ModelConfig and its parameter count."""
+    rows = [f"{key:32s} {value}" for key, value in asdict(m).items()]
+    rows.append(f"{'parameters':32s} {total_parameters(m) / 1e9:.3f} B")
+    if m.is_moe:
+        rows.append(f"{'active parameters':32s} {active_parameters(m) / 1e9:.3f} B")
+    return rows
+
+
+def registered_line(data: dict, path) -> str:
+    """What ``ridgeline predictions register`` wrote."""
+    return (
+        f"registered {len(data['e2e'])} e2e, {len(data['hf'])} transformers, "
+        f"{len(data['serving'])} serving and {len(data['draw']['cases'])} draw predictions: {path}"
+    )

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ridgeline as rl
-from ridgeline.cli import app, parse_values
+from ridgeline.cli import app
+from ridgeline.cli.options import parse_values
 
 runner = CliRunner()
 

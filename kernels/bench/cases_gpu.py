@@ -34,11 +34,14 @@ them so that summaries give the headline figures without them (:func:`split_summ
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -644,17 +647,44 @@ def main(argv: list[str] | None = None) -> int:
                 for tier, what in enumerate(PRIORITY):
                     print(f"  {tier}. {what}: {sum(priority(c) == tier for c in cases)}")
         return 0
-    from ridgeline.cli import app
-
-    budget = None
-    if args[0] in ("calibrate", "validate"):  # validate: --budget-s alone (a draw in time)
-        args, budget = compact_args(args)
+    args, budget = compact_args(args)  # validate: --budget-s alone (a draw in time)
     with gpu_case_set(budget):
-        try:
-            app(args, standalone_mode=True)
-        except SystemExit as done:
-            return int(done.code or 0)
-    return 0
+        return measure(args[0], measure_options(args[0]).parse_args(args[1:]))
+
+
+def measure_options(command: str):
+    """The options of ``ridgeline calibrate|validate`` that the GPU run passes."""
+    parser = argparse.ArgumentParser(prog=f"python -m kernels.bench.cases_gpu {command}")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quiet-wait", type=float, default=0.0)
+    if command == "calibrate":
+        parser.add_argument("--output", "-o", type=Path)
+    else:
+        parser.add_argument("--profile", type=Path)
+        parser.add_argument("--output-dir", type=Path)
+        parser.add_argument("--draw", type=int)
+    return parser
+
+
+def measure(command: str, options) -> int:
+    """``calibrate`` or ``validate`` as ridgeline runs them, in this process (so that the GPU
+    case set patched in applies); the exit code."""
+    from kernels.calibrate import calibrate
+    from kernels.validate import validate
+    from ridgeline.report import console
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    how = {"quick": options.quick, "threads": options.threads, "quiet_wait_s": options.quiet_wait, "log": log}
+    if command == "calibrate":
+        calibrate.calibrate(options.device, output=options.output, **how)
+        return 0
+    where = {"profile": options.profile, "output_dir": options.output_dir, "draw": options.draw}
+    result, paths = validate.validate(options.device, **where, **how)
+    return validate.report(result, paths, console(), log)
 
 
 if __name__ == "__main__":

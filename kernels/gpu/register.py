@@ -517,3 +517,10 @@ def markdown(table: Mapping[str, Any]) -> str:
             + ".",
         ]
     return "\n".join(lines) + "\n"
+
+
+def predictions_path(hardware: str, commit: str) -> Path:
+    """Where ``ridgeline predictions register`` writes by default: the device and the commit
+    (``-dirty`` when the tree had changes)."""
+    dirty = "-dirty" if commit.endswith("+dirty") else ""
+    return PREDICTIONS_DIR / f"{hardware}-{commit[:12]}{dirty}.json"

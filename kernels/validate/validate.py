@@ -402,3 +402,18 @@ def profile_cross_validation(
 def failures(result: Mapping[str, Any]) -> list[str]:
     """Cases that errored (wrong result or exception)."""
     return [f"{r['name']}: {r['reason']}" for r in result["rows"] if r["status"] == "error"]
+
+
+def report(result: Mapping[str, Any], paths: Mapping[str, Path], console, log: Callable[[str], None] = print) -> int:
+    """Print a validation's summary table on ``console``, the files written and the cases that
+    errored (``log``); the exit code: 1 when one errored."""
+    import pandas as pd
+
+    title = f"{result['meta']['device_key']}: |predicted / measured - 1|"
+    console.print(rich_summary(pd.DataFrame(result["summary"]), title))
+    for path in paths.values():
+        log(f"wrote {path}")
+    problems = failures(result)
+    for line in problems:
+        log(f"error: {line}")
+    return 1 if problems else 0

@@ -1,0 +1,146 @@
+"""The typer application, its one error handler, and what every command shares: resolving
+the deployment it names and printing or writing the result."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from ridgeline.cli.options import SETTING_FIELDS, settings_keywords
+from ridgeline.errors import (
+    InvalidSettingError,
+    ProfileMismatchError,
+    RidgelineError,
+    UnknownDeviceError,
+    UnknownModelError,
+)
+from ridgeline.io.files import write_atomic
+from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.report import console, frame_text, frame_view
+
+
+class OneLineErrors(TyperGroup):
+    """Turn every usage or domain error into one line on stderr and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        except RidgelineError as err:
+            typer.echo(f"error: {err}{cli_advice(err)}", err=True)
+            sys.exit(2)
+        except typer.TyperException as err:  # usage errors: bad option values, missing args
+            typer.echo(f"error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except OSError as err:  # a file the user named that the system refuses to read or write
+            where = f"{err.filename}: " if err.filename else ""
+            typer.echo(f"error: {where}{err.strerror or err}", err=True)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def cli_advice(err: RidgelineError) -> str:
+    """The option that changes what an engine error names (the engine speaks of settings)."""
+    if isinstance(err, UnknownModelError):
+        return " Run 'ridgeline models list', or pass --config path/to/config.json."
+    if isinstance(err, UnknownDeviceError):
+        return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
+    if isinstance(err, InvalidSettingError):
+        option = {field: name for name, field in SETTING_FIELDS.items() if "bits" not in name}.get(err.setting)
+        return f" (set with --{(option or err.setting).replace('_', '-')})"
+    if isinstance(err, ProfileMismatchError) and err.device == "this host":
+        return " (ridgeline calibrate --device cpu)"
+    if isinstance(err, ProfileMismatchError):
+        home = "host" if err.home.startswith("the host") else err.home
+        return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")
+    return ""
+
+
+app = typer.Typer(
+    cls=OneLineErrors,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Roofline performance analysis for LLM inference.",
+)
+hardware_app = typer.Typer(no_args_is_help=True, help="The hardware catalog.")
+models_app = typer.Typer(no_args_is_help=True, help="The model catalog.")
+predictions_app = typer.Typer(
+    no_args_is_help=True, help="Predictions registered before a GPU run, and the run held against them."
+)
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(models_app, name="models")
+app.add_typer(predictions_app, name="predictions")
+
+
+def echo_err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def echo_lines(lines) -> None:
+    for line in lines:
+        typer.echo(line)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_atomic(path, text)
+    echo_err(f"wrote {path}")
+
+
+def model_name(model: str | None, config: Path | None) -> str:
+    if config is not None and model is not None:
+        raise typer.BadParameter("give a catalog model name or --config, not both")
+    if config is None and model is None:
+        raise typer.BadParameter("name a model (see 'ridgeline models list') or pass --config config.json")
+    return str(config) if config is not None else model
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in ("table", "json", "csv"):
+        raise typer.BadParameter(f"--format must be one of table, json, csv, got '{fmt}'")
+
+
+def check_transfer(profile: Path | None, transfer: bool) -> None:
+    if transfer and profile is None:
+        raise typer.BadParameter("--transfer needs --profile")
+
+
+def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
+    """Resolve a command's model, hardware, dtype, profile and deployment options (or
+    ``settings``) once (ridgeline.io.resolve); print the notes it raised."""
+    check_transfer(params["profile"], params["transfer"])
+    name = model_name(params["model"], params["config"])
+    settings = settings_keywords(params) if settings is None else settings
+    how = {"dtype": params["dtype"], "profile": params["profile"], "transfer": params["transfer"]}
+    d = resolve(name, params["hardware"], **how, **settings)
+    for note in d.notes:
+        echo_err(f"warning: {note}")
+    return d
+
+
+def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
+    """Print or write the result; the table view prints rich renderables."""
+    if text is None:
+        if output is not None:
+            raise typer.BadParameter("--output needs --format json or csv")
+        out = console()
+        for item in renderables:
+            out.print(item)
+        return
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        write_text(output, text)
+
+
+def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
+    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
+    text = frame_text(frame, fmt, notes, mode)
+    emit(text, frame_view(frame, title, notes) if text is None else [], output)

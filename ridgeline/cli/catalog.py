@@ -1,0 +1,41 @@
+"""ridgeline hardware list|show, ridgeline models list|show: the catalogs."""
+
+from __future__ import annotations
+
+import typer
+
+from ridgeline.cli import options as opt
+from ridgeline.cli.app import hardware_app, models_app
+from ridgeline.engine.model import list_models, load_model
+from ridgeline.io.hardware import detect_host, list_devices, load_device
+from ridgeline.report import device_line, device_rows, model_line, model_rows
+
+
+@hardware_app.command("list")
+def hardware_list() -> None:
+    """One device per line: name, then the key figures."""
+    for name in list_devices():
+        typer.echo(device_line(name, load_device(name)))
+
+
+@hardware_app.command("show")
+def hardware_show(name: opt.DeviceName, refresh: opt.Refresh = False) -> None:
+    """All fields of one device, in the units of its file."""
+    if refresh and name != "host":
+        raise typer.BadParameter("--refresh applies to 'host' only")
+    for line in device_rows(detect_host(refresh=True) if refresh else load_device(name)):
+        typer.echo(line)
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """One model per line: name, then its shape."""
+    for name in list_models():
+        typer.echo(model_line(name, load_model(name)))
+
+
+@models_app.command("show")
+def models_show(name: opt.ModelName) -> None:
+    """The parsed ModelConfig and its parameter count."""
+    for line in model_rows(load_model(name)):
+        typer.echo(line)

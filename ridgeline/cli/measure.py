@@ -1,0 +1,118 @@
+"""The kernel measurements and the GPU run's predictions: calibrate, validate, predictions
+register|compare. Each calls into kernels/, imported when the command runs (most of it needs torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ridgeline.cli import options as opt
+from ridgeline.cli.app import app, echo_err, predictions_app
+from ridgeline.errors import require_torch
+from ridgeline.io.files import write_atomic
+from ridgeline.report import console, registered_line
+
+
+def check_device(device: str) -> None:
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"--device must be cpu or cuda, got '{device}'")
+
+
+@app.command()
+def calibrate(
+    device: opt.MeasureDevice = "cpu",
+    quick: opt.Quick = False,
+    threads: opt.Threads = None,
+    output: opt.ProfileOutput = None,
+    refit: opt.Refit = None,
+    check: opt.Check = False,
+    profile: opt.Profile = None,
+    quiet_wait: opt.QuietWait = 0.0,
+) -> None:
+    """Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile."""
+    check_device(device)
+    if profile is not None and not check:
+        raise typer.BadParameter("--profile goes with --check (calibrate measures this machine into --output)")
+    if check:
+        raise typer.Exit(check_state(device, threads, profile, refit is not None or output is not None))
+    from kernels.calibrate import calibrate as measure
+
+    if refit is not None:
+        return measure.refit(refit, output, log=echo_err)
+    require_torch("'ridgeline calibrate'")
+    measure.calibrate(device, quick=quick, threads=threads, output=output, quiet_wait_s=quiet_wait, log=echo_err)
+
+
+def check_state(device: str, threads: int | None, profile: Path | None, writes: bool) -> int:
+    """calibrate --check, which writes nothing: the exit code (1: a roof moved more than 10 %)."""
+    if writes:
+        raise typer.BadParameter("--check writes nothing: drop --refit and --output")
+    require_torch("'ridgeline calibrate --check'")
+    from kernels.validate.state import check
+
+    return 1 if check(device, threads, profile, log=echo_err)["drifted"] else 0
+
+
+@app.command()
+def validate(
+    device: opt.MeasureDevice = "cpu",
+    quick: opt.Quick = False,
+    threads: opt.Threads = None,
+    profile: opt.Profile = None,
+    output_dir: opt.OutputDir = None,
+    repredict: opt.Repredict = None,
+    quiet_wait: opt.QuietWait = 0.0,
+    draw: opt.DrawSeed = None,
+) -> None:
+    """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
+    check_device(device)
+    from kernels.validate import validate as validation
+
+    if draw is not None and (draw < 0 or repredict is not None):
+        raise typer.BadParameter("--draw takes a seed >= 0 and measures: it does not go with --repredict")
+    if repredict is not None:
+        result, paths = validation.repredict(repredict, profile, output_dir, log=echo_err)
+    else:
+        require_torch("'ridgeline validate'")
+        how = {"quick": quick, "threads": threads, "profile": profile, "output_dir": output_dir, "draw": draw}
+        result, paths = validation.validate(device, **how, quiet_wait_s=quiet_wait, log=echo_err)
+    raise typer.Exit(validation.report(result, paths, console(), echo_err))
+
+
+@predictions_app.command("register")
+def predictions_register(
+    hardware: opt.Hardware = "h200",
+    profile: opt.Profile = None,
+    sizes: opt.Sizes = "gpu",
+    transfer: opt.RegisterTransfer = False,
+    output: opt.Output = None,
+) -> None:
+    """Before a GPU run: write what it will be checked against (e2e, transformers, serving, the draw's kernels)."""
+    from kernels.bench.provenance import git_commit
+    from kernels.gpu.register import predictions_path, register
+
+    commit = git_commit()
+    if profile is not None and not profile.is_file():
+        raise typer.BadParameter(f"--profile {profile}: no such file")
+    target = output or predictions_path(hardware, commit)
+    if target.exists():
+        raise typer.BadParameter(f"{target} exists: registered predictions are never written over; pass -o NEW.json")
+    data = register(hardware, profile, sizes, commit, transfer)
+    write_atomic(target, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    typer.echo(registered_line(data, target))
+
+
+@predictions_app.command("compare")
+def predictions_compare(results: opt.Results, predictions: opt.Predictions, output: opt.Output = None) -> None:
+    """After a GPU run: measured beside the registered and the current code's predictions (Markdown; JSON beside -o)."""
+    from kernels.gpu.register import compare, markdown
+
+    table = compare(results, predictions)
+    text = markdown(table)
+    if output is None:
+        return typer.echo(text, nl=False)
+    write_atomic(output, text)
+    write_atomic(output.with_suffix(".json"), json.dumps(table, indent=1, default=float) + "\n")
+    typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
