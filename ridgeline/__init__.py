@@ -1,14 +1,15 @@
 """ridgeline: roofline performance analysis for large language model inference."""
 
-from ridgeline.api import compare, frontier, max_batch, speculative
-from ridgeline.engine.analyze import Analysis, analyze, sweep
-from ridgeline.engine.model import ModelConfig, list_models, load_model
+from ridgeline.api import analyze, compare, frontier, max_batch, speculative, sweep
+from ridgeline.engine.analyze import Analysis
+from ridgeline.engine.deployment import Deployment
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.workload import Settings, Workload
 from ridgeline.errors import RidgelineError
-from ridgeline.io.hardware import DeviceSpec, list_devices, load_device
-from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.io.resolve import list_devices, list_models, load_device, load_model, resolve
+from ridgeline.version import __version__ as __version__
 
-__version__ = "0.1.0"
 __all__ = [
     "Analysis",
     "Deployment",

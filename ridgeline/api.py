@@ -1,25 +1,83 @@
-"""Serving decisions built on the engine: speculative decoding, the largest batch that fits,
-the latency/throughput frontier, and side-by-side comparisons."""
+"""What the CLI, the viewer and the measuring commands call: the name-taking entry points
+(``analyze``, ``sweep``, ``simulate``: names resolved once by :mod:`ridgeline.io.resolve`, then
+the engine), and serving decisions built on the engine: speculative decoding, the largest
+batch that fits, the latency/throughput frontier, and side-by-side comparisons."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ridgeline.engine.analyze import analyze, memory_totals, plain, stage_totals, sweep_each
+from ridgeline.engine.analyze import (
+    Analysis,
+    analyze_deployment,
+    memory_totals,
+    plain,
+    stage_totals,
+    sweep_deployment,
+    sweep_each,
+)
 from ridgeline.engine.layers import stage_ops
-from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.workload import Settings, Workload
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
-from ridgeline.io.resolve import Deployment, as_deployment
-from ridgeline.io.traces import load_trace, poisson
+from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
+from ridgeline.io.traces import load_trace
 from ridgeline.serving import simulator
+from ridgeline.serving.arrivals import Arrivals, poisson
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 Number = Any
+
+
+def analyze(
+    model: Deployment | str | ModelConfig,
+    hardware=None,
+    batch: int = 1,
+    seq_len: int = 512,
+    generate: int = 0,
+    **how: Any,
+) -> Analysis:
+    """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
+
+    ``model`` is a :class:`~ridgeline.io.resolve.Deployment` (``resolve(...)``), or a model
+    name / config with ``hardware`` and ``how`` = resolve's keywords: ``dtype``,
+    ``settings``, ``profile``, ``transfer``, ``ceilings`` and Settings fields
+    (``w_dtype="int4"``, ``attention="flash"``, ``tp=2`` ...). The ceilings default to the
+    device's datasheet roofline (``spec``)."""
+    return analyze_deployment(as_deployment(model, hardware, **how), batch, seq_len, generate)
+
+
+def sweep(
+    model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, **how: Any
+) -> pd.DataFrame:
+    """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
+    ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
+    return sweep_deployment(as_deployment(model, hardware, **how), batch, seq_len, generate)
+
+
+def simulate(
+    model: Deployment | str | ModelConfig,
+    hardware,
+    arrivals: Arrivals,
+    scheduler: simulator.Scheduler | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    **how: Any,
+) -> simulator.SimResult:
+    """Serve ``arrivals`` with continuous batching (:mod:`ridgeline.serving.simulator`).
+    ``model`` is a resolved :class:`Deployment` (``hardware`` None), or a model and a
+    device with ``ridgeline.resolve``'s keywords: Settings fields (``tp=2``,
+    ``w_dtype="int4"``, ...), ``dtype``, ``settings``, ``profile``, ``ceilings``.
+    ``progress(finished, total)`` is called every few thousand steps."""
+    return simulator.simulate_deployment(as_deployment(model, hardware, **how), arrivals, scheduler, progress=progress)
 
 
 def expected_tokens(k: Number, acceptance: Number) -> Number:
@@ -176,8 +234,6 @@ def frontier(
 ):
     """TPOT against throughput across batch sizes up to the largest that fits (powers of
     two and the maximum itself), and the best throughput meeting the latency targets."""
-    from ridgeline.engine.analyze import sweep
-
     if generate < 2:
         raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
     d = as_deployment(model, hardware, **how)
@@ -211,8 +267,6 @@ def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int 
     name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
     (``how``: ``profile``, ``transfer``)."""
     import pandas as pd
-
-    from ridgeline.io.resolve import resolve_each
 
     deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
     rows = []
@@ -305,7 +359,7 @@ def simulate_serving(
         return base.scaled(at / base.rate) if base is not None else poisson(at, requests, prompt, output_tokens, seed)
 
     def run(at: float):
-        return simulator.simulate(d, None, arrivals(at), scheduler)
+        return simulate(d, None, arrivals(at), scheduler)
 
     found = None
     with progress(requests if base is None else len(base)) as tick:
@@ -314,5 +368,5 @@ def simulate_serving(
             found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
-        result = simulator.simulate(d, None, first, scheduler, progress=tick)
+        result = simulate(d, None, first, scheduler, progress=tick)
     return {"result": result, "goodput": simulator.goodput(result, ttft_slo, tpot_slo), "search": found}

@@ -17,10 +17,10 @@ from rich.table import Table
 
 from ridgeline.engine.analyze import deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.memory import active_parameters, total_parameters
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.units import GIB, GIGA, KIB, MIB, TERA, format_bytes, format_si, format_time
-from ridgeline.io.hardware import DeviceSpec
 from ridgeline.io.resolve import Deployment
 
 if TYPE_CHECKING:  # pragma: no cover

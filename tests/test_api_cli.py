@@ -9,12 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ridgeline import api
+from ridgeline.api import analyze
 from ridgeline.cli import app
-from ridgeline.engine.analyze import analyze
-from ridgeline.engine.model import load_model
-from ridgeline.io.resolve import resolve
-from ridgeline.io.traces import poisson
+from ridgeline.io.resolve import load_model, resolve
 from ridgeline.serving import simulator
+from ridgeline.serving.arrivals import poisson
 
 
 @pytest.fixture(scope="module")

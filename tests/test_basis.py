@@ -16,15 +16,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from ridgeline.api import analyze
 from ridgeline.cli import app
-from ridgeline.engine.analyze import analyze
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import op_host, op_kernels
 from ridgeline.errors import UnmeasuredDtypeError
 from ridgeline.io.catalog import PROFILES_DIR
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile, timing_of
-from ridgeline.io.resolve import resolve
+from ridgeline.io.resolve import load_device, resolve
 
 H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
 H200 = str(PROFILES_DIR / "cuda-nvidia-h200.yaml")

@@ -6,7 +6,8 @@ import pytest
 
 import ridgeline as rl
 from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
-from ridgeline.io.hardware import cpu_flops_per_cycle, device_from_dict
+from ridgeline.io.hardware import device_from_dict
+from ridgeline.io.host import cpu_flops_per_cycle
 
 DEVICES = rl.list_devices()
 MODELS = rl.list_models()

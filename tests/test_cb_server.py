@@ -16,7 +16,7 @@ from kernels.servecheck.cb_server import (
     matching_scheduler,
     replay_virtual,
 )
-from ridgeline.serving.simulator import simulate
+from ridgeline.api import simulate
 
 
 @pytest.mark.bench

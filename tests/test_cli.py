@@ -70,7 +70,7 @@ def test_analyze_json_matches_python_api():
 
 def test_analyze_csv_to_file(tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text((rl.engine.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    cfg.write_text((rl.io.catalog.MODELS_DIR / "llama-3-8b.json").read_text())
     out = tmp_path / "run.csv"
     result = run(
         "analyze",
@@ -265,7 +265,7 @@ def test_config_that_is_not_a_file(tmp_path):
 
 
 def test_config_folder_with_config_json(tmp_path):
-    (tmp_path / "config.json").write_text((rl.engine.model.MODELS_DIR / "llama-3-8b.json").read_text())
+    (tmp_path / "config.json").write_text((rl.io.catalog.MODELS_DIR / "llama-3-8b.json").read_text())
     result = run("analyze", "--config", str(tmp_path), "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"] == tmp_path.name  # named after its folder

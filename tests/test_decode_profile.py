@@ -12,8 +12,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from kernels.e2e.decode_profile import breakdown_rows, profile_decode, range_kernel_time, report_lines
 from kernels.e2e.e2e import engine_settings
+from ridgeline.api import analyze
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.engine.analyze import analyze
 from ridgeline.engine.model import ModelConfig
 
 TINY = ModelConfig(

@@ -194,8 +194,8 @@ def test_profile_terms_golden():
 
 
 def test_profile_terms_load_into_ceilings():
-    from ridgeline.io.hardware import load_device
     from ridgeline.io.profile import calibrated_ceilings
+    from ridgeline.io.resolve import load_device
 
     eager = {"host_s": {"q_proj": 10e-6}, "kernels": {"q_proj": 1}}
     terms = profile_terms(eager, None, 1e-6)

@@ -13,9 +13,8 @@ pytest.importorskip("torch")
 from kernels.e2e.e2e import Case, compile_overhead, engine_settings, signed_error, write_rows
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
-from ridgeline.engine.model import load_model
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings, load_profile
+from ridgeline.io.resolve import load_device, load_model
 
 PROFILE = """\
 meta: {device: test, device_kind: cpu, spec_device: epyc-9654}
@@ -114,7 +113,7 @@ def test_e2e_with_a_missing_profile_is_one_line(tmp_path):
 def test_a_device_without_a_profile_gets_empty_calibrated_columns(tmp_path):
     from kernels.e2e.e2e import calibrated_for
     from ridgeline.io.catalog import PROFILES_DIR
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device
 
     assert not (PROFILES_DIR / "cpu-nowhere-1t.yaml").exists()
     ceilings, path, note = calibrated_for("cpu-nowhere-1t", load_device("a6000"), None)
@@ -202,7 +201,7 @@ def test_busy_cores_is_a_core_count_and_waiting_is_bounded():
 
 
 def test_spec_of_the_host_scales_compute_with_the_threads_used():
-    from ridgeline.io.hardware import detect_host
+    from ridgeline.io.host import detect_host
     from ridgeline.io.resolve import on_threads
 
     host = detect_host(measure=False, gpu=False)

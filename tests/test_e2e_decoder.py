@@ -11,8 +11,9 @@ torch = pytest.importorskip("torch")
 
 from kernels.e2e.decoder import Decoder, check_fits, footprint
 from kernels.e2e.e2e import truncate
-from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.engine.model import ModelConfig
 from ridgeline.errors import RidgelineError  # noqa: E402
+from ridgeline.io.resolve import load_model
 
 TINY = ModelConfig(
     name="tiny",

@@ -13,8 +13,8 @@ from kernels.e2e.e2e import Case, compile_overhead, predicted_columns, row_execu
 from ridgeline import analyze  # noqa: E402
 from ridgeline.cli import app  # noqa: E402
 from ridgeline.engine.model import ModelConfig
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.io.resolve import load_device
 
 CUDA = torch.cuda.is_available()
 TINY = {

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridgeline.engine.analyze import analyze
+from ridgeline.api import analyze
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import composed_time, evaluate, queue_finish, spec_ceilings, step_order
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidSpecError, InvalidWorkloadError
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.io.resolve import load_device
 
 
 def loop_finish(host, device):

@@ -21,7 +21,8 @@ from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import evaluate, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
-from ridgeline.io.hardware import _physical_cores, load_device
+from ridgeline.io.host import _physical_cores
+from ridgeline.io.resolve import load_device
 
 runner = CliRunner()
 

@@ -114,7 +114,7 @@ def test_size_table_follows_a_non_monotone_curve_and_the_engine_reads_it_back():
         "size_curves": fit.size_curves,
         "overhead_us": {k: v * 1e6 for k, v in fit.overhead_s.items()},
     }
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device
 
     device = replace(load_device("a6000"), vector_peak=MappingProxyType({"fp32": 0.2e12}))
     ceilings = calibrated_ceilings(profile, device)
@@ -209,7 +209,7 @@ def test_size_grid_spans_the_call_overhead_to_past_the_mmap_threshold_and_is_hel
     ],
 )
 def test_a_malformed_size_curve_is_one_clear_error(entry, message):
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device
 
     profile = {"bandwidth_gb_s": 20.0, "size_curves": {"norm:attn_norm@bf16": entry}}
     with pytest.raises(InvalidSpecError, match=message):
@@ -218,7 +218,7 @@ def test_a_malformed_size_curve_is_one_clear_error(entry, message):
 
 @pytest.mark.parametrize("value", [-1.0, 0, "fast", True])
 def test_a_bad_first_touch_rate_is_one_clear_error(value):
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device
 
     with pytest.raises(InvalidSpecError, match="'first_touch_gb_s' must be a positive number"):
         calibrated_ceilings({"bandwidth_gb_s": 20.0, "first_touch_gb_s": value}, load_device("a6000"))

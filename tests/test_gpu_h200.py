@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from kernels.bench.cases import Options, check_disjoint, held_out_overlap
 from kernels.bench.cases_gpu import CUDA_BACKENDS, gpu_cases, gpu_drawn_cases
-from ridgeline.io.traces import Arrivals
-from ridgeline.serving.simulator import Scheduler, simulate
+from ridgeline.api import simulate
+from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.simulator import Scheduler
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"

@@ -157,8 +157,8 @@ def test_register_h200_hand_worked(tmp_path):
 def test_largest_batch_is_the_last_that_fits():
     from kernels.e2e.e2e import engine_settings
     from kernels.gpu.register import largest_batch
-    from ridgeline.engine.analyze import analyze
-    from ridgeline.io.hardware import load_device
+    from ridgeline.api import analyze
+    from ridgeline.io.resolve import load_device
 
     h200 = load_device("h200")
     batch = largest_batch("llama-2-7b", 512, 32, "bf16", h200)
@@ -230,8 +230,8 @@ def test_decoder_cache_is_exactly_the_case_s():
     from dataclasses import replace
 
     from kernels.e2e.decoder import Decoder
-    from ridgeline.engine.model import load_model
     from ridgeline.errors import RidgelineError
+    from ridgeline.io.resolve import load_model
 
     config = replace(load_model("qwen2-0.5b"), num_layers=1)
     model = Decoder(config, "fp32", "cpu", max_batch=4, max_len=64)
@@ -288,8 +288,7 @@ def test_run_refuses_unknown_stages_and_sizes(tmp_path):
 
 def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():
     from kernels.e2e.e2e import Case, calibrated_for, predicted_columns
-    from ridgeline.engine.model import load_model
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device, load_model
 
     spec = load_device("h100-sxm")
     h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"

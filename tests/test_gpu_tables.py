@@ -24,8 +24,8 @@ from kernels.calibrate.fit import (
 from ridgeline.engine import ops as O
 from ridgeline.engine.roofline import Ceilings, Curve, GridTable, attention_coords, roofline_time, time_op
 from ridgeline.errors import InvalidSpecError
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.io.resolve import load_device
 
 PEAKS = dict(matrix_peak=MappingProxyType({"bf16": 1e15}), vector_peak=MappingProxyType({"fp32": 1e15}))
 # decode table of one class: rows 1 and 4, contexts 64 and 256, head_dim 128

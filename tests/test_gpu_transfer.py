@@ -9,7 +9,7 @@ import pytest
 from kernels.gpu.transfer import e2e_errors, main, transfer_report
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.io.catalog import REPORTS_DIR
-from ridgeline.io.hardware import load_device
+from ridgeline.io.resolve import load_device
 
 H100 = "cuda-nvidia-h100-80gb-hbm3"
 SNAPSHOT = REPORTS_DIR / "validation" / f"{H100}-2026-11-23.json"

@@ -9,8 +9,8 @@ from kernels.bench.cases import Options, grid_cases, suite_cases
 from kernels.validate.validate import cross_validate, rich_summary, summarize
 from ridgeline.engine.roofline import evaluate
 from ridgeline.errors import InvalidSpecError
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings
+from ridgeline.io.resolve import load_device
 
 PROFILE = {
     "meta": {"device": "test"},

@@ -132,7 +132,7 @@ def test_attention_tile_rows_are_query_rows_per_kv_head(heads, kv_heads, q_len, 
 
 def test_tile_fill_broadcasts_over_workload_arrays():
     import ridgeline as rl
-    from ridgeline.io.hardware import load_device
+    from ridgeline.io.resolve import load_device
 
     eff = {"linear@fp16": {"compute": 0.9, "memory": 0.6, "rows_half": 16.0, "gemv": 1.0, "gemv_memory": 0.45}}
     dev = load_device("a6000")
@@ -218,8 +218,8 @@ def test_row_table_follows_a_non_monotone_curve_and_is_read_back_by_the_engine()
     assert entry["fraction"] == pytest.approx([fraction(m) for m in ms], rel=1e-3)
     assert fit.overhead_s["linear@fp32"] == pytest.approx(overhead)
     assert "linear@fp32" not in fit.efficiency and fit.refused == []
-    from ridgeline.io.hardware import load_device
     from ridgeline.io.profile import calibrated_ceilings
+    from ridgeline.io.resolve import load_device
 
     profile = {
         "bandwidth_gb_s": 40,
@@ -435,8 +435,8 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
     cases keep fitted terms, and an array of query lengths takes each where it applies."""
     from kernels.bench.cases import attention_grid_cases
-    from ridgeline.io.hardware import load_device
     from ridgeline.io.profile import calibrated_ceilings
+    from ridgeline.io.resolve import load_device
 
     def fraction(rows, d):  # one row slow, a dip at 4, and head_dim 128 half as fast
         base = 0.1 if rows == 1 else 0.3 if rows == 4 else 0.5

@@ -23,7 +23,7 @@ CPU = PROFILES_DIR / "cpu-amd-epyc-1t.yaml"
 @pytest.fixture(autouse=True)
 def no_machine(monkeypatch):
     """Anything that reads the current machine fails the test."""
-    import ridgeline.io.hardware as hw
+    import ridgeline.io.host as hw
 
     def refuse(*_a, **_k):
         raise AssertionError("a measure-nothing command read the current machine")

@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernels.servecheck.cb_server import ServerSettings, matching_scheduler
+from ridgeline.api import simulate
 from ridgeline.errors import RidgelineError
-from ridgeline.io.traces import Arrivals, poisson
+from ridgeline.serving.arrivals import Arrivals, poisson
 from ridgeline.serving.policy import Policy, UnknownPolicyError, policy, policy_names, register
 from ridgeline.serving.server import ServerState
-from ridgeline.serving.simulator import Scheduler, _run, _Server, simulate
+from ridgeline.serving.simulator import Scheduler, _run, _Server
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 

@@ -13,9 +13,8 @@ import ridgeline as rl
 from ridgeline.cli import app
 from ridgeline.errors import ProfileMismatchError, RidgelineError
 from ridgeline.io.catalog import PROFILES_DIR
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import load_profile
-from ridgeline.io.resolve import resolve, resolve_each
+from ridgeline.io.resolve import load_device, resolve, resolve_each
 
 H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
 CPU = str(PROFILES_DIR / "cpu-amd-epyc-1t.yaml")
@@ -122,7 +121,7 @@ def test_compare_applies_the_profile_where_it_was_measured():
 ZEN3 = "AuthenticAMD 25/1: avx2 fma"
 
 
-HOST = rl.io.hardware.detect_host(measure=False, gpu=False)
+HOST = rl.io.host.detect_host(measure=False, gpu=False)
 
 
 def cpu_host(name: str, signature: str):
@@ -161,7 +160,7 @@ def test_host_profile_from_a_cpu_of_another_signature_is_refused():
 
 
 def test_cpu_signature_and_key_name_from_cpuinfo():
-    from ridgeline.io.hardware import cpu_key_name, cpu_signature
+    from ridgeline.io.host import cpu_key_name, cpu_signature
 
     info = {
         "vendor_id": "GenuineIntel",
@@ -205,7 +204,7 @@ def test_a_profile_that_names_no_device_is_refused(tmp_path):
 )
 def test_driver_names_come_from_the_device_files(driver, catalog):
     """The longest matching ``driver_names`` entry wins ('H100 PCIe' over 'H100')."""
-    from ridgeline.io.names import catalog_name_for_gpu
+    from ridgeline.io.hardware import catalog_name_for_gpu
 
     assert catalog_name_for_gpu(driver) == catalog
 
@@ -252,7 +251,7 @@ def test_the_dashboard_refuses_another_devices_profile_and_compare_labels_rows()
 
 
 def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
-    import ridgeline.io.hardware as hw
+    import ridgeline.io.host as hw
 
     monkeypatch.setattr(hw, "detect_host", lambda *a, **k: cpu_host("Some Other CPU", ZEN3))
     result = runner.invoke(
@@ -264,7 +263,7 @@ def test_cli_warns_about_a_profile_from_another_cpu(monkeypatch):
 
 
 def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_path):
-    import ridgeline.io.hardware as hw
+    import ridgeline.io.host as hw
 
     signed = tmp_path / "zen5.yaml"
     signed.write_text(

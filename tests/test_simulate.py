@@ -8,12 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ridgeline import analyze
+from ridgeline.api import simulate
 from ridgeline.errors import RidgelineError
-from ridgeline.io.hardware import load_device
 from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_path
-from ridgeline.io.traces import Arrivals, poisson
+from ridgeline.io.resolve import load_device
+from ridgeline.serving.arrivals import Arrivals, poisson
 from ridgeline.serving.scheduler import BATCH_ATTENTION
-from ridgeline.serving.simulator import Scheduler, goodput, max_rate, meets, simulate
+from ridgeline.serving.simulator import Scheduler, goodput, max_rate, meets
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
-from ridgeline.io.traces import load_trace, poisson
+from ridgeline.io.traces import load_trace
+from ridgeline.serving.arrivals import poisson
 
 runner = CliRunner()
 

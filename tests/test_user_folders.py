@@ -25,7 +25,7 @@ def test_user_folders_follow_the_environment(tmp_path, monkeypatch):
 
 def test_e2e_writes_into_the_user_folder_by_default():
     from kernels.e2e.e2e import default_path
-    from ridgeline.engine.model import load_model
+    from ridgeline.io.resolve import load_model
 
     path = default_path("cpu-x-1t", load_model("qwen2-0.5b"), "2026-01-01")
     assert path == user_data_dir() / "validation" / "e2e-cpu-x-1t-qwen2-0.5b-2026-01-01.json"
@@ -98,7 +98,7 @@ def test_host_is_detected_once_and_kept_with_its_provenance(monkeypatch, tmp_pat
     reads the same figure back from disk; --refresh measures again."""
     from typer.testing import CliRunner
 
-    import ridgeline.io.hardware as hw
+    import ridgeline.io.host as hw
     from ridgeline.cli import app
 
     monkeypatch.setenv("RIDGELINE_CACHE", str(tmp_path))

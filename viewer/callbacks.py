@@ -16,6 +16,7 @@ from dash.exceptions import PreventUpdate
 
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
+from ridgeline.io.resolve import profile_path, recorded_ceilings
 from viewer import data, figures, ids
 from viewer.state import (
     PAGES,
@@ -219,13 +220,7 @@ def profile_figure(key: str | None = None):
     profiles = data.list_profiles()
     if not profiles:
         return None
-    from ridgeline.io.profile import load_profile, profile_path, recorded_device
-    from ridgeline.io.resolve import resolve_ceilings
-
-    path = profile_path(key if key in profiles else profiles[0])
-    raw = load_profile(path)
-    device = recorded_device(raw, str(path))
-    measured, _ = resolve_ceilings(device, raw)
+    device, raw, measured = recorded_ceilings(profile_path(key if key in profiles else profiles[0]))
     # only the peaks the profile measured (the engine fills the others from the datasheet)
     peaks = {
         k: v for k, v in measured.matrix_peak.items() if k in (raw.get("matrix_peak_tops") or {})

@@ -17,15 +17,31 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 import ridgeline as rl
-from ridgeline.engine.model import ModelConfig, list_models
-from ridgeline.errors import InvalidConfigError, InvalidSpecError, RidgelineError, UnknownDeviceError, UnknownModelError
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import TIMINGS
+from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
 from ridgeline.io.files import MAX_FILE_BYTES
-from ridgeline.io.hardware import DeviceSpec, device_from_dict, list_devices
-from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.io.resolve import (
+    Deployment,
+    ceilings_where_measured,
+    device_from_dict,
+    device_upload,
+    list_devices,
+    list_models,
+    model_upload,
+    profile_named,
+    recorded_timing,
+    resolve,
+)
+from ridgeline.io.resolve import catalog_device as resolve_catalog_device
+from ridgeline.io.resolve import catalog_model as resolve_catalog_model
+from ridgeline.io.resolve import (
+    list_profiles as profiles,
+)
 from viewer.state import UPLOAD_PREFIX, settings_of
 
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
@@ -50,28 +66,12 @@ def decode_upload(contents: str, filename: str) -> str:
 
 def parse_model_upload(contents: str, filename: str) -> tuple[str, dict]:
     """An uploaded config.json -> (name, raw mapping), checked by the engine's parser."""
-    text = decode_upload(contents, filename)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InvalidConfigError(filename, f"malformed JSON at line {err.lineno}: {err.msg}") from None
-    name = Path(filename).stem if filename != "config.json" else ""
-    name = name or (str(raw.get("_name_or_path", "")).split("/")[-1] if isinstance(raw, dict) else "")
-    config = ModelConfig.from_hf_config(raw, name=name or None, where=filename)
-    return config.name, raw
+    return model_upload(decode_upload(contents, filename), filename)
 
 
 def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
     """An uploaded device YAML -> (name, raw mapping), checked by the engine's loader."""
-    text = decode_upload(contents, filename)
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise InvalidSpecError(filename, f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
-    device = device_from_dict(raw, filename)
-    return device.name, raw
+    return device_upload(decode_upload(contents, filename), filename)
 
 
 # --- resolving names ------------------------------------------------------------------
@@ -79,18 +79,14 @@ def parse_device_upload(contents: str, filename: str) -> tuple[str, dict]:
 
 @lru_cache(maxsize=64)
 def catalog_model(name: str) -> ModelConfig:
-    if name not in list_models():  # catalog names only: a URL must not name server files
-        raise UnknownModelError(name, list_models())
-    return rl.load_model(name)
+    """Catalog names only: a URL must not name server files."""
+    return resolve_catalog_model(name)
 
 
 @lru_cache(maxsize=64)
 def catalog_device(name: str) -> DeviceSpec:
-    if name == "host":  # detected once per machine (ridgeline.io.hardware.detect_host)
-        return rl.io.hardware.detect_host()
-    if name not in list_devices():
-        raise UnknownDeviceError(name, list_devices() + ["host"])
-    return rl.load_device(name)
+    """Catalog names and ``host`` (detected once per machine)."""
+    return resolve_catalog_device(name)
 
 
 def resolve_model(name: str, uploads: Mapping[str, Any] | None) -> ModelConfig:
@@ -115,20 +111,12 @@ def resolve_device(name: str, uploads: Mapping[str, Any] | None) -> DeviceSpec:
 
 def list_profiles() -> list[str]:
     """Measured device profiles (user's and committed) the roofline can use."""
-    from ridgeline.io.profile import list_profiles as profiles
-
     return profiles()
 
 
 def profile_file(key: str) -> Path | None:
     """``spec`` -> None (datasheet roofs); a profile key -> its file."""
-    if not key or key == "spec":
-        return None
-    from ridgeline.io.profile import profile_path
-
-    if key not in list_profiles():
-        raise RidgelineError(f"no device profile '{key}'; run 'ridgeline calibrate'")
-    return profile_path(key)
+    return profile_named(key)
 
 
 def deployment_for(
@@ -221,8 +209,6 @@ def compare_frame(
     """One row per device for the same model, workload and settings, with the state's
     profile where it was measured (``mode`` says calibrated or spec per row); a failing
     device (say, a data type it cannot run) gets its one-line error instead of numbers."""
-    from ridgeline.errors import ProfileMismatchError
-
     model = resolve_model(state["model"], uploads)
     profile = profile_file(state["profile"])
     rows = []
@@ -230,10 +216,8 @@ def compare_frame(
         row: dict[str, Any] = {"device": name, "error": ""}
         try:
             device = resolve_device(name, uploads)
-            try:
-                d = resolve(model, device, settings=settings_of(state), profile=profile)
-            except ProfileMismatchError:  # the profile is another device's: datasheet roofs
-                d = resolve(model, device, settings=settings_of(state))
+            ceilings, _ = ceilings_where_measured(device, profile)  # another device's: datasheet roofs
+            d = resolve(model, device, settings=settings_of(state), ceilings=ceilings)
             a = rl.analyze(d, batch=state["batch"], seq_len=state["seq_len"], generate=max(state["generate"], 2))
             row["mode"] = a.mode
             row.update({k: a.generation[k] for k in ("ttft_s", "tpot_s", "tokens_per_s")})
@@ -317,17 +301,8 @@ def shown_folders() -> str:
 def timing_label(device_key: str) -> str:
     """How a device's measurements were timed, in words (``ridgeline.engine.roofline.TIMINGS``),
     from its profile (the user's, else the committed one); '' where it has none."""
-    from ridgeline.engine.roofline import TIMINGS
-    from ridgeline.errors import RidgelineError
-    from ridgeline.io.profile import load_profile, profile_path, timing_of
-
-    path = profile_path(device_key)
-    if not path.is_file():
-        return ""
-    try:
-        return TIMINGS[timing_of(load_profile(path), str(path))]
-    except RidgelineError:
-        return ""
+    timing = recorded_timing(device_key)
+    return TIMINGS[timing] if timing else ""
 
 
 def validation_devices(folder: Path | None = None) -> list[str]:

@@ -7,11 +7,9 @@ import dash_cytoscape as cyto
 from dash import dash_table, dcc, html
 from dash.dash_table.Format import Format, Scheme
 
-from ridgeline.engine.model import list_models
-from ridgeline.io.hardware import list_devices
+from ridgeline.io.resolve import list_devices, list_models
 from viewer import ids
 from viewer.figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
-from viewer.serving import serving_page
 from viewer.state import PAGE_TITLES, PAGES, Control, component_value, controls
 
 FORMATS = {
@@ -135,6 +133,15 @@ def graph(cid: str, height: int | None = None) -> dcc.Graph:
     return dcc.Graph(id=cid, config={"displaylogo": False}, style=style)
 
 
+def page_top(title: str, section: str, error_id: str) -> list:
+    """What every page starts with: its one-line title, its section's controls, its error line."""
+    return [
+        html.Div(title, className="page-title"),
+        html.Div(section_controls(section), className="page-controls"),
+        error_line(error_id),
+    ]
+
+
 def analyze_page() -> html.Div:
     cards = [
         html.Div(
@@ -177,13 +184,12 @@ def analyze_page() -> html.Div:
 def layer_page() -> html.Div:
     return html.Div(
         [
-            html.Div(
+            *page_top(
                 "One decoder layer in data-flow order: colour = bound (red compute, blue memory), "
                 "size = time. Click an op for its numbers and its point on the roofline.",
-                className="page-title",
+                "layer",
+                ids.LAYER_ERROR,
             ),
-            html.Div(section_controls("layer"), className="page-controls"),
-            error_line(ids.LAYER_ERROR),
             html.Div(
                 [
                     html.Div(
@@ -213,13 +219,12 @@ def layer_page() -> html.Div:
 def sweep_page() -> html.Div:
     return html.Div(
         [
-            html.Div(
+            *page_top(
                 "Latency, throughput and memory for several weight types; hollow crosses and "
                 "dotted lines: out of memory.",
-                className="page-title",
+                "sweep",
+                ids.SWEEP_ERROR,
             ),
-            html.Div(section_controls("sweep"), className="page-controls"),
-            error_line(ids.SWEEP_ERROR),
             graph(ids.SWEEP_GRAPH),
         ]
     )
@@ -256,14 +261,30 @@ def validation_page() -> html.Div:
     )
 
 
+def serving_page() -> html.Div:
+    return html.Div(
+        [
+            *page_top(
+                "Continuous batching under Poisson arrivals: each rate is one simulated run "
+                "of the sidebar's model, device, settings, prompt and generated tokens.",
+                "serving",
+                ids.SERVING_ERROR,
+            ),
+            html.Div(id=ids.SERVING_SUMMARY),
+            graph(ids.SERVING_LATENCY),
+            graph(ids.SERVING_KV),
+        ]
+    )
+
+
 PAGE_BUILDERS = {
     "analyze": analyze_page,
     "layer": layer_page,
     "sweep": sweep_page,
     "compare": compare_page,
     "validation": validation_page,
+    "serving": serving_page,
 }
-PAGE_BUILDERS["serving"] = serving_page
 
 
 def build_layout() -> html.Div:

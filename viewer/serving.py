@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
-from dash import html, no_update
+from dash import no_update
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
+from ridgeline.api import simulate
 from ridgeline.errors import RidgelineError
-from ridgeline.io.traces import poisson
-from ridgeline.serving.simulator import PERCENTILES, Scheduler, simulate
+from ridgeline.serving.arrivals import poisson
+from ridgeline.serving.simulator import PERCENTILES, Scheduler
 from viewer import ids
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.state import page_from_path, parse_query
@@ -115,25 +116,6 @@ def update_serving(pathname: str | None, search: str | None, uploads: Mapping | 
     except RidgelineError as err:
         return f"error: {err}", no_update, no_update, no_update
     return "", summary_line(runs), latency_figure(runs), kv_figure(runs)
-
-
-def serving_page() -> html.Div:
-    from viewer.layout import error_line, graph, section_controls
-
-    return html.Div(
-        [
-            html.Div(
-                "Continuous batching under Poisson arrivals: each rate is one simulated run "
-                "of the sidebar's model, device, settings, prompt and generated tokens.",
-                className="page-title",
-            ),
-            html.Div(section_controls("serving"), className="page-controls"),
-            error_line(ids.SERVING_ERROR),
-            html.Div(id=ids.SERVING_SUMMARY),
-            graph(ids.SERVING_LATENCY),
-            graph(ids.SERVING_KV),
-        ]
-    )
 
 
 def register(app) -> None:

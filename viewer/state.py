@@ -16,10 +16,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from ridgeline.engine import workload
-from ridgeline.engine.model import list_models
 from ridgeline.engine.units import DTYPE_BITS
 from ridgeline.engine.workload import Settings
-from ridgeline.io.hardware import list_devices
+from ridgeline.io.resolve import list_devices, list_models
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
@@ -54,7 +53,7 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "a_dtype": ("activations", DTYPES),
     "kv_dtype": ("KV cache", DTYPES),
     "attention": ("attention kernel", workload.ATTENTION_KERNELS),
-    "execution": ("execution", workload.EXECUTIONS),
+    "execution": ("execution", workload.EXECUTION_CHOICES),
     "zero_points": ("zero points", workload.ZERO_POINTS),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.

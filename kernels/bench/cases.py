@@ -22,10 +22,10 @@ from typing import Any
 
 from ridgeline.engine import ops as O
 from ridgeline.engine.layers import Plan, stage_ops
-from ridgeline.engine.model import load_model
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.precision import SCALE_BYTES, ZERO_POINT_BYTES, attention_key_block
 from ridgeline.engine.units import dtype_bytes
+from ridgeline.io.resolve import load_model
 
 # --- which shapes ----------------------------------------------------------------------
 

@@ -13,8 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.io.catalog import ROOT
-from ridgeline.io.hardware import cpu_name, cpu_signature
+from ridgeline.io.host import cpu_name, cpu_signature
+from ridgeline.io.resolve import measuring_device
 
 
 def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def git_commit(root: Path = ROOT) -> str:
 def measured_key(device: str, threads: int | None = None) -> str:
     """File stem of the device measured here, as 'ridgeline calibrate' names its profile:
     'cuda-nvidia-h100-80gb-hbm3', or 'cpu-<model>-f<family>m<model>-<threads>t'."""
-    from ridgeline.io.hardware import cpu_key_name
+    from ridgeline.io.host import cpu_key_name
     from ridgeline.io.profile import device_key
 
     if device.startswith("cuda"):
@@ -122,6 +124,17 @@ def device_name(device: str) -> str:
 
         return torch.cuda.get_device_name(0)
     return cpu_model()
+
+
+def datasheet_device(device: str, threads: int | None = None, hardware: str | None = None) -> DeviceSpec:
+    """The datasheet device a measurement here is predicted with
+    (``ridgeline.io.resolve.measuring_device``): ``hardware`` when it names one, else the
+    detected CPU for ``threads`` (torch's when None), or the catalog GPU of the driver's name."""
+    import torch
+
+    if device.startswith("cuda"):
+        return measuring_device("cuda", gpu_name=torch.cuda.get_device_name(device), hardware=hardware)
+    return measuring_device("cpu", threads or torch.get_num_threads(), hardware=hardware)
 
 
 def collect(device: str, threads: int | None = None) -> dict[str, Any]:

@@ -68,9 +68,9 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False, 
         props = torch.cuda.get_device_properties(0)
         cache = float(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
     else:
-        from ridgeline.io.hardware import _llc_bytes
+        from ridgeline.io.host import llc_bytes
 
-        cache = _llc_bytes() or 32 * 2**20
+        cache = llc_bytes() or 32 * 2**20
     return RunConfig(
         device,
         threads,

@@ -17,16 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kernels.bench.cases import case_from_dict, suite_cases
 from kernels.bench.suite import RunConfig, device_options, ok_rows, run_case, run_cases, setup
 from kernels.calibrate.fit import FIT_RULES
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.io.catalog import user_data_dir
-from ridgeline.io.files import write_atomic
-from ridgeline.io.hardware import device_to_dict
+from ridgeline.io.files import write_atomic, yaml_text
 from ridgeline.io.profile import timing_of
+from ridgeline.io.resolve import device_to_dict
 
 GEMM_SIZE = {
     "cpu": {"fp32": 1536, "bf16": 2048, "fp16": 1024, "int8": 2048},
@@ -191,10 +189,6 @@ def measure_first_touch(cfg: RunConfig) -> dict[str, Any] | None:
     }
 
 
-def _yaml(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
-
-
 def rows_csv(rows: list[dict[str, Any]]) -> str:
     import json
 
@@ -220,7 +214,7 @@ def calibrate(
     log: Callable[[str], None] = print,
 ) -> tuple[Path, dict[str, Any]]:
     """Measure, fit, write the profile; returns its path and contents."""
-    from kernels.bench.provenance import collect, device_name, measured_key
+    from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
 
     cfg = setup(device, threads, quick, quiet_wait_s)
     name = device_name(device)
@@ -255,7 +249,7 @@ def calibrate(
     path = Path(output) if output else user_data_dir() / "profiles" / f"{key}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path.with_suffix(".calibration.csv"), rows_csv(rows))  # kept if the fit fails
-    spec_device = spec_device_for(device, cfg.threads)
+    spec_device = datasheet_device(device, cfg.threads)
     profile: dict[str, Any] = {
         "meta": {
             **collect(device, cfg.threads),
@@ -299,7 +293,7 @@ def calibrate(
     profile["problems"] = [
         {"case": r["name"], "status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"
     ]
-    write_atomic(path, _yaml(profile))
+    write_atomic(path, yaml_text(profile))
     log(f"wrote {path} ({len(good)}/{len(rows)} calibration cases ok, {len(profile['efficiency'])} classes)")
     return path, profile
 
@@ -444,7 +438,7 @@ def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = p
     fit_profile(profile, rows, recorded_device(profile, str(path)))
     profile["meta"]["refit"] = {"date": collect_date(), "commit": _commit(), "from": str(path)}
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, _yaml(profile))
+    write_atomic(target, yaml_text(profile))
     write_atomic(target.with_suffix(".calibration.csv"), path.with_suffix(".calibration.csv").read_text())
     log(f"refitted {path} from {len(rows)} calibration rows ({len(profile['efficiency'])} classes) -> {target}")
     return target, profile
@@ -484,15 +478,3 @@ def _commit() -> str:
     from kernels.bench.provenance import git_commit
 
     return git_commit()
-
-
-def spec_device_for(device: str, threads: int | None = None):
-    """The datasheet device the spec roofline uses for a measurement here (see
-    ``ridgeline.io.resolve.measuring_device``)."""
-    from ridgeline.io.resolve import measuring_device
-
-    if device == "cpu":
-        return measuring_device("cpu", threads)
-    import torch
-
-    return measuring_device("cuda", gpu_name=torch.cuda.get_device_name(0))

@@ -36,6 +36,7 @@ from kernels.e2e import decoder
 from kernels.e2e.decode_profile import OP_LABELS, HostTimer, _sync
 from kernels.e2e.decoder import Decoder, check_fits
 from ridgeline.errors import RidgelineError
+from ridgeline.io.files import write_atomic, yaml_text
 
 NOT_ENGINE_OPS = ("argmax",)  # greedy sampling: the decoder runs it, the engine does not model it
 
@@ -180,15 +181,12 @@ def measure_terms(
 def merge_into(path: Path, terms: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """The profile at ``path`` with the terms (and their provenance) replaced; written
     atomically."""
-    import yaml
-
-    from ridgeline.io.files import write_atomic
     from ridgeline.io.profile import load_profile
 
     profile = load_profile(path)
     profile.update(terms)
     profile.setdefault("meta", {})["execution_terms"] = meta
-    write_atomic(path, yaml.safe_dump(profile, sort_keys=False, default_flow_style=False, width=100))
+    write_atomic(path, yaml_text(profile))
     return profile
 
 
@@ -197,11 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     import datetime as dt
     import sys
 
-    import yaml
-
     from kernels.bench.provenance import collect
     from kernels.e2e.e2e import truncate
-    from ridgeline.engine.model import load_model
+    from ridgeline.io.resolve import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
@@ -245,14 +241,12 @@ def main(argv: list[str] | None = None) -> int:
             merge_into(args.profile, terms, meta)
             print(f"merged into {args.profile}")
         if args.output is not None:
-            from ridgeline.io.files import write_atomic
-
-            write_atomic(args.output, yaml.safe_dump({"meta": meta, **terms}, sort_keys=False))
+            write_atomic(args.output, yaml_text({"meta": meta, **terms}, width=None))
             print(f"wrote {args.output}")
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(yaml.safe_dump(terms, sort_keys=False), end="")
+    print(yaml_text(terms, width=None), end="")
     return 0
 
 

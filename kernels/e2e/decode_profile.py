@@ -120,11 +120,12 @@ def profile_decode(
 def predicted_ops(config, *, batch: int, seq_len: int, dtype: str, device: str) -> tuple[list[dict[str, Any]], str]:
     """The engine's decode ops for this run, with the device's calibrated profile when there
     is one (else the spec roofline), and which of the two it used."""
-    from kernels.e2e.e2e import calibrated_for, engine_settings, measured_key, spec_device
-    from ridgeline.engine.analyze import analyze
+    from kernels.bench.provenance import datasheet_device
+    from kernels.e2e.e2e import calibrated_for, engine_settings, measured_key
+    from ridgeline.api import analyze
     from ridgeline.engine.roofline import spec_ceilings
 
-    spec = spec_device(device, None)
+    spec = datasheet_device(device)
     calibrated, path, _ = calibrated_for(measured_key(device), spec, None)
     ceilings = calibrated or spec_ceilings(spec)
     result = analyze(

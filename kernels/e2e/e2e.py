@@ -25,22 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from kernels.bench.provenance import collect, measured_key, read_result
+from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
 from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize
-from ridgeline.engine.analyze import analyze
+from ridgeline.api import analyze
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.engine.workload import Settings
+from ridgeline.engine.workload import EXECUTIONS, Settings
 from ridgeline.errors import ProfileMismatchError, RidgelineError
 from ridgeline.io.catalog import user_data_dir
 from ridgeline.io.files import write_atomic
-from ridgeline.io.hardware import DeviceSpec, device_from_dict, device_to_dict, load_device
 from ridgeline.io.profile import profile_path
-from ridgeline.io.resolve import measuring_device, resolve_ceilings
+from ridgeline.io.resolve import device_from_dict, device_to_dict, load_device, resolve_ceilings
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
 KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile", "execution")
-EXECUTIONS = ("eager", "compiled", "graph")  # how the decoder runs (graph: decode only)
 
 
 @dataclass(frozen=True)
@@ -298,19 +297,6 @@ def resolve_device(device: str | None) -> str:
     return device
 
 
-def spec_device(device: str, hardware: str | None) -> DeviceSpec:
-    """The datasheet device to predict with: ``--hardware``, else the one measured here
-    (``ridgeline.io.resolve.measuring_device``: the detected CPU for torch's threads, or the
-    catalog GPU of the driver's name)."""
-    import torch
-
-    if hardware not in (None, "host"):
-        return load_device(hardware)
-    if device.startswith("cuda"):
-        return measuring_device("cuda", gpu_name=torch.cuda.get_device_name(device))
-    return measuring_device("cpu", torch.get_num_threads())
-
-
 def provenance(device: str, spec: DeviceSpec, profile: Path | None) -> dict[str, Any]:
     """The harness's ``meta`` block plus what this comparison predicted with."""
     import torch
@@ -389,7 +375,7 @@ def run_e2e(
     max_len = max(c.prompt + c.generate for c in cases)
     check_fits(config, max_batch, max_len, dtype, device)
 
-    spec = spec_device(device, hardware)
+    spec = datasheet_device(device, hardware=hardware)
     key = measured_key(device)
     calibrated, profile, note = calibrated_for(key, spec, profile, log)
     meta = provenance(device, spec, profile if calibrated else None)
@@ -450,7 +436,7 @@ def run_command(
 ) -> list[str]:
     """``ridgeline e2e``: measure every batch x prompt (or, with ``repredict``, predict a
     result file again) and return the report's lines."""
-    from ridgeline.engine.model import load_model
+    from ridgeline.io.resolve import load_model
 
     if repredict_path is not None:
         spec = None if hardware == "host" else hardware
@@ -576,7 +562,7 @@ def repredict(
     """Recompute the predictions of a result file with today's engine and profile; the
     measurements and their provenance stay as they were. A pure function of its files:
     writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
-    from ridgeline.engine.model import load_model
+    from ridgeline.io.resolve import load_model
 
     data = read_result(path, "ridgeline e2e result", ("meta", "rows"))
     stem = path.stem.removesuffix("-repredicted")

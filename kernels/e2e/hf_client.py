@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.bench.provenance import datasheet_device
 from kernels.e2e.e2e import (
     NOISE_CPU,
     NOISE_CUDA,
@@ -48,13 +49,12 @@ from kernels.e2e.e2e import (
     read_peak,
     reset_peak,
     resolve_device,
-    spec_device,
     summarize,
     write_rows,
 )
-from ridgeline.engine.model import MODELS_DIR, ModelConfig
+from ridgeline.engine.model import ModelConfig
 from ridgeline.errors import RidgelineError
-from ridgeline.io.catalog import user_data_dir
+from ridgeline.io.catalog import MODELS_DIR, user_data_dir
 from ridgeline.io.files import read_json
 
 MODEL_TYPES = ("llama", "qwen2")
@@ -289,7 +289,7 @@ def run_hf(
     raw, stem = read_config(name)
     raw = hf_raw(raw, layers)
     config = truncate(engine_config(raw, stem), None)
-    spec = spec_device(device, hardware)
+    spec = datasheet_device(device, hardware=hardware)
     key = measured_key(device)
     calibrated, used, note = calibrated_for(key, spec, profile)
     meta = provenance(device, spec, used if calibrated else None)

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from kernels.gpu.plan import sizes
-from ridgeline.engine.model import load_model
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.roofline import TIMINGS, Ceilings, spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import REPORTS_DIR
-from ridgeline.io.hardware import DeviceSpec, load_device
 from ridgeline.io.profile import load_profile, profile_ceilings, timing_of
+from ridgeline.io.resolve import load_device, load_model
 
 PREDICTIONS_DIR = REPORTS_DIR / "predictions"
 HF_EXECUTION = {"eager": "eager", "compiled": "graph"}

@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.errors import RidgelineError
-from ridgeline.io.hardware import DeviceSpec, load_device
 from ridgeline.io.profile import load_profile
+from ridgeline.io.resolve import load_device
 
 CeilingsFor = Callable[[dict[str, Any], DeviceSpec], Ceilings]
 
@@ -71,7 +72,7 @@ def kernel_errors(snapshot: dict[str, Any], ceilings: Ceilings, device: DeviceSp
 def e2e_errors(path: Path, ceilings: Ceilings, device: DeviceSpec) -> list[dict[str, Any]]:
     """TTFT/TPOT of an e2e result file predicted with ``ceilings`` (its execution modes)."""
     from kernels.e2e.e2e import Case, predicted_columns, row_execution, truncate
-    from ridgeline.engine.model import load_model
+    from ridgeline.io.resolve import load_model
 
     out = []
     for row in json.loads(path.read_text())["rows"]:

@@ -27,13 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.api import simulate
+from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import MODELS_DIR, REPORTS_DIR
 from ridgeline.io.files import write_atomic
-from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE, Arrivals
-from ridgeline.serving.simulator import Scheduler, percentiles, simulate
+from ridgeline.io.resolve import load_model
+from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
+from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.simulator import Scheduler, percentiles
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
@@ -528,15 +531,16 @@ def run_check(
     import torch
     import transformers
 
+    from kernels.bench.provenance import datasheet_device
     from kernels.bench.suite import setup
-    from kernels.e2e.e2e import calibrated_for, measured_key, provenance, spec_device, truncate
+    from kernels.e2e.e2e import calibrated_for, measured_key, provenance, truncate
     from kernels.validate.state import measure_state, state_record
     from ridgeline.io.profile import load_profile
 
     gpu = device.startswith("cuda")
     if not gpu:
         torch.set_num_threads(1)
-    spec = spec_device(device, None)
+    spec = datasheet_device(device)
     key = measured_key(device)
     calibrated, profile, note = calibrated_for(key, spec, profile)
     arrivals = make_trace(requests, rate, prompt, output, seed)

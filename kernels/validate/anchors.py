@@ -24,15 +24,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kernels.bench.provenance import git_commit
-from ridgeline.engine.analyze import analyze
+from ridgeline.api import analyze
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import ROOT
-from ridgeline.io.files import write_atomic
-from ridgeline.io.hardware import load_device
+from ridgeline.io.files import read_yaml, write_atomic
 from ridgeline.io.profile import load_profile, measured_on
+from ridgeline.io.resolve import load_device
 
 ANCHORS = ROOT / "reports" / "anchors.yaml"
 OUTPUT = ROOT / "reports" / "validation" / "anchors.json"
@@ -41,7 +39,7 @@ WORKLOAD_KEYS = ("model", "device", "batch", "prompt", "generate", "tp", "dtype"
 
 
 def load_anchors(path: Path = ANCHORS) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
+    return read_yaml(path)
 
 
 def basis_how(anchor: Mapping[str, Any], basis: str) -> dict[str, Any] | str:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ridgeline.engine.layers import Plan, stage_ops
-from ridgeline.engine.model import load_model
 from ridgeline.engine.ops import BYTE_FIELDS
 from ridgeline.io.catalog import REPORTS_DIR
+from ridgeline.io.resolve import load_model
 
 GOLDEN_PATH = REPORTS_DIR / "golden" / "analytic.json"
 MODELS = ("llama-2-7b", "llama-3-8b", "falcon-7b")

@@ -19,6 +19,8 @@ from statistics import geometric_mean
 from typing import Any
 
 from ridgeline.errors import RidgelineError
+from ridgeline.io.profile import profile_ceilings
+from ridgeline.io.resolve import measured_profile
 
 DRIFT = 0.10  # a roof this far (as a ratio) from its calibration value: the machine drifted
 
@@ -110,15 +112,12 @@ def state_record(profile: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) 
 def check(device: str = "cpu", threads: int | None = None, profile=None, log=print) -> dict[str, Any]:
     """``ridgeline calibrate --check``: measure the state of this machine against its
     profile (or ``profile``) twice, write nothing; the record ``state_record`` returns."""
-    from kernels.bench.provenance import measured_key
+    from kernels.bench.provenance import datasheet_device, measured_key
     from kernels.bench.suite import setup
-    from kernels.calibrate.calibrate import spec_device_for
-    from kernels.validate.validate import resolve_profile
-    from ridgeline.io.profile import profile_ceilings
 
     cfg = setup(device, threads)
-    path, prof = resolve_profile(device, measured_key(device, cfg.threads), profile)
-    _, notes = profile_ceilings(prof, spec_device_for(device, cfg.threads), where=str(path))
+    path, prof = measured_profile(device, measured_key(device, cfg.threads), profile)
+    _, notes = profile_ceilings(prof, datasheet_device(device, cfg.threads), where=str(path))
     for note in notes:
         log(f"warning: {note}")
     if not recorded_roofs(prof):

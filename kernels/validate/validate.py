@@ -22,10 +22,10 @@ import numpy as np
 from kernels.bench.cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
 from kernels.validate.replay import MODES, percent, predict, relative_error
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.io.files import write_atomic
-from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, profile_path, recorded_device
+from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, recorded_device
+from ridgeline.io.resolve import measured_profile
 
 CSV_COLUMNS = (
     "name",
@@ -270,15 +270,6 @@ def write_snapshot(result: dict[str, Any], folder: Path, stem: str) -> dict[str,
     return paths
 
 
-def resolve_profile(device: str, key: str, path: Path | None) -> tuple[Path, dict[str, Any]]:
-    target = Path(path) if path else profile_path(key)
-    if not target.is_file():
-        raise RidgelineError(
-            f"no device profile at {target}; run 'ridgeline calibrate --device {device}' first (or pass --profile PATH)"
-        )
-    return target, load_profile(target)
-
-
 def shown_path(path: Path) -> str:
     """A path inside the checkout relative to it (as committed files name each other)."""
     root, full = REPORTS_DIR.parent.resolve(), Path(path).resolve()
@@ -299,15 +290,14 @@ def validate(
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the validation suite (with ``draw``, a fresh held-out set drawn with that seed:
     ``cases.drawn_cases``); returns the result and the files written."""
-    from kernels.bench.provenance import collect, device_name, measured_key
+    from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
     from kernels.bench.suite import device_options, run_cases, setup
-    from kernels.calibrate.calibrate import spec_device_for
     from kernels.validate.state import describe, measure_state, state_record
 
     cfg = setup(device, threads, quick, quiet_wait_s)
     key = measured_key(device, cfg.threads)
-    prof_path, prof = resolve_profile(device, key, profile)
-    spec_device = spec_device_for(device, cfg.threads)
+    prof_path, prof = measured_profile(device, key, profile)
+    spec_device = datasheet_device(device, cfg.threads)
     calibrated, notes = profile_ceilings(prof, spec_device, where=str(prof_path))
     for note in notes:
         log(f"warning: {note}")

@@ -6,8 +6,7 @@ import typer
 
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import hardware_app, models_app
-from ridgeline.engine.model import list_models, load_model
-from ridgeline.io.hardware import detect_host, list_devices, load_device
+from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
 from ridgeline.report import device_line, device_rows, model_line, model_rows
 
 

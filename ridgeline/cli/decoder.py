@@ -7,8 +7,8 @@ import typer
 
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import app, echo_err, echo_lines, model_name
-from ridgeline.engine.model import load_model
 from ridgeline.errors import require_torch
+from ridgeline.io.resolve import load_model
 
 E2E_OPTIONS = ("device", "batch", "prompt", "generate", "layers", "dtype", "compile", "repeats", "threads", "hardware")
 

@@ -1,4 +1,5 @@
-"""Stage and generation totals: the public ``analyze`` entry point and ``sweep``."""
+"""Stage and generation totals of a :class:`Deployment`: one workload point
+(``analyze_deployment``) or a grid of them (``sweep_deployment``); ``ridgeline.api`` takes names."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 
 from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
+from ridgeline.engine.deployment import Deployment, make_settings
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
@@ -24,8 +27,6 @@ from ridgeline.engine.roofline import (
 )
 from ridgeline.engine.workload import Settings, Workload
 from ridgeline.errors import InvalidSettingError
-from ridgeline.io.hardware import DeviceSpec
-from ridgeline.io.resolve import Deployment, as_deployment
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -358,22 +359,9 @@ def check_micro_batches(batch, p: Plan) -> None:
         )
 
 
-def analyze(
-    model: Deployment | str | ModelConfig,
-    hardware: str | DeviceSpec | None = None,
-    batch: int = 1,
-    seq_len: int = 512,
-    generate: int = 0,
-    **how: Any,
-) -> Analysis:
-    """Analyse one workload point: per-op tables for prefill and decode, totals, memory.
-
-    ``model`` is a :class:`~ridgeline.io.resolve.Deployment` (``resolve(...)``), or a model
-    name / config with ``hardware`` and ``how`` = resolve's keywords: ``dtype``,
-    ``settings``, ``profile``, ``transfer``, ``ceilings`` and Settings fields
-    (``w_dtype="int4"``, ``attention="flash"``, ``tp=2`` ...). The ceilings default to the
-    device's datasheet roofline (``spec``)."""
-    d = as_deployment(model, hardware, **how)
+def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, generate: int = 0) -> Analysis:
+    """Analyse one workload point of ``d``: per-op tables for prefill and decode, totals,
+    memory (``ridgeline.api.analyze`` resolves names into ``d`` first)."""
     config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     workload = Workload(int(batch), int(seq_len), int(generate))
     check_micro_batches(workload.batch, p)
@@ -406,17 +394,8 @@ def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[
     return basis(ops, d.ceilings, d.device, d.settings.execution)
 
 
-def sweep(
-    model: Deployment | str | ModelConfig,
-    hardware: str | DeviceSpec | None = None,
-    batch=1,
-    seq_len=512,
-    generate=0,
-    **how: Any,
-) -> pd.DataFrame:
-    """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
-    ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
-    d = as_deployment(model, hardware, **how)
+def sweep_deployment(d: Deployment, batch=1, seq_len=512, generate=0) -> pd.DataFrame:
+    """Every (batch, seq_len) point of a grid of ``d`` in one array evaluation; a row per point."""
     config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
     workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
@@ -446,17 +425,13 @@ def sweep(
 def sweep_each(
     d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0, on_step=None
 ) -> pd.DataFrame:
-    """:func:`sweep` under each variant of ``d``'s settings (a dict of Settings fields), with
+    """:func:`sweep_deployment` under each variant of ``d``'s settings (a dict of Settings fields), with
     the variant's fields as leading columns; ``on_step(done, total)`` after each."""
     import pandas as pd
 
-    from ridgeline.io.resolve import make_settings
-
     frames = []
     for i, options in enumerate(variants):
-        frame = sweep(
-            d.with_settings(make_settings(None, d.settings, options)), batch=batch, seq_len=seq_len, generate=generate
-        )
+        frame = sweep_deployment(d.with_settings(make_settings(None, d.settings, options)), batch, seq_len, generate)
         for key, value in options.items():
             frame.insert(0, key, value)
         frames.append(frame)

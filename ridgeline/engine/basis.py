@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_time
-from ridgeline.io.hardware import DeviceSpec
 
 
 def device_key(ceilings: Ceilings, op: Op) -> str | None:

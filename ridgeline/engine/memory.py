@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, shard
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op
 from ridgeline.engine.workload import Number
-from ridgeline.io.hardware import DeviceSpec
 
 
 def attention_parameters(c: ModelConfig, heads: int, kv_heads: int) -> int:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ridgeline.errors import InvalidConfigError, UnknownModelError, UnsupportedArchitectureError
-from ridgeline.io.catalog import MODELS_DIR, list_names, looks_like_path
-from ridgeline.io.files import read_json
+from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
 
 # model_type -> (gated MLP, norm kind, attention and MLP in parallel off one norm)
 ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
@@ -198,27 +195,3 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         **_moe_fields(raw, where),
         **mla,
     )
-
-
-def list_models() -> list[str]:
-    return list_names(MODELS_DIR, ".json")
-
-
-def load_model(name: str) -> ModelConfig:
-    """A catalog name (``llama-2-7b``) or a path to a Hugging Face ``config.json``."""
-    if isinstance(name, ModelConfig):
-        return name
-    if looks_like_path(name) or Path(name).is_dir():
-        path = Path(name)
-        if path.is_dir():
-            if not (path / "config.json").exists():
-                raise InvalidConfigError(str(path), "a folder without a config.json; pass the config file")
-            path = path / "config.json"
-        if not path.exists():
-            raise InvalidConfigError(str(path), "no such config file")
-        stem = path.parent.name if path.name == "config.json" else path.stem
-        return ModelConfig.from_hf_config(read_json(path), name=stem or None, where=str(path))
-    path = MODELS_DIR / f"{name}.json"
-    if not path.is_file():
-        raise UnknownModelError(name, list_models())
-    return ModelConfig.from_hf_config(read_json(path), name=name, where=f"models/catalog/{name}.json")

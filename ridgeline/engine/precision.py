@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import UnsupportedDtypeError
-from ridgeline.io.hardware import DeviceSpec
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import BYTE_FIELDS, Op
-from ridgeline.io.hardware import DeviceSpec
+from ridgeline.engine.workload import EXECUTIONS
 
 
 @dataclass(frozen=True)
@@ -468,6 +469,18 @@ def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
     return (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
 
 
+def device_links(device: DeviceSpec) -> dict[str, Any]:
+    """The device's interconnect as Ceilings fields: bandwidth per direction, latency per hop
+    (0 when unknown), and the per-peer link bandwidth of a mesh (None on a switch). The one
+    place ceilings get their links; a deployment's settings may override them
+    (``ridgeline.engine.deployment.with_links``)."""
+    return {
+        "link_bandwidth": device.interconnect_bandwidth,
+        "link_latency": device.interconnect_latency or 0.0,
+        "link_per_peer": device.interconnect_link_bandwidth,
+    }
+
+
 def spec_ceilings(device: DeviceSpec) -> Ceilings:
     """The datasheet roofline: an upper bound on speed."""
     vector = dict(device.vector_peak) or {"fp32": min(device.matrix_peak.values())}
@@ -477,9 +490,7 @@ def spec_ceilings(device: DeviceSpec) -> Ceilings:
         device.matrix_peak,
         MappingProxyType(vector),
         device=device.name,
-        link_bandwidth=device.interconnect_bandwidth,
-        link_latency=device.interconnect_latency or 0.0,
-        link_per_peer=device.interconnect_link_bandwidth,
+        **device_links(device),
         exp_rate=device.exp_rate,
     )
 
@@ -606,8 +617,6 @@ def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:
 #   CPU       no separate device: host and kernels run on one thread, T = sum_i (h_i + d_i).
 #
 # Ceilings without execution terms keep the per-kernel overhead sum in every mode.
-
-EXECUTIONS = ("graph", "eager", "compiled")
 
 
 TIMINGS = {  # how a profile's kernels were timed -> the words an answer names its basis with

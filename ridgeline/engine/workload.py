@@ -39,7 +39,8 @@ def _check_positive(field: str, value: Number) -> None:
 
 ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
-EXECUTIONS = ("auto", "graph", "eager", "compiled")
+EXECUTIONS = ("graph", "eager", "compiled")  # how kernels are launched
+EXECUTION_CHOICES = ("auto", *EXECUTIONS)  # the setting: auto picks one per device
 
 
 def setting(default, help: str):
@@ -79,8 +80,10 @@ class Settings:
             raise InvalidWorkloadError(
                 f"unknown attention kernel {self.attention!r}; use one of: {', '.join(ATTENTION_KERNELS)}"
             )
-        if self.execution not in EXECUTIONS:
-            raise InvalidWorkloadError(f"unknown execution {self.execution!r}; use one of: {', '.join(EXECUTIONS)}")
+        if self.execution not in EXECUTION_CHOICES:
+            raise InvalidWorkloadError(
+                f"unknown execution {self.execution!r}; use one of: {', '.join(EXECUTION_CHOICES)}"
+            )
         for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

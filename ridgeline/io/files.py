@@ -42,22 +42,37 @@ def read_small_text(path: Path, error) -> str:
         raise error(str(path), "not a UTF-8 text file") from None
 
 
-def read_yaml(path: Path) -> Any:
-    """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
-    text = read_small_text(path, InvalidSpecError)
+def parse_yaml(text: str, where: str) -> Any:
+    """safe_load YAML text; any syntax problem becomes one InvalidSpecError line."""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
-        raise InvalidSpecError(str(path), f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+        raise InvalidSpecError(where, f"malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """safe_load a YAML file; any syntax problem becomes one InvalidSpecError line."""
+    return parse_yaml(read_small_text(path, InvalidSpecError), str(path))
+
+
+def yaml_text(data: Any, width: int | None = 100) -> str:
+    """YAML as the project writes it (profiles, terms): keys in their order, block style,
+    lines up to ``width`` (None: PyYAML's own)."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=width)
+
+
+def parse_json(text: str, where: str) -> Any:
+    """json.loads; a syntax problem becomes one InvalidConfigError line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidConfigError(where, f"malformed JSON at line {err.lineno}: {err.msg}") from None
 
 
 def read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_small_text(path, InvalidConfigError))
-    except json.JSONDecodeError as err:
-        raise InvalidConfigError(str(path), f"malformed JSON at line {err.lineno}: {err.msg}") from None
+    return parse_json(read_small_text(path, InvalidConfigError), str(path))
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

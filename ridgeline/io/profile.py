@@ -52,12 +52,13 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable, device_links
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
 from ridgeline.io.catalog import PROFILES_DIR, user_data_dir
 from ridgeline.io.files import read_yaml
-from ridgeline.io.hardware import DeviceSpec
+from ridgeline.io.hardware import device_from_dict, load_catalog_device
 
 
 def profile_dirs() -> tuple[Path, Path]:
@@ -124,9 +125,7 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         MappingProxyType(efficiency),
         MappingProxyType(overhead),
         device=device.name,
-        link_bandwidth=device.interconnect_bandwidth,
-        link_latency=device.interconnect_latency or 0.0,
-        link_per_peer=device.interconnect_link_bandwidth,
+        **device_links(device),
         exp_rate=device.exp_rate,
         row_curves=MappingProxyType(
             {k: _row_table(v, f"{where}: row_curves.{k}") for k, v in (profile.get("row_curves") or {}).items()}
@@ -327,8 +326,6 @@ def recorded_device(profile: Mapping[str, Any], where: str = "profile") -> Devic
     """The datasheet device a profile was fitted against, from the profile alone (never
     the machine reading it): the ``datasheet`` block it records, else the catalog entry
     its meta names."""
-    from ridgeline.io.hardware import device_from_dict, load_device
-
     raw = profile.get("datasheet")
     if isinstance(raw, Mapping):  # a fit reads roofs only: the capacity may be unrecorded
         device = device_from_dict({"memory_capacity_gib": 1.0, **raw}, f"{where} datasheet")
@@ -339,7 +336,7 @@ def recorded_device(profile: Mapping[str, Any], where: str = "profile") -> Devic
             where,
             "records no datasheet device (a profile written before they were recorded); calibrate again to refit it",
         )
-    return load_device(source)
+    return load_catalog_device(source)
 
 
 def profile_ceilings(
@@ -420,9 +417,7 @@ def transferred_ceilings(profile: Mapping[str, Any], measured: DeviceSpec, devic
         matrix_peak=MappingProxyType(moved(own.matrix_peak, measured.matrix_peak, device.matrix_peak)),
         vector_peak=MappingProxyType(moved(own.vector_peak, measured.vector_peak, device.vector_peak)),
         device=device.name,
-        link_bandwidth=device.interconnect_bandwidth,
-        link_latency=device.interconnect_latency or 0.0,
-        link_per_peer=device.interconnect_link_bandwidth,
+        **device_links(device),
         exp_rate=device.exp_rate,
     )
 

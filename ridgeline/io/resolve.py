@@ -1,7 +1,7 @@
 """The edge: names, paths, ``host``, uploads' parsed configs and measured profiles become one
-frozen :class:`Deployment`. This is the only place that loads anything; ``analyze``,
-``sweep``, ``speculative``, ``max_batch``, ``frontier`` and ``compare`` take a Deployment
-and compute.
+frozen :class:`Deployment`. This is the only place that turns a name or a file into a model,
+a device, a profile or ceilings; ``analyze``, ``sweep``, ``speculative``, ``max_batch``,
+``frontier`` and ``compare`` take a Deployment and compute.
 
     d = resolve("llama-2-7b", "h100-sxm", dtype="bf16", tp=2,
                 profile="reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml")
@@ -11,87 +11,70 @@ and compute.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ridgeline.engine.layers import Plan
-from ridgeline.engine.model import ModelConfig, load_model
+from ridgeline.engine.deployment import Deployment, make_settings, on_threads, with_links
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_execution
-from ridgeline.engine.units import GIGA
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings
-from ridgeline.errors import InvalidWorkloadError, RidgelineError
-from ridgeline.io.hardware import DeviceSpec, load_device
+from ridgeline.errors import ProfileMismatchError, RidgelineError, UnknownDeviceError, UnknownModelError
+from ridgeline.io import host
+from ridgeline.io.files import parse_json, parse_yaml
+from ridgeline.io.hardware import (
+    catalog_name_for_gpu,
+    device_from_dict,
+    device_to_dict,
+    list_devices,
+    load_catalog_device,
+)
+from ridgeline.io.host import detect_host
+from ridgeline.io.models import list_models, load_model
+from ridgeline.io.profile import (
+    list_profiles,
+    load_profile,
+    profile_ceilings,
+    profile_path,
+    recorded_device,
+    timing_of,
+)
+
+__all__ = [  # what the layers above may use; also this module's own functions below
+    "Deployment",
+    "detect_host",
+    "device_from_dict",
+    "device_to_dict",
+    "list_devices",
+    "list_models",
+    "list_profiles",
+    "load_device",
+    "load_model",
+    "load_profile",
+    "make_settings",
+    "on_threads",
+    "profile_path",
+    "with_links",
+]
+
+
+def load_device(name: str | DeviceSpec) -> DeviceSpec:
+    """A catalog name (``h100-sxm``), ``host`` (this machine, detected), or a path to a
+    device YAML file."""
+    if isinstance(name, DeviceSpec):
+        return name
+    if name == "host":
+        return host.detect_host()
+    return load_catalog_device(name)
+
 
 ProfileLike = str | Path | Mapping[str, Any] | None
 
 
-@dataclass(frozen=True)
-class Deployment:
-    """What is deployed where: the model, the device, the settings, the plan they make
-    (types, parallel layout, attention kernel) and the ceilings ops are timed against."""
-
-    model: ModelConfig
-    device: DeviceSpec
-    settings: Settings
-    plan: Plan
-    ceilings: Ceilings
-    notes: tuple[str, ...] = ()  # warnings worth showing (a profile from another CPU)
-
-    @property
-    def mode(self) -> str:
-        """spec | calibrated | transferred."""
-        return self.ceilings.mode
-
-    def with_model(self, model: ModelConfig) -> Deployment:
-        """The same device, settings and ceilings for another model (a draft model)."""
-        return replace(self, model=model, plan=make_plan(self.settings, self.device, model.head_dim))
-
-    def with_settings(self, settings: Settings) -> Deployment:
-        """The same model, device and profile under other settings."""
-        return replace(
-            self,
-            settings=settings,
-            plan=make_plan(settings, self.device, self.model.head_dim),
-            ceilings=with_links(self.ceilings, self.device, settings),
-        )
-
-
-def make_settings(
-    dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
-) -> Settings:
-    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
-    options = dict(options or {})
-    if settings is None:
-        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
-        try:
-            return Settings(**{**base, **options})
-        except TypeError as err:
-            raise InvalidWorkloadError(f"unknown setting: {err}") from None
-    try:
-        return replace(settings, **options) if options else settings
-    except TypeError as err:
-        raise InvalidWorkloadError(f"unknown setting: {err}") from None
-
-
-def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
-    """The interconnect the settings ask for: their link bandwidth / latency where given
-    (an override is one figure for every group size: no per-peer mesh links), else the
-    device's; and the execution mode they ask for (``roofline.with_execution``)."""
-    if settings.link_bw_gb_s:
-        bandwidth, per_peer = settings.link_bw_gb_s * GIGA, None
-    else:
-        bandwidth, per_peer = device.interconnect_bandwidth, device.interconnect_link_bandwidth
-    latency = settings.link_latency_us * 1e-6 if settings.link_latency_us >= 0 else device.interconnect_latency or 0.0
-    linked = replace(ceilings, link_bandwidth=bandwidth, link_latency=latency, link_per_peer=per_peer)
-    return with_execution(linked, device, settings.execution)
-
-
 def read_profile(profile: ProfileLike) -> tuple[Mapping[str, Any] | None, str]:
     """A profile path (or an already-read mapping) -> (its contents, how to name it)."""
-    from ridgeline.io.profile import load_profile
-
     if profile is None or isinstance(profile, Mapping):
         return profile, "given profile"
     return load_profile(profile), str(profile)
@@ -103,8 +86,6 @@ def resolve_ceilings(
     """The ceilings for ``device``: its datasheet roofs, or a measured profile's (checked
     against the device it was measured on; ``transfer`` allows another GPU of one
     architecture). Returns the notes the profile check raised as well."""
-    from ridgeline.io.profile import profile_ceilings
-
     raw, where = read_profile(profile)
     if raw is None:
         return spec_ceilings(device), ()
@@ -151,42 +132,122 @@ def as_deployment(target: Deployment | str | Path | ModelConfig, hardware=None, 
     return resolve(target, "a6000" if hardware is None else hardware, **kwargs)
 
 
+def ceilings_where_measured(
+    device: DeviceSpec, profile: ProfileLike = None, *, transfer: bool = False
+) -> tuple[Ceilings, tuple[str, ...]]:
+    """The profile's ceilings on the device it was measured on (or transferred to, when
+    asked), else the device's datasheet roofs: the one rule for a profile shown beside
+    devices it was not measured on (``mode`` says which each got)."""
+    try:
+        return resolve_ceilings(device, profile, transfer=transfer)
+    except ProfileMismatchError:
+        return spec_ceilings(device), ()
+
+
 def resolve_each(
     model: str | Path | ModelConfig, devices, variants, *, profile: ProfileLike = None, transfer: bool = False
 ) -> list[Deployment]:
     """Every device under every settings variant (a dict of resolve's keywords each). A
     profile applies where it was measured (or is transferred, when asked); the other
     devices keep their datasheet roofs, and each deployment's ``mode`` says which."""
-    from ridgeline.errors import ProfileMismatchError
-
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
     raw, where = read_profile(profile)
     out = []
     for name in devices:
         device = name if isinstance(name, DeviceSpec) else load_device(str(name))
-        try:
-            ceilings, notes = resolve_ceilings(device, raw, transfer=transfer)
-        except ProfileMismatchError:
-            ceilings, notes = spec_ceilings(device), ()
+        ceilings, notes = ceilings_where_measured(device, raw, transfer=transfer)
         for options in variants:
             d = resolve(config, device, ceilings=ceilings, **options)
             out.append(replace(d, notes=notes))
     return out
 
 
+def measured_profile(device: str, key: str, path: str | Path | None) -> tuple[Path, dict[str, Any]]:
+    """The profile a measurement here is checked against: ``path``, else this device's
+    (``key``: ``ridgeline.io.profile.device_key``), with what it holds."""
+    target = Path(path) if path else profile_path(key)
+    if not target.is_file():
+        raise RidgelineError(
+            f"no device profile at {target}; run 'ridgeline calibrate --device {device}' first (or pass --profile PATH)"
+        )
+    return target, load_profile(target)
+
+
+def recorded_ceilings(path: str | Path) -> tuple[DeviceSpec, dict[str, Any], Ceilings]:
+    """A profile file's datasheet device (the one it records, never this machine), what the
+    file holds, and its ceilings on that device."""
+    raw = load_profile(path)
+    device = recorded_device(raw, str(path))
+    return device, raw, resolve_ceilings(device, raw)[0]
+
+
+def recorded_timing(key: str) -> str | None:
+    """How device ``key``'s profile (the user's, else the committed one) was timed (a key of
+    ``ridgeline.engine.roofline.TIMINGS``); None where it has none or it cannot be read."""
+    path = profile_path(key)
+    if not path.is_file():
+        return None
+    try:
+        return timing_of(load_profile(path), str(path))
+    except RidgelineError:
+        return None
+
+
+# --- names a browser sends: catalog names and its own uploads, never a path on the server ---
+
+
+def catalog_model(name: str) -> ModelConfig:
+    """A catalog model by its name only."""
+    if name not in list_models():
+        raise UnknownModelError(name, list_models())
+    return load_model(name)
+
+
+def catalog_device(name: str) -> DeviceSpec:
+    """A catalog device, or ``host``, by its name only."""
+    if name != "host" and name not in list_devices():
+        raise UnknownDeviceError(name, list_devices() + ["host"])
+    return load_device(name)
+
+
+def model_upload(text: str, filename: str) -> tuple[str, dict]:
+    """An uploaded config.json's text -> (its model's name, the mapping), checked by the
+    engine's parser: the file's stem, else the config's ``_name_or_path``."""
+    raw = parse_json(text, filename)
+    name = Path(filename).stem if filename != "config.json" else ""
+    name = name or (str(raw.get("_name_or_path", "")).split("/")[-1] if isinstance(raw, dict) else "")
+    return ModelConfig.from_hf_config(raw, name=name or None, where=filename).name, raw
+
+
+def device_upload(text: str, filename: str) -> tuple[str, dict]:
+    """An uploaded device YAML's text -> (its name, the mapping), checked by the loader."""
+    raw = parse_yaml(text, filename)
+    return device_from_dict(raw, filename).name, raw
+
+
+def profile_named(key: str) -> Path | None:
+    """``spec`` (or nothing) -> None, the datasheet roofs; a profile key -> its file."""
+    if not key or key == "spec":
+        return None
+    if key not in list_profiles():
+        raise RidgelineError(f"no device profile '{key}'; run 'ridgeline calibrate'")
+    return profile_path(key)
+
+
 # --- the device a measurement on this machine is predicted with --------------------------
 
 
-def measuring_device(kind: str, threads: int | None = None, gpu_name: str | None = None) -> DeviceSpec:
-    """The datasheet device of a measurement made here: on ``cpu`` the detected CPU (its
-    compute peaks for the ``threads`` the run uses); on ``cuda`` the catalog GPU whose
-    driver names match ``gpu_name`` (what torch reports)."""
-    from ridgeline.io.hardware import detect_host
-
+def measuring_device(
+    kind: str, threads: int | None = None, gpu_name: str | None = None, hardware: str | None = None
+) -> DeviceSpec:
+    """The datasheet device of a measurement made here: ``hardware`` when it names one
+    (not ``host``); else on ``cpu`` the detected CPU (its compute peaks for the
+    ``threads`` the run uses); on ``cuda`` the catalog GPU whose driver names match
+    ``gpu_name`` (what torch reports)."""
+    if hardware not in (None, "host"):
+        return load_device(hardware)
     if kind == "cpu":
-        return on_threads(detect_host(gpu=False), threads)
-    from ridgeline.io.names import catalog_name_for_gpu
-
+        return on_threads(host.detect_host(gpu=False), threads)
     match = catalog_name_for_gpu(gpu_name or "")
     if match is None:
         raise RidgelineError(
@@ -194,24 +255,3 @@ def measuring_device(kind: str, threads: int | None = None, gpu_name: str | None
             "hardware/<name>.yaml with its name under driver_names"
         )
     return load_device(match)
-
-
-def on_threads(host: DeviceSpec, threads: int | None) -> DeviceSpec:
-    """The detected CPU as seen by ``threads`` threads: compute peaks scale with the cores
-    used; bandwidth stays (one core keeps most of a small machine's memory bus busy)."""
-    from types import MappingProxyType
-
-    cores = host.compute_units or 1
-    if host.kind != "cpu" or not threads or threads >= cores:
-        return host
-    share = threads / cores
-
-    def scaled(peaks: Mapping[str, float]) -> Mapping[str, float]:
-        return MappingProxyType({k: v * share for k, v in peaks.items()})
-
-    return replace(
-        host,
-        matrix_peak=scaled(host.matrix_peak),
-        vector_peak=scaled(host.vector_peak),
-        full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores",
-    )

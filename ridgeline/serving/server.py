@@ -11,7 +11,7 @@ from collections import deque
 
 import numpy as np
 
-from ridgeline.io.traces import Arrivals
+from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.step_cost import StepCost, gather_step_time, masked_step_time, step_time
 

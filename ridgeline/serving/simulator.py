@@ -1,6 +1,6 @@
 """Discrete-event simulation of an LLM inference server with continuous batching.
 
-Requests arrive (Poisson or a trace, :mod:`ridgeline.io.traces`), wait in a FIFO queue and are
+Requests arrive (Poisson or a trace, :mod:`ridgeline.serving.arrivals`), wait in a FIFO queue and are
 served in steps. Before each step a scheduler policy chooses its work (the tokens each
 running request computes, preemptions, admissions); by default vLLM V1's chunked-prefill
 scheduler (:mod:`ridgeline.serving.policies.vllm_v1`): every running request gets its next
@@ -20,7 +20,7 @@ The policy is ``Scheduler.policy``, a name registered in :mod:`ridgeline.serving
   the next is admitted.
 
 Only the default has a CLI name today; the others are reached from Python, e.g.
-``simulate("llama-3-8b", "h100-sxm", arrivals, Scheduler(policy="static"))``. An unknown
+``ridgeline.api.simulate("llama-3-8b", "h100-sxm", arrivals, Scheduler(policy="static"))``. An unknown
 name fails with the list of known ones.
 
 Each step costs what the engine says for its mix of sequences (:mod:`ridgeline.serving.step_cost`,
@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ridgeline.engine.analyze import memory_totals, plain
+from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.workload import Workload
 from ridgeline.errors import InvalidWorkloadError
-from ridgeline.io.resolve import Deployment, as_deployment
-from ridgeline.io.traces import Arrivals
 from ridgeline.serving import policies  # noqa: F401  (each policy registers itself on import)
+from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.policy import Policy, policy
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.server import ServerState
@@ -127,25 +127,19 @@ class _Server(ServerState):
         return self.policy.schedule(self, now)
 
 
-def simulate(
-    model: Deployment | str | ModelConfig,
-    hardware,
+def simulate_deployment(
+    d: Deployment,
     arrivals: Arrivals,
     scheduler: Scheduler | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
-    **how: Any,
 ) -> SimResult:
-    """Serve ``arrivals`` with continuous batching; every step costs what the engine says.
-
-    ``model`` is a resolved :class:`Deployment` (``hardware`` None), or a model and a
-    device with ``ridgeline.resolve``'s keywords: Settings fields (``tp=2``,
-    ``w_dtype="int4"``, ...), ``dtype``, ``settings``, ``profile``, ``ceilings``.
-    ``progress(finished, total)`` is called every few thousand steps.
+    """Serve ``arrivals`` on ``d`` with continuous batching; every step costs what the engine
+    says (``ridgeline.api.simulate`` takes names). ``progress(finished, total)`` is called
+    every few thousand steps.
     """
     s = scheduler or Scheduler()
     rule = policy(s.policy)
-    d = as_deployment(model, hardware, **how)
     config, device, p, roofs, chosen = d.model, d.device, d.plan, d.ceilings, d.settings
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")

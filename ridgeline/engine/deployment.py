@@ -1,0 +1,99 @@
+"""A deployment: the frozen record of what is deployed where (model, device, settings, the plan
+they make and the ceilings ops are timed against), and the pure steps that build its parts.
+Names and files become one in :mod:`ridgeline.io.resolve`; the engine takes it as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.layers import Plan
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.precision import make_plan
+from ridgeline.engine.roofline import Ceilings, device_links, with_execution
+from ridgeline.engine.units import GIGA
+from ridgeline.engine.workload import Settings
+from ridgeline.errors import InvalidWorkloadError
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What is deployed where: the model, the device, the settings, the plan they make
+    (types, parallel layout, attention kernel) and the ceilings ops are timed against."""
+
+    model: ModelConfig
+    device: DeviceSpec
+    settings: Settings
+    plan: Plan
+    ceilings: Ceilings
+    notes: tuple[str, ...] = ()  # warnings worth showing (a profile from another CPU)
+
+    @property
+    def mode(self) -> str:
+        """spec | calibrated | transferred."""
+        return self.ceilings.mode
+
+    def with_model(self, model: ModelConfig) -> Deployment:
+        """The same device, settings and ceilings for another model (a draft model)."""
+        return replace(self, model=model, plan=make_plan(self.settings, self.device, model.head_dim))
+
+    def with_settings(self, settings: Settings) -> Deployment:
+        """The same model, device and profile under other settings."""
+        return replace(
+            self,
+            settings=settings,
+            plan=make_plan(settings, self.device, self.model.head_dim),
+            ceilings=with_links(self.ceilings, self.device, settings),
+        )
+
+
+def make_settings(
+    dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
+) -> Settings:
+    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
+    options = dict(options or {})
+    if settings is None:
+        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
+        try:
+            return Settings(**{**base, **options})
+        except TypeError as err:
+            raise InvalidWorkloadError(f"unknown setting: {err}") from None
+    try:
+        return replace(settings, **options) if options else settings
+    except TypeError as err:
+        raise InvalidWorkloadError(f"unknown setting: {err}") from None
+
+
+def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
+    """The interconnect the settings ask for: their link bandwidth / latency where given
+    (an override is one figure for every group size: no per-peer mesh links), else the
+    device's; and the execution mode they ask for (``roofline.with_execution``)."""
+    links = device_links(device)
+    if settings.link_bw_gb_s:
+        links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None)
+    if settings.link_latency_us >= 0:
+        links["link_latency"] = settings.link_latency_us * 1e-6
+    linked = replace(ceilings, **links)
+    return with_execution(linked, device, settings.execution)
+
+
+def on_threads(host: DeviceSpec, threads: int | None) -> DeviceSpec:
+    """The detected CPU as seen by ``threads`` threads: compute peaks scale with the cores
+    used; bandwidth stays (one core keeps most of a small machine's memory bus busy)."""
+    cores = host.compute_units or 1
+    if host.kind != "cpu" or not threads or threads >= cores:
+        return host
+    share = threads / cores
+
+    def scaled(peaks: Mapping[str, float]) -> Mapping[str, float]:
+        return MappingProxyType({k: v * share for k, v in peaks.items()})
+
+    return replace(
+        host,
+        matrix_peak=scaled(host.matrix_peak),
+        vector_peak=scaled(host.vector_peak),
+        full_name=f"{host.full_name}, compute peaks for {threads} of {cores} cores",
+    )
