@@ -1,0 +1,136 @@
+"""The architecture holds: the import-linter contracts of pyproject.toml (layers import
+downward only; only ridgeline.io turns files into models, devices, hosts and profiles), and
+no import cycle among the project's modules, imports inside functions counted."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ridgeline", "kernels", "viewer")
+# imports the contracts still except (pyproject.toml says why); each must still exist, so
+# that the exception goes when the import does
+KNOWN = {("kernels.bench.cases_gpu", "ridgeline.cli")}
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the project by dotted name (a package by its own name)."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every dotted name an import statement anywhere in the module (functions included)
+    names: ``import a.b`` -> a.b; ``from a import b`` -> a and a.b; relative ones resolved."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = module.split(".")[: len(module.split(".")) - node.level + is_package]
+                base = ".".join([*parent, base] if base else parent)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (the longest known prefix of each name)."""
+    modules = project_modules()
+    graph = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        targets = set()
+        for name in imported_names(tree, module, path.name == "__init__.py"):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    tree = ast.parse("def f():\n    from b import g\n")
+    graph = {"a": {"b"} & imported_names(tree, "a", False), "b": {"a"}, "c": {"a"}}
+    assert cycles(graph) == [["a", "b"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_relative_imports_resolve_to_their_package():
+    tree = ast.parse("from . import ids\nfrom .state import x\n")
+    assert imported_names(tree, "viewer.layout", False) == {"viewer", "viewer.ids", "viewer.state", "viewer.state.x"}
+
+
+def test_no_import_cycles_among_the_project_modules():
+    graph = import_graph()
+    assert len(graph) > 70 and "ridgeline.io.resolve" in graph["ridgeline.api"]
+    for importer, imported in KNOWN:
+        assert imported in graph[importer], f"{importer} no longer imports {imported}: drop it from KNOWN"
+        graph[importer].discard(imported)
+    found = cycles(graph)
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_nothing_below_the_cli_imports_it():
+    graph = import_graph()
+    importers = {m for m, targets in graph.items() if "ridgeline.cli" in targets}
+    assert importers - {"ridgeline.__main__"} == {i for i, _ in KNOWN}
+
+
+def test_the_import_contracts_are_kept():
+    pytest.importorskip("importlinter")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    done = subprocess.run(
+        [sys.executable, "-c", command, "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
