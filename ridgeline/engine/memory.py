@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, shard
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.ops import Op
+from ridgeline.engine.ops import Op, quantised_bytes
 from ridgeline.engine.workload import Number
 
 
@@ -28,44 +28,69 @@ def mlp_parameters(c: ModelConfig, width: int) -> int:
     return (3 if c.gated_mlp else 2) * c.hidden_size * width
 
 
-def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
-    """Parameters of the layers one device holds, by group (biases are left out: < 0.1%).
+def attention_outputs(c: ModelConfig, heads: int, kv_heads: int) -> int:
+    """Output channels of one layer's attention projections (``attention_parameters``'
+    matrices): what per-channel quantisation keeps a scale and zero point for."""
+    h, d = c.hidden_size, c.head_dim
+    if not c.is_mla:
+        return heads * d + 2 * kv_heads * d + h
+    r, rope_d, nope, v_d = c.kv_lora_rank, c.qk_rope_head_dim, c.qk_nope_head_dim, c.v_head_dim
+    q = c.q_lora_rank + heads * (nope + rope_d) if c.q_lora_rank else heads * (nope + rope_d)
+    return q + r + rope_d + heads * (nope + v_d) + h
+
+
+def mlp_outputs(c: ModelConfig, width: int) -> int:
+    """Output channels of one MLP's matrices (gate and up: width each; down: hidden)."""
+    return (2 if c.gated_mlp else 1) * width + c.hidden_size if width else 0
+
+
+def linear_groups(c: ModelConfig, p: Plan, attention: Callable, mlp: Callable) -> dict[str, int]:
+    """The linear layers one device holds, by group, each counted by ``attention(c, heads,
+    kv_heads)`` and ``mlp(c, width)`` per layer (parameters or output channels).
 
     ``experts`` counts every routed expert on the device; ``active_experts`` the top-k a
     token uses (for active parameters per token)."""
+    s = shard(c, p)
+    out = {"attention": s.layers * attention(c, s.heads, s.kv_heads)}
+    if not c.is_moe:
+        out["mlp"] = s.layers * mlp(c, s.intermediate)
+        return out
+    out["mlp"] = s.dense_layers * mlp(c, s.intermediate)
+    out["shared_experts"] = s.moe_layers * mlp(c, s.shared_intermediate)
+    out["experts"] = s.moe_layers * s.experts * mlp(c, s.moe_intermediate)
+    out["active_experts"] = s.moe_layers * c.num_experts_per_tok * mlp(c, s.moe_intermediate)
+    return out
+
+
+def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
+    """Parameters of the layers one device holds, by group (biases are left out: < 0.1%):
+    the linear groups of ``linear_groups``, norms, and the MoE router."""
     p = p or Plan(2, 2, 2, "fp16", "fp16")
     s = shard(c, p)
-    out = {
-        "attention": s.layers * attention_parameters(c, s.heads, s.kv_heads),
-        "norms": s.layers * c.hidden_size * (1 if c.parallel_attn else 2),
-    }
-    if not c.is_moe:
-        out["mlp"] = s.layers * mlp_parameters(c, s.intermediate)
-        return out
-    out["mlp"] = s.dense_layers * mlp_parameters(c, s.intermediate)
-    out["router"] = s.moe_layers * c.hidden_size * c.num_experts
-    out["shared_experts"] = s.moe_layers * mlp_parameters(c, s.shared_intermediate)
-    out["experts"] = s.moe_layers * s.experts * mlp_parameters(c, s.moe_intermediate)
-    out["active_experts"] = s.moe_layers * c.num_experts_per_tok * mlp_parameters(c, s.moe_intermediate)
+    out = linear_groups(c, p, attention_parameters, mlp_parameters)
+    out["norms"] = s.layers * c.hidden_size * (1 if c.parallel_attn else 2)
+    if c.is_moe:
+        out["router"] = s.moe_layers * c.hidden_size * c.num_experts
     return out
+
+
+def _linear_total(groups: dict[str, int], active: bool) -> int:
+    """Sum over the linear groups, with every routed expert or (``active``) the top-k."""
+    experts = groups.get("active_experts" if active else "experts", 0)
+    return experts + sum(v for k, v in groups.items() if k not in ("experts", "active_experts", "norms", "router"))
 
 
 def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
     """Weights on the most loaded device: its layers (linear weights at the weight type with
-    their quantisation scales, norms and router at 16 bits), plus embeddings and lm_head
-    (vocabulary split over tensor-parallel devices; with pipeline stages the first holds
-    the embeddings and the last lm_head, so the larger of the two counts)."""
+    their quantisation scales, ``ops.quantised_bytes``; norms and router at 16 bits), plus
+    embeddings and lm_head (vocabulary split over tensor-parallel devices; with pipeline
+    stages the first holds the embeddings and the last lm_head, so the larger of the two
+    counts)."""
     parts = layer_parameters(c, p)
-    experts = parts.pop("active_experts", 0) if active else parts.get("experts", 0)
-    parts.pop("active_experts", None)
-    parts["experts"] = experts
-    linear = sum(v for k, v in parts.items() if k not in ("norms", "router"))
-    scales = 0.0
-    if p.scale_bytes:
-        groups = linear / p.group_size if p.group_size else linear / c.hidden_size
-        scales = groups * p.scale_bytes
+    linear = _linear_total(parts, active)
+    channels = _linear_total(linear_groups(c, p, attention_outputs, mlp_outputs), active)
     hb = p.head_bytes
-    layers = linear * p.wb + scales + (parts["norms"] + parts.get("router", 0)) * hb
+    layers = quantised_bytes(linear, channels, p.quant) + (parts["norms"] + parts.get("router", 0)) * hb
     table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * hb
     head = 0 if c.tie_word_embeddings and p.pp == 1 else table
     ends = max(table, head) if p.pp > 1 else table + head

@@ -92,6 +92,14 @@ class Quant:
 DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the scale
 
 
+def quantised_bytes(weights: Number, out_channels: Number, q: Quant) -> Number:
+    """Bytes of ``weights`` stored as ``q`` says: wb per weight, plus a scale and zero point
+    (scale_bytes) per group of ``group_size`` weights along k, or per output channel when
+    group_size is 0. The one formula for weights: linear ops read it, memory holds it."""
+    groups = weights / q.group_size if q.group_size else out_channels
+    return weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0)
+
+
 def linear(
     name: str,
     tokens: Number,
@@ -115,13 +123,12 @@ def linear(
     """
     out = tokens * n
     weights = experts * k * n
-    groups = weights / q.group_size if q.group_size else experts * n
     return Op(
         name,
         "linear",
         count,
         flops=2 * tokens * k * n,
-        weight_bytes=weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0),
+        weight_bytes=quantised_bytes(weights, experts * n, q),
         act_read_bytes=tokens * k * ab,
         act_write_bytes=0 if out_kv_bytes else out * ab,
         kv_write_bytes=out * out_kv_bytes,
