@@ -92,8 +92,8 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
 def test_a_run_names_its_profile_in_this_checkout():
     """A run records the absolute path of its profile where it ran; resimulate finds the same
     committed file here, and falls back to the device key's profile for a user's own."""
-    from kernels.servecheck.cb_server import recorded_profile
     from ridgeline.io.catalog import REPORTS_DIR
+    from ridgeline.io.resolve import recorded_profile
 
     there = "/elsewhere/checkout/reports/profiles/drift/cpu-amd-epyc-f25m1-1t-2026-11-24-evening.yaml"
     assert (
@@ -189,7 +189,7 @@ def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_pa
     from ridgeline.io.profile import calibrated_ceilings, load_profile
 
     monkeypatch.setattr(
-        "kernels.e2e.e2e.resolve_ceilings",  # on any host: no CPU signature check
+        "ridgeline.io.resolve.resolve_ceilings",  # on any host: no CPU signature check
         lambda spec, p: (calibrated_ceilings(load_profile(p), spec), ()),
     )
     result, _ = run_check(

@@ -111,9 +111,8 @@ def test_e2e_with_a_missing_profile_is_one_line(tmp_path):
 
 
 def test_a_device_without_a_profile_gets_empty_calibrated_columns(tmp_path):
-    from kernels.e2e.e2e import calibrated_for
     from ridgeline.io.catalog import PROFILES_DIR
-    from ridgeline.io.resolve import load_device
+    from ridgeline.io.resolve import calibrated_for, load_device
 
     assert not (PROFILES_DIR / "cpu-nowhere-1t.yaml").exists()
     ceilings, path, note = calibrated_for("cpu-nowhere-1t", load_device("a6000"), None)

@@ -287,8 +287,8 @@ def test_run_refuses_unknown_stages_and_sizes(tmp_path):
 
 
 def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode():
-    from kernels.e2e.e2e import Case, calibrated_for, predicted_columns
-    from ridgeline.io.resolve import load_device, load_model
+    from kernels.e2e.e2e import Case, predicted_columns
+    from ridgeline.io.resolve import calibrated_for, load_device, load_model
 
     spec = load_device("h100-sxm")
     h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"

@@ -121,9 +121,10 @@ def predicted_ops(config, *, batch: int, seq_len: int, dtype: str, device: str) 
     """The engine's decode ops for this run, with the device's calibrated profile when there
     is one (else the spec roofline), and which of the two it used."""
     from kernels.bench.provenance import datasheet_device
-    from kernels.e2e.e2e import calibrated_for, engine_settings, measured_key
+    from kernels.e2e.e2e import engine_settings, measured_key
     from ridgeline.api import analyze
     from ridgeline.engine.roofline import spec_ceilings
+    from ridgeline.io.resolve import calibrated_for
 
     spec = datasheet_device(device)
     calibrated, path, _ = calibrated_for(measured_key(device), spec, None)

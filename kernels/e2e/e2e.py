@@ -32,11 +32,10 @@ from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import EXECUTIONS, Settings
-from ridgeline.errors import ProfileMismatchError, RidgelineError
+from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import user_data_dir
 from ridgeline.io.files import write_atomic
-from ridgeline.io.profile import profile_path
-from ridgeline.io.resolve import device_from_dict, device_to_dict, load_device, resolve_ceilings
+from ridgeline.io.resolve import calibrated_for, device_to_dict, recorded_spec
 
 ENGINE_DTYPES = ("fp32", "bf16", "fp16")
 KEY_FIELDS = ("model", "layers", "batch", "prompt", "generate", "dtype", "compile", "execution")
@@ -463,37 +462,6 @@ def run_command(
     return report_lines(result)
 
 
-def calibrated_for(
-    key: str, spec: DeviceSpec, profile: Path | None, log: Callable[[str], None] = lambda _m: None
-) -> tuple[Ceilings | None, Path, str]:
-    """The calibrated ceilings of the measured device (its profile, checked against
-    ``spec``), or None and a note saying why."""
-    given, profile = profile is not None, Path(profile or profile_path(key))
-    if given and not profile.is_file():
-        raise RidgelineError(
-            f"--profile {profile}: no such file (ridgeline calibrate writes one; "
-            "reports/profiles holds the committed ones)"
-        )
-    if not profile.is_file():
-        return (
-            None,
-            profile,
-            (
-                f"calibrated: no measured profile at {profile} (run 'ridgeline "
-                "calibrate' on this device); calibrated predictions are empty"
-            ),
-        )
-    try:
-        ceilings, notes = resolve_ceilings(spec, profile)
-    except ProfileMismatchError as err:
-        if given:  # asked for by name: say no
-            raise
-        return None, profile, f"calibrated: empty, this device's profile does not apply: {err}"
-    for line in notes:
-        log(f"warning: {line}")
-    return ceilings, profile, f"calibrated: {profile}"
-
-
 def predicted_columns(
     config: ModelConfig,
     spec: DeviceSpec,
@@ -519,41 +487,6 @@ def predicted_columns(
             out["calibrated_unpriced"] = str(err)
     out.update(prediction_columns("calibrated", cal, measured))
     return out
-
-
-def recorded_spec(meta: dict[str, Any], hardware: str | None) -> DeviceSpec:
-    """The spec device a result file was predicted with, from the file alone (never this
-    machine): ``hardware`` when given, the device it records, or the catalog entry it
-    names; a CPU host from before devices were recorded is rebuilt from its recorded
-    peaks (a detected CPU's element-wise fp32 rate is its matrix fp32 rate)."""
-    from types import MappingProxyType
-
-    name = hardware or meta.get("spec_hardware", "host")
-    if hardware or name != "host":
-        return load_device(name)
-    if isinstance(meta.get("spec_device"), dict):
-        return _recorded_cpu(device_from_dict(meta["spec_device"], "recorded spec device"), meta)
-    peaks = MappingProxyType({k: v * 1e12 for k, v in meta["spec_matrix_peak_tops"].items()})
-    return _recorded_cpu(
-        DeviceSpec(
-            "host",
-            meta.get("spec_full_name", "host"),
-            "",
-            "cpu",
-            0.0,
-            float(meta["spec_bandwidth_gb_s"]) * 1e9,
-            peaks,
-            MappingProxyType({"fp32": peaks["fp32"]}),
-        ),
-        meta,
-    )
-
-
-def _recorded_cpu(spec: DeviceSpec, meta: dict[str, Any]) -> DeviceSpec:
-    """The recorded host with the CPU the file was measured on (name and signature), so
-    a profile of another CPU is refused for it as it would be on that CPU."""
-    cpu = {k: meta[k] for k in ("cpu", "cpu_signature") if meta.get(k)}
-    return replace(spec, extra={**spec.extra, **cpu}) if spec.kind == "cpu" and cpu else spec
 
 
 def repredict(

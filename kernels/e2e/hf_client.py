@@ -42,7 +42,6 @@ from kernels.e2e.e2e import (
     NOISE_CUDA,
     Case,
     Result,
-    calibrated_for,
     measured_key,
     predicted_columns,
     provenance,
@@ -56,6 +55,7 @@ from ridgeline.engine.model import ModelConfig
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import MODELS_DIR, user_data_dir
 from ridgeline.io.files import read_json
+from ridgeline.io.resolve import calibrated_for
 
 MODEL_TYPES = ("llama", "qwen2")
 MODES = {"eager": "eager", "compiled": "graph"}  # client mode -> ridgeline execution

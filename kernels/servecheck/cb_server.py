@@ -33,7 +33,7 @@ from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import MODELS_DIR, REPORTS_DIR
 from ridgeline.io.files import write_atomic
-from ridgeline.io.resolve import load_model
+from ridgeline.io.resolve import calibrated_for, load_model, recorded_profile, recorded_spec
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.simulator import Scheduler, percentiles
@@ -533,7 +533,7 @@ def run_check(
 
     from kernels.bench.provenance import datasheet_device
     from kernels.bench.suite import setup
-    from kernels.e2e.e2e import calibrated_for, measured_key, provenance, truncate
+    from kernels.e2e.e2e import measured_key, provenance, truncate
     from kernels.validate.state import measure_state, state_record
     from ridgeline.io.profile import load_profile
 
@@ -640,17 +640,6 @@ def run_check(
     return result, path
 
 
-def recorded_profile(meta: dict[str, Any]) -> Path | None:
-    """The committed profile a run used, in this checkout (a run records the absolute path
-    it had where it ran; the part from ``reports/`` on names it here), or None: then the
-    device key's profile."""
-    parts = Path(str(meta.get("profile") or "")).parts
-    if "reports" not in parts:
-        return None
-    local = REPORTS_DIR.joinpath(*parts[len(parts) - parts[::-1].index("reports") :])
-    return local if local.is_file() else None
-
-
 def resimulate(
     path: Path,
     overhead: dict[str, float] | None = None,
@@ -662,7 +651,7 @@ def resimulate(
     with its measurements; with ``overhead`` (or the terms the run recorded), also with the
     host terms; with ``batch_attention``, under that policy instead of the recorded one
     (``scheduler`` in the result says which). Returns the result; never writes."""
-    from kernels.e2e.e2e import calibrated_for, recorded_spec, truncate
+    from kernels.e2e.e2e import truncate
 
     data = _load_run(path)
     meta, trace = data["meta"], data["trace"]

@@ -10,9 +10,10 @@ a device, a profile or ceilings; ``analyze``, ``sweep``, ``speculative``, ``max_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ridgeline.engine.deployment import Deployment, make_settings, on_threads, with_links
@@ -23,6 +24,7 @@ from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import ProfileMismatchError, RidgelineError, UnknownDeviceError, UnknownModelError
 from ridgeline.io import host
+from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import parse_json, parse_yaml
 from ridgeline.io.hardware import (
     catalog_name_for_gpu,
@@ -191,6 +193,84 @@ def recorded_timing(key: str) -> str | None:
         return timing_of(load_profile(path), str(path))
     except RidgelineError:
         return None
+
+
+# --- what a measurement is predicted with: this device's profile, a result file's records ---
+
+
+def calibrated_for(
+    key: str, spec: DeviceSpec, profile: Path | None, log: Callable[[str], None] = lambda _m: None
+) -> tuple[Ceilings | None, Path, str]:
+    """The calibrated ceilings of the measured device (its profile, checked against
+    ``spec``), or None and a note saying why."""
+    given, profile = profile is not None, Path(profile or profile_path(key))
+    if given and not profile.is_file():
+        raise RidgelineError(
+            f"--profile {profile}: no such file (ridgeline calibrate writes one; "
+            "reports/profiles holds the committed ones)"
+        )
+    if not profile.is_file():
+        return (
+            None,
+            profile,
+            (
+                f"calibrated: no measured profile at {profile} (run 'ridgeline "
+                "calibrate' on this device); calibrated predictions are empty"
+            ),
+        )
+    try:
+        ceilings, notes = resolve_ceilings(spec, profile)
+    except ProfileMismatchError as err:
+        if given:  # asked for by name: say no
+            raise
+        return None, profile, f"calibrated: empty, this device's profile does not apply: {err}"
+    for line in notes:
+        log(f"warning: {line}")
+    return ceilings, profile, f"calibrated: {profile}"
+
+
+def recorded_spec(meta: dict[str, Any], hardware: str | None) -> DeviceSpec:
+    """The spec device a result file was predicted with, from the file alone (never this
+    machine): ``hardware`` when given, the device it records, or the catalog entry it
+    names; a CPU host from before devices were recorded is rebuilt from its recorded
+    peaks (a detected CPU's element-wise fp32 rate is its matrix fp32 rate)."""
+    name = hardware or meta.get("spec_hardware", "host")
+    if hardware or name != "host":
+        return load_device(name)
+    if isinstance(meta.get("spec_device"), dict):
+        return _recorded_cpu(device_from_dict(meta["spec_device"], "recorded spec device"), meta)
+    peaks = MappingProxyType({k: v * 1e12 for k, v in meta["spec_matrix_peak_tops"].items()})
+    return _recorded_cpu(
+        DeviceSpec(
+            "host",
+            meta.get("spec_full_name", "host"),
+            "",
+            "cpu",
+            0.0,
+            float(meta["spec_bandwidth_gb_s"]) * 1e9,
+            peaks,
+            MappingProxyType({"fp32": peaks["fp32"]}),
+        ),
+        meta,
+    )
+
+
+def _recorded_cpu(spec: DeviceSpec, meta: dict[str, Any]) -> DeviceSpec:
+    """The recorded host with the CPU the file was measured on (name and signature), so
+    a profile of another CPU is refused for it as it would be on that CPU."""
+    cpu = {k: meta[k] for k in ("cpu", "cpu_signature") if meta.get(k)}
+    return replace(spec, extra={**spec.extra, **cpu}) if spec.kind == "cpu" and cpu else spec
+
+
+def recorded_profile(meta: dict[str, Any]) -> Path | None:
+    """The committed profile a run used, in this checkout (a run records the absolute path
+    it had where it ran; the part from ``reports/`` on names it here), or None: then the
+    device key's profile."""
+    parts = Path(str(meta.get("profile") or "")).parts
+    if "reports" not in parts:
+        return None
+    local = REPORTS_DIR.joinpath(*parts[len(parts) - parts[::-1].index("reports") :])
+    return local if local.is_file() else None
 
 
 # --- names a browser sends: catalog names and its own uploads, never a path on the server ---
