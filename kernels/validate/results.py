@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from kernels.servecheck.cb_server import overhead_from, resimulate
 from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, verdict
+from ridgeline.io.files import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "reports" / "validation"
@@ -426,7 +426,7 @@ def profiles_section(folder: Path = PROFILES) -> list[str]:
         "|---" * 10 + "|",
     ]
     for path in profile_files(folder):
-        out.append(profile_row(str(path.relative_to(folder)), yaml.safe_load(path.read_text())))
+        out.append(profile_row(str(path.relative_to(folder)), read_yaml(path)))
     return out + [""]
 
 
@@ -537,7 +537,7 @@ def h200_figures(snap: dict[str, Any]) -> list[tuple[str, str]]:
 
 def committed_profile(snap: dict[str, Any], folder: Path = PROFILES) -> dict[str, Any]:
     """The committed profile of the name a snapshot records."""
-    return yaml.safe_load((folder / Path(str(snap["meta"]["profile"])).name).read_text())
+    return read_yaml(folder / Path(str(snap["meta"]["profile"])).name)
 
 
 def measured_times(path: Path) -> dict[str, float]:
