@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.layers import Plan, shard
+from ridgeline.engine.layers import Plan, Shard, shard
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op, quantised_bytes
 from ridgeline.engine.workload import Number
@@ -44,13 +44,12 @@ def mlp_outputs(c: ModelConfig, width: int) -> int:
     return (2 if c.gated_mlp else 1) * width + c.hidden_size if width else 0
 
 
-def linear_groups(c: ModelConfig, p: Plan, attention: Callable, mlp: Callable) -> dict[str, int]:
+def linear_groups(c: ModelConfig, s: Shard, attention: Callable, mlp: Callable) -> dict[str, int]:
     """The linear layers one device holds, by group, each counted by ``attention(c, heads,
     kv_heads)`` and ``mlp(c, width)`` per layer (parameters or output channels).
 
     ``experts`` counts every routed expert on the device; ``active_experts`` the top-k a
     token uses (for active parameters per token)."""
-    s = shard(c, p)
     out = {"attention": s.layers * attention(c, s.heads, s.kv_heads)}
     if not c.is_moe:
         out["mlp"] = s.layers * mlp(c, s.intermediate)
@@ -65,9 +64,12 @@ def linear_groups(c: ModelConfig, p: Plan, attention: Callable, mlp: Callable) -
 def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
     """Parameters of the layers one device holds, by group (biases are left out: < 0.1%):
     the linear groups of ``linear_groups``, norms, and the MoE router."""
-    p = p or Plan(2, 2, 2, "fp16", "fp16")
-    s = shard(c, p)
-    out = linear_groups(c, p, attention_parameters, mlp_parameters)
+    return _parameters(c, shard(c, p or Plan(2, 2, 2, "fp16", "fp16")))
+
+
+def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
+    """``layer_parameters`` for a device's shard."""
+    out = linear_groups(c, s, attention_parameters, mlp_parameters)
     out["norms"] = s.layers * c.hidden_size * (1 if c.parallel_attn else 2)
     if c.is_moe:
         out["router"] = s.moe_layers * c.hidden_size * c.num_experts
@@ -86,9 +88,10 @@ def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
     embeddings and lm_head (vocabulary split over tensor-parallel devices; with pipeline
     stages the first holds the embeddings and the last lm_head, so the larger of the two
     counts)."""
-    parts = layer_parameters(c, p)
+    s = shard(c, p)
+    parts = _parameters(c, s)
     linear = _linear_total(parts, active)
-    channels = _linear_total(linear_groups(c, p, attention_outputs, mlp_outputs), active)
+    channels = _linear_total(linear_groups(c, s, attention_outputs, mlp_outputs), active)
     hb = p.head_bytes
     layers = quantised_bytes(linear, channels, p.quant) + (parts["norms"] + parts.get("router", 0)) * hb
     table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * hb
