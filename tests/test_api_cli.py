@@ -63,7 +63,7 @@ def test_analyze_with_draft_adds_speculative_figures_only_with_a_draft(d):
 def test_simulate_serving_is_the_simulator_on_poisson_arrivals(d):
     sched = simulator.Scheduler(max_batch=16)
     run = api.simulate_serving(d, sched, rate=2.0, requests=30, prompt=256, output_tokens=32, seed=3, ttft_slo=10.0)
-    direct = simulator.simulate(d, None, poisson(2.0, 30, 256, 32, 3), sched)
+    direct = api.simulate(d, None, poisson(2.0, 30, 256, 32, 3), sched)
     assert run["result"].summary == direct.summary
     assert run["goodput"] == simulator.goodput(direct, 10.0, None)
     assert run["search"] is None
@@ -75,7 +75,7 @@ def test_simulate_serving_search_serves_at_the_rate_found(d):
     run = api.simulate_serving(d, sched, **arrivals, rate=1.0, search=True, ttft_slo=2.0, percentile=90)
     found = run["search"]["max_rate"]
     assert found and found > 0
-    direct = simulator.simulate(d, None, poisson(found, 30, 256, 32, 1), sched)
+    direct = api.simulate(d, None, poisson(found, 30, 256, 32, 1), sched)
     assert run["result"].summary == direct.summary
 
 
