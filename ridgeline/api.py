@@ -300,7 +300,7 @@ def analyze_with_draft(
 ):
     """``analyze``; with a draft model (a name on the target's device and settings), speculative
     decoding's figures in ``extra["speculative"]``."""
-    result = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
+    result = analyze_deployment(d, batch, seq_len, generate)
     if draft is None:
         return result
     drafted = d.with_model(load_model(draft))
