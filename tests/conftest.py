@@ -30,11 +30,6 @@ def a6000():
     return rl.load_device("a6000")
 
 
-@pytest.fixture(scope="session")
-def llama2():
-    return rl.load_model("llama-2-7b")
-
-
 @pytest.fixture(autouse=True)
 def elsewhere(tmp_path_factory, monkeypatch):
     """Every test runs from an empty folder, not the repository: nothing may depend on the

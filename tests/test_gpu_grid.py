@@ -22,10 +22,6 @@ def _calibration(opts=CUDA):
     return G.gpu_cases("calibration", opts) + G.gpu_cases("calibration", opts, True)
 
 
-def _values(cases, key):
-    return {int(c.recipe[key]) for c in cases if key in c.recipe}
-
-
 def test_the_grid_spans_the_gpu_ranges():
     full = G.GRIDS["full"]
     assert full.decode_contexts == tuple(2**i for i in range(6, 16))  # 64 ... 32768

@@ -647,6 +647,21 @@ def quant_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     ]
 
 
+def size_grid_series(kernel: str, width: int, dtype: str, tokens: Iterable[int], max_bytes: float) -> list[Case]:
+    """One element-wise kernel at one width over growing token counts, up to ``max_bytes`` moved."""
+    cases = []
+    for t in tokens:
+        recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
+        if _size_grid(recipe).bytes > max_bytes:
+            break
+        name = f"sgrid/{kernel}/t{t}xw{width}/{dtype}"
+        case = Case(
+            name, SIZE_GRID_CLASSES[kernel], kernel, dtype, MappingProxyType(recipe), split="calibration", stage="grid"
+        )
+        cases.append(case)
+    return cases
+
+
 def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
@@ -657,21 +672,8 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
         for kernel, width in SIZE_GRID_WIDTH.items():
             if kernel == "rope" and (dtype != "fp32" or quick):
                 continue
-            for t in QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS:
-                recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
-                if _size_grid(recipe).bytes > SIZE_GRID_MAX_BYTES:
-                    break
-                cases.append(
-                    Case(
-                        f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
-                        SIZE_GRID_CLASSES[kernel],
-                        kernel,
-                        dtype,
-                        MappingProxyType(recipe),
-                        split="calibration",
-                        stage="grid",
-                    )
-                )
+            tokens = QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS
+            cases += size_grid_series(kernel, width, dtype, tokens, SIZE_GRID_MAX_BYTES)
     return cases
 
 

@@ -46,14 +46,13 @@ from types import MappingProxyType
 from typing import Any
 
 from kernels.bench.cases import (
-    SIZE_GRID_CLASSES,
     Case,
     Options,
-    _size_grid,
     _stage_cases,
     dedupe,
     dimension_values,
     is_reference,
+    size_grid_series,
     sweep_cases,
 )
 
@@ -242,21 +241,7 @@ def size_table_cases(grid: Grid, dtype: str) -> list[Case]:
     kernels = [(k, w) for k, w in grid.size_widths.items()]
     kernels += [("softmax", w) for w in grid.softmax_widths]
     for kernel, width in kernels:
-        for t in grid.size_tokens:
-            recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
-            if _size_grid(recipe).bytes > grid.size_max_bytes:
-                break
-            cases.append(
-                Case(
-                    f"sgrid/{kernel}/t{t}xw{width}/{dtype}",
-                    SIZE_GRID_CLASSES[kernel],
-                    kernel,
-                    dtype,
-                    MappingProxyType(recipe),
-                    split="calibration",
-                    stage="grid",
-                )
-            )
+        cases += size_grid_series(kernel, width, dtype, grid.size_tokens, grid.size_max_bytes)
     return cases
 
 

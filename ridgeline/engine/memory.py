@@ -61,14 +61,9 @@ def linear_groups(c: ModelConfig, s: Shard, attention: Callable, mlp: Callable) 
     return out
 
 
-def layer_parameters(c: ModelConfig, p: Plan | None = None) -> dict[str, float]:
+def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
     """Parameters of the layers one device holds, by group (biases are left out: < 0.1%):
     the linear groups of ``linear_groups``, norms, and the MoE router."""
-    return _parameters(c, shard(c, p or Plan(2, 2, 2, "fp16", "fp16")))
-
-
-def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
-    """``layer_parameters`` for a device's shard."""
     out = linear_groups(c, s, attention_parameters, mlp_parameters)
     out["norms"] = s.layers * c.hidden_size * (1 if c.parallel_attn else 2)
     if c.is_moe:
@@ -104,7 +99,7 @@ ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")  # one byte per weight: weight_bytes co
 
 
 def total_parameters(c: ModelConfig) -> float:
-    """Every parameter of the model (biases left out, as in ``layer_parameters``)."""
+    """Every parameter of the model (biases left out, as in ``_parameters``)."""
     return weight_bytes(c, ONE_BYTE)
 
 

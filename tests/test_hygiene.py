@@ -1,0 +1,36 @@
+"""The habits of the code base, checked on every run: ruff (lint and format), no dead code
+(vulture, with each exception listed in tests/vulture_whitelist.py and why), and no block of
+six lines or more repeated across files (pylint's duplicate-code check)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE = ["ridgeline", "kernels", "viewer"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_ruff_finds_nothing():
+    result = run("ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_code_is_ruff_formatted():
+    result = run("ruff", "format", "--check", ".")
+    assert result.returncode == 0, "run 'ruff format .':\n" + result.stdout + result.stderr
+
+
+def test_no_dead_code():
+    result = run("vulture", *CODE, "tests", "benchmarks", ".ci", "tests/vulture_whitelist.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_repeated_blocks_of_six_lines():
+    result = run("pylint", "--disable=all", "--enable=duplicate-code", "--min-similarity-lines=6", *CODE)
+    assert result.returncode == 0, result.stdout + result.stderr

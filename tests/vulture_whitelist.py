@@ -1,0 +1,39 @@
+"""Names vulture reports as unused that are used, each with why (read by tests/test_hygiene.py:
+`vulture ridgeline kernels viewer tests benchmarks .ci tests/vulture_whitelist.py`).
+This file is never imported."""
+# ruff: noqa: B018, F821
+
+# CLI commands registered by typer's decorators (`@hardware_app.command("list")` etc.)
+hardware_list, hardware_show, models_list, models_show  # ridgeline/cli/catalog.py
+decode_profile  # ridgeline/cli/decoder.py
+predictions_register, predictions_compare  # ridgeline/cli/measure.py
+simulate_check  # ridgeline/cli/serving.py
+
+# CLI parameters that typer must declare but the command reads through ctx.params (the
+# deployment options) or that only exist as the other spelling of an option
+w_bits, a_bits, kv_bits  # cli/analysis.py, cli/serving.py: *-bits twins of *-dtype
+step_overhead, request_overhead  # cli/serving.py: read from ctx.params (simulate_host)
+prompt_range, output_range  # cli/serving.py: simulate-check's ranges, read from ctx.params
+standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
+
+# Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts
+_.matrix_peak_for, _.vector_peak_for  # ridgeline/engine/device.py
+
+# Dataclass fields read through dataclasses.asdict / the op table's columns
+_.comm_bytes, _.comm_hops  # ridgeline/engine/ops.py (Op)
+
+# Scheduler policies, reached through the registry (@register("name"))
+Sarathi, StaticFCFS, TransformersFIFO  # ridgeline/serving/policies/
+
+# Attributes set on other libraries' objects
+_.mtime  # kernels/gpu/run.py: tarfile.TarInfo
+_.batch_processor  # kernels/servecheck/cb_server.py: transformers' continuous-batching manager
+_.binary_location  # viewer/screenshots.py: selenium's ChromeOptions
+
+# Dash callbacks, registered by @callback
+_upload  # viewer/callbacks.py
+
+# pytest: autouse fixtures, module marks, the browser test's import check
+user_folders, elsewhere, no_machine  # tests/conftest.py, tests/test_measure_nothing.py
+pytestmark, selenium  # tests/test_viewer_app.py, tests/test_viewer_browser.py
+out_dtype  # tests/test_viewer_app.py: a Settings-like field the test adds to see it appear
