@@ -90,7 +90,7 @@ def expected_tokens(k: Number, acceptance: Number) -> Number:
 
 
 def _step_time(d: Deployment, batch, cached, q_len) -> Number:
-    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len), d.ceilings, d.plan)
+    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len), d.ceilings, d.plan, "decode")
     return totals["time_s"]
 
 
@@ -118,7 +118,7 @@ def _prefill_and_memory(d: Deployment, batch, seq_len, cached) -> tuple:
     """Prefill seconds of ``seq_len`` prompt tokens and the memory table with ``cached``
     tokens per sequence in the cache."""
     ops = stage_ops(d.model, "prefill", batch, seq_len, d.plan)
-    totals, _ = stage_totals(ops, d.ceilings, d.plan)
+    totals, _ = stage_totals(ops, d.ceilings, d.plan, "prefill")
     mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1), d.plan, ops)
     return totals["time_s"], mem
 

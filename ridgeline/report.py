@@ -286,7 +286,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
     if pipe:
         lines.append(
             f"pipeline: {pipe['stages']} stages, {pipe['micro_batches']} micro-batches, "
-            f"bubble {pipe['bubble_fraction']:.1%}"
+            f"bubble {pipe['bubble_fraction']:.1%} in prefill, {pipe['decode_bubble_fraction']:.1%} in decode"
         )
     mem = analysis.memory
     usable = mem.get("usable_bytes", mem["capacity_bytes"])

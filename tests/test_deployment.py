@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import ridgeline as rl
 from ridgeline.api import expected_tokens, max_batch, speculative
-from ridgeline.engine.layers import Plan, attended_pairs, expected_experts
+from ridgeline.engine.layers import Plan, attended_pairs, expected_experts, pipeline_factors
 from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, weight_bytes
 from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
 
@@ -193,6 +193,29 @@ def test_deepseek_mla_kv_bytes_per_token():
 # --- parallelism ----------------------------------------------------------------------
 
 
+def test_pipeline_decode_is_staggered_and_prefill_fills_and_drains():
+    """Issue 26, item 2: Llama-2-70B bf16 on H100 SXM, batch 16, pp 4, 4 micro-batches of 4.
+    One stage-step (20 layers, a micro-batch of 4, 512 cached) is 10.80 ms by hand. Staggered
+    decode rounds take max(m, pp) = 4 stage-steps: 4 x 10.80 = 43.2 ms (it was 75.6 ms,
+    (m + pp - 1) = 7 stage-steps every step). One micro-batch of 16 takes max(1, 4) = 4
+    stage-steps of 12.08 ms = 48.3 ms, so micro-batching helps decode. Prefill keeps its
+    fill and drain: (4 + 4 - 1) = 7 stage-steps, bubble 3/7."""
+    how = {"dtype": "bf16", "batch": 16, "seq_len": 512, "generate": 128, "pp": 4}
+    four = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=4, **how)
+    one = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=1, **how)
+    assert four.decode.total["time_s"] == pytest.approx(4 * 10.80e-3, rel=1e-3)  # 43.2 ms
+    assert one.decode.total["time_s"] == pytest.approx(48.3e-3, rel=1e-3)
+    assert four.decode.total["time_s"] < one.decode.total["time_s"]
+    assert pipeline_factors(four.plan, "prefill") == (7.0, 4.0)
+    assert pipeline_factors(four.plan, "decode") == (4.0, 4.0)
+    assert four.to_dict()["pipeline"]["decode_bubble_fraction"] == 0.0
+    assert one.to_dict()["pipeline"]["decode_bubble_fraction"] == pytest.approx(3 / 4)
+    two = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=2, **how).plan
+    assert pipeline_factors(two, "decode") == (4.0, 2.0)  # m < pp: two stage-steps idle
+    eight = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=8, **how).plan
+    assert pipeline_factors(eight, "decode") == (8.0, 8.0)  # m > pp: no stage idles
+
+
 def test_tp2_all_reduce_bytes_for_llama2_70b():
     """Each layer all-reduces the hidden state twice; ring with n = 2 sends 2(n-1)/n = 1
     message: 8192 x 2 bytes per token per all-reduce."""
@@ -307,6 +330,7 @@ def test_decode_sum_with_window_and_flash_equals_the_loop():
     a = rl.analyze(m, d, batch=8, seq_len=4000, generate=300, settings=s)
     p = make_plan(s, d, m.head_dim)
     loop = sum(
-        stage_totals(stage_ops(m, "decode", 8, c, p), spec_ceilings(d), p)[0]["time_s"] for c in range(4000, 4299)
+        stage_totals(stage_ops(m, "decode", 8, c, p), spec_ceilings(d), p, "decode")[0]["time_s"]
+        for c in range(4000, 4299)
     )
     assert a.generation["tpot_s"] * 299 == pytest.approx(loop, rel=1e-9)

@@ -14,7 +14,7 @@ from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.layers import Plan, head_ops, pipeline_factors, stage_ops
+from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
@@ -59,11 +59,14 @@ TOTAL_FIELDS = (
 )
 
 
-def stage_totals(ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None) -> tuple[dict[str, Any], dict]:
-    """Whole-pass sums on one device (count applied; pipeline micro-batches and bubble
-    applied), and the per-op table they came from. Arrays when the workload is."""
+def stage_totals(
+    ops: Sequence[Op], ceilings: Ceilings, p: Plan | None = None, stage: str | None = None
+) -> tuple[dict[str, Any], dict]:
+    """Whole-pass sums on one device (count applied; with a plan, its ``stage``'s pipeline
+    micro-batches and stage-steps applied), and the per-op table they came from. Arrays
+    when the workload is."""
     table = evaluate(ops, ceilings)
-    time_factor, amount = pipeline_factors(p) if p else (1.0, 1.0)
+    time_factor, amount = pipeline_factors(p, stage) if p else (1.0, 1.0)
     totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
     totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
     if has_execution_terms(ceilings):  # a device-time profile: compose device and host
@@ -106,8 +109,8 @@ class Stage:
         return {"ops": self.records(), "total": dict(self.total)}
 
 
-def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan) -> Stage:
-    totals, table = stage_totals(ops, ceilings, p)
+def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan, stage: str) -> Stage:
+    totals, table = stage_totals(ops, ceilings, p, stage)
     return Stage(
         tuple(op.name for op in ops),
         tuple(op.kind for op in ops),
@@ -175,7 +178,7 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
         ops = stage_ops(model, "decode", batch, lo, p)
         device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
         per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
-    time_factor, _ = pipeline_factors(p)
+    time_factor, _ = pipeline_factors(p, "decode")
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
 
 
@@ -219,7 +222,7 @@ def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceil
 
     def step(length):
         ops = stage_ops(model, "decode", batch, length, p)
-        return stage_totals(ops, ceilings, p)[0]["time_s"]
+        return stage_totals(ops, ceilings, p, "decode")[0]["time_s"]
 
     total = n * (step(lo) + 4 * step((lo + hi_safe) / 2) + step(hi_safe)) / 6
     return np.where(hi >= lo, total, 0.0)
@@ -366,7 +369,7 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     workload = Workload(int(batch), int(seq_len), int(generate))
     check_micro_batches(workload.batch, p)
     ops = {stage: stage_ops(config, stage, workload.batch, workload.seq_len, p) for stage in ("prefill", "decode")}
-    stages = {stage: build_stage(ops[stage], roofs, p) for stage in ops}
+    stages = {stage: build_stage(ops[stage], roofs, p, stage) for stage in ops}
     generation = None
     if workload.generate > 0:
         gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"], stages["decode"].table)
@@ -380,7 +383,8 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
         extra["pipeline"] = {
             "stages": p.pp,
             "micro_batches": p.micro_batches,
-            "bubble_fraction": (p.pp - 1) / (p.micro_batches + p.pp - 1),
+            "bubble_fraction": bubble_fraction(p, "prefill"),
+            "decode_bubble_fraction": bubble_fraction(p, "decode"),
         }
     return Analysis(
         config, device, workload, d.settings, roofs.mode, p, stages["prefill"], stages["decode"], mem, generation, extra
@@ -400,8 +404,8 @@ def sweep_deployment(d: Deployment, batch=1, seq_len=512, generate=0) -> pd.Data
     grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
     workload = Workload(grid_b.ravel(), grid_s.ravel(), generate)
     check_micro_batches(workload.batch, p)
-    prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs, p)
-    decode, _ = stage_totals(stage_ops(config, "decode", workload.batch, workload.seq_len, p), roofs, p)
+    prefill, _ = stage_totals(stage_ops(config, "prefill", workload.batch, workload.seq_len, p), roofs, p, "prefill")
+    decode, _ = stage_totals(stage_ops(config, "decode", workload.batch, workload.seq_len, p), roofs, p, "decode")
     mem = memory_totals(config, device, workload, p)
     import pandas as pd
 

@@ -468,8 +468,21 @@ def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan
     return [*before, *layer_ops(c, micro, q, kv, p, prefill), *after]
 
 
-def pipeline_factors(p: Plan) -> tuple[float, float]:
-    """(time, amount) multipliers from one micro-batch on one stage to the whole batch:
-    with m micro-batches over pp stages the pass takes (m + pp - 1) stage-steps
-    (the pipeline bubble), and every quantity is incurred m times."""
-    return float(p.micro_batches + p.pp - 1), float(p.micro_batches)
+def pipeline_factors(p: Plan, stage: str) -> tuple[float, float]:
+    """(time, amount) multipliers from one micro-batch on one stage to the whole batch;
+    every quantity is incurred m times. A prefill pass of m micro-batches over pp stages
+    fills and drains the pipeline: (m + pp - 1) stage-steps (GPipe, Huang et al., 2019).
+    Decode runs round after round with the micro-batches staggered (vLLM's virtual
+    engines): in steady state a round takes max(m, pp) stage-steps, idle only where there
+    are fewer micro-batches than stages."""
+    m, pp = p.micro_batches, p.pp
+    if stage == "prefill":
+        return float(m + pp - 1), float(m)
+    if stage == "decode":
+        return float(max(m, pp)), float(m)
+    raise ValueError(f"stage must be 'prefill' or 'decode', got {stage!r}")
+
+
+def bubble_fraction(p: Plan, stage: str) -> float:
+    """Share of a stage's stage-steps spent idle: 1 - m / (stage-steps per pass)."""
+    return 1.0 - p.micro_batches / pipeline_factors(p, stage)[0]

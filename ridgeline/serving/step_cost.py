@@ -142,7 +142,7 @@ def build_step_cost(
             for n in names
         ]
     )
-    time_factor, _ = pipeline_factors(p)
+    time_factor, _ = pipeline_factors(p, "decode")  # one micro-batch (simulate refuses more): pp either way
     return StepCost(
         token_s=token_s,
         fresh_only_s=fresh_only,
