@@ -16,6 +16,7 @@ import numpy as np
 from ridgeline.engine.analyze import (
     Analysis,
     analyze_deployment,
+    decode_total,
     memory_totals,
     plain,
     stage_totals,
@@ -89,9 +90,10 @@ def expected_tokens(k: Number, acceptance: Number) -> Number:
         return np.where(a >= 1.0, k + 1, (1 - a ** (k + 1)) / (1 - a))
 
 
-def _step_time(d: Deployment, batch, cached, q_len) -> Number:
-    totals, _ = stage_totals(stage_ops(d.model, "decode", batch, cached, d.plan, q_len), d.ceilings, d.plan, "decode")
-    return totals["time_s"]
+def _mean_step(d: Deployment, batch, lo, hi, q_len=1) -> Number:
+    """Mean decode-step time over cached lengths lo..hi, ``q_len`` new tokens a step: the
+    engine's closed-form sum (as for plain TPOT) over the number of steps."""
+    return decode_total(d.model, batch, lo, hi, d.plan, d.ceilings, q_len=q_len) / (hi - lo + 1)
 
 
 def _draft(d: Deployment, draft: Deployment | ModelConfig | str) -> Deployment:
@@ -146,20 +148,26 @@ def speculative(
     *,
     batch: int = 1,
     seq_len: int = 512,
+    generate: int = 0,
     draft_tokens: int = 4,
     acceptance: float = 0.7,
     max_k: int = 8,
     **how: Any,
 ) -> dict:
-    """Predicted speed-up of speculative decoding over plain decoding at ``seq_len`` cached
-    tokens: each step runs k draft decode steps and one target pass over k+1 tokens, and
-    yields ``expected_tokens(k, a)`` tokens. Also the speed-up and break-even acceptance
-    for every k from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
+    """Predicted speed-up of speculative decoding over plain decoding, on plain decoding's
+    basis: each step runs k draft decode steps and one target pass over k+1 tokens, and
+    yields ``expected_tokens(k, a)`` tokens. Step times are means over the cached lengths
+    the generation passes through, P .. P + N - 2 for N = ``generate`` output tokens (one
+    step at P when N < 2), the range plain TPOT averages over; TPOT = mean step /
+    expected tokens; tokens/s = batch x N / (TTFT + (N - 1) x TPOT), as plain decoding's
+    (None without a generation). Also the speed-up and break-even acceptance for every k
+    from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
 
     Both models live on the device: ``memory`` adds the draft's weights and KV cache to
-    the target's, and ``ttft_s`` runs both prefills over the prompt. ``model`` is a
-    Deployment or a name with ``hardware`` and ``how`` (see ``analyze``); the draft runs
-    on the same device, settings and ceilings (the result's ``mode``)."""
+    the target's at the last step (P + N - 2 cached and k + 1 written), and ``ttft_s`` runs
+    both prefills over the prompt. ``model`` is a Deployment or a name with ``hardware``
+    and ``how`` (see ``analyze``); the draft runs on the same device, settings and
+    ceilings (the result's ``mode``)."""
     if draft is None:
         raise InvalidWorkloadError("name a draft model")
     if not 0.0 <= acceptance <= 1.0:
@@ -168,20 +176,23 @@ def speculative(
         raise InvalidWorkloadError(f"draft tokens must be >= 0, got {draft_tokens}")
     d = as_deployment(model, hardware, **how)
     small = _draft(d, draft)
-    Workload(batch, seq_len)
+    Workload(batch, seq_len, generate)
     ks = np.arange(max(max_k, draft_tokens) + 1)
-    target_s = float(_step_time(d, batch, seq_len, 1))
-    draft_s = float(_step_time(small, batch, seq_len, 1))
-    verify_s = _step_time(d, batch, seq_len, ks + 1)
+    last = seq_len + max(generate - 2, 0)  # cached length at the last step
+    target_s = float(_mean_step(d, batch, seq_len, last))
+    draft_s = float(_mean_step(small, batch, seq_len, last))
+    verify_s = _mean_step(d, batch, seq_len, last, ks + 1)
     tokens = expected_tokens(ks, acceptance)
     speedup = tokens * target_s / (ks * draft_s + verify_s)
     even = break_even_acceptance(ks, draft_s, verify_s, target_s)
     even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
     k = draft_tokens
-    cached = seq_len + k + 1  # the verify pass writes k + 1 positions
+    cached = last + k + 1  # the last verify pass writes k + 1 positions
     target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
     draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
+    ttft = target_pre + draft_pre
+    rate = batch * generate / (ttft + max(generate - 1, 0) * tpot) if generate > 0 else None
     return plain(
         {
             "draft": small.model.name,
@@ -193,8 +204,8 @@ def speculative(
             "draft_step_s": draft_s,
             "verify_s": verify_s[k],
             "tpot_s": tpot,
-            "tokens_per_s": batch / tpot,
-            "ttft_s": target_pre + draft_pre,
+            "tokens_per_s": rate,
+            "ttft_s": ttft,
             "speedup": speedup[k],
             "break_even_acceptance": even[k],
             "memory": _together(target_mem, draft_mem),
@@ -300,11 +311,12 @@ def analyze_with_draft(
 ):
     """``analyze``; with a draft model (a name on the target's device and settings), speculative
     decoding's figures in ``extra["speculative"]``."""
-    result = analyze_deployment(d, batch, seq_len, generate)
+    shape = {"batch": batch, "seq_len": seq_len, "generate": generate}
+    result = analyze_deployment(d, **shape)
     if draft is None:
         return result
     drafted = d.with_model(load_model(draft))
-    spec = speculative(d, draft=drafted, batch=batch, seq_len=seq_len, draft_tokens=draft_tokens, acceptance=acceptance)
+    spec = speculative(d, draft=drafted, **shape, draft_tokens=draft_tokens, acceptance=acceptance)
     return replace(result, extra={**result.extra, "speculative": spec})
 
 

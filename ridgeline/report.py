@@ -271,10 +271,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
                 f"the {format_bytes(smem['usable_bytes'])} usable"
             )
         )
+        rate = spec["tokens_per_s"]
         lines.append(
             f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
             f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
-            f"{plain_number(spec['tokens_per_s'], 4)} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
+            f"{'-' if rate is None else plain_number(rate, 4)} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
             f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
             f"{'-' if even is None else format(even, '.3g')})"
         )

@@ -54,8 +54,14 @@ def test_analyze_with_draft_adds_speculative_figures_only_with_a_draft(d):
     drafted = api.analyze_with_draft(
         d, batch=1, seq_len=128, generate=8, draft="llama-2-7b", draft_tokens=3, acceptance=0.5
     )
-    expected = api.speculative(
-        d, draft=d.with_model(load_model("llama-2-7b")), batch=1, seq_len=128, draft_tokens=3, acceptance=0.5
+    expected = api.speculative(  # the generation's 8 tokens: speculation is priced over the same steps
+        d,
+        draft=d.with_model(load_model("llama-2-7b")),
+        batch=1,
+        seq_len=128,
+        generate=8,
+        draft_tokens=3,
+        acceptance=0.5,
     )
     assert drafted.extra["speculative"] == expected
 

@@ -72,7 +72,7 @@ def test_speculation_counts_the_draft_in_memory_and_ttft():
     assert s["memory"]["weights_bytes"] == target.memory["weights_bytes"] + draft.memory["weights_bytes"]
     assert s["memory"]["kv_cache_bytes"] == target.memory["kv_cache_bytes"] + draft.memory["kv_cache_bytes"]
     assert s["ttft_s"] == pytest.approx(target.prefill.total["time_s"] + draft.prefill.total["time_s"])
-    assert s["tokens_per_s"] == pytest.approx(1 / s["tpot_s"])  # batch 1
+    assert s["tokens_per_s"] is None  # no generation (issue 26: tokens/s is plain decoding's, batch x N / total)
 
 
 def test_speculative_cli_headline_and_valid_json():
@@ -98,9 +98,53 @@ def test_speculative_cli_headline_and_valid_json():
         app, ["analyze", "llama-2-7b", "-H", "h100-sxm", "--generate", "8", "--draft", "llama-3.2-1b"]
     )
     assert table.exit_code == 0, table.output
-    spec = speculative("llama-2-7b", "h100-sxm", "llama-3.2-1b", seq_len=512)
+    # issue 26: the speculative TPOT is averaged over the same 8-token generation as plain TPOT
+    spec = speculative("llama-2-7b", "h100-sxm", "llama-3.2-1b", seq_len=512, generate=8)
     assert f"TPOT {rl.engine.units.format_time(spec['tpot_s'])}" in table.stdout
     assert "memory with the draft" in table.stdout
+
+
+def test_speculation_is_priced_on_plain_decodings_basis():
+    """Issue 26, item 1: llama-2-7b (fp16, a6000), batch 16, prompt P = 512, N = 4096 output
+    tokens, draft llama-3.2-1b, k = 4, a = 0.7.
+
+    Memory at the last step: the last verify pass starts with P + N - 2 = 4606 tokens cached
+    and writes k + 1 = 5, so both caches hold 4611 positions. KV per token: 2 x 32 layers x
+    4096 x 2 B = 524,288 B (7B) and 2 x 16 layers x 8 KV heads x 64 x 2 B = 32,768 B (1B):
+    (524,288 + 32,768) x 4611 x 16 = 41,097,363,456 B = 41.10 GB. Weights 2 x (6,738,415,616
+    + 1,235,814,400) = 15.95 GB, activations (the larger peak) 0.61 GB: 57.65 GB = 53.7 GiB,
+    against 0.9 x 48 GiB - 0.75 GiB = 42.45 GiB usable: short by 11.2 GiB (it said 19.7 GiB,
+    fits, with the cache at P + k + 1).
+
+    Time on the same basis: step times are means over the cached lengths 512 .. 4606 (the
+    engine's closed-form sum / 4095), as plain TPOT is: target 45.84 ms (= plain TPOT),
+    draft 10.50 ms, verify (5 tokens) 48.59 ms; E = (1 - 0.7^5) / 0.3 = 2.7731 tokens/step;
+    TPOT = (4 x 10.50 + 48.59) / 2.7731 = 32.67 ms; speed-up 45.84 / 32.67 = 1.40 (it said
+    1.48 with both at 512 cached); tokens/s as plain decoding's, batch x N / (TTFT + (N - 1)
+    x TPOT) = 65,536 / (0.949 + 4095 x 0.03267) = 486.5 (it said 1022, batch / TPOT)."""
+    args = ["analyze", "llama-2-7b", "-H", "a6000", "--dtype", "fp16", "--batch", "16", "--seq-len", "512"]
+    args += ["--generate", "4096", "--draft", "llama-3.2-1b", "--draft-tokens", "4", "--acceptance", "0.7"]
+    out = runner.invoke(app, [*args, "-f", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    spec, gen, mem = data["speculative"], data["generation"], data["speculative"]["memory"]
+    assert mem["kv_cache_bytes"] == (524_288 + 32_768) * 4611 * 16 == 41_097_363_456
+    assert mem["weights_bytes"] == 2 * (6_738_415_616 + 1_235_814_400)
+    assert mem["activations_peak_bytes"] == pytest.approx(0.61e9, rel=0.01)
+    assert mem["peak_bytes"] / 2**30 == pytest.approx(53.7, abs=0.05)
+    assert mem["usable_bytes"] / 2**30 == pytest.approx(42.45, abs=0.005)
+    assert not mem["fits"] and mem["shortfall_bytes"] / 2**30 == pytest.approx(11.2, abs=0.05)
+    assert spec["target_step_s"] == pytest.approx(gen["tpot_s"], rel=1e-12) == pytest.approx(45.84e-3, rel=1e-3)
+    assert spec["draft_step_s"] == pytest.approx(10.50e-3, rel=1e-3)
+    assert spec["verify_s"] == pytest.approx(48.59e-3, rel=1e-3)
+    assert spec["tpot_s"] == pytest.approx((4 * 10.50e-3 + 48.59e-3) / 2.7731, rel=1e-3)  # 32.67 ms
+    assert spec["speedup"] == pytest.approx(gen["tpot_s"] / spec["tpot_s"], rel=1e-12) == pytest.approx(1.40, abs=0.005)
+    assert spec["tokens_per_s"] == pytest.approx(16 * 4096 / (spec["ttft_s"] + 4095 * spec["tpot_s"]), rel=1e-12)
+    assert spec["tokens_per_s"] == pytest.approx(486.5, rel=1e-3)
+    assert gen["tokens_per_s"] == pytest.approx(347.6, rel=1e-3)  # plain: the same definition
+    table = runner.invoke(app, args)
+    assert "4607 positions exceed llama-2-7b's max_position_embeddings (4096)" in table.stdout  # stays
+    assert "memory with the draft: 53.7GiB of 48GiB: does NOT fit: 11.2GiB over" in table.stdout
 
 
 # --- parallelism -----------------------------------------------------------------------

@@ -154,8 +154,9 @@ def _sides(table: dict) -> tuple:
     )
 
 
-def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None):
-    """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo).
+def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
+    """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo), each
+    step over ``q_len`` new tokens per sequence (a speculative verify pass: k + 1).
 
     Each op's operations and bytes are affine in s on the range, so its time per step is
     the max of two affine functions: the sum splits at their crossing into two
@@ -163,8 +164,8 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     """
     hi_safe = np.maximum(hi, lo)
     if at_lo is None:
-        at_lo = evaluate(stage_ops(model, "decode", batch, lo, p), ceilings)
-    at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p), ceilings)
+        at_lo = evaluate(stage_ops(model, "decode", batch, lo, p, q_len), ceilings)
+    at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p, q_len), ceilings)
     n = hi_safe - lo + 1
     work_lo, move_lo = _sides(at_lo)
     work_hi, move_hi = _sides(at_hi)
@@ -175,30 +176,32 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     touch = (at_lo["first_touch_s"] + at_hi["first_touch_s"]) / 2
     per_op = at_lo["count"] * (memory + excess + n * (at_lo["overhead_s"] + touch))
     if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
-        ops = stage_ops(model, "decode", batch, lo, p)
+        ops = stage_ops(model, "decode", batch, lo, p, q_len)
         device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
         per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
     time_factor, _ = pipeline_factors(p, "decode")
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
 
 
-def decode_ranges(model: ModelConfig, lo, hi) -> list[tuple]:
+def decode_ranges(model: ModelConfig, lo, hi, q_len=1) -> list[tuple]:
     """Ranges of cached length on which every op is affine: a sliding window splits at
-    the step whose KV length reaches the window."""
+    the step whose KV length (cached + q_len) reaches the window."""
     window = model.sliding_window
     if not window:
         return [(lo, hi)]
-    return [(lo, np.minimum(hi, window - 1)), (np.maximum(lo, window), hi)]
+    edge = window - q_len
+    return [(lo, np.minimum(hi, edge)), (np.maximum(lo, edge + 1), hi)]
 
 
-def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None):
-    """Sum of decode-step times over cached lengths lo..hi; ``at_lo`` reuses the table of
-    the first step when the caller already has it."""
-    ranges = decode_ranges(model, lo, hi)
+def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
+    """Sum of decode-step times over cached lengths lo..hi, ``q_len`` new tokens per
+    sequence each; ``at_lo`` reuses the table of the first step when the caller has it."""
+    ranges = decode_ranges(model, lo, hi, q_len)
     if queued(ceilings):
-        return sum(queued_decode_sum(model, batch, a, b, p, ceilings) for a, b in ranges)
+        return sum(queued_decode_sum(model, batch, a, b, p, ceilings, q_len) for a, b in ranges)
     return sum(
-        decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None) for i, (a, b) in enumerate(ranges)
+        decode_time_sum(model, batch, a, b, p, ceilings, at_lo if i == 0 else None, q_len)
+        for i, (a, b) in enumerate(ranges)
     )
 
 
@@ -212,7 +215,7 @@ def queued(ceilings: Ceilings) -> bool:
     )
 
 
-def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings):
+def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, q_len=1):
     """Sum of queued decode-step times over cached lengths lo..hi (0 where hi < lo), by
     Simpson's rule on the first, middle and last step: exact where the step time is affine
     in the cached length (the sum of an affine sequence is n times its middle term), and
@@ -221,7 +224,7 @@ def queued_decode_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceil
     n = hi_safe - lo + 1
 
     def step(length):
-        ops = stage_ops(model, "decode", batch, length, p)
+        ops = stage_ops(model, "decode", batch, length, p, q_len)
         return stage_totals(ops, ceilings, p, "decode")[0]["time_s"]
 
     total = n * (step(lo) + 4 * step((lo + hi_safe) / 2) + step(hi_safe)) / 6
