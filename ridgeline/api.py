@@ -31,6 +31,7 @@ from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_
 from ridgeline.io.traces import load_trace
 from ridgeline.serving import simulator
 from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.policy import default_attention
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -77,7 +78,11 @@ def simulate(
     ``model`` is a resolved :class:`Deployment` (``hardware`` None), or a model and a
     device with ``ridgeline.resolve``'s keywords: Settings fields (``tp=2``,
     ``w_dtype="int4"``, ...), ``dtype``, ``settings``, ``profile``, ``ceilings``.
-    ``progress(finished, total)`` is called every few thousand steps."""
+    ``progress(finished, total)`` is called every few thousand steps. Without an
+    ``attention`` keyword (or ``settings``), the attention is the policy's
+    (:func:`default_attention`: vLLM V1 runs flash)."""
+    if not isinstance(model, Deployment) and not {"attention", "settings"} & set(how):
+        how["attention"] = default_attention((scheduler or simulator.Scheduler()).policy)
     return simulator.simulate_deployment(as_deployment(model, hardware, **how), arrivals, scheduler, progress=progress)
 
 

@@ -501,6 +501,7 @@ def simulation_tables(run: dict, percentile: float) -> list:
         f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
         f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)",
         f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)",
+        f"attention {result.meta['attention']}",
     ]
     if found is not None:
         lines.append(

@@ -17,12 +17,14 @@ from ridgeline.serving.scheduler import BATCH_ATTENTION
 from ridgeline.serving.simulator import Scheduler, goodput, max_rate, meets
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
+SIM = {"attention": "flash"}  # analyze with what the simulator's vllm-v1 policy runs (issue 26, 5a)
 
 
 @pytest.mark.parametrize(
     "model, device, options",
     [
-        ("llama-3-8b", "h100-sxm", {}),
+        # eager named: analyze's default; the simulator's is its policy's, flash (issue 26, 5a)
+        ("llama-3-8b", "h100-sxm", {"attention": "eager"}),
         ("llama-3-8b", "h100-sxm", {"attention": "flash", "w_dtype": "int4", "tp": 2}),
         ("mistral-7b-v0.1", "a6000", {"attention": "paged"}),  # sliding window 4096
         ("qwen2-0.5b", "a6000", {"attention": "flash-decoding"}),
@@ -57,7 +59,7 @@ def test_md1_mean_wait_matches_pollaczek_khinchine():
     output token (constant service D = the prefill), Poisson arrivals at rho = 0.5:
     M/D/1 mean wait Wq = lambda D^2 / (2 (1 - rho)) = rho D / (2 (1 - rho)) = D / 2
     (Pollaczek-Khinchine). Over 1e5 requests the sample mean's standard error is ~1 %."""
-    d = analyze(MODEL, DEVICE, batch=1, seq_len=256, generate=1).generation["ttft_s"]
+    d = analyze(MODEL, DEVICE, batch=1, seq_len=256, generate=1, **SIM).generation["ttft_s"]
     rho = 0.5
     lam = rho / d
     r = simulate(MODEL, DEVICE, poisson(lam, 100_000, 256, 1, seed=0), Scheduler(max_batch=1))
@@ -139,9 +141,9 @@ def test_chunked_prefill_splits_the_prompt():
     first token; the first chunk is a fresh prefill of 256 tokens."""
     r = simulate(MODEL, DEVICE, poisson(1.0, 1, 1000, 2), Scheduler(token_budget=256))
     assert list(r.timeline["tokens"]) == [256, 256, 256, 232, 1]
-    first = analyze(MODEL, DEVICE, batch=1, seq_len=256).prefill.total["time_s"]
+    first = analyze(MODEL, DEVICE, batch=1, seq_len=256, **SIM).prefill.total["time_s"]
     assert r.timeline["step_s"][0] == pytest.approx(first, rel=1e-9)
-    assert r.requests["ttft_s"][0] > analyze(MODEL, DEVICE, seq_len=1000).prefill.total["time_s"]
+    assert r.requests["ttft_s"][0] > analyze(MODEL, DEVICE, seq_len=1000, **SIM).prefill.total["time_s"]
 
 
 def test_reproducible_under_a_seed():
@@ -194,7 +196,7 @@ def test_host_overhead_on_a_single_request():
     a = 3 ms + 1 ms x 1 = 4 ms. TTFT = analyze's TTFT + a; latency = analyze's TTFT +
     (N - 1) x TPOT + N x a = ... + 20 x 4 ms = ... + 80 ms; TPOT = analyze's TPOT + a."""
     prompt, n, a = 100, 20, 0.003 + 0.001
-    g = analyze(MODEL, DEVICE, batch=1, seq_len=prompt, generate=n).generation
+    g = analyze(MODEL, DEVICE, batch=1, seq_len=prompt, generate=n, **SIM).generation
     s = Scheduler(step_overhead_s=0.003, request_overhead_s=0.001)
     r = simulate(MODEL, DEVICE, poisson(1.0, 1, prompt, n), s)
     assert r.requests["ttft_s"][0] == pytest.approx(g["ttft_s"] + a, rel=1e-9)

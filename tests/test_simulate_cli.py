@@ -182,3 +182,40 @@ def test_resimulate_reproduces_the_committed_transformers_run():
             )
     result = runner.invoke(app, ["simulate-check", "--resimulate", "missing.json"])
     assert result.exit_code == 2 and "no serving run at missing.json" in result.output
+
+
+def test_the_policy_chooses_the_attention_and_the_output_says_which(tmp_path):
+    """Issue 26, item 5a: one 2048-token prompt (2 output tokens) of llama-2-7b on an a6000.
+    The simulator priced it with eager attention (TTFT 234.5 ms) unless told otherwise,
+    while it models vLLM V1, which runs FlashAttention: 199.6 ms with flash (the engine's
+    prefill of 2048 tokens plus one decode step; the default now gives exactly that run)."""
+    path = tmp_path / "t1.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,2048,2\n")
+    runs = {}
+    for extra in ([], ["--attention", "flash"], ["--attention", "eager"]):
+        result = runner.invoke(
+            app, ["simulate", "llama-2-7b", "-H", "a6000", "--trace", str(path), "-f", "json", *extra]
+        )
+        assert result.exit_code == 0, result.output
+        runs[" ".join(extra)] = json.loads(result.stdout)
+    default, flash, eager = runs[""], runs["--attention flash"], runs["--attention eager"]
+    assert default["summary"]["ttft_s"]["p50"] == flash["summary"]["ttft_s"]["p50"]
+    assert default["summary"]["ttft_s"]["p50"] == pytest.approx(0.1996, rel=1e-3)
+    assert eager["summary"]["ttft_s"]["p50"] > 0.2
+    assert default["meta"]["attention"].startswith("flash: the vllm-v1 policy's default (vLLM V1")
+    assert eager["meta"]["attention"] == "eager: as set (the vllm-v1 policy's default is flash)"
+    table = runner.invoke(app, ["simulate", "llama-2-7b", "-H", "a6000", "--trace", str(path)])
+    assert "attention flash: the vllm-v1 policy's default" in table.stdout
+
+
+def test_the_python_api_takes_the_policy_attention_too():
+    from ridgeline.api import simulate
+    from ridgeline.serving.arrivals import Arrivals
+    from ridgeline.serving.scheduler import Scheduler
+
+    one = Arrivals(np.array([0.0]), np.array([2048]), np.array([2]))
+    r = simulate("llama-2-7b", "a6000", one)
+    assert r.meta["settings"]["attention"] == "flash"
+    assert r.summary["ttft_s"]["p50"] == pytest.approx(0.1996, rel=1e-3)
+    t = simulate("llama-2-7b", "a6000", one, Scheduler(policy="transformers"))
+    assert t.meta["attention"].startswith("flash: the transformers policy's default (transformers' sdpa path")

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ridgeline.api import simulate_serving
+from ridgeline.api import default_attention, simulate_serving
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import app, check_format, deployment, echo_err, echo_lines, emit, write_text
 from ridgeline.errors import MissingDependencyError, RidgelineError
@@ -75,7 +75,9 @@ def simulate(
     check_format(fmt)
     if not 0 < percentile <= 100:
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
-    d, sched = deployment(ctx.params), scheduler(ctx.params)
+    sched = scheduler(ctx.params)
+    # no --attention: the policy's (vLLM V1 runs flash); the output says which
+    d = deployment({**ctx.params, "attention": attention or default_attention(sched.policy)})
     slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "percentile": percentile}
     arrivals = {name: ctx.params[name] for name in ARRIVALS}
     run = simulate_serving(d, sched, **arrivals, search=search, **slos, progress=simulation_progress)

@@ -35,6 +35,9 @@ class Policy(ABC):
     """One scheduling policy; stateless (a run's state is the :class:`ServerState`)."""
 
     name: ClassVar[str]
+    # the attention setting a run of this policy gets when none is given, and why
+    attention: ClassVar[str] = "flash"
+    attention_source: ClassVar[str] = "vLLM V1's default backend on CUDA is FlashAttention"
 
     @abstractmethod
     def schedule(self, server: ServerState, now: float) -> np.ndarray:
@@ -63,6 +66,19 @@ def policy(name: str) -> Policy:
     if name not in _POLICIES:
         raise UnknownPolicyError(name, policy_names())
     return _POLICIES[name]()
+
+
+def default_attention(name: str) -> str:
+    """The attention setting policy ``name`` runs when none is given (``Policy.attention``)."""
+    return policy(name).attention
+
+
+def attention_note(name: str, attention: str) -> str:
+    """Which attention a run of policy ``name`` was priced with, and whose choice it was."""
+    rule = policy(name)
+    if attention == rule.attention:
+        return f"{attention}: the {name} policy's default ({rule.attention_source})"
+    return f"{attention}: as set (the {name} policy's default is {rule.attention})"
 
 
 def policy_names() -> list[str]:

@@ -36,6 +36,7 @@ class ServerState:
         self.used = 0
         self.computed = 0  # tokens run through the model, recomputation included
         self.recomputed = 0
+        self.preemptions = 0  # preemptions so far (a policy compares it before and after a step's running part)
         self.pure = False  # this step only decodes (set by the policy)
         self.steady = False  # the last step only decoded and admitted nobody: so does this one
         self.ones = np.ones(scheduler.max_batch, dtype=np.int64)  # a steady step's chunk (read only)
@@ -52,6 +53,7 @@ class ServerState:
         self.used -= int(self.kv_blocks(done))
         self.recomputed += int(done)
         self.preempted[rid] += 1
+        self.preemptions += 1
         self.gen_of[rid], self.done_of[rid] = gen, 0
         self.run = [a[:-1] for a in self.run]
         self.waiting.appendleft(int(rid))

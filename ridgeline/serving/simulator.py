@@ -46,7 +46,7 @@ from ridgeline.engine.workload import Workload
 from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving import policies  # noqa: F401  (each policy registers itself on import)
 from ridgeline.serving.arrivals import Arrivals
-from ridgeline.serving.policy import Policy, policy
+from ridgeline.serving.policy import Policy, attention_note, policy
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.server import ServerState
 from ridgeline.serving.step_cost import StepCost, build_step_cost
@@ -256,6 +256,7 @@ def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler
         "mode": roofs.mode,
         "settings": settings.__dict__.copy(),
         "scheduler": s.__dict__.copy(),
+        "attention": attention_note(s.policy, settings.attention),
     }
     return SimResult(requests, timeline, plain(summary), plain(meta))
 

@@ -4,13 +4,16 @@ Each step has a token budget (``Scheduler.token_budget``, vLLM's max_num_batched
 and a sequence limit (``max_batch``, max_num_seqs). The running requests come first, in
 admission order: each gets its pending tokens (one for a decode; the rest of its prompt,
 chunked) while the budget lasts. When the paged KV cache cannot hold the step, the request
-admitted last is preempted and later recomputed from scratch. Then waiting requests are
-admitted first come, first served while the step has sequences, tokens and KV blocks to
+admitted last is preempted and later recomputed from scratch. A step that preempted admits
+nobody (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``: the waiting queue is
+only read ``if not preempted_reqs``). Otherwise waiting requests are admitted first come, first served while the step has sequences, tokens and KV blocks to
 spare (and, with ``admit_margin``, while that fraction of the blocks is free); a prompt is
 chunked to the budget left, or waits whole without ``chunked_prefill``.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,10 +23,16 @@ from ridgeline.serving.server import ServerState
 
 @register("vllm-v1")
 class VllmV1(Policy):
+    # whether waiting requests may join a step that preempted (vLLM V1: no)
+    admit_after_preemption: ClassVar[bool] = False
+
     def schedule(self, server: ServerState, now: float) -> np.ndarray:
-        """Chunks for the running requests (preempting when blocks run out), then admissions."""
+        """Chunks for the running requests (preempting when blocks run out), then admissions
+        (none in a step that preempted, unless ``admit_after_preemption``)."""
+        before = server.preemptions
         chunk = self.running(server)
-        if self.admits(len(chunk)):
+        preempted = server.preemptions > before
+        if self.admits(len(chunk)) and (self.admit_after_preemption or not preempted):
             new = self.admissions(server, now, len(chunk))
             if new:
                 chunk = server.join(new, chunk)
