@@ -323,3 +323,43 @@ def test_headroom_and_runtime_reserve_set_what_fits():
     with pytest.raises(InvalidWorkloadError, match="memory utilization must be in"):
         Settings(memory_utilization=1.5)
     assert math.isclose(a.memory["runtime_reserve_bytes"], 0.75 * 2**30)
+
+
+# --- NCCL's collective cost model (issue 26 item 4) ----------------------------------------
+
+
+def test_tensor_parallel_all_reduce_pays_nccl_base_latency():
+    """NCCL's tuning model (src/graph/tuning.cc) on an H100 SXM node (NVLink, 450 GB/s per
+    direction): time = base + steps x hop + bytes / (450e9 x fraction), the cheapest of ring /
+    tree x LL / LL128 / Simple. Llama-2-7B decode, batch 1: each all-reduce is 4096 x 2 B =
+    8,192 B.
+    tp 2, ring LL: 6.6 + 2 x 0.6 = 7.8 µs + 8,192 B / (0.5 x 450e9) = 7.8364 µs (ring Simple
+    8.4 + 2 x 3.4 = 15.2 µs: LL wins). tp 8: 6.6 + 14 x 0.6 = 15.0 µs + 14,336 B (2 x 7/8 x
+    8,192) / 225e9 = 15.0637 µs. Before: 1.22 and 8.43 µs (hops x 0.6 µs, no base).
+    TPOT at tp 2: the issue's 2.100 ms + 65 all-reduces x (7.8364 - 1.2182) µs + the logits'
+    all-gather (32,000 x 2 B, ring LL 6.6 + 0.6 + 32,000 / 225e9 = 7.342 µs against 0.6 +
+    0.071 µs) = 2.100 + 0.4302 + 0.0067 = 2.537 ms (+21 %)."""
+    kw = dict(dtype="bf16", seq_len=512, generate=128)
+    tp2, tp8 = (rl.analyze("llama-2-7b", "h100-sxm", tp=tp, **kw) for tp in (2, 8))
+    assert rows(tp2)["attn_allreduce"]["time_s"] == pytest.approx(7.8364e-6, rel=1e-4)
+    assert rows(tp8)["mlp_allreduce"]["time_s"] == pytest.approx(15.0637e-6, rel=1e-4)
+    assert tp2.generation["tpot_s"] == pytest.approx(2.537e-3, rel=3e-4)
+    # prefill's 512 x 4096 x 2 = 4,194,304 B: ring Simple 8.4 + 6.8 + 4,194,304 / 450e9 =
+    # 24.52 µs beats ring LL (7.8 + 18.64 = 26.44) and LL128 (17.8 + 10.13 = 27.93)
+    assert rows(tp2, "prefill")["attn_allreduce"]["time_s"] == pytest.approx(24.521e-6, rel=1e-4)
+    # PCIe (a6000, 32 GB/s): NCCL's PCI latencies, ring LL 6.6 + 2 x 1.0 + 8,192 / 16e9
+    a6000 = rl.analyze("llama-2-7b", "a6000", tp=2, **kw)
+    assert rows(a6000)["attn_allreduce"]["time_s"] == pytest.approx(8.6e-6 + 8192 / 16e9, rel=1e-4)
+    # a link latency given by hand is the whole latency: 2 hops x 5 µs, no base
+    own = rl.analyze("llama-2-7b", "h100-sxm", tp=2, link_latency_us=5.0, **kw)
+    assert rows(own)["attn_allreduce"]["time_s"] == pytest.approx(10e-6 + 8192 / 450e9, rel=1e-4)
+
+
+def test_mi300x_collectives_use_rccl_latencies():
+    """RCCL's tuning.cc: base 12 µs (LL), xGMI hop 0.8 µs (ring LL). MI300X at tp 8 (mesh:
+    7 x 64 = 448 GB/s): 12 + 14 x 0.8 = 23.2 µs + 14,336 B / (0.5 x 448e9) = 23.264 µs; the
+    output says which model priced it."""
+    a = rl.analyze("llama-2-7b", "mi300x", dtype="bf16", seq_len=512, generate=128, tp=8)
+    assert rows(a)["attn_allreduce"]["time_s"] == pytest.approx(23.2e-6 + 14336 / 224e9, rel=1e-4)
+    out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "mi300x", "--tp", "8", "--dtype", "bf16"])
+    assert out.exit_code == 0 and "RCCL latencies, NCCL model" in out.output
