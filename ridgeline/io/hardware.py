@@ -80,16 +80,24 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         raise InvalidSpecError(where, f"'collective_model' must be one of {tuple(MODELS)}, got {collectives!r}")
     exp_rate = _number(raw, "exp_rate_tera_s", where, required=False)
     reserve = _optional(raw, "runtime_reserve_gib", where)
+    capacity = _number(raw, "memory_capacity_gib", where)
+    if reserve >= capacity:
+        raise InvalidSpecError(
+            where, f"'runtime_reserve_gib' ({reserve:g}) must be below 'memory_capacity_gib' ({capacity:g})"
+        )
+    units = _optional(raw, "compute_units", where)
+    if units != int(units):
+        raise InvalidSpecError(where, f"'compute_units' must be a whole number, got {units:g}")
     return DeviceSpec(
         name=str(raw["name"]),
         full_name=str(raw.get("full_name", raw["name"])),
         vendor=str(raw["vendor"]),
         kind=raw["kind"],
-        memory_capacity=_number(raw, "memory_capacity_gib", where) * GIB,
+        memory_capacity=capacity * GIB,
         memory_bandwidth=_number(raw, "memory_bandwidth_gb_s", where) * GIGA,
         matrix_peak=matrix,
         vector_peak=_peaks(raw, "vector_peak_tops", where),
-        compute_units=int(_optional(raw, "compute_units", where)),
+        compute_units=int(units),
         l1_bytes_per_unit=_optional(raw, "l1_kib_per_unit", where) * KIB,
         l2_bytes=_optional(raw, "l2_cache_mib", where) * MIB,
         interconnect=raw.get("interconnect"),
