@@ -108,11 +108,13 @@ def test_speculative_cli_headline_and_valid_json():
 
 def test_all_reduce_costs_hops_times_latency_plus_bytes():
     """Llama-2-70B decode, tp 8 on H100 SXM: a ring all-reduce of 8192 x 2 bytes sends
-    2 x 7/8 x 16384 = 28,672 bytes over 450 GB/s and crosses 2 x 7 = 14 hops of 0.6 µs
-    (NCCL's NVLink figure): 28672 / 450e9 + 14 x 0.6e-6 = 8.4637 µs."""
+    2 x 7/8 x 16384 = 28,672 bytes and crosses 2 x 7 = 14 hops of 0.6 µs (NCCL's NVLink
+    figure). Since issue 26 item 4 it also pays NCCL's ring LL base latency, 6.6 µs, and LL
+    moves data at half the bandwidth: 6.6 + 14 x 0.6 + 28672 / 225e9 = 15.1274 µs (it
+    was 28672 / 450e9 + 14 x 0.6 = 8.4637 µs, no base)."""
     r = rows(rl.analyze("llama-2-70b", "h100-sxm", tp=8))["attn_allreduce"]
     assert r["comm_bytes"] == 28_672
-    assert r["time_s"] == pytest.approx(28672 / 450e9 + 14 * 0.6e-6)
+    assert r["time_s"] == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 28672 / 225e9)
 
 
 def test_mesh_bandwidth_depends_on_the_group():
@@ -121,9 +123,11 @@ def test_mesh_bandwidth_depends_on_the_group():
     mesh = spec_ceilings(load_device("mi300x"))
     assert [float(mesh.group_bandwidth(n)) / 1e9 for n in (2, 4, 8)] == [64, 192, 448]
     assert spec_ceilings(load_device("h100-sxm")).group_bandwidth(2) == 450e9
-    # Llama-2-70B tp 2 decode on MI300X: 16384 bytes / 64e9 + 2 hops x 0.8 µs = 1.856 µs
+    # Llama-2-70B tp 2 decode on MI300X, the group's 64 GB/s: RCCL's ring LL, base 12 µs + 2
+    # hops x 0.8 µs + 16384 bytes / (0.5 x 64e9) = 14.112 µs (ring Simple: 17 + 7.2 + 0.256 =
+    # 24.456). Before issue 26 item 4: 16384 / 64e9 + 2 x 0.8 = 1.856 µs, no base latency.
     r = rows(rl.analyze("llama-2-70b", "mi300x", tp=2))["attn_allreduce"]
-    assert r["time_s"] == pytest.approx(16384 / 64e9 + 2 * 0.8e-6)
+    assert r["time_s"] == pytest.approx(12e-6 + 2 * 0.8e-6 + 16384 / 32e9)
     shown = runner.invoke(app, ["hardware", "show", "mi300x"]).stdout
     assert "fabric                 mesh, 64 GB/s per peer link" in shown
     assert "link latency           0.8 µs per hop" in shown
