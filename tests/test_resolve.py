@@ -282,5 +282,7 @@ def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_
 
 def test_transfer_across_architectures_says_they_differ():
     """The H100 profile (hopper) to an A100 (ampere) is refused, and the message says why."""
-    with pytest.raises(ProfileMismatchError, match="the architectures differ: h100-sxm is hopper, a100-80gb ampere"):
+    with pytest.raises(
+        ProfileMismatchError, match=r"measured on h100-sxm, not a100-80gb \(architectures differ: hopper, ampere\)"
+    ):
         resolve("llama-2-7b", "a100-80gb", profile=H100, transfer=True)

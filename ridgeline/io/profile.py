@@ -373,10 +373,7 @@ def profile_ceilings(
 
 def architectures_differ(measured: DeviceSpec, device: DeviceSpec) -> str:
     """Why a profile cannot transfer: a profile moves only within one architecture."""
-    return (
-        f"the architectures differ: {measured.name} is {measured.architecture or 'of no recorded architecture'}, "
-        f"{device.name} {device.architecture or 'of none'}; a profile transfers only within one"
-    )
+    return f"architectures differ: {measured.architecture or 'none recorded'}, {device.architecture or 'none recorded'}"
 
 
 def cpu_notes(meta: Mapping[str, Any], host: DeviceSpec, where: str) -> tuple[str, ...]:
