@@ -79,7 +79,7 @@ class ProfileMismatchError(RidgelineError):
     """A measured profile applied to a device it was not measured on. ``home`` is the
     device to use it with: a catalog name, or 'host' on the CPU it was measured on."""
 
-    def __init__(self, profile: str, measured_on: str, device: str, home: str, transferable: bool):
+    def __init__(self, profile: str, measured_on: str, device: str, home: str, transferable: bool, why: str = ""):
         self.home, self.device = home, device
         self.transferable = transferable
         fix = (
@@ -87,7 +87,8 @@ class ProfileMismatchError(RidgelineError):
             if transferable
             else f"analyse {home} with it, or calibrate {device}"
         )
-        super().__init__(f"profile {profile} was measured on {measured_on}, not {device}; {fix}")
+        why = f" ({why})" if why else ""
+        super().__init__(f"profile {profile} was measured on {measured_on}, not {device}{why}; {fix}")
 
 
 class UnsupportedDtypeError(RidgelineError):

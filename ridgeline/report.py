@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ridgeline.engine.analyze import deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.collectives import LABELS as COLLECTIVE_LABELS
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.memory import active_parameters, total_parameters
 from ridgeline.engine.model import ModelConfig
@@ -548,6 +549,8 @@ def device_rows(d: DeviceSpec) -> list[str]:
     ]
     if d.interconnect_latency:
         rows.append(("link latency", f"{d.interconnect_latency * 1e6:g} µs per hop"))
+    if d.collective_model:
+        rows.append(("collectives", f"{COLLECTIVE_LABELS[d.collective_model]} (ring/tree x LL/LL128/Simple)"))
     if d.interconnect_link_bandwidth:
         rows.append(("fabric", f"mesh, {d.interconnect_link_bandwidth / GIGA:g} GB/s per peer link"))
     if d.exp_rate:

@@ -124,3 +124,50 @@ def test_host_is_detected():
     host = rl.load_device("host")
     assert host.name == "host" and host.memory_bandwidth > 0
     assert "fp32" in host.matrix_peak
+
+
+# --- catalog and input nits (issue 26 item 7) ----------------------------------------------
+
+
+def test_h200_l2_is_what_pytorch_reports():
+    """torch.cuda.get_device_properties().L2_cache_size on an H200 is 62,914,560 B = 60 MiB
+    (the committed H200 profile records it); the catalog said 50."""
+    from ridgeline.io.catalog import PROFILES_DIR
+    from ridgeline.io.files import read_yaml
+
+    measured = read_yaml(PROFILES_DIR / "cuda-nvidia-h200.yaml")["meta"]["l2_bytes"]
+    assert measured == 62_914_560 == rl.load_device("h200").l2_bytes == 60 * 2**20
+
+
+def test_b200_notes_give_one_fp32_vector_rate():
+    """The notes gave 75 TFLOPS (the YAML's figure) and then 'fp32 vector 80 TFLOPS'."""
+    b200 = rl.load_device("b200")
+    assert b200.vector_peak["fp32"] == 75e12
+    assert "fp32 vector 80" not in b200.notes
+
+
+def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
+    """runtime_reserve_gib 100 on an 80 GiB device left -28 GiB usable and exited 0;
+    compute_units 13.7 was truncated to 13. Both: one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    base = {
+        "name": "x",
+        "vendor": "v",
+        "kind": "gpu",
+        "memory_capacity_gib": 80,
+        "memory_bandwidth_gb_s": 100,
+        "matrix_peak_tops": {"fp16": 10},
+        "sources": ["http://x"],
+    }
+    assert device_from_dict({**base, "runtime_reserve_gib": 79.5, "compute_units": 14}).compute_units == 14
+    with pytest.raises(rl.RidgelineError, match=r"'runtime_reserve_gib' \(100\) must be below"):
+        device_from_dict({**base, "runtime_reserve_gib": 100})
+    with pytest.raises(rl.RidgelineError, match="'compute_units' must be a whole number, got 13.7"):
+        device_from_dict({**base, "compute_units": 13.7})
+    spec = tmp_path / "big-reserve.yaml"
+    spec.write_text("\n".join(f"{k}: {v}" for k, v in {**base, "runtime_reserve_gib": 100}.items()) + "\n")
+    out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", str(spec)])
+    assert out.exit_code == 2 and "runtime_reserve_gib" in out.output

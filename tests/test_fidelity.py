@@ -152,11 +152,13 @@ def test_speculation_is_priced_on_plain_decodings_basis():
 
 def test_all_reduce_costs_hops_times_latency_plus_bytes():
     """Llama-2-70B decode, tp 8 on H100 SXM: a ring all-reduce of 8192 x 2 bytes sends
-    2 x 7/8 x 16384 = 28,672 bytes over 450 GB/s and crosses 2 x 7 = 14 hops of 0.6 µs
-    (NCCL's NVLink figure): 28672 / 450e9 + 14 x 0.6e-6 = 8.4637 µs."""
+    2 x 7/8 x 16384 = 28,672 bytes and crosses 2 x 7 = 14 hops of 0.6 µs (NCCL's NVLink
+    figure). Since issue 26 item 4 it also pays NCCL's ring LL base latency, 6.6 µs, and LL
+    moves data at half the bandwidth: 6.6 + 14 x 0.6 + 28672 / 225e9 = 15.1274 µs (it
+    was 28672 / 450e9 + 14 x 0.6 = 8.4637 µs, no base)."""
     r = rows(rl.analyze("llama-2-70b", "h100-sxm", tp=8))["attn_allreduce"]
     assert r["comm_bytes"] == 28_672
-    assert r["time_s"] == pytest.approx(28672 / 450e9 + 14 * 0.6e-6)
+    assert r["time_s"] == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 28672 / 225e9)
 
 
 def test_mesh_bandwidth_depends_on_the_group():
@@ -165,9 +167,11 @@ def test_mesh_bandwidth_depends_on_the_group():
     mesh = spec_ceilings(load_device("mi300x"))
     assert [float(mesh.group_bandwidth(n)) / 1e9 for n in (2, 4, 8)] == [64, 192, 448]
     assert spec_ceilings(load_device("h100-sxm")).group_bandwidth(2) == 450e9
-    # Llama-2-70B tp 2 decode on MI300X: 16384 bytes / 64e9 + 2 hops x 0.8 µs = 1.856 µs
+    # Llama-2-70B tp 2 decode on MI300X, the group's 64 GB/s: RCCL's ring LL, base 12 µs + 2
+    # hops x 0.8 µs + 16384 bytes / (0.5 x 64e9) = 14.112 µs (ring Simple: 17 + 7.2 + 0.256 =
+    # 24.456). Before issue 26 item 4: 16384 / 64e9 + 2 x 0.8 = 1.856 µs, no base latency.
     r = rows(rl.analyze("llama-2-70b", "mi300x", tp=2))["attn_allreduce"]
-    assert r["time_s"] == pytest.approx(16384 / 64e9 + 2 * 0.8e-6)
+    assert r["time_s"] == pytest.approx(12e-6 + 2 * 0.8e-6 + 16384 / 32e9)
     shown = runner.invoke(app, ["hardware", "show", "mi300x"]).stdout
     assert "fabric                 mesh, 64 GB/s per peer link" in shown
     assert "link latency           0.8 µs per hop" in shown
@@ -223,10 +227,12 @@ def test_eager_gqa_reads_kv_per_query_head():
 
 
 def test_exponentials_bound_a_flash_attention_2_kernel():
-    """H100 SXM: 16 exp per SM per clock x 132 SMs x 1.98 GHz = 4.18176e12 exp/s (4.182 in
-    hardware/h100-sxm.yaml). Falcon-7B
+    """H100 SXM: 16 exp per SM per clock x 132 SMs at the clock the datasheet's dense bf16
+    tensor peak implies, 989.4e12 / (132 x 4096) = 1.830 GHz: 3.8648e12 exp/s (3.865 in
+    hardware/h100-sxm.yaml; it was 4.182 at the 1.98 GHz boost clock, issue 26 item 6;
+    FlashAttention-3 quotes 3.9). Falcon-7B
     (71 heads, d = 64) flash prefill of 4096 in fp8: 71 x 4096 x 4097/2 = 595,736,576
-    exponentials take 142.45 µs, while the fp8 matrix work (256 ops per pair at 1978.9 T)
+    exponentials take 154.14 µs, while the fp8 matrix work (256 ops per pair at 1978.9 T)
     and the softmax's vector work (5 per pair at 133.8 T) take 77.06 + 22.26 = 99.3 µs."""
     r = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash", dtype="fp8_e4m3"), "prefill")[
         "attention"
@@ -234,7 +240,8 @@ def test_exponentials_bound_a_flash_attention_2_kernel():
     exps = 71 * 4096 * 4097 / 2
     assert exps == 595_736_576
     assert r["bound"] == "exp"
-    assert r["time_s"] == pytest.approx(exps / 4.182e12)
+    assert r["time_s"] == pytest.approx(exps / 3.865e12)
+    assert r["time_s"] == pytest.approx(154.14e-6, rel=1e-4)
     # at bf16 the matrix work (2 x 77.06 µs) is the larger term again
     bf16 = rows(rl.analyze("falcon-7b", "h100-sxm", seq_len=4096, attention="flash", dtype="bf16"), "prefill")[
         "attention"
@@ -364,3 +371,43 @@ def test_headroom_and_runtime_reserve_set_what_fits():
     with pytest.raises(InvalidWorkloadError, match="memory utilization must be in"):
         Settings(memory_utilization=1.5)
     assert math.isclose(a.memory["runtime_reserve_bytes"], 0.75 * 2**30)
+
+
+# --- NCCL's collective cost model (issue 26 item 4) ----------------------------------------
+
+
+def test_tensor_parallel_all_reduce_pays_nccl_base_latency():
+    """NCCL's tuning model (src/graph/tuning.cc) on an H100 SXM node (NVLink, 450 GB/s per
+    direction): time = base + steps x hop + bytes / (450e9 x fraction), the cheapest of ring /
+    tree x LL / LL128 / Simple. Llama-2-7B decode, batch 1: each all-reduce is 4096 x 2 B =
+    8,192 B.
+    tp 2, ring LL: 6.6 + 2 x 0.6 = 7.8 µs + 8,192 B / (0.5 x 450e9) = 7.8364 µs (ring Simple
+    8.4 + 2 x 3.4 = 15.2 µs: LL wins). tp 8: 6.6 + 14 x 0.6 = 15.0 µs + 14,336 B (2 x 7/8 x
+    8,192) / 225e9 = 15.0637 µs. Before: 1.22 and 8.43 µs (hops x 0.6 µs, no base).
+    TPOT at tp 2: the issue's 2.100 ms + 65 all-reduces x (7.8364 - 1.2182) µs + the logits'
+    all-gather (32,000 x 2 B, ring LL 6.6 + 0.6 + 32,000 / 225e9 = 7.342 µs against 0.6 +
+    0.071 µs) = 2.100 + 0.4302 + 0.0067 = 2.537 ms (+21 %)."""
+    kw = dict(dtype="bf16", seq_len=512, generate=128)
+    tp2, tp8 = (rl.analyze("llama-2-7b", "h100-sxm", tp=tp, **kw) for tp in (2, 8))
+    assert rows(tp2)["attn_allreduce"]["time_s"] == pytest.approx(7.8364e-6, rel=1e-4)
+    assert rows(tp8)["mlp_allreduce"]["time_s"] == pytest.approx(15.0637e-6, rel=1e-4)
+    assert tp2.generation["tpot_s"] == pytest.approx(2.537e-3, rel=3e-4)
+    # prefill's 512 x 4096 x 2 = 4,194,304 B: ring Simple 8.4 + 6.8 + 4,194,304 / 450e9 =
+    # 24.52 µs beats ring LL (7.8 + 18.64 = 26.44) and LL128 (17.8 + 10.13 = 27.93)
+    assert rows(tp2, "prefill")["attn_allreduce"]["time_s"] == pytest.approx(24.521e-6, rel=1e-4)
+    # PCIe (a6000, 32 GB/s): NCCL's PCI latencies, ring LL 6.6 + 2 x 1.0 + 8,192 / 16e9
+    a6000 = rl.analyze("llama-2-7b", "a6000", tp=2, **kw)
+    assert rows(a6000)["attn_allreduce"]["time_s"] == pytest.approx(8.6e-6 + 8192 / 16e9, rel=1e-4)
+    # a link latency given by hand is the whole latency: 2 hops x 5 µs, no base
+    own = rl.analyze("llama-2-7b", "h100-sxm", tp=2, link_latency_us=5.0, **kw)
+    assert rows(own)["attn_allreduce"]["time_s"] == pytest.approx(10e-6 + 8192 / 450e9, rel=1e-4)
+
+
+def test_mi300x_collectives_use_rccl_latencies():
+    """RCCL's tuning.cc: base 12 µs (LL), xGMI hop 0.8 µs (ring LL). MI300X at tp 8 (mesh:
+    7 x 64 = 448 GB/s): 12 + 14 x 0.8 = 23.2 µs + 14,336 B / (0.5 x 448e9) = 23.264 µs; the
+    output says which model priced it."""
+    a = rl.analyze("llama-2-7b", "mi300x", dtype="bf16", seq_len=512, generate=128, tp=8)
+    assert rows(a)["attn_allreduce"]["time_s"] == pytest.approx(23.2e-6 + 14336 / 224e9, rel=1e-4)
+    out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "mi300x", "--tp", "8", "--dtype", "bf16"])
+    assert out.exit_code == 0 and "RCCL latencies, NCCL model" in out.output

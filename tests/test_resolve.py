@@ -278,3 +278,11 @@ def test_cli_refuses_a_profile_from_a_cpu_of_another_signature(monkeypatch, tmp_
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "another CPU ('AMD EPYC', AuthenticAMD 26/2" in result.output
     assert result.output.rstrip().endswith("or calibrate this host (ridgeline calibrate --device cpu)")
+
+
+def test_transfer_across_architectures_says_they_differ():
+    """The H100 profile (hopper) to an A100 (ampere) is refused, and the message says why."""
+    with pytest.raises(
+        ProfileMismatchError, match=r"measured on h100-sxm, not a100-80gb \(architectures differ: hopper, ampere\)"
+    ):
+        resolve("llama-2-7b", "a100-80gb", profile=H100, transfer=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
@@ -148,6 +149,16 @@ def stand_in_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) ->
     return notes
 
 
+def collective_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
+    """Which cost model priced the collectives, where there are any."""
+    kinds = {op.dims.get("collective") for op in ops if op.kind == "comm"}
+    if not kinds & set(MODELLED):
+        return []
+    if not ceilings.collectives:
+        return ["collectives priced as hops x link latency + bytes / link bandwidth (no base latency)"]
+    return [f"collectives: {LABELS[ceilings.collectives]} (the cheapest of ring/tree x LL/LL128/Simple)"]
+
+
 def basis(
     ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
 ) -> dict[str, Any]:
@@ -168,6 +179,7 @@ def basis(
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
+            *collective_notes(ops, ceilings),
         ],
     }
 

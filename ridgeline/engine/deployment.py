@@ -74,8 +74,8 @@ def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ce
     links = device_links(device)
     if settings.link_bw_gb_s:
         links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None)
-    if settings.link_latency_us >= 0:
-        links["link_latency"] = settings.link_latency_us * 1e-6
+    if settings.link_latency_us >= 0:  # the whole latency: per hop, no base, no protocol choice
+        links.update(link_latency=settings.link_latency_us * 1e-6, collectives="")
     linked = replace(ceilings, **links)
     return with_execution(linked, device, settings.execution)
 

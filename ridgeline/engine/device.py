@@ -30,6 +30,7 @@ class DeviceSpec:
     interconnect_latency: float | None = None  # seconds per hop
     interconnect_topology: str = "switch"  # switch (every pair at full bandwidth) | mesh
     interconnect_link_bandwidth: float | None = None  # mesh: bytes/s per direction per peer link
+    collective_model: str = ""  # NCCL-style cost model of collectives (engine.collectives.MODELS)
     exp_rate: float | None = None  # exponentials/s on the special-function units
     runtime_reserve: float = 0.0  # bytes the runtime holds (CUDA context, workspaces)
     sources: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.engine.collectives import MODELLED, collective_seconds
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.workload import EXECUTIONS
@@ -165,6 +166,7 @@ class Ceilings:
     link_bandwidth: float | None = None  # bytes/s per direction between devices
     link_latency: float = 0.0  # seconds per hop
     link_per_peer: float | None = None  # point-to-point mesh: bytes/s per peer link (None: switched)
+    collectives: str = ""  # cost model of collectives (collectives.MODELS; "": hops x link_latency)
     exp_rate: float | None = None  # exponentials/s (special-function units; None: no roof)
     # execution terms of a device-time profile (empty: today's per-kernel overhead only)
     launch_gap_s: float = 0.0  # device idle between back-to-back kernels (graph)
@@ -232,9 +234,10 @@ class Ceilings:
         }
 
     def _measured_extras(self) -> dict[str, Any]:
-        """Size curves, the first touch and what the profile rests on (its timing, the types
-        it measured, stand-ins), where a profile gives them (older result files record none)."""
-        out: dict[str, Any] = {}
+        """The collectives' cost model, size curves, the first touch and what the profile
+        rests on (its timing, the types it measured, stand-ins), where given (older result
+        files record none)."""
+        out: dict[str, Any] = {"collectives": self.collectives} if self.collectives else {}
         if self.timing:
             out.update(
                 timing=self.timing,
@@ -271,6 +274,7 @@ class Ceilings:
             link_bandwidth=raw.get("link_bandwidth"),
             link_latency=float(raw.get("link_latency") or 0.0),
             link_per_peer=raw.get("link_per_peer"),
+            collectives=raw.get("collectives") or "",
             exp_rate=raw.get("exp_rate"),
             launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
             host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
@@ -471,13 +475,15 @@ def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
 
 def device_links(device: DeviceSpec) -> dict[str, Any]:
     """The device's interconnect as Ceilings fields: bandwidth per direction, latency per hop
-    (0 when unknown), and the per-peer link bandwidth of a mesh (None on a switch). The one
+    (0 when unknown), the per-peer link bandwidth of a mesh (None on a switch), and the cost
+    model of its collectives ("" when none: hops x latency). The one
     place ceilings get their links; a deployment's settings may override them
     (``ridgeline.engine.deployment.with_links``)."""
     return {
         "link_bandwidth": device.interconnect_bandwidth,
         "link_latency": device.interconnect_latency or 0.0,
         "link_per_peer": device.interconnect_link_bandwidth,
+        "collectives": device.collective_model,
     }
 
 
@@ -592,7 +598,16 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
     # a point-to-point send uses one link; a collective the group's bandwidth
     groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]
     bandwidth = _per_op([ceilings.group_bandwidth(n) for n in groups], comm.shape)
-    return np.where(comm > 0, comm / bandwidth + hops * ceilings.link_latency, 0.0)
+    plain = comm / bandwidth + hops * ceilings.link_latency
+    if ceilings.collectives:  # NCCL's cost model for what its tuning model prices
+        modelled = [
+            collective_seconds(ceilings.collectives, op.dims["collective"], comm[i], groups[i], bandwidth[i])
+            if op.dims.get("collective") in MODELLED and groups[i] > 1
+            else plain[i]
+            for i, op in enumerate(ops)
+        ]
+        plain = np.stack(np.broadcast_arrays(*modelled))
+    return np.where(comm > 0, plain, 0.0)
 
 
 def time_op(op: Op, ceilings: Ceilings) -> dict[str, np.ndarray]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ridgeline.engine.collectives import MODELS
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.units import DTYPE_BITS, GIB, GIGA, KIB, MIB, TERA
 from ridgeline.errors import InvalidSpecError, UnknownDeviceError
@@ -74,18 +75,29 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
             "a mesh interconnect needs 'interconnect_link_gb_s' (per peer "
             "link) and 'interconnect_bandwidth_gb_s' (all links)",
         )
+    collectives = str(raw.get("collective_model") or "")
+    if collectives and collectives not in MODELS:
+        raise InvalidSpecError(where, f"'collective_model' must be one of {tuple(MODELS)}, got {collectives!r}")
     exp_rate = _number(raw, "exp_rate_tera_s", where, required=False)
     reserve = _optional(raw, "runtime_reserve_gib", where)
+    capacity = _number(raw, "memory_capacity_gib", where)
+    if reserve >= capacity:
+        raise InvalidSpecError(
+            where, f"'runtime_reserve_gib' ({reserve:g}) must be below 'memory_capacity_gib' ({capacity:g})"
+        )
+    units = _optional(raw, "compute_units", where)
+    if units != int(units):
+        raise InvalidSpecError(where, f"'compute_units' must be a whole number, got {units:g}")
     return DeviceSpec(
         name=str(raw["name"]),
         full_name=str(raw.get("full_name", raw["name"])),
         vendor=str(raw["vendor"]),
         kind=raw["kind"],
-        memory_capacity=_number(raw, "memory_capacity_gib", where) * GIB,
+        memory_capacity=capacity * GIB,
         memory_bandwidth=_number(raw, "memory_bandwidth_gb_s", where) * GIGA,
         matrix_peak=matrix,
         vector_peak=_peaks(raw, "vector_peak_tops", where),
-        compute_units=int(_optional(raw, "compute_units", where)),
+        compute_units=int(units),
         l1_bytes_per_unit=_optional(raw, "l1_kib_per_unit", where) * KIB,
         l2_bytes=_optional(raw, "l2_cache_mib", where) * MIB,
         interconnect=raw.get("interconnect"),
@@ -93,6 +105,7 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         interconnect_latency=latency * 1e-6 if latency else None,
         interconnect_topology=topology,
         interconnect_link_bandwidth=per_link * GIGA if topology == "mesh" else None,
+        collective_model=collectives,
         exp_rate=exp_rate * TERA if exp_rate else None,
         runtime_reserve=reserve * GIB,
         sources=tuple(str(s) for s in sources),
@@ -132,6 +145,8 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
     if device.interconnect_topology == "mesh":
         out["interconnect_topology"] = "mesh"
         out["interconnect_link_gb_s"] = device.interconnect_link_bandwidth / GIGA
+    if device.collective_model:
+        out["collective_model"] = device.collective_model
     if device.exp_rate:
         out["exp_rate_tera_s"] = device.exp_rate / TERA
     if device.runtime_reserve:

@@ -364,10 +364,16 @@ def profile_ceilings(
         same = bool(measured.architecture) and measured.architecture == device.architecture
         if transfer and same:
             return transferred_ceilings(profile, measured, device), ()
-        raise ProfileMismatchError(where, source, device.name, source, same)
+        why = "" if same else architectures_differ(measured, device)
+        raise ProfileMismatchError(where, source, device.name, source, same, why)
     if device.kind != "cpu" or device.name != "host":
         raise ProfileMismatchError(where, measured_on(profile), device.name, "the host on that CPU", False)
     return calibrated_ceilings(profile, device), cpu_notes(meta, device, where)
+
+
+def architectures_differ(measured: DeviceSpec, device: DeviceSpec) -> str:
+    """Why a profile cannot transfer: a profile moves only within one architecture."""
+    return f"architectures differ: {measured.architecture or 'none recorded'}, {device.architecture or 'none recorded'}"
 
 
 def cpu_notes(meta: Mapping[str, Any], host: DeviceSpec, where: str) -> tuple[str, ...]:
