@@ -337,10 +337,10 @@ def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, gen
     return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step)
 
 
-def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtype: str, **how: Any):
+def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtype: str | None, **how: Any):
     """``compare`` of ``name`` on each device x every combination of the listed settings, the
-    three types ``dtype`` where not listed."""
-    variants = setting_combinations(lists, {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype})
+    three types ``dtype`` where not listed (without it, each device's default)."""
+    variants = setting_combinations(lists, dict.fromkeys(("w_dtype", "a_dtype", "kv_dtype"), dtype) if dtype else {})
     return compare(name, devices, variants, **how)
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.cli import app
 from ridgeline.errors import ProfileMismatchError, RidgelineError
-from ridgeline.io.catalog import PROFILES_DIR
+from ridgeline.io.catalog import HARDWARE_DIR, PROFILES_DIR
 from ridgeline.io.profile import load_profile
 from ridgeline.io.resolve import load_device, resolve, resolve_each
 
@@ -286,3 +286,39 @@ def test_transfer_across_architectures_says_they_differ():
         ProfileMismatchError, match=r"measured on h100-sxm, not a100-80gb \(architectures differ: hopper, ampere\)"
     ):
         resolve("llama-2-7b", "a100-80gb", profile=H100, transfer=True)
+
+
+def no_fp16(device):
+    """The device without fp16 matrix units (as a CPU with AVX-512 BF16 but no FP16)."""
+    from dataclasses import replace
+
+    return replace(device, matrix_peak={k: v for k, v in device.matrix_peak.items() if k != "fp16"})
+
+
+def test_a_device_without_fp16_units_defaults_to_bf16_and_says_so():
+    d = resolve("llama-3.2-1b", no_fp16(load_device("a6000")))
+    assert (d.settings.w_dtype, d.settings.a_dtype, d.settings.kv_dtype) == ("bf16", "bf16", "bf16")
+    assert d.notes == ("dtype bf16: a6000 has no fp16 matrix units, so bf16 is its default (set with --dtype)",)
+    # a type the user gives stays theirs; the others take the device's default
+    d = resolve("llama-3.2-1b", no_fp16(load_device("a6000")), w_dtype="int8")
+    assert (d.settings.w_dtype, d.settings.a_dtype, d.settings.kv_dtype) == ("int8", "bf16", "bf16")
+    # all three given, or a dtype: nothing to say
+    assert resolve("llama-3.2-1b", no_fp16(load_device("a6000")), dtype="fp32").notes == ()
+
+
+def test_a_device_with_fp16_units_keeps_fp16_without_a_note():
+    d = resolve("llama-3.2-1b", "a6000")
+    assert (d.settings.w_dtype, d.settings.kv_dtype, d.notes) == ("fp16", "fp16", ())
+
+
+def test_cli_analyses_a_device_without_fp16_in_bf16(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((HARDWARE_DIR / "a6000.yaml").read_text())
+    raw["matrix_peak_tops"].pop("fp16")
+    path = tmp_path / "no-fp16.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = runner.invoke(app, ["analyze", "llama-3.2-1b", "--hardware", str(path), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert "warning: dtype bf16: " in result.stderr and "has no fp16 matrix units" in result.stderr
+    assert json.loads(result.stdout)["workload"]["w_dtype"] == "bf16"

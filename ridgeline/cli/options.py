@@ -19,7 +19,13 @@ Devices = Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-s
 Batch = Annotated[int, typer.Option(help="Sequences per batch.")]
 SeqLen = Annotated[int, typer.Option(help="Prompt length in tokens.")]
 Generate = Annotated[int, typer.Option(help="Output tokens per sequence (0: no generation totals).")]
-Dtype = Annotated[str, typer.Option(help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4.")]
+Dtype = Annotated[
+    str | None,
+    typer.Option(
+        help="Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4. "
+        "Default: fp16, or bf16/fp32 on a device without fp16 matrix units (said in the output)."
+    ),
+]
 Format = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 Output = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout.")

@@ -47,7 +47,7 @@ def simulate(
     percentile: opt.Percentile = 99.0,
     search: opt.Search = False,
     timeline: opt.Timeline = None,
-    dtype: opt.Dtype = "fp16",
+    dtype: opt.Dtype = None,
     profile: opt.Profile = None,
     transfer: opt.Transfer = False,
     fmt: opt.Format = "table",

@@ -50,6 +50,23 @@ class Deployment:
         )
 
 
+TYPES = ("w_dtype", "a_dtype", "kv_dtype")
+
+
+def default_dtype(device: DeviceSpec) -> tuple[str, str | None]:
+    """fp16 where the device has fp16 matrix units (the default everywhere else in the tool);
+    else bf16, else fp32, with a note saying so. A CPU without fp16 units runs bf16 or fp32."""
+    for dtype in ("fp16", "bf16", "fp32"):
+        if dtype in device.matrix_peak:
+            if dtype == "fp16":
+                return dtype, None
+            return (
+                dtype,
+                f"dtype {dtype}: {device.name} has no fp16 matrix units, so {dtype} is its default (set with --dtype)",
+            )
+    return "fp16", None
+
+
 def make_settings(
     dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
 ) -> Settings:

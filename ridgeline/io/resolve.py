@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ridgeline.engine.deployment import Deployment, make_settings, on_threads, with_links
+from ridgeline.engine.deployment import TYPES, Deployment, default_dtype, make_settings, on_threads, with_links
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
@@ -109,15 +109,21 @@ def resolve(
     ``ceilings`` as given, else the profile's, else the datasheet's.
 
     Deployment options are :class:`Settings` fields as keywords (``w_dtype="int4"``,
-    ``attention="flash"``, ``tp=2`` ...); ``dtype`` sets the three types at once."""
+    ``attention="flash"``, ``tp=2`` ...); ``dtype`` sets the three types at once. The types
+    that neither sets take the device's default: fp16, or the type it runs where it has no
+    fp16 matrix units (said in a note)."""
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
     device = hardware if isinstance(hardware, DeviceSpec) else load_device(str(hardware))
-    chosen = make_settings(dtype, settings, options)
     notes: tuple[str, ...] = ()
+    if dtype is None and settings is None:  # the types not given take the device's default
+        dtype, note = default_dtype(device)
+        notes = (note,) if note and not set(TYPES) <= options.keys() else ()
+    chosen = make_settings(dtype, settings, options)
     if ceilings is not None and profile is not None:
         raise RidgelineError("give ceilings or a profile, not both")
     if ceilings is None:
-        ceilings, notes = resolve_ceilings(device, profile, transfer=transfer)
+        ceilings, profile_notes = resolve_ceilings(device, profile, transfer=transfer)
+        notes += profile_notes
     plan = make_plan(chosen, device, config.head_dim)
     return Deployment(config, device, chosen, plan, with_links(ceilings, device, chosen), notes)
 
@@ -160,7 +166,7 @@ def resolve_each(
         ceilings, notes = ceilings_where_measured(device, raw, transfer=transfer)
         for options in variants:
             d = resolve(config, device, ceilings=ceilings, **options)
-            out.append(replace(d, notes=notes))
+            out.append(replace(d, notes=d.notes + notes))
     return out
 
 
