@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.engine.ops import op_variant
 from ridgeline.engine.roofline import (
     ATTENTION_AXES,
     SIZE_KINDS,
@@ -53,6 +54,7 @@ from ridgeline.engine.roofline import (
     attention_coords,
     evaluate,
     first_touch_seconds,
+    keys_for,
     roofline_time,
     tile_fill,
     tile_rows,
@@ -105,9 +107,11 @@ class ProfileFit:
 
 def fit_key(op) -> str:
     """The class a calibration case fits: 'linear@bf16' for the plain projections (one
-    GEMM kernel whatever the layer's name), 'kind:name@dtype' for every other kernel."""
+    GEMM kernel whatever the layer's name), 'kind:name@dtype' for every other kernel, and
+    for an activation or norm of another kind than SiLU x up or RMSNorm the first of the
+    engine's keys, which names its kind ('elementwise:mlp_act_eager.gelu_tanh_mul@bf16')."""
     special = op.kind != "linear" or op.name.endswith(("_weight_only", "_matmul"))
-    return f"{op.kind}:{op.name}@{op.dtype}" if special else f"{PLAIN_LINEAR}@{op.dtype}"
+    return keys_for(op)[0] if special else f"{PLAIN_LINEAR}@{op.dtype}"
 
 
 def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -454,13 +458,16 @@ def _has_grid(dims: np.ndarray) -> bool:
 
 
 def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
-    """Case indices per class, plus (``pooled``) fallbacks 'kind@dtype' and 'kind'."""
+    """Case indices per class, plus (``pooled``) fallbacks: an activation's or norm's kind
+    over op names ('norm.layernorm@bf16', ``class_keys``), 'kind@dtype' and 'kind'."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, op in enumerate(ops):
         key = fit_key(op)
         groups[key].append(i)
         if not pooled:
             continue
+        if op_variant(op):
+            groups[f"{op.kind}.{op_variant(op)}@{op.dtype}"].append(i)
         pooled_key = f"{op.kind}@{op.dtype}"
         if pooled_key != key and op.kind != "linear":  # 'linear@dtype': the plain GEMM class
             groups[pooled_key].append(i)

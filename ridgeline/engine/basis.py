@@ -10,7 +10,9 @@ dtype`` or ``kind@dtype``; a stand-in type of the same datasheet rate counts, an
 a pooled class fitted over every type, or none at all (datasheet roofs), is named. A host or
 kernel-count term is measured when the table names the op (engine op names: fused SDPA is
 ``attention``, the unfused qk_matmul, softmax and sv_matmul are ops of their own); 'default'
-is named. Pure: no files, no printing.
+is named. An activation or norm of another kind than SiLU x up or RMSNorm priced by a class
+that is not of its kind (a profile that measured no such kind) is named too. Pure: no files,
+no printing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.ops import Op
+from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, op_variant
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_time
 
@@ -112,6 +114,21 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     return lines
 
 
+def kind_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
+    """Each activation or norm kind priced with a class measured on other kinds (the
+    profile has none of its own: ``class_keys`` falls back), with the ops and that class."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for op in _distinct(ops) if ceilings.mode != "spec" else ():
+        variant, key = op_variant(op), device_key(ceilings, op)
+        if variant and variant not in DEFAULT_VARIANTS and key and f".{variant}@" not in key:
+            groups.setdefault((variant, key), []).append(f"{op.name}@{op.dtype}")
+    return [
+        f"{', '.join(names)} ({variant}) priced from the '{key}' class of other kinds: "
+        f"the profile measured no {variant} class"
+        for (variant, key), names in groups.items()
+    ]
+
+
 def execution_notes(ceilings: Ceilings, device: DeviceSpec, requested: str) -> list[str]:
     """How the execution mode was priced, where the ceilings lack its own terms."""
     execution, notes = ceilings.execution, []
@@ -179,6 +196,7 @@ def basis(
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
+            *kind_notes(ops, ceilings),
             *collective_notes(ops, ceilings),
         ],
     }
