@@ -58,15 +58,23 @@ QUICK_WORKLOADS = {
         "decode": [(1, 1536), (8, 768)],
     },
 }
-# A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): dense catalog models up to
-# 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and
-# batch sizes and context lengths drawn from these ranges (inclusive; lengths in steps of 16)
+# A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): the dense catalog models
+# that calibration never measures, less the MoE and MLA ones (no kernels here), those whose
+# largest projection weighs over DRAW_MAX_WEIGHT_BYTES in fp32 (the draw times one layer's
+# kernels, so the bound is per op: a 70B's 8192 x 28672 is 0.9 GiB, a benchmark's inputs
+# are copied to rotate), Mistral-7B (Llama-3-8B's shapes and kinds) and Gemma-7B (its hidden
+# 3072 is Phi-3-mini's: not held out in width). Each draw takes at least one model whose
+# activation and norm are not SiLU x up and RMSNorm (``DRAW_KINDS``: non-gated MLPs, LayerNorm
+# with bias, Falcon's MQA) and records every model's kinds (``meta.draw.kinds``); batch sizes
+# and context lengths are drawn from these ranges (inclusive; lengths in steps of 16)
 # that calibration never uses; fp32 prompts are kept short (its products run at a tenth of a
 # TFLOP/s on a CPU core), decode batch x length bounded (an MHA 13B layer's fp32 cache is
 # 40 KiB a token). Prompts are drawn for DRAW_DTYPES in order whatever the device runs, so a
 # seed draws the same workloads on every device.
 DRAW_DTYPES = ("fp32", "bf16", "fp16")
-DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")
+DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b", "opt-6.7b", "gpt-j-6b", "falcon-7b")
+DRAW_KINDS = ("opt-6.7b", "gpt-j-6b", "falcon-7b")  # ReLU, tanh-GELU, GELU; LayerNorm with bias
+DRAW_MAX_WEIGHT_BYTES = 2**29
 DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
 DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)
 DRAW_PREFILL_TOKENS = {"fp32": 768, "default": 1536}
@@ -757,10 +765,11 @@ def drawn_cases(
     seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
 ) -> tuple[list[Case], dict[str, Any]]:
     """A fresh held-out set (``validate --draw SEED``): ``models`` catalog models drawn from
-    ``DRAW_MODELS`` less those calibration measures, one prompt (batch, length) per data
+    ``DRAW_MODELS`` less those calibration measures (one of ``DRAW_KINDS``), one prompt (batch, length) per data
     type and ``DRAW_DECODES`` decode (batch, length) pairs drawn uniformly from the
     ``DRAW_*`` ranges, each value redrawn until calibration (full and quick) never used it
-    in that dimension. Returns the cases and what was drawn."""
+    in that dimension. Returns the cases and what was drawn (the models' norm and activation
+    kernels under 'kinds')."""
     import random
 
     rnd = random.Random(seed)
@@ -771,8 +780,7 @@ def drawn_cases(
         values = [v for v in range(lo, hi + 1, step) if v not in used[dim]]
         return rnd.choice(values)
 
-    pool = [m for m in DRAW_MODELS if m not in used["model"]]
-    picked = sorted(rnd.sample(pool, min(models, len(pool))))
+    picked = _draw_models(rnd, [m for m in DRAW_MODELS if m not in used["model"]], models)
     loads: dict[str, Any] = {"prefill": {}, "decode": []}
     for dtype in dict.fromkeys(DRAW_DTYPES + tuple(opts.dtypes)):
         batch = fresh("batch", *DRAW_PREFILL_BATCH)
@@ -789,9 +797,19 @@ def drawn_cases(
     return dedupe(_model_cases(picked, loads, "validation", opts)), {
         "seed": seed,
         "models": picked,
+        "kinds": {m: list(model_kernels(m)) for m in picked},  # norm, activation kernels
         "prefill": {d: [list(w) for w in v] for d, v in loads["prefill"].items()},
         "decode": [list(w) for w in loads["decode"]],
     }
+
+
+def _draw_models(rnd: Any, pool: list[str], count: int) -> list[str]:
+    """``count`` models of ``pool``, the first of them of ``DRAW_KINDS`` (an activation or
+    norm other than SiLU x up and RMSNorm), sorted."""
+    kinds = [m for m in pool if m in DRAW_KINDS]
+    first = [rnd.choice(kinds)] if kinds and count else []
+    rest = [m for m in pool if m not in first]
+    return sorted(first + rnd.sample(rest, min(count - len(first), len(rest))))
 
 
 def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:
