@@ -217,3 +217,42 @@ def test_every_draw_takes_another_kind_and_records_the_kinds():
     assert families >= {"opt", "gptj", "falcon"}
     picks = [K._draw_models(random.Random(s), list(K.DRAW_MODELS), 2) for s in range(3)]
     assert picks == [K._draw_models(random.Random(s), list(K.DRAW_MODELS), 2) for s in range(3)]
+
+
+def test_the_draw_line_names_the_models_kinds():
+    from kernels.validate.results import draw_line
+
+    _, drawn = K.drawn_cases(0, K.Options(("fp32",), ("flash",)))
+    line = draw_line({"draw": drawn})
+    assert line.startswith("Drawn with seed 0: gpt-j-6b (layernorm, gelu_tanh) and opt-6.7b (layernorm, relu); ")
+
+
+def test_a_recorded_case_keeps_the_kernel_it_ran():
+    """The committed H100 calibration measured SiLU x up at Gemma's shapes (its recipes name
+    no kernel): rebuilt today, they are still SiLU x up, in the SiLU class."""
+    old = {"builder": "mlp_act_eager", "model": "gemma-7b", "stage": "decode", "batch": 1, "length": 512}
+    op = K.build_op({**old, "dtype": "fp32"})
+    assert (op.dims["act"], op.flops, fit_key(op)) == ("silu", 5 * 24576, "elementwise:mlp_act_eager@fp32")
+    new = K.build_op({**old, "dtype": "fp32", "kernel": "gelu_tanh_mul"})
+    assert (new.flops, fit_key(new)) == (9 * 24576, "elementwise:mlp_act_eager.gelu_tanh_mul@fp32")
+
+
+def test_a_kinds_size_series_fits_its_own_table_and_the_engines_class():
+    """LayerNorm's grid at half the bound: its own size table, and the pooled kind class that
+    prices the engine's norms of that kind (OPT's mlp_norm), not RMSNorm's."""
+    import numpy as np
+
+    from kernels.calibrate.fit import fit_profile_terms, roof_seconds
+    from ridgeline.engine.roofline import Ceilings, roofline_time
+
+    ceil = Ceilings("calibrated", 20e9, {"fp32": 0.2e12, "bf16": 1e12}, {"fp32": 0.2e12}, device="test")
+    cases = [c for c in K.size_grid_cases(["bf16"]) if c.kernel == "layernorm"]
+    ops = [c.op for c in cases]
+    compute, vector, memory = roof_seconds(ops, ceil)
+    times = 2 * roofline_time(compute + vector, memory) + 1e-6
+    rows = [{"measured_s": t, "recipe": dict(c.recipe)} for c, t in zip(cases, times)]
+    fit = fit_profile_terms(rows, ops, ceil, cpu=True)
+    assert "norm:attn_norm.layernorm@bf16" in fit.size_curves and "norm.layernorm@bf16" in fit.efficiency
+    profile = replace(ceil, efficiency=MappingProxyType(fit.efficiency))
+    assert profile.terms(_op("opt-6.7b", "mlp_norm")) == fit.efficiency["norm.layernorm@bf16"]
+    assert max(np.asarray(fit.size_curves["norm:attn_norm.layernorm@bf16"]["fraction"])) <= 1.0

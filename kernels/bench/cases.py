@@ -299,8 +299,19 @@ def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
     the allocator handed out the call before, so it stays in the cache: memory sees 2 reads
     and 1 write per element, as for the fused kernel (counting it as 3 and 2 had its class
     want 1.27 of the copy roof on the development EPYC); the extra pass is time on the
-    vector units, in the class's fit. An ungated act(up) is one kernel."""
-    return _eager_act(_engine_op({**r, "op": "mlp_act"}))
+    vector units, in the class's fit. An ungated act(up) is one kernel. The recipe names the
+    kernel that ran (recipes from before kinds: always SiLU x up, whatever the model ran)."""
+    op, kernel = _engine_op({**r, "op": "mlp_act"}), r.get("kernel", O.DEFAULT_ACT)
+    if O.op_variant(op) != kernel:
+        d = op.dims
+        act = O.mlp_act(d["tokens"], d["width"], kernel.removesuffix("_mul"), kernel.endswith("_mul"), **_like(op, r))
+        op = replace(act, name=op.name)
+    return _eager_act(op)
+
+
+def _like(op: Op, r: Mapping[str, Any]) -> dict[str, Any]:
+    """The count, types and inputs of ``op`` (of recipe ``r``), to build another op like it."""
+    return dict(ab=dtype_bytes(r["dtype"]), count=op.count, dtype=op.dtype, inputs=op.inputs)
 
 
 def _eager_act(op: Op) -> Op:
@@ -474,7 +485,7 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
             add("sdpa", "attention", "sdpa", recipe, backend)
     add("attn_norm", "norm", norm_kernel, {"builder": "engine", **base, "op": "attn_norm"})
     add("attn_add", "elementwise", "residual_add", {"builder": "engine", **base, "op": "attn_add"})
-    add("mlp_act", "elementwise", act, {"builder": "mlp_act_eager", **base})
+    add("mlp_act", "elementwise", act, {"builder": "mlp_act_eager", **base, "kernel": act})
     if dtype == "fp32" and "rope" in present:  # the rotary kernel is a complex multiply: fp32 only
         add("rope", "elementwise", "rope", {"builder": "engine", **base, "op": "rope"})
     _quant_cases(add, base, stage, dtype, opts, [n for n in QUANT_OPS if n in present])
@@ -765,11 +776,11 @@ def drawn_cases(
     seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
 ) -> tuple[list[Case], dict[str, Any]]:
     """A fresh held-out set (``validate --draw SEED``): ``models`` catalog models drawn from
-    ``DRAW_MODELS`` less those calibration measures (one of ``DRAW_KINDS``), one prompt (batch, length) per data
-    type and ``DRAW_DECODES`` decode (batch, length) pairs drawn uniformly from the
-    ``DRAW_*`` ranges, each value redrawn until calibration (full and quick) never used it
-    in that dimension. Returns the cases and what was drawn (the models' norm and activation
-    kernels under 'kinds')."""
+    ``DRAW_MODELS`` less those calibration measures (one of ``DRAW_KINDS``), one prompt
+    (batch, length) per data type and ``DRAW_DECODES`` decode (batch, length) pairs drawn
+    uniformly from the ``DRAW_*`` ranges, each value redrawn until calibration (full and
+    quick) never used it in that dimension. Returns the cases and what was drawn (the models'
+    norm and activation kernels under 'kinds')."""
     import random
 
     rnd = random.Random(seed)

@@ -33,6 +33,7 @@ ACT_OPS = {
     "gelu_new": 8,
     "gelu_pytorch_tanh": 8,
     "gelu_fast": 8,
+    "gelu_tanh": 8,
     "quick_gelu": 4,
 }
 # Hugging Face activation names -> the kernel that runs them: transformers' gelu_new and
