@@ -310,12 +310,20 @@ def summary_lines(analysis: Analysis) -> list[str]:
     return lines
 
 
+def attention_label(setting: str, resolved: str) -> str:
+    """'sdpa-gqa attention (auto: ...)': the attention priced, and why where ``auto`` chose it."""
+    if setting != "auto":
+        return f"{resolved} attention"
+    why = "transformers' sdpa path on a CPU" if resolved == "sdpa-gqa" else "on a GPU"
+    return f"{resolved} attention (auto: {why})"
+
+
 def rich_tables(analysis: Analysis) -> list[Any]:
     s = analysis.settings
     header = (
         f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
         f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
-        f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
+        f"matrix ops in {analysis.plan.matrix_dtype}, {attention_label(s.attention, analysis.plan.attention)}"
         + (f", tp {s.tp}" if s.tp > 1 else "")
         + (f", pp {s.pp}" if s.pp > 1 else "")
         + (f", ep {s.ep}" if s.ep > 1 else "")

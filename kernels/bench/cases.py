@@ -97,6 +97,7 @@ WEIGHT_ONLY = {
 ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
 ATTENTION_GRID_HEAD_DIMS = (64, 96, 128)
 ATTENTION_GRID_KV = (512, 2048)
+GROUP_GRID_ROWS = (2, 4, 8, 16)  # transformers' grouped paths (sdpa_gqa, sdpa_repeat_kv): fewer rows
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
 QUICK_ATTENTION_GRID_KV = (512,)
@@ -357,27 +358,10 @@ def _attention_grid(r: Mapping[str, Any]) -> Op:
         positions = max(pairs / Plan.tile_rows, kv) if causal else kv
         op = O.flash_attention(b, h, g, q, pairs, positions, d, d, inputs=(), **kw)
         if r["kernel"] == "repeat_kv":
-            op = _repeat_kv(op, b, h, g, q, kv, d, ab, positions)
+            op = O.repeat_kv_attention(op, kv, positions, ab)
         return replace(op, name=r["rename"]) if r.get("rename") else op
     build = {"qk_matmul": O.qk_matmul, "sv_matmul": O.sv_matmul}[r["kernel"]]
     return build(b, h, g, q, kv, d, **kw)
-
-
-def _repeat_kv(op: Op, b, h, g, q, kv, d, ab, positions) -> Op:
-    """Hugging Face's ``repeat_kv`` + SDPA with a mask, as a fused op: K and V read once
-    from the cache and written expanded to every query head (a copy when h > g; none for
-    MHA: ``repeat_kv`` returns its input), then the kernel reads the expanded K/V
-    ``positions`` times per head and the boolean mask [b, 1, q, kv] (one byte a pair)."""
-    kv_bytes = 2 * b * g * kv * d * ab  # K and V in the cache
-    copied = 2 * b * h * kv * d * ab if h > g else 0.0  # the expanded copies
-    sdpa_kv = 2 * b * h * positions * d * ab if h > g else op.kv_read_bytes
-    return replace(
-        op,
-        name="sdpa_repeat_kv",
-        kv_read_bytes=kv_bytes if h > g else op.kv_read_bytes,
-        act_read_bytes=op.act_read_bytes + (sdpa_kv if h > g else 0.0) + b * q * kv,
-        act_write_bytes=op.act_write_bytes + copied,
-    )
 
 
 BUILDERS = {
@@ -513,16 +497,17 @@ def transformers_recipe(base: Mapping[str, Any], backend: str) -> dict[str, Any]
     cfg = load_model(base["model"])
     prefill = base["stage"] == "prefill"
     length = int(base["length"])
+    rows = cfg.num_heads // cfg.num_kv_heads
     recipe = {
         "builder": "attention_grid",
         "kernel": "attention" if backend == "gqa" else "repeat_kv",
-        "rows": cfg.num_heads // cfg.num_kv_heads,
+        "rows": rows,
         "batch": int(base["batch"]),
         "kv_heads": cfg.num_kv_heads,
         "kv_len": length,
         "head_dim": cfg.head_dim,
         "dtype": base["dtype"],
-        "rename": TRANSFORMERS_PATHS[backend],
+        "rename": TRANSFORMERS_PATHS[backend] if rows > 1 or backend != "gqa" else "attention",
         "model": base["model"],
         "stage": base["stage"],
         "length": length,
@@ -571,31 +556,36 @@ def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     ]
 
 
-def attention_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: Iterable[str] = ()) -> list[Case]:
     """Decode attention on a grid of rows per K/V head x head_dim x cache length, per kernel
     and data type (calibration only): the kernels switch paths by rows and head_dim, so the
-    decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table)."""
+    decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table).
+    With ``backends`` naming transformers' paths (``TRANSFORMERS_PATHS``), those kernels too,
+    at grouped rows only (with one row per K/V head transformers calls plain SDPA)."""
     rows, dims, kvs = (
         (QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS, QUICK_ATTENTION_GRID_KV)
         if quick
         else (ATTENTION_GRID_ROWS, ATTENTION_GRID_HEAD_DIMS, ATTENTION_GRID_KV)
     )
     kernels = {"qk_matmul": ("qk_matmul", ""), "sv_matmul": ("sv_matmul", ""), "attention": ("sdpa", "flash")}
+    paths = {"gqa": ("attention", "sdpa_gqa"), "repeat_kv": ("repeat_kv", "sdpa_repeat_kv")}
+    kernels.update({paths[b][0] + "/" + b: ("sdpa", b) for b in backends if b in paths})
     cases = []
     for dtype in dtypes:
         for name, (kernel, backend) in kernels.items():
             for d in dims:
                 for kv in kvs:
-                    for r in rows:
+                    for r in rows if backend not in paths else [r for r in rows if r > 1 and r in GROUP_GRID_ROWS]:
                         recipe = {
                             "builder": "attention_grid",
-                            "kernel": name,
+                            "kernel": name.split("/")[0],
                             "rows": r,
                             "batch": ATTENTION_GRID_BATCH,
                             "kv_heads": ATTENTION_GRID_KV_HEADS,
                             "kv_len": kv,
                             "head_dim": d,
                             "dtype": dtype,
+                            **({"rename": paths[backend][1]} if backend in paths else {}),
                         }
                         suffix = f"/{backend}" if backend else ""
                         cases.append(
@@ -705,7 +695,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
             grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
         )
         if "flash" in opts.sdpa_backends:
-            cases += attention_grid_cases(opts.dtypes, quick)
+            cases += attention_grid_cases(opts.dtypes, quick, opts.sdpa_backends)
     else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)

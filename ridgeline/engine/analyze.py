@@ -336,6 +336,7 @@ class Analysis:
                 "generate": self.workload.generate,
                 **asdict(self.settings),
                 "matrix_dtype": self.plan.matrix_dtype,
+                "attention_priced": self.plan.attention,
             },
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),

@@ -24,6 +24,11 @@ from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_time
 
+# ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
+# to other kernels they are named (transformers' SDPA paths: 2x to 36x the folded kernel's
+# time on a CPU, docs/model.md "Attention settings")
+OWN_CLASS = frozenset({"sdpa_gqa", "sdpa_repeat_kv"})
+
 
 def device_key(ceilings: Ceilings, op: Op) -> str | None:
     """The class key that prices ``op``'s device time (None: datasheet roofs, the profile's
@@ -58,6 +63,8 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
         dtype = ceilings.class_dtype(op.dtype)
         if key is None or not key.endswith(f"@{dtype}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
+        elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
+            out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
             out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
     execution = ceilings.execution
@@ -84,7 +91,12 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     lines = []
     for (term, by), names in groups.items():
         ops = ", ".join(names)
-        if term == "matrix peak":
+        if term == "kernel":
+            lines.append(
+                f"no measured class for {ops}, a kernel of its own: priced by the '{by}' class, "
+                "other kernels' rate (a profile from today's calibrate measures it)"
+            )
+        elif term == "matrix peak":
             lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s datasheet peak")
         elif term == "device":
             how = (
