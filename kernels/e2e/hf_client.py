@@ -21,6 +21,11 @@ for the device at every step anyway, to check its stopping criteria). A warm-up
 generation (and compilation) runs first; each row keeps medians over ``repeats``.
 Results go to ``reports/validation/hf-<device_key>-<model>-<date>.json`` in the e2e
 format (``client: transformers``).
+
+Each row also times the first token's lm_head as ``generate`` calls it (a [B, 1, H] slice of
+the last hidden state; on a CPU in bf16 PyTorch copies the weight once per sequence, see
+``ridgeline.engine.basis.generate_notes``) and as a 2-D linear, counts the bytes it copies,
+and prints the prediction plus the measured gap.
 """
 
 from __future__ import annotations
