@@ -78,7 +78,8 @@ def test_the_client_adds_the_measured_gap_to_the_prediction():
 
     row = dict(batch=4, dtype="bf16", measured_ttft_s=3.0, predicted_spec_ttft_s=1.0, predicted_calibrated_ttft_s=1.5)
     row.update(measured_lm_head_generate_s=1.25, measured_lm_head_plain_s=0.25, lm_head_copied_bytes=2**30)
-    [line] = lm_head_lines([row])
+    head, line = lm_head_lines([row])
+    assert head.startswith("predictions price lm_head as ridgeline's decoder calls it, a 2-D linear")
     assert line == (
         "lm_head of the first token (batch 4, bf16): 1250.00 ms as generate calls it, 250.00 ms as a 2-D "
         "linear, 1GiB copied; calibrated TTFT + the gap = 2500.00 ms (-17%)"

@@ -201,7 +201,7 @@ def copied_bytes(fn, element_size: int) -> int:
 def measure_lm_head(model, batch: int, prompt: int, device: str, repeats: int) -> dict[str, Any]:
     """The first token's lm_head as ``generate`` calls it against a 2-D call of the same
     rows: medians of ``repeats`` timed calls each, after a profiled warm-up that counts the
-    bytes copied on the way (on a CPU in bf16 or fp16: the weight, once per sequence)."""
+    bytes copied on the way (on a CPU in bf16: the weight, once per sequence)."""
     import torch
 
     head, cuda = model.lm_head, device.startswith("cuda")
@@ -218,12 +218,14 @@ def measure_lm_head(model, batch: int, prompt: int, device: str, repeats: int) -
 
 
 def timed(fn, cuda: bool) -> float:
+    """Seconds of one call of ``fn``, the device waited for on both sides."""
     import torch
 
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    sync()
     start = time.perf_counter()
     fn()
-    if cuda:
-        torch.cuda.synchronize()
+    sync()
     return time.perf_counter() - start
 
 
@@ -392,7 +394,10 @@ def run_hf(
 def lm_head_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Per row: the first token's lm_head as ``generate`` ran it against a 2-D linear, the
     bytes it copied, and the prediction (which prices the 2-D linear) plus the measured gap."""
-    lines = []
+    lines = [
+        "predictions price lm_head as ridgeline's decoder calls it, a 2-D linear; generate calls it on a "
+        "[B, 1, H] slice of the prompt's last hidden state:"
+    ]
     for r in rows:
         mode = "calibrated" if r.get("predicted_calibrated_ttft_s") is not None else "spec"
         extra = r["measured_lm_head_generate_s"] - r["measured_lm_head_plain_s"]
