@@ -22,7 +22,7 @@ from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
-from ridgeline.engine.units import format_time
+from ridgeline.engine.units import format_bytes, format_time
 
 # ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
 # to other kernels they are named (transformers' SDPA paths: 2x to 36x the folded kernel's
@@ -171,6 +171,26 @@ def collective_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
     return [f"collectives: {LABELS[ceilings.collectives]} (the cheapest of ring/tree x LL/LL128/Simple)"]
 
 
+COPIED_HEAD_DTYPES = ("bf16",)  # lm_head types whose weight PyTorch's CPU bmm copies (torch 2.13; not fp16, fp32)
+
+
+def generate_notes(ops_by_stage: Mapping[str, Sequence[Op]], device: DeviceSpec) -> list[str]:
+    """What transformers' ``generate`` adds on a CPU to the first token (not priced here): it
+    hands lm_head a [B, 1, H] slice of the prompt's [B, S, H] last hidden state; ``matmul``
+    cannot fold that strided slice into a matrix, so it runs ``bmm`` against the transposed
+    weight expanded over the batch, which PyTorch's CPU ``bmm`` copies in bf16: the
+    whole lm_head weight, once per sequence (``kernels.e2e.hf_client`` measures the copy)."""
+    head = next((op for op in ops_by_stage.get("prefill", ()) if op.name == "lm_head"), None)
+    if device.kind != "cpu" or head is None or head.dtype not in COPIED_HEAD_DTYPES:
+        return []
+    return [
+        f"transformers' generate adds to TTFT what this does not price: it computes the first token's lm_head "
+        f"through a batched path that copies the {head.dtype} lm_head weight ({format_bytes(head.weight_bytes)}) "
+        "once per sequence (ridgeline's decoder and serving engines do not); "
+        "'python -m kernels.e2e.hf_client MODEL --device cpu' measures that copy"
+    ]
+
+
 def basis(
     ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
 ) -> dict[str, Any]:
@@ -192,6 +212,7 @@ def basis(
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
             *collective_notes(ops, ceilings),
+            *generate_notes(ops_by_stage, device),
         ],
     }
 
