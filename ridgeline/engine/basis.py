@@ -25,7 +25,7 @@ from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_
 from ridgeline.engine.units import format_bytes, format_time
 
 # ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
-# to other kernels they are named (transformers' SDPA paths: 2x to 36x the folded kernel's
+# to other kernels they are named (transformers' SDPA paths: many times the folded kernel's
 # time on a CPU, docs/model.md "Attention settings")
 OWN_CLASS = frozenset({"sdpa_gqa", "sdpa_repeat_kv"})
 
