@@ -14,6 +14,7 @@ from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
@@ -84,6 +85,7 @@ class Stage:
     dtypes: tuple[str, ...]
     table: dict[str, np.ndarray]
     total: dict[str, float]
+    extrapolated: tuple[str, ...] = ()  # per op: what lies past the measured grid ("" inside)
 
     def records(self) -> list[dict[str, Any]]:
         """One plain dict per op, in ``OP_COLUMNS`` order (the JSON rows)."""
@@ -95,6 +97,8 @@ class Stage:
                 row[col] = str(value) if col == "bound" else float(value)
             row["count"] = int(row["count"])
             row["dtype"] = self.dtypes[i]
+            if self.extrapolated and self.extrapolated[i]:
+                row["extrapolated"] = self.extrapolated[i]
             rows.append(row)
         return rows
 
@@ -117,7 +121,14 @@ def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan, stage: str) -> S
         tuple(op.dtype for op in ops),
         table,
         {k: float(v) for k, v in totals.items()},
+        tuple(op_extrapolation(op, ceilings) for op in ops),
     )
+
+
+def op_extrapolation(op: Op, ceilings: Ceilings) -> str:
+    """What of ``op`` lies past the grid its profile measured ("" where nothing does)."""
+    spans = outside_spans(op, ceilings)
+    return "; ".join(describe(s.dimension, outside_range(s), (s.low, s.high)) for s in spans)
 
 
 def _affine_sum(y_lo, y_hi, n):
