@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,13 +28,13 @@ from ridgeline.engine.roofline import (
     SOFTMAX_LONG,
     SOFTMAX_SPLIT_COLS,
     Ceilings,
-    Curve,
-    GridTable,
-    RowTable,
     attention_coords,
     tile_rows,
 )
 from ridgeline.engine.units import format_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ridgeline.engine.roofline import Curve, GridTable, RowTable
 
 SLACK = 1e-9  # relative: a value on a knot is inside
 
