@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -11,19 +13,20 @@ import pytest
 
 from kernels.bench.cases import build_op, precision
 from ridgeline.engine import ops as O
-from ridgeline.engine.analyze import build_stage
+from ridgeline.engine.analyze import analyze_deployment, build_stage, deployment_basis
 from ridgeline.engine.basis import basis, basis_lines
 from ridgeline.engine.grid import measured_spans, outside_spans
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import ATTENTION_AXES, GridTable, spec_ceilings
 from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.profile import calibrated_ceilings, load_profile
-from ridgeline.io.resolve import load_device, load_model
+from ridgeline.io.resolve import load_device, load_model, resolve
 
 # measured head_dim 64, 96, 128 (decode attention) and (K, N) from 896 to 18944, rows to 384
 EPYC = PROFILES_DIR / "cpu-amd-epyc-1t.yaml"
 # also size tables: attn_add@bf16 from 12 KiB to 192 MiB
 XEON = PROFILES_DIR / "cpu-intel-r-xeon-r-processor-f6m207-1t.yaml"
+ROOT = Path(__file__).resolve().parent.parent
 NOTE = "extrapolated past the measured grid: "
 
 
@@ -135,3 +138,21 @@ def test_datasheet_roofs_say_nothing_of_a_grid(device):
     assert b["extrapolated"] == [] and not any(n.startswith(NOTE) for n in b["notes"])
     stage = build_stage(ops["decode"], spec_ceilings(device), plan, "decode")
     assert all("extrapolated" not in r for r in stage.records())
+
+
+def test_a_sweep_basis_judges_every_point_of_its_grid(epyc):
+    d = resolve("llama-3.2-1b", "epyc-9654", dtype="bf16", ceilings=epyc)
+    rows = [e for e in deployment_basis(d, [1, 8], [64])["extrapolated"] if e["dimension"] == "rows"]
+    # prefill rows: batch x tokens = 64 and 512; the table measured 1 ... 384
+    assert {e["op"] for e in rows} == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert {(tuple(e["outside"]), tuple(e["measured"])) for e in rows} == {((512.0, 512.0), (1.0, 384.0))}
+    assert not any(e["dimension"] == "rows" for e in deployment_basis(d, 1, 64)["extrapolated"])
+
+
+def test_the_json_with_extrapolated_ops_matches_the_schema(epyc):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "analysis.schema.json").read_text())
+    out = analyze_deployment(resolve("gemma-7b", "epyc-9654", dtype="bf16", ceilings=epyc), 1, 512).to_dict()
+    qk_matmul = next(r for r in out["decode"]["ops"] if r["name"] == "qk_matmul")
+    assert out["basis"]["extrapolated"] and qk_matmul["extrapolated"] == "head_dim 256 (measured 64–128)"
+    jsonschema.validate(out, schema)

@@ -405,9 +405,12 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     )
 
 
-def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
-    """What ``d``'s numbers rest on (``ridgeline.engine.basis``), read at one workload point: the
-    ops (names, types) and so the notes are the same at every point of a sweep."""
+def deployment_basis(d: Deployment, batch=1, seq_len=512) -> dict[str, Any]:
+    """What ``d``'s numbers rest on (``ridgeline.engine.basis``) over every (batch, seq_len) of
+    a grid (lists: a sweep's): the ops' names and types are the same at every point; what
+    lies past the profile's measured grid is judged at each."""
+    grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
+    batch, seq_len = (grid_b.ravel(), grid_s.ravel()) if grid_b.size > 1 else (int(grid_b[0, 0]), int(grid_s[0, 0]))
     ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
     return basis(ops, d.ceilings, d.device, d.settings.execution)
 
