@@ -426,13 +426,15 @@ def frame_view(frame, title: str, notes=()) -> list:
     return [*frame_table(frame, title), *notes]
 
 
-def deployment_notes(d: Deployment) -> list[str]:
-    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.engine.basis)."""
-    return basis_text(deployment_basis(d))
+def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
+    """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
+    prints (ridgeline.engine.basis)."""
+    return basis_text(deployment_basis(d, batch, seq_len))
 
 
-def frontier_notes(d: Deployment, best: dict) -> list[str]:
-    """What frontier prints under its table: the basis, the largest batch, the best pick."""
+def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]:
+    """What frontier prints under its table: the basis (over its batches), the largest batch,
+    the best pick."""
     pick = best["best"]
     found = "no batch meets the targets"
     if pick:
@@ -441,7 +443,7 @@ def frontier_notes(d: Deployment, best: dict) -> list[str]:
             f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
             f"TTFT {format_time(pick['ttft_s'])}"
         )
-    return [*deployment_notes(d), f"largest batch that fits: {best['max_batch']}", found]
+    return [*deployment_notes(d, batch, seq_len), f"largest batch that fits: {best['max_batch']}", found]
 
 
 class ProgressAfter:

@@ -31,7 +31,7 @@ from ridgeline.io.resolve import load_model
 
 # Held out in every dimension (``held_out_overlap``): validation's models, batch sizes,
 # context lengths and widths (every K and N of the models' GEMMs) are all absent from
-# calibration. head_dim is not: 64, 96 and 128 cover most of the catalog.
+# calibration. head_dim is not: the attention grid's 64, 96, 128 and 256 cover the catalog.
 CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "phi-3-mini")  # GQA and MHA
 VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")  # GQA and MHA
 QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
@@ -78,10 +78,21 @@ SWEEP_M = (2, 4, 24, 96, 192, 384, 768)  # empirical roofline: bf16 m x 4096 x 4
 SWEEP_KN = 4096
 # Skinny products: every row count from 1 to 16, then about sqrt(2) steps to 256, per data
 # type, at (K, N) shapes of calibration models spanning their widths, long K and long N
-# (``ridgeline.engine.roofline.RowTable`` interpolates them); fp32 rows stop at GRID_MAX_FP32_FLOPS
+# (``ridgeline.engine.roofline.RowTable`` interpolates them), and the catalog's longest common
+# K: a 70B Llama's down_proj (28672 x 8192: 0.94 GB of fp32 weights, 0.47 GB in bf16; 28672 is
+# no validation or draw width); fp32 rows stop at GRID_MAX_FP32_FLOPS (there: 24 rows)
 GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
 QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
-GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (3584, 18944), (18944, 3584))
+GRID_KN = (
+    (896, 4864),
+    (4864, 896),
+    (2048, 2048),
+    (2048, 8192),
+    (8192, 2048),
+    (3584, 18944),
+    (18944, 3584),
+    (28672, 8192),
+)
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
 # weight-only int8 / int4 products (bf16 activations) on the row grid up to the decode batches
@@ -92,10 +103,10 @@ WEIGHT_ONLY = {
     "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP},
 }
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
-# group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
-# P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
+# group, up to MQA-like 64) x head_dim (to Gemma's and GPT-J's 256), at two cache lengths, per
+# kernel (eager q.K^T and P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
 ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
-ATTENTION_GRID_HEAD_DIMS = (64, 96, 128)
+ATTENTION_GRID_HEAD_DIMS = (64, 96, 128, 256)
 ATTENTION_GRID_KV = (512, 2048)
 GROUP_GRID_ROWS = (2, 4, 8, 16)  # transformers' grouped paths (sdpa_gqa, sdpa_repeat_kv): fewer rows
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.ops import Op
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_bytes, format_time
@@ -191,6 +192,31 @@ def generate_notes(ops_by_stage: Mapping[str, Sequence[Op]], device: DeviceSpec)
     ]
 
 
+def extrapolated(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
+    """Each (op, dimension) past what the profile's tables measured (``ridgeline.engine.grid``):
+    the op's least and most values outside and the measured range, over every stage. Datasheet
+    roofs and efficiency terms measured no grid: none listed."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for op in ops:
+        for span in outside_spans(op, ceilings):
+            lo, hi = outside_range(span)
+            key = (op.name, span.dimension, span.low, span.high)
+            entry = {"op": op.name, "dimension": span.dimension, "outside": [lo, hi], "measured": [span.low, span.high]}
+            seen = out.setdefault(key, entry)
+            seen["outside"] = [min(seen["outside"][0], lo), max(seen["outside"][1], hi)]
+    return list(out.values())
+
+
+def extrapolation_notes(entries: list[dict[str, Any]]) -> list[str]:
+    """One line naming every op past the grid, grouped by what lies past it: 'extrapolated past
+    the measured grid: attention head_dim 256 (measured 64–128); down_proj k 28672 (...)'."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        groups.setdefault(describe(e["dimension"], e["outside"], e["measured"]), []).append(e["op"])
+    parts = [f"{', '.join(ops)} {text}" for text, ops in groups.items()]
+    return [f"extrapolated past the measured grid: {'; '.join(parts)}"] if parts else []
+
+
 def basis(
     ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
 ) -> dict[str, Any]:
@@ -198,6 +224,7 @@ def basis(
     (already set to their execution mode; ``requested`` is the setting it came from)."""
     ops = [op for stage in ops_by_stage.values() for op in stage]
     missing = unmeasured(ops, ceilings)
+    outside = extrapolated(ops, ceilings)
     used = {op.dtype: ceilings.class_dtype(op.dtype) for op in ops}
     return {
         "ceilings": ceilings.mode,
@@ -207,12 +234,14 @@ def basis(
         "requested_execution": requested,
         "dtype_as": {k: v for k, v in used.items() if k != v},
         "unmeasured": missing,
+        "extrapolated": outside,
         "notes": [
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
             *collective_notes(ops, ceilings),
             *generate_notes(ops_by_stage, device),
+            *extrapolation_notes(outside),
         ],
     }
 
