@@ -111,3 +111,11 @@ def test_unknown_attention_setting_is_one_line_and_exit_2():
     assert result.exit_code == 2
     assert "unknown attention kernel 'sdpa'; use one of: auto, eager, sdpa-repeat, sdpa-gqa" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_transformers_client_prices_the_path_its_prompt_took():
+    from kernels.e2e.hf_client import priced_attention
+
+    assert priced_attention({"prefill:enable_gqa": 2, "decode:enable_gqa": 4}) == "sdpa-gqa"
+    assert priced_attention({"prefill:repeat_kv+mask": 2, "decode:fold_gqa+mask": 4}) == "sdpa-repeat"
+    assert priced_attention({"prefill:mha": 2, "decode:mha": 4}) == "flash"

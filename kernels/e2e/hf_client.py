@@ -315,6 +315,18 @@ def attention_paths(calls, heads: int, kv_heads: int) -> dict[str, int]:
     return dict(out)
 
 
+def priced_attention(paths: Mapping[str, int]) -> str:
+    """The attention setting (docs/model.md, "Attention settings") of the path transformers'
+    prompt took, from ``attention_paths``: ``enable_gqa`` is ``sdpa-gqa``, ``repeat_kv`` with a
+    mask ``sdpa-repeat``; MHA (plain SDPA) and folded groups are the fused kernel, ``flash``."""
+    prompt = [k.split(":", 1)[1] for k in paths if k.startswith("prefill:")]
+    if any(p.startswith("enable_gqa") for p in prompt):
+        return "sdpa-gqa"
+    if any(p.startswith("repeat_kv") for p in prompt):
+        return "sdpa-repeat"
+    return "flash"
+
+
 def run_hf(
     name: str,
     cases: Sequence[Case],
@@ -383,7 +395,10 @@ def run_hf(
                 "repeats": repeats,
                 **measured,
             }
-            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured, execution))
+            row["attention_priced"] = priced_attention(measured["attention_paths"])
+            row.update(
+                predicted_columns(config, spec, case, dtype, calibrated, measured, execution, row["attention_priced"])
+            )
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             rows.append(row)
             if write:  # row by row: a run stopped at a time limit keeps what it measured
