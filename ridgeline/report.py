@@ -310,12 +310,20 @@ def summary_lines(analysis: Analysis) -> list[str]:
     return lines
 
 
+def attention_label(setting: str, resolved: str) -> str:
+    """'sdpa-gqa attention (auto: ...)': the attention priced, and why where ``auto`` chose it."""
+    if setting != "auto":
+        return f"{resolved} attention"
+    why = "transformers' sdpa path on a CPU" if resolved == "sdpa-gqa" else "on a GPU"
+    return f"{resolved} attention (auto: {why})"
+
+
 def rich_tables(analysis: Analysis) -> list[Any]:
     s = analysis.settings
     header = (
         f"{analysis.model.name} on {analysis.device.name} ({analysis.mode} roofline), "
         f"weights {s.w_dtype}, activations {s.a_dtype}, KV {s.kv_dtype}, "
-        f"matrix ops in {analysis.plan.matrix_dtype}, {s.attention} attention"
+        f"matrix ops in {analysis.plan.matrix_dtype}, {attention_label(s.attention, analysis.plan.attention)}"
         + (f", tp {s.tp}" if s.tp > 1 else "")
         + (f", pp {s.pp}" if s.pp > 1 else "")
         + (f", ep {s.ep}" if s.ep > 1 else "")
@@ -418,13 +426,15 @@ def frame_view(frame, title: str, notes=()) -> list:
     return [*frame_table(frame, title), *notes]
 
 
-def deployment_notes(d: Deployment) -> list[str]:
-    """What a deployment's numbers rest on, as the lines analyze prints (ridgeline.engine.basis)."""
-    return basis_text(deployment_basis(d))
+def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
+    """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
+    prints (ridgeline.engine.basis)."""
+    return basis_text(deployment_basis(d, batch, seq_len))
 
 
-def frontier_notes(d: Deployment, best: dict) -> list[str]:
-    """What frontier prints under its table: the basis, the largest batch, the best pick."""
+def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]:
+    """What frontier prints under its table: the basis (over its batches), the largest batch,
+    the best pick."""
     pick = best["best"]
     found = "no batch meets the targets"
     if pick:
@@ -433,7 +443,7 @@ def frontier_notes(d: Deployment, best: dict) -> list[str]:
             f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
             f"TTFT {format_time(pick['ttft_s'])}"
         )
-    return [*deployment_notes(d), f"largest batch that fits: {best['max_batch']}", found]
+    return [*deployment_notes(d, batch, seq_len), f"largest batch that fits: {best['max_batch']}", found]
 
 
 class ProgressAfter:

@@ -318,7 +318,7 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
         ("docs/e2e.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
         ("docs/calibration.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
         ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
-        ("docs/model.md", "the H100 run measured directly (eager, host-inclusive)"),
+        ("docs/validation.md", "the H100 run measured directly (eager, host-inclusive)"),
         (
             "reports/RESULTS.md",
             "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive.",

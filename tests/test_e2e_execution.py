@@ -171,8 +171,13 @@ def test_client_generates_and_predicts_on_cpu(model_type, tmp_path):
     assert result.meta["client"] == "transformers" and row["client"] == "transformers"
     assert (row["model"], row["layers"], row["batch"], row["execution"]) == (f"tiny-{model_type}", 2, 2, "eager")
     assert row["measured_ttft_s"] > 0 and row["measured_tpot_s"] > 0
+    # fp32: the first token's lm_head copies nothing (bf16 does: tests/test_hf_generate.py)
+    assert row["lm_head_copied_bytes"] == 0 and row["measured_lm_head_generate_s"] > 0
+    # the prompt's SDPA calls as recorded, and the setting they make the prediction price
+    # (grouped heads, a batch without padding: transformers passes enable_gqa, no mask)
+    assert row["attention_paths"].get("prefill:enable_gqa") == 2 and row["attention_priced"] == "sdpa-gqa"
     config = ModelConfig.from_hf_config({**TINY, "model_type": model_type})
-    spec = analyze(config, "epyc-9654", 2, 8, 3, dtype="fp32", attention="flash", execution="eager").generation
+    spec = analyze(config, "epyc-9654", 2, 8, 3, dtype="fp32", attention="sdpa-gqa", execution="eager").generation
     assert row["predicted_spec_tpot_s"] == pytest.approx(spec["tpot_s"], rel=1e-12)
 
 

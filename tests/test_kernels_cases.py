@@ -257,3 +257,25 @@ def test_a_seed_draws_the_same_workloads_whatever_the_device_runs():
     fp32 = K.drawn_cases(1125, Options(("fp32",), ("math", "flash")))[1]
     assert fp32["decode"] == full["decode"] and fp32["models"] == full["models"]
     assert fp32["prefill"] == {"fp32": full["prefill"]["fp32"]}
+
+
+def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
+    cal = suite_cases("calibration", Options(), False)
+    attention = [c for c in cal if c.recipe.get("builder") == "attention_grid"]
+    assert sorted({c.recipe["head_dim"] for c in attention}) == [64, 96, 128, 256]
+    # per data type (fp32, bf16): 3 kernels x 2 cache lengths x 12 row counts at head_dim 256
+    assert sum(c.recipe["head_dim"] == 256 for c in attention) == 2 * 3 * 2 * 12
+    long_k = [c for c in cal if (c.recipe.get("k"), c.recipe.get("n")) == (28672, 8192)]
+    by_kind = {}
+    for c in long_k:
+        by_kind.setdefault((c.name.split("/")[0], c.dtype), []).append(c.recipe["m"])
+    # fp32 stops at 24 rows (2 x 24 x 28672 x 8192 = 11.3 GFLOP <= GRID_MAX_FP32_FLOPS)
+    assert sorted(by_kind[("grid", "fp32")]) == [*range(1, 17), 24]
+    assert sorted(by_kind[("grid", "bf16")]) == list(K.GRID_M)
+    assert len(by_kind[("qgrid", "bf16")]) == 2 * len(K.QUANT_GRID_M)  # int8 and int4 weight-only
+    assert len(cal) == 1861  # 1,636 before: + 144 attention + 81 products
+    assert len(suite_cases("calibration", Options(), True)) == 479  # the quick set unchanged
+    # 28672 is no validation or draw width: both stay held out in every dimension
+    val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]
+    check_disjoint(cal, val)
+    assert not any(K.held_out_overlap(cal, val).values())

@@ -31,7 +31,7 @@ from ridgeline.io.resolve import load_model
 
 # Held out in every dimension (``held_out_overlap``): validation's models, batch sizes,
 # context lengths and widths (every K and N of the models' GEMMs) are all absent from
-# calibration. head_dim is not: 64, 96 and 128 cover most of the catalog.
+# calibration. head_dim is not: the attention grid's 64, 96, 128 and 256 cover the catalog.
 CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b", "qwen2-7b", "phi-3-mini")  # GQA and MHA
 VALIDATION_MODELS = ("llama-3-8b", "llama-2-7b")  # GQA and MHA
 QUICK_CALIBRATION_MODELS = ("qwen2-0.5b", "llama-3.2-1b")
@@ -86,10 +86,21 @@ SWEEP_M = (2, 4, 24, 96, 192, 384, 768)  # empirical roofline: bf16 m x 4096 x 4
 SWEEP_KN = 4096
 # Skinny products: every row count from 1 to 16, then about sqrt(2) steps to 256, per data
 # type, at (K, N) shapes of calibration models spanning their widths, long K and long N
-# (``ridgeline.engine.roofline.RowTable`` interpolates them); fp32 rows stop at GRID_MAX_FP32_FLOPS
+# (``ridgeline.engine.roofline.RowTable`` interpolates them), and the catalog's longest common
+# K: a 70B Llama's down_proj (28672 x 8192: 0.94 GB of fp32 weights, 0.47 GB in bf16; 28672 is
+# no validation or draw width); fp32 rows stop at GRID_MAX_FP32_FLOPS (there: 24 rows)
 GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
 QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
-GRID_KN = ((896, 4864), (4864, 896), (2048, 2048), (2048, 8192), (8192, 2048), (3584, 18944), (18944, 3584))
+GRID_KN = (
+    (896, 4864),
+    (4864, 896),
+    (2048, 2048),
+    (2048, 8192),
+    (8192, 2048),
+    (3584, 18944),
+    (18944, 3584),
+    (28672, 8192),
+)
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
 GRID_MAX_FP32_FLOPS = 1.2e10
 # weight-only int8 / int4 products (bf16 activations) on the row grid up to the decode batches
@@ -100,11 +111,12 @@ WEIGHT_ONLY = {
     "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP},
 }
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
-# group, up to MQA-like 64) x head_dim, at two cache lengths, per kernel (eager q.K^T and
-# P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
+# group, up to MQA-like 64) x head_dim (to Gemma's and GPT-J's 256), at two cache lengths, per
+# kernel (eager q.K^T and P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
 ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
-ATTENTION_GRID_HEAD_DIMS = (64, 96, 128)
+ATTENTION_GRID_HEAD_DIMS = (64, 96, 128, 256)
 ATTENTION_GRID_KV = (512, 2048)
+GROUP_GRID_ROWS = (2, 4, 8, 16)  # transformers' grouped paths (sdpa_gqa, sdpa_repeat_kv): fewer rows
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
 QUICK_ATTENTION_GRID_KV = (512,)
@@ -383,27 +395,10 @@ def _attention_grid(r: Mapping[str, Any]) -> Op:
         positions = max(pairs / Plan.tile_rows, kv) if causal else kv
         op = O.flash_attention(b, h, g, q, pairs, positions, d, d, inputs=(), **kw)
         if r["kernel"] == "repeat_kv":
-            op = _repeat_kv(op, b, h, g, q, kv, d, ab, positions)
+            op = O.repeat_kv_attention(op, kv, positions, ab)
         return replace(op, name=r["rename"]) if r.get("rename") else op
     build = {"qk_matmul": O.qk_matmul, "sv_matmul": O.sv_matmul}[r["kernel"]]
     return build(b, h, g, q, kv, d, **kw)
-
-
-def _repeat_kv(op: Op, b, h, g, q, kv, d, ab, positions) -> Op:
-    """Hugging Face's ``repeat_kv`` + SDPA with a mask, as a fused op: K and V read once
-    from the cache and written expanded to every query head (a copy when h > g; none for
-    MHA: ``repeat_kv`` returns its input), then the kernel reads the expanded K/V
-    ``positions`` times per head and the boolean mask [b, 1, q, kv] (one byte a pair)."""
-    kv_bytes = 2 * b * g * kv * d * ab  # K and V in the cache
-    copied = 2 * b * h * kv * d * ab if h > g else 0.0  # the expanded copies
-    sdpa_kv = 2 * b * h * positions * d * ab if h > g else op.kv_read_bytes
-    return replace(
-        op,
-        name="sdpa_repeat_kv",
-        kv_read_bytes=kv_bytes if h > g else op.kv_read_bytes,
-        act_read_bytes=op.act_read_bytes + (sdpa_kv if h > g else 0.0) + b * q * kv,
-        act_write_bytes=op.act_write_bytes + copied,
-    )
 
 
 BUILDERS = {
@@ -556,16 +551,17 @@ def transformers_recipe(base: Mapping[str, Any], backend: str) -> dict[str, Any]
     cfg = load_model(base["model"])
     prefill = base["stage"] == "prefill"
     length = int(base["length"])
+    rows = cfg.num_heads // cfg.num_kv_heads
     recipe = {
         "builder": "attention_grid",
         "kernel": "attention" if backend == "gqa" else "repeat_kv",
-        "rows": cfg.num_heads // cfg.num_kv_heads,
+        "rows": rows,
         "batch": int(base["batch"]),
         "kv_heads": cfg.num_kv_heads,
         "kv_len": length,
         "head_dim": cfg.head_dim,
         "dtype": base["dtype"],
-        "rename": TRANSFORMERS_PATHS[backend],
+        "rename": TRANSFORMERS_PATHS[backend] if rows > 1 or backend != "gqa" else "attention",
         "model": base["model"],
         "stage": base["stage"],
         "length": length,
@@ -614,31 +610,36 @@ def grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     ]
 
 
-def attention_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: Iterable[str] = ()) -> list[Case]:
     """Decode attention on a grid of rows per K/V head x head_dim x cache length, per kernel
     and data type (calibration only): the kernels switch paths by rows and head_dim, so the
-    decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table)."""
+    decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table).
+    With ``backends`` naming transformers' paths (``TRANSFORMERS_PATHS``), those kernels too,
+    at grouped rows only (with one row per K/V head transformers calls plain SDPA)."""
     rows, dims, kvs = (
         (QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS, QUICK_ATTENTION_GRID_KV)
         if quick
         else (ATTENTION_GRID_ROWS, ATTENTION_GRID_HEAD_DIMS, ATTENTION_GRID_KV)
     )
     kernels = {"qk_matmul": ("qk_matmul", ""), "sv_matmul": ("sv_matmul", ""), "attention": ("sdpa", "flash")}
+    paths = {"gqa": ("attention", "sdpa_gqa"), "repeat_kv": ("repeat_kv", "sdpa_repeat_kv")}
+    kernels.update({paths[b][0] + "/" + b: ("sdpa", b) for b in backends if b in paths})
     cases = []
     for dtype in dtypes:
         for name, (kernel, backend) in kernels.items():
             for d in dims:
                 for kv in kvs:
-                    for r in rows:
+                    for r in rows if backend not in paths else [r for r in rows if r > 1 and r in GROUP_GRID_ROWS]:
                         recipe = {
                             "builder": "attention_grid",
-                            "kernel": name,
+                            "kernel": name.split("/")[0],
                             "rows": r,
                             "batch": ATTENTION_GRID_BATCH,
                             "kv_heads": ATTENTION_GRID_KV_HEADS,
                             "kv_len": kv,
                             "head_dim": d,
                             "dtype": dtype,
+                            **({"rename": paths[backend][1]} if backend in paths else {}),
                         }
                         suffix = f"/{backend}" if backend else ""
                         cases.append(
@@ -751,7 +752,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
             grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
         )
         if "flash" in opts.sdpa_backends:
-            cases += attention_grid_cases(opts.dtypes, quick)
+            cases += attention_grid_cases(opts.dtypes, quick, opts.sdpa_backends)
     else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)

@@ -125,7 +125,7 @@ def device_options(device: str) -> tuple[Options, dict[str, str]]:
             elif name not in dtypes and name != "int8":
                 dtypes.append(name)
         dtypes = [d for d in dtypes if d not in skipped]
-        backends = ("math", "flash")
+        backends = ("math", "flash", "gqa", "repeat_kv")  # and transformers' two paths (TRANSFORMERS_PATHS)
     return Options(tuple(dtypes), backends, device, int8="int8" not in skipped), skipped
 
 

@@ -29,7 +29,7 @@ of the row-count grid (``kernels.bench.cases.grid_cases``), the fraction of the 
 max(C, M) the class reaches after its fixed overhead at each row count, at most 1; the engine
 interpolates it in log rows and between shapes in (log K, log N) (``ridgeline.engine.roofline.RowTable``).
 K and N get their own axes because the measurement says so: in the committed EPYC profile the
-grid's seven shapes reach 0.45 to 0.77 of the bound at m = 1 in fp32, 0.40 to 0.51 in bf16.
+seven shapes its grid then had reach 0.45 to 0.77 of the bound at m = 1 in fp32, 0.40 to 0.51 in bf16.
 """
 
 from __future__ import annotations

@@ -220,10 +220,10 @@ def measure_case(
 # --- predictions -----------------------------------------------------------------------
 
 
-def engine_settings(dtype: str, execution: str = "auto") -> Settings:
-    """Weights, activations and KV cache in ``dtype``; SDPA is a fused (flash-style)
-    kernel, so the engine models flash attention when it knows the setting."""
-    return Settings(dtype, dtype, dtype, attention="flash", execution=execution)
+def engine_settings(dtype: str, execution: str = "auto", attention: str = "flash") -> Settings:
+    """Weights, activations and KV cache in ``dtype``; ridgeline's decoder calls SDPA as a
+    fused kernel (the group folded at decode), so ``flash`` unless a client says otherwise."""
+    return Settings(dtype, dtype, dtype, attention=attention, execution=execution)
 
 
 def graph_decode(model, case: Case):
@@ -239,9 +239,16 @@ def row_execution(row: dict[str, Any]) -> str:
 
 
 def predict(
-    config: ModelConfig, device: DeviceSpec, case: Case, dtype: str, ceilings: Ceilings, execution: str = "auto"
+    config: ModelConfig,
+    device: DeviceSpec,
+    case: Case,
+    dtype: str,
+    ceilings: Ceilings,
+    execution: str = "auto",
+    attention: str = "flash",
 ) -> dict[str, float]:
-    """TTFT, TPOT and tokens/s from ``ridgeline.analyze`` for exactly this run."""
+    """TTFT, TPOT and tokens/s from ``ridgeline.analyze`` for exactly this run, its attention
+    priced as ``attention`` (ridgeline's decoder: ``flash``)."""
     if device.kind == "cpu" and execution == "graph":
         execution = "eager"
     result = analyze(
@@ -250,7 +257,7 @@ def predict(
         batch=case.batch,
         seq_len=case.prompt,
         generate=case.generate,
-        settings=engine_settings(dtype, execution),
+        settings=engine_settings(dtype, execution, attention),
         ceilings=ceilings,
     )
     gen = result.generation
@@ -470,8 +477,9 @@ def predicted_columns(
     calibrated: Ceilings | None,
     measured: dict[str, Any],
     execution: str = "auto",
+    attention: str = "flash",
 ) -> dict[str, Any]:
-    spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec), execution)
+    spec_pred = predict(config, spec, case, dtype, spec_ceilings(spec), execution, attention)
     out = {
         "engine_ops_per_decode_step": spec_pred["decode_ops"],
         "predicted_peak_bytes": spec_pred["peak_bytes"],
@@ -482,7 +490,7 @@ def predicted_columns(
     cal = None
     if calibrated is not None:
         try:
-            cal = predict(config, spec, case, dtype, calibrated, execution)
+            cal = predict(config, spec, case, dtype, calibrated, execution, attention)
         except RidgelineError as err:  # the profile cannot price this mode or type: say so
             out["calibrated_unpriced"] = str(err)
     out.update(prediction_columns("calibrated", cal, measured))
@@ -513,7 +521,19 @@ def repredict(
         config = truncate(load_model(row["model"]), row["layers"])
         case = Case(row["batch"], row["prompt"], row["generate"])
         rows.append(
-            {**row, **predicted_columns(config, row_spec, case, row["dtype"], calibrated, row, row_execution(row))}
+            {
+                **row,
+                **predicted_columns(
+                    config,
+                    row_spec,
+                    case,
+                    row["dtype"],
+                    calibrated,
+                    row,
+                    row_execution(row),
+                    row.get("attention_priced", "flash"),
+                ),
+            }
         )
     meta.update(
         profile=str(used) if calibrated else None,

@@ -21,12 +21,18 @@ for the device at every step anyway, to check its stopping criteria). A warm-up
 generation (and compilation) runs first; each row keeps medians over ``repeats``.
 Results go to ``reports/validation/hf-<device_key>-<model>-<date>.json`` in the e2e
 format (``client: transformers``).
+
+Each row also times the first token's lm_head as ``generate`` calls it (a [B, 1, H] slice of
+the last hidden state; on a CPU in bf16 PyTorch copies the weight once per sequence, see
+``ridgeline.engine.basis.generate_notes``) and as a 2-D linear, counts the bytes it copies,
+and prints the prediction plus the measured gap.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -48,10 +54,12 @@ from kernels.e2e.e2e import (
     read_peak,
     reset_peak,
     resolve_device,
+    signed_error,
     summarize,
     write_rows,
 )
 from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.units import format_bytes
 from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import MODELS_DIR, user_data_dir
 from ridgeline.io.files import read_json
@@ -168,6 +176,59 @@ def generate_once(model, input_ids, generate: int, mode: str, device: str):
     return step_times(start, clock.times)
 
 
+def lm_head_inputs(model, batch: int, prompt: int, device: str):
+    """The first token's lm_head input as ``generate`` passes it (``logits_to_keep=1``:
+    transformers' ``slice_logits_to_keep``, a [B, 1, H] view of the [B, S, H] last hidden
+    state) and as a contiguous [B, H] matrix, as ridgeline's decoder passes it."""
+    import torch
+    from transformers.modeling_utils import slice_logits_to_keep
+
+    weight = model.lm_head.weight
+    hidden = torch.randn(batch, prompt, weight.shape[1], dtype=weight.dtype, device=device)  # [B, S, H]
+    return slice_logits_to_keep(hidden, 1), hidden[:, -1, :].contiguous()
+
+
+def copied_bytes(fn, element_size: int) -> int:
+    """Bytes written by the ``aten::copy_`` calls ``fn()`` makes (torch.profiler, shapes
+    recorded), at ``element_size`` bytes per element."""
+    from torch.profiler import profile
+
+    with profile(record_shapes=True) as prof:
+        fn()
+    return sum(math.prod(e.input_shapes[0]) for e in prof.events() if e.name == "aten::copy_") * element_size
+
+
+def measure_lm_head(model, batch: int, prompt: int, device: str, repeats: int) -> dict[str, Any]:
+    """The first token's lm_head as ``generate`` calls it against a 2-D call of the same
+    rows: medians of ``repeats`` timed calls each, after a profiled warm-up that counts the
+    bytes copied on the way (on a CPU in bf16: the weight, once per sequence)."""
+    import torch
+
+    head, cuda = model.lm_head, device.startswith("cuda")
+    sliced, flat = lm_head_inputs(model, batch, prompt, device)
+    with torch.inference_mode():
+        copied = copied_bytes(lambda: head(sliced), head.weight.element_size())
+        head(flat)
+        seconds = [[timed(lambda x=x: head(x), cuda) for _ in range(repeats)] for x in (sliced, flat)]
+    return {
+        "measured_lm_head_generate_s": float(np.median(seconds[0])),
+        "measured_lm_head_plain_s": float(np.median(seconds[1])),
+        "lm_head_copied_bytes": copied,
+    }
+
+
+def timed(fn, cuda: bool) -> float:
+    """Seconds of one call of ``fn``, the device waited for on both sides."""
+    import torch
+
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
 def measure(model, case: Case, mode: str, device: str, repeats: int, seed: int = 0) -> dict[str, Any]:
     import torch
 
@@ -254,6 +315,18 @@ def attention_paths(calls, heads: int, kv_heads: int) -> dict[str, int]:
     return dict(out)
 
 
+def priced_attention(paths: Mapping[str, int]) -> str:
+    """The attention setting (docs/model.md, "Attention settings") of the path transformers'
+    prompt took, from ``attention_paths``: ``enable_gqa`` is ``sdpa-gqa``, ``repeat_kv`` with a
+    mask ``sdpa-repeat``; MHA (plain SDPA) and folded groups are the fused kernel, ``flash``."""
+    prompt = [k.split(":", 1)[1] for k in paths if k.startswith("prefill:")]
+    if any(p.startswith("enable_gqa") for p in prompt):
+        return "sdpa-gqa"
+    if any(p.startswith("repeat_kv") for p in prompt):
+        return "sdpa-repeat"
+    return "flash"
+
+
 def run_hf(
     name: str,
     cases: Sequence[Case],
@@ -309,6 +382,7 @@ def run_hf(
         for case in cases:
             log(f"generate: batch {case.batch}, prompt {case.prompt}, {case.generate} tokens, {mode}")
             measured = measure(model, case, mode, device, repeats, seed)
+            measured.update(measure_lm_head(model, case.batch, case.prompt, device, repeats))
             execution = MODES[mode]
             row = {
                 "model": stem,
@@ -321,12 +395,36 @@ def run_hf(
                 "repeats": repeats,
                 **measured,
             }
-            row.update(predicted_columns(config, spec, case, dtype, calibrated, measured, execution))
+            row["attention_priced"] = priced_attention(measured["attention_paths"])
+            row.update(
+                predicted_columns(config, spec, case, dtype, calibrated, measured, execution, row["attention_priced"])
+            )
             row["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             rows.append(row)
             if write:  # row by row: a run stopped at a time limit keeps what it measured
                 write_rows(path, meta, [row])
     return Result(meta, rows, note, path if write else None)
+
+
+def lm_head_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per row: the first token's lm_head as ``generate`` ran it against a 2-D linear, the
+    bytes it copied, and the prediction (which prices the 2-D linear) plus the measured gap."""
+    lines = [
+        "predictions price lm_head as ridgeline's decoder calls it, a 2-D linear; generate calls it on a "
+        "[B, 1, H] slice of the prompt's last hidden state:"
+    ]
+    for r in rows:
+        mode = "calibrated" if r.get("predicted_calibrated_ttft_s") is not None else "spec"
+        extra = r["measured_lm_head_generate_s"] - r["measured_lm_head_plain_s"]
+        ttft = r[f"predicted_{mode}_ttft_s"] + extra
+        lines.append(
+            f"lm_head of the first token (batch {r['batch']}, {r['dtype']}): "
+            f"{r['measured_lm_head_generate_s'] * 1e3:.2f} ms as generate calls it, "
+            f"{r['measured_lm_head_plain_s'] * 1e3:.2f} ms as a 2-D linear, "
+            f"{format_bytes(r['lm_head_copied_bytes'])} copied; {mode} TTFT + the gap = {ttft * 1e3:.2f} ms "
+            f"({signed_error(ttft, r['measured_ttft_s']):+.0%})"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     except RidgelineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for line in report_lines(result):
+    for line in [*report_lines(result), *lm_head_lines(result.rows)]:
         print(line)
     return 0
 

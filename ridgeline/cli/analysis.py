@@ -114,7 +114,7 @@ def sweep(
         frame = sweep_settings(d, lists, batches, lengths, generate, on_step=progress.step)
     points = len(batches) * len(lengths) * math.prod(map(len, lists.values()))
     title = f"{d.model.name} on {d.device.name} ({d.mode} roofline): {points} points"
-    show_frame(frame, fmt, output, title, deployment_notes(d), mode=d.mode)
+    show_frame(frame, fmt, output, title, deployment_notes(d, batches, lengths), mode=d.mode)
 
 
 @app.command()
@@ -201,4 +201,5 @@ def frontier(
     d = deployment(ctx.params)
     frame, best = run_frontier(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     title = f"{d.model.name} on {d.device.name} ({d.mode} roofline): prompt {seq_len}, generate {generate}"
-    show_frame(frame, fmt, output, title, frontier_notes(d, best), mode=d.mode)
+    notes = frontier_notes(d, best, frame["batch"].to_numpy(), seq_len)
+    show_frame(frame, fmt, output, title, notes, mode=d.mode)

@@ -65,7 +65,12 @@ WDtype = Annotated[str | None, typer.Option(help="Weight type, e.g. fp8_e4m3, bf
 ADtype = Annotated[str | None, typer.Option(help="Activation type.")]
 KvDtype = Annotated[str | None, typer.Option(help="KV-cache type.")]
 GroupSize = Annotated[str | None, typer.Option(help="Quantisation group size (0: per channel).")]
-Attention = Annotated[str | None, typer.Option(help="eager, flash, flash-decoding or paged.")]
+Attention = Annotated[
+    str | None,
+    typer.Option(
+        help="auto (sdpa-gqa on a CPU, eager on a GPU), eager, sdpa-repeat, sdpa-gqa, flash, flash-decoding or paged: docs/model.md, Attention settings."
+    ),
+]
 KvBlock = Annotated[str | None, typer.Option(help="Tokens per KV block (paged).")]
 Tp = Annotated[str | None, typer.Option(help="Tensor-parallel devices.")]
 Pp = Annotated[str | None, typer.Option(help="Pipeline-parallel stages.")]

@@ -14,6 +14,7 @@ from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
@@ -84,6 +85,7 @@ class Stage:
     dtypes: tuple[str, ...]
     table: dict[str, np.ndarray]
     total: dict[str, float]
+    extrapolated: tuple[str, ...] = ()  # per op: what lies past the measured grid ("" inside)
 
     def records(self) -> list[dict[str, Any]]:
         """One plain dict per op, in ``OP_COLUMNS`` order (the JSON rows)."""
@@ -95,6 +97,8 @@ class Stage:
                 row[col] = str(value) if col == "bound" else float(value)
             row["count"] = int(row["count"])
             row["dtype"] = self.dtypes[i]
+            if self.extrapolated and self.extrapolated[i]:
+                row["extrapolated"] = self.extrapolated[i]
             rows.append(row)
         return rows
 
@@ -117,7 +121,14 @@ def build_stage(ops: Sequence[Op], ceilings: Ceilings, p: Plan, stage: str) -> S
         tuple(op.dtype for op in ops),
         table,
         {k: float(v) for k, v in totals.items()},
+        tuple(op_extrapolation(op, ceilings) for op in ops),
     )
+
+
+def op_extrapolation(op: Op, ceilings: Ceilings) -> str:
+    """What of ``op`` lies past the grid its profile measured ("" where nothing does)."""
+    spans = outside_spans(op, ceilings)
+    return "; ".join(describe(s.dimension, outside_range(s), (s.low, s.high)) for s in spans)
 
 
 def _affine_sum(y_lo, y_hi, n):
@@ -336,6 +347,7 @@ class Analysis:
                 "generate": self.workload.generate,
                 **asdict(self.settings),
                 "matrix_dtype": self.plan.matrix_dtype,
+                "attention_priced": self.plan.attention,
             },
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
@@ -394,9 +406,12 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     )
 
 
-def deployment_basis(d: Deployment, batch: int = 1, seq_len: int = 512) -> dict[str, Any]:
-    """What ``d``'s numbers rest on (``ridgeline.engine.basis``), read at one workload point: the
-    ops (names, types) and so the notes are the same at every point of a sweep."""
+def deployment_basis(d: Deployment, batch=1, seq_len=512) -> dict[str, Any]:
+    """What ``d``'s numbers rest on (``ridgeline.engine.basis``) over every (batch, seq_len) of
+    a grid (lists: a sweep's): the ops' names and types are the same at every point; what
+    lies past the profile's measured grid is judged at each."""
+    grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
+    batch, seq_len = (grid_b.ravel(), grid_s.ravel()) if grid_b.size > 1 else (int(grid_b[0, 0]), int(grid_s[0, 0]))
     ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
     return basis(ops, d.ceilings, d.device, d.settings.execution)
 

@@ -22,9 +22,15 @@ from typing import Any
 
 from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, op_variant
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
-from ridgeline.engine.units import format_time
+from ridgeline.engine.units import format_bytes, format_time
+
+# ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
+# to other kernels they are named (transformers' SDPA paths: many times the folded kernel's
+# time on a CPU, docs/model.md "Attention settings")
+OWN_CLASS = frozenset({"sdpa_gqa", "sdpa_repeat_kv"})
 
 
 def device_key(ceilings: Ceilings, op: Op) -> str | None:
@@ -60,6 +66,8 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
         dtype = ceilings.class_dtype(op.dtype)
         if key is None or not key.endswith(f"@{dtype}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
+        elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
+            out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
             out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
     execution = ceilings.execution
@@ -86,7 +94,12 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     lines = []
     for (term, by), names in groups.items():
         ops = ", ".join(names)
-        if term == "matrix peak":
+        if term == "kernel":
+            lines.append(
+                f"no measured class for {ops}, a kernel of its own: priced by the '{by}' class, "
+                "other kernels' rate (a profile from today's calibrate measures it)"
+            )
+        elif term == "matrix peak":
             lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s datasheet peak")
         elif term == "device":
             how = (
@@ -176,6 +189,51 @@ def collective_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
     return [f"collectives: {LABELS[ceilings.collectives]} (the cheapest of ring/tree x LL/LL128/Simple)"]
 
 
+COPIED_HEAD_DTYPES = ("bf16",)  # lm_head types whose weight PyTorch's CPU bmm copies (torch 2.13; not fp16, fp32)
+
+
+def generate_notes(ops_by_stage: Mapping[str, Sequence[Op]], device: DeviceSpec) -> list[str]:
+    """What transformers' ``generate`` adds on a CPU to the first token (not priced here): it
+    hands lm_head a [B, 1, H] slice of the prompt's [B, S, H] last hidden state; ``matmul``
+    cannot fold that strided slice into a matrix, so it runs ``bmm`` against the transposed
+    weight expanded over the batch, which PyTorch's CPU ``bmm`` copies in bf16: the
+    whole lm_head weight, once per sequence (``kernels.e2e.hf_client`` measures the copy)."""
+    head = next((op for op in ops_by_stage.get("prefill", ()) if op.name == "lm_head"), None)
+    if device.kind != "cpu" or head is None or head.dtype not in COPIED_HEAD_DTYPES:
+        return []
+    return [
+        f"transformers' generate adds to TTFT what this does not price: it computes the first token's lm_head "
+        f"through a batched path that copies the {head.dtype} lm_head weight ({format_bytes(head.weight_bytes)}) "
+        "once per sequence (ridgeline's decoder and serving engines do not); "
+        "'python -m kernels.e2e.hf_client MODEL --device cpu' measures that copy"
+    ]
+
+
+def extrapolated(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
+    """Each (op, dimension) past what the profile's tables measured (``ridgeline.engine.grid``):
+    the op's least and most values outside and the measured range, over every stage. Datasheet
+    roofs and efficiency terms measured no grid: none listed."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for op in ops:
+        for span in outside_spans(op, ceilings):
+            lo, hi = outside_range(span)
+            key = (op.name, span.dimension, span.low, span.high)
+            entry = {"op": op.name, "dimension": span.dimension, "outside": [lo, hi], "measured": [span.low, span.high]}
+            seen = out.setdefault(key, entry)
+            seen["outside"] = [min(seen["outside"][0], lo), max(seen["outside"][1], hi)]
+    return list(out.values())
+
+
+def extrapolation_notes(entries: list[dict[str, Any]]) -> list[str]:
+    """One line naming every op past the grid, grouped by what lies past it: 'extrapolated past
+    the measured grid: attention head_dim 256 (measured 64–128); down_proj k 28672 (...)'."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        groups.setdefault(describe(e["dimension"], e["outside"], e["measured"]), []).append(e["op"])
+    parts = [f"{', '.join(ops)} {text}" for text, ops in groups.items()]
+    return [f"extrapolated past the measured grid: {'; '.join(parts)}"] if parts else []
+
+
 def basis(
     ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
 ) -> dict[str, Any]:
@@ -183,6 +241,7 @@ def basis(
     (already set to their execution mode; ``requested`` is the setting it came from)."""
     ops = [op for stage in ops_by_stage.values() for op in stage]
     missing = unmeasured(ops, ceilings)
+    outside = extrapolated(ops, ceilings)
     used = {op.dtype: ceilings.class_dtype(op.dtype) for op in ops}
     return {
         "ceilings": ceilings.mode,
@@ -192,12 +251,15 @@ def basis(
         "requested_execution": requested,
         "dtype_as": {k: v for k, v in used.items() if k != v},
         "unmeasured": missing,
+        "extrapolated": outside,
         "notes": [
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
             *kind_notes(ops, ceilings),
             *collective_notes(ops, ceilings),
+            *generate_notes(ops_by_stage, device),
+            *extrapolation_notes(outside),
         ],
     }
 

@@ -200,6 +200,10 @@ def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
             v_in_k=a.latent,
         )
     ]
+    if p.attention == "sdpa-repeat":
+        return [O.repeat_kv_attention(ops[0], keys if not a.prefill else a.kv_len, positions, p.kvb)]
+    if p.attention == "sdpa-gqa" and a.kv_heads < a.heads and not a.latent:
+        return [replace(ops[0], name="sdpa_gqa")]  # a kernel of its own: no fold of the group
     if p.attention == "paged" and not a.prefill:  # the block table: 4 bytes per block
         ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + a.batch * keys / p.kv_block * 4)
     if p.attention == "flash-decoding" and not a.prefill:

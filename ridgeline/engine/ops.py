@@ -11,7 +11,7 @@ weights read, activations read, activations written, KV cache read, KV cache wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -390,6 +390,29 @@ def flash_attention(
         dtype=dtype,
         inputs=inputs,
         dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, pairs=pairs, head_dim=qk_dim, v_dim=v_dim),
+    )
+
+
+def repeat_kv_attention(op: Op, kv_len: Number, kv_read_positions: Number, kvb: float) -> Op:
+    """Hugging Face's ``repeat_kv`` + SDPA with a boolean mask, from the fused op ``op``:
+    K and V read once from the cache and written expanded to every query head (a copy when
+    heads > kv_heads; none for MHA, where ``repeat_kv`` returns its input), then the kernel
+    reads the expanded K/V ``kv_read_positions`` times per query head and the mask [batch, 1,
+    q_len, kv_len] (one byte a pair). The two copies are fresh tensors (``alloc_bytes``)."""
+    d = op.dims
+    batch, heads, kv_heads, q_len = d["batch"], d["heads"], d["kv_heads"], d["q_len"]
+    row = d["head_dim"] + d["v_dim"]
+    mask = batch * q_len * kv_len
+    if heads <= kv_heads:
+        return replace(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
+    copies = batch * heads * kv_len * row * kvb
+    return replace(
+        op,
+        name="sdpa_repeat_kv",
+        kv_read_bytes=batch * kv_heads * kv_len * row * kvb,
+        act_read_bytes=op.act_read_bytes + batch * heads * kv_read_positions * row * kvb + mask,
+        act_write_bytes=op.act_write_bytes + copies,
+        alloc_bytes=(op.act_write_bytes, copies * d["head_dim"] / row, copies * d["v_dim"] / row),
     )
 
 

@@ -13,7 +13,7 @@ import math
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
-from ridgeline.engine.workload import Settings
+from ridgeline.engine.workload import Settings, resolve_attention
 from ridgeline.errors import UnsupportedDtypeError
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
@@ -114,6 +114,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
     kept = unquantised_dtype(a)
+    attention = resolve_attention(settings.attention, device.kind)
     return Plan(
         wb=dtype_bytes(w),
         ab=ab,
@@ -123,7 +124,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         scale_bytes=_scale_bytes(w, settings.zero_points),
         group_size=settings.group_size,
         dequant=DTYPE_BITS[w] < DTYPE_BITS[compute] or (not _is_float(w) and _is_float(compute)),
-        attention=settings.attention,
+        attention=attention,
         kv_block=settings.kv_block,
         tile_rows=flash_tile_rows(device.l1_bytes_per_unit, head_dim, max(ab, 2.0)),
         key_block=attention_key_block(device.kind),
@@ -135,5 +136,5 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         hb=dtype_bytes(kept),
         head_dtype=_float_fallback(kept, device),
         memory_utilization=settings.memory_utilization,
-        expand_kv=settings.attention == "eager",
+        expand_kv=attention == "eager",
     )

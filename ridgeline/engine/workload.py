@@ -37,7 +37,10 @@ def _check_positive(field: str, value: Number) -> None:
         raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
 
 
-ATTENTION_KERNELS = ("eager", "flash", "flash-decoding", "paged")
+# The attention settings (docs/model.md, "Attention settings"): how a framework computes
+# attention, each priced as the kernels it runs. ``auto`` is the path transformers' ``sdpa``
+# attention takes on the device (``resolve_attention``).
+ATTENTION_KERNELS = ("auto", "eager", "sdpa-repeat", "sdpa-gqa", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
 EXECUTIONS = ("graph", "eager", "compiled")  # how kernels are launched
 EXECUTION_CHOICES = ("auto", *EXECUTIONS)  # the setting: auto picks one per device
@@ -56,7 +59,10 @@ class Settings:
     a_dtype: str = setting("fp16", "activation type (activations read/written)")
     kv_dtype: str = setting("fp16", "KV-cache type (KV read/written)")
     group_size: int = setting(0, "quantisation group along k; 0 = one scale per output channel")
-    attention: str = setting("eager", "eager | flash | flash-decoding | paged")
+    attention: str = setting(
+        "auto",
+        "auto | eager | sdpa-repeat | sdpa-gqa | flash | flash-decoding | paged; auto: sdpa-gqa on a CPU, eager on a GPU",
+    )
     kv_block: int = setting(16, "tokens per KV block (paged attention)")
     tp: int = setting(1, "tensor-parallel devices")
     pp: int = setting(1, "pipeline-parallel stages")
@@ -98,6 +104,17 @@ class Settings:
             raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9")
         if self.link_bw_gb_s < 0:
             raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+
+
+def resolve_attention(attention: str, device_kind: str) -> str:
+    """The attention setting ``auto`` stands for on a device of ``device_kind``: on a CPU the
+    path transformers' ``sdpa_attention_forward`` takes for a batch without padding
+    (``use_gqa_in_sdpa``: no mask, so grouped K/V go to SDPA with ``enable_gqa=True``); on an
+    accelerator ``eager`` (``repeat_kv``, the score matrix through memory), as before the
+    setting existed, until a GPU run measures the sdpa paths end to end. Others are kept."""
+    if attention != "auto":
+        return attention
+    return "sdpa-gqa" if device_kind == "cpu" else "eager"
 
 
 def dtype_for_bits(bits: int, what: str) -> str:

@@ -1,0 +1,121 @@
+"""The attention settings (docs/model.md, "Attention settings"): each priced as the kernels
+it runs, ``auto`` resolved to the path transformers' ``sdpa`` attention takes, and a
+prediction that rests on another kernel's class says so."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from ridgeline.api import analyze
+from ridgeline.cli import app
+from ridgeline.engine.basis import basis
+from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.roofline import Ceilings
+from ridgeline.engine.workload import ATTENTION_KERNELS, Settings, resolve_attention
+
+
+def _attention(model: str, setting: str, hardware: str = "epyc-9654", **kw):
+    a = analyze(model, hardware, batch=1, seq_len=100, generate=2, dtype="bf16", attention=setting, **kw)
+    ops = stage_ops(a.model, "decode", 1, 100, a.plan)  # one step after 100 cached keys
+    return a, [op for op in ops if op.kind == "attention"]
+
+
+def test_auto_is_transformers_sdpa_on_a_cpu_and_eager_on_a_gpu():
+    assert Settings().attention == "auto"
+    assert resolve_attention("auto", "cpu") == "sdpa-gqa"
+    assert resolve_attention("auto", "gpu") == "eager"
+    assert all(resolve_attention(k, "cpu") == k for k in ATTENTION_KERNELS if k != "auto")
+    a, ops = _attention("llama-3.2-1b", "auto")
+    assert a.plan.attention == "sdpa-gqa" and [op.name for op in ops] == ["sdpa_gqa"]
+
+
+def test_cpu_default_follows_transformers_use_gqa_in_sdpa():
+    """transformers decides by the mask: none (a batch without padding) gives SDPA the
+    grouped K/V with enable_gqa (our CPU default, sdpa-gqa); a mask makes it repeat K/V at a
+    prompt (sdpa-repeat)."""
+    torch = pytest.importorskip("torch")
+    sdpa = pytest.importorskip("transformers.integrations.sdpa_attention")
+    k = torch.zeros(1, 8, 4, 64)
+    assert sdpa.use_gqa_in_sdpa(None, k, k) is True
+    assert sdpa.use_gqa_in_sdpa(torch.ones(1, 1, 4, 4, dtype=torch.bool), k, k) is False
+    assert resolve_attention("auto", "cpu") == "sdpa-gqa"
+
+
+def test_transformers_sdpa_forward_calls_enable_gqa_without_a_mask(monkeypatch):
+    """What transformers' own ``sdpa_attention_forward`` passes to SDPA, recorded: grouped
+    K/V with ``enable_gqa=True`` and no mask; with a mask at a prompt, K/V repeated to every
+    query head (32 here) and the mask passed."""
+    torch = pytest.importorskip("torch")
+    sdpa = pytest.importorskip("transformers.integrations.sdpa_attention")
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def record(q, k, v, **kw):
+        calls.append((k.shape[1], kw.get("enable_gqa", False), kw.get("attn_mask") is not None))
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", record)
+    module = SimpleNamespace(num_key_value_groups=4, is_causal=True, training=False)
+    q, kv = torch.randn(1, 32, 5, 64), torch.randn(1, 8, 5, 64)
+    sdpa.sdpa_attention_forward(module, q, kv, kv, None)
+    mask = torch.ones(1, 1, 5, 5, dtype=torch.bool).tril()
+    sdpa.sdpa_attention_forward(module, q, kv, kv, mask)
+    assert calls == [(8, True, False), (32, False, True)]
+
+
+def test_sdpa_repeat_counts_the_copy_and_the_mask():
+    """Llama-3.2-1B (32 query heads over 8 K/V heads, head_dim 64), one sequence, decode over
+    100 cached keys and its own (101), bf16: the cache is read once (8 x 101 x 128 x 2 B), the
+    copies written and read once per query head (32 x 101 x 128 x 2 B each way), the mask
+    101 bytes."""
+    _, ops = _attention("llama-3.2-1b", "sdpa-repeat")
+    (op,) = ops
+    cache, copies, q = 8 * 101 * 128 * 2, 32 * 101 * 128 * 2, 32 * 64 * 2
+    assert op.name == "sdpa_repeat_kv"
+    assert op.kv_read_bytes == pytest.approx(cache)
+    assert op.act_read_bytes == pytest.approx(q + copies + 101)
+    assert op.act_write_bytes == pytest.approx(q + copies)
+    assert op.alloc_bytes == pytest.approx((q, copies / 2, copies / 2))
+
+
+def test_sdpa_gqa_is_its_own_kernel_only_for_grouped_heads():
+    _, gqa = _attention("llama-3.2-1b", "sdpa-gqa")
+    _, flash = _attention("llama-3.2-1b", "flash")
+    _, mha = _attention("llama-2-7b", "sdpa-gqa")  # MHA: transformers calls plain SDPA
+    assert gqa[0].name == "sdpa_gqa" and flash[0].name == "attention" and mha[0].name == "attention"
+    assert gqa[0].kv_read_bytes == flash[0].kv_read_bytes == 8 * 101 * 128 * 2
+
+
+def _calibrated(keys: tuple[str, ...]) -> Ceilings:
+    fit = {"compute": 0.5, "memory": 0.5}
+    return Ceilings(
+        "calibrated", 1e11, {"bf16": 1e12}, {"bf16": 1e11}, efficiency={k: fit for k in keys}, device="test"
+    )
+
+
+def test_a_kernel_priced_by_another_kernels_class_is_named():
+    a, ops = _attention("llama-3.2-1b", "sdpa-gqa")
+    pooled = basis({"decode": ops}, _calibrated(("attention@bf16",)), a.device)
+    own = basis({"decode": ops}, _calibrated(("attention:sdpa_gqa@bf16",)), a.device)
+    assert any(
+        "no measured class for sdpa_gqa, a kernel of its own" in n and "'attention@bf16'" in n for n in pooled["notes"]
+    )
+    assert not any("a kernel of its own" in n for n in own["notes"])
+
+
+def test_unknown_attention_setting_is_one_line_and_exit_2():
+    result = CliRunner().invoke(app, ["analyze", "llama-3.2-1b", "--attention", "sdpa"])
+    assert result.exit_code == 2
+    assert "unknown attention kernel 'sdpa'; use one of: auto, eager, sdpa-repeat, sdpa-gqa" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_transformers_client_prices_the_path_its_prompt_took():
+    from kernels.e2e.hf_client import priced_attention
+
+    assert priced_attention({"prefill:enable_gqa": 2, "decode:enable_gqa": 4}) == "sdpa-gqa"
+    assert priced_attention({"prefill:repeat_kv+mask": 2, "decode:fold_gqa+mask": 4}) == "sdpa-repeat"
+    assert priced_attention({"prefill:mha": 2, "decode:mha": 4}) == "flash"
