@@ -19,7 +19,7 @@ from kernels.bench.bench import make_bench, tolerance
 from kernels.calibrate.fit import fit_key
 from ridgeline.cli import app
 from ridgeline.engine import ops as O
-from ridgeline.engine.basis import kind_notes
+from ridgeline.engine.basis import unmeasured
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import keys_for
 from ridgeline.io.catalog import MODELS_DIR, PROFILES_DIR, list_names
@@ -149,9 +149,10 @@ def test_an_analysis_says_when_a_kind_is_priced_from_another_kinds_class():
 def test_no_kind_note_where_the_profile_has_the_kinds_class():
     ceilings = _h100()
     op = _op("gemma-7b", "mlp_act")
-    assert kind_notes([op], ceilings)
+    entry = {"op": "mlp_act", "dtype": "bf16", "term": "kind gelu_tanh_mul", "priced_by": "elementwise@bf16"}
+    assert unmeasured([op], ceilings) == [entry]  # in the JSON's basis.unmeasured too
     efficiency = MappingProxyType({**ceilings.efficiency, "elementwise.gelu_tanh_mul@bf16": {"memory": 0.5}})
-    assert kind_notes([op], replace(ceilings, efficiency=efficiency)) == []
+    assert unmeasured([op], replace(ceilings, efficiency=efficiency)) == []
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

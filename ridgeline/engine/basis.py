@@ -68,6 +68,8 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
         elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
+        elif other_kind(op, key):
+            out.append({"op": op.name, "dtype": op.dtype, "term": f"kind {op_variant(op)}", "priced_by": key})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
             out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
     execution = ceilings.execution
@@ -87,14 +89,20 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     """One line per (term, what priced it): the ops it priced, named."""
     groups: dict[tuple[str, str], list[str]] = {}
     for e in entries:
-        name = e["op"] if e["term"] not in ("device", "matrix peak") else f"{e['op']}@{e['dtype']}"
+        typed = e["term"] in ("device", "matrix peak") or e["term"].startswith("kind ")
+        name = f"{e['op']}@{e['dtype']}" if typed else e["op"]
         groups.setdefault((e["term"], e["priced_by"]), [])
         if name not in groups[(e["term"], e["priced_by"])]:
             groups[(e["term"], e["priced_by"])].append(name)
     lines = []
     for (term, by), names in groups.items():
         ops = ", ".join(names)
-        if term == "kernel":
+        if term.startswith("kind "):
+            kind = term.removeprefix("kind ")
+            lines.append(
+                f"{ops} ({kind}) priced from the '{by}' class of other kinds: the profile measured no {kind} class"
+            )
+        elif term == "kernel":
             lines.append(
                 f"no measured class for {ops}, a kernel of its own: priced by the '{by}' class, "
                 "other kernels' rate (a profile from today's calibrate measures it)"
@@ -127,19 +135,11 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     return lines
 
 
-def kind_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
-    """Each activation or norm kind priced with a class measured on other kinds (the
-    profile has none of its own: ``class_keys`` falls back), with the ops and that class."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for op in _distinct(ops) if ceilings.mode != "spec" else ():
-        variant, key = op_variant(op), device_key(ceilings, op)
-        if variant and variant not in DEFAULT_VARIANTS and key and f".{variant}@" not in key:
-            groups.setdefault((variant, key), []).append(f"{op.name}@{op.dtype}")
-    return [
-        f"{', '.join(names)} ({variant}) priced from the '{key}' class of other kinds: "
-        f"the profile measured no {variant} class"
-        for (variant, key), names in groups.items()
-    ]
+def other_kind(op: Op, key: str) -> bool:
+    """An activation or norm of another kind than SiLU x up or RMSNorm whose pricing class
+    ``key`` is not of its kind (the profile measured none: ``class_keys`` fell back)."""
+    variant = op_variant(op)
+    return bool(variant) and variant not in DEFAULT_VARIANTS and f".{variant}@" not in key
 
 
 def execution_notes(ceilings: Ceilings, device: DeviceSpec, requested: str) -> list[str]:
@@ -256,7 +256,6 @@ def basis(
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
             *_unmeasured_notes(missing, ceilings),
-            *kind_notes(ops, ceilings),
             *collective_notes(ops, ceilings),
             *generate_notes(ops_by_stage, device),
             *extrapolation_notes(outside),
