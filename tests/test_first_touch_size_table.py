@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from kernels.bench.cases import (
+    SIZE_GRID_KINDS,
     SIZE_GRID_MAX_BYTES,
     Options,
+    _stage_cases,
     build_op,
     case_dimensions,
     check_disjoint,
@@ -183,14 +185,21 @@ def test_size_grid_spans_the_call_overhead_to_past_the_mmap_threshold_and_is_hel
         "residual_add",
         "silu_mul",
         "softmax",
+        *SIZE_GRID_KINDS,  # tanh-GELU x up, tanh-GELU, GELU, ReLU, LayerNorm with bias
     }  # rope: fp32 only
-    # the same classes as the model cases, so one table prices both
+    # the same classes as the model cases, so one table prices both (the other kinds: as
+    # the cases of the models that run them, which only validation measures)
     grid_keys = {fit_key(c.op) for c in cases}
     model_keys = {
         fit_key(c.op)
         for c in suite_cases("calibration", Options(("fp32", "bf16")))
         if c.op_class in ("elementwise", "norm", "softmax") and c.stage != "grid"
     }
+    kinds = {"gelu_tanh_mul": "gemma-7b", "gelu_tanh": "gpt-j-6b", "gelu": "falcon-7b", "relu": "opt-6.7b"}
+    for kernel, model in {**kinds, "layernorm": "opt-6.7b"}.items():
+        for dtype in ("fp32", "bf16"):
+            stage = _stage_cases(model, "decode", 3, 200, dtype, "validation", Options())
+            model_keys.add(fit_key(next(c for c in stage if c.kernel == kernel).op))
     assert grid_keys <= model_keys
     assert case_dimensions(cases[0]) == {"model": set(), "batch": set(), "length": set(), "width": {2048}}
     softmax = next(c for c in cases if c.kernel == "softmax")

@@ -235,7 +235,7 @@ def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_pat
     profile = yaml.safe_load(out.read_text())
     problems = profile["problems"]
     assert profile["meta"]["mode"] == "quick" and profile["efficiency"] == {}
-    assert profile["meta"]["fit"] == {"overhead_cap": True, "judge_between": True}
+    assert profile["meta"]["fit"] == {"overhead_cap": True, "judge_between": True, "kind_classes": True}
     assert len(problems) == profile["meta"]["calibration_cases"] > 50
     first = problems[0]["case"]  # priority 0: transformers' enable_gqa path
     assert first.startswith("agrid/decode/sdpa/") and first.endswith("/gqa")

@@ -248,7 +248,7 @@ def test_the_cap_is_a_recorded_rule_that_a_committed_h100_profile_predates():
 
     path = PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"
     committed = yaml.safe_load(path.read_text())
-    assert recorded_rules(committed) == {"overhead_cap": False, "judge_between": False}
+    assert recorded_rules(committed) == {"overhead_cap": False, "judge_between": False, "kind_classes": False}
     rows = [r for r in calibration_rows(path) if r["op_kind"] in ("elementwise", "norm", "softmax")]
     fastest: dict[str, float] = {}
     for r in rows:

@@ -273,7 +273,7 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     assert sorted(by_kind[("grid", "fp32")]) == [*range(1, 17), 24]
     assert sorted(by_kind[("grid", "bf16")]) == list(K.GRID_M)
     assert len(by_kind[("qgrid", "bf16")]) == 2 * len(K.QUANT_GRID_M)  # int8 and int4 weight-only
-    assert len(cal) == 1861  # 1,636 before: + 144 attention + 81 products
+    assert len(cal) == 1996  # 1,636 before: + 144 attention + 81 products + 135 activation and norm kinds
     assert len(suite_cases("calibration", Options(), True)) == 479  # the quick set unchanged
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]

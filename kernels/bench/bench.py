@@ -157,25 +157,48 @@ def _softmax(case: Case, dev: str, cache: float) -> Bench:
 
 
 def _rmsnorm(case: Case, dev: str, cache: float) -> Bench:
-    d, dt = case.op.dims, TORCH_DTYPES[case.dtype]
-    t, hid = int(d["tokens"]), int(d["hidden"])
     if not hasattr(F, "rms_norm"):
         raise Unsupported("torch.nn.functional.rms_norm needs torch >= 2.4")
+    return _norm(case, dev, cache)
+
+
+def _normed(x: torch.Tensor, centre: bool, eps: float) -> torch.Tensor:
+    """x / rms(x) (RMSNorm), or (x - mean) / std (LayerNorm, ``centre``), in x's type."""
+    x = x - x.mean(-1, keepdim=True) if centre else x
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+# norm kernel -> (the call on x [t, hid], weight w[, bias b]; its float64 reference)
+NORMS: dict[str, tuple[Callable, Callable]] = {
+    "rmsnorm": (lambda x, w: F.rms_norm(x, x.shape[-1:], w, 1e-6), lambda x, w: _normed(x, False, 1e-6) * w),
+    "layernorm": (
+        lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, 1e-5),
+        lambda x, w, b: _normed(x, True, 1e-5) * w + b,
+    ),
+    "layernorm_nobias": (
+        lambda x, w: F.layer_norm(x, x.shape[-1:], w, None, 1e-5),
+        lambda x, w: _normed(x, True, 1e-5) * w,
+    ),
+}
+
+
+def _norm(case: Case, dev: str, cache: float) -> Bench:
+    """A norm kernel (``NORMS``): RMSNorm as ``F.rms_norm``, LayerNorm as ``F.layer_norm``
+    with or without its bias (what ``nn.LayerNorm`` runs), on x [tokens, hidden]."""
+    d, dt = case.op.dims, TORCH_DTYPES[case.dtype]
+    t, hid = int(d["tokens"]), int(d["hidden"])
+    call, reference = NORMS[case.kernel]
+    vectors = 2 if case.kernel == "layernorm" else 1  # weight (and bias)
 
     def make():
-        return _randn(t, hid, dtype=dt, device=dev), _randn(hid, dtype=dt, device=dev)
-
-    def fn(x, w):
-        return F.rms_norm(x, (hid,), w, 1e-6)
+        return _randn(t, hid, dtype=dt, device=dev), *(_randn(hid, dtype=dt, device=dev) for _ in range(vectors))
 
     def check():
-        x, w = make()
-        xd = x[:16].double()
-        ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-        return rel_error(fn(x, w)[:16], ref)
+        x, *wb = make()
+        return rel_error(call(x, *wb)[:16], reference(x[:16].double(), *(v.double() for v in wb)))
 
     sets, size = _sets(make, cache)
-    return Bench(fn, sets, check, set_bytes=size)
+    return Bench(call, sets, check, set_bytes=size)
 
 
 def _residual_add(case: Case, dev: str, cache: float) -> Bench:
@@ -193,19 +216,39 @@ def _residual_add(case: Case, dev: str, cache: float) -> Bench:
     return Bench(torch.add, sets, check, set_bytes=size)
 
 
-def _silu_mul(case: Case, dev: str, cache: float) -> Bench:
+def _gelu_tanh_reference(x: torch.Tensor) -> torch.Tensor:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel, 2016)."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+# activation -> (the eager call, its float64 reference); the gated kernels ('silu_mul' ...)
+# run act(gate) * up: two kernels, the activation writes a temporary that the multiply reads
+ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
+    "silu": (F.silu, lambda x: x * torch.sigmoid(x)),
+    "gelu": (F.gelu, lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), _gelu_tanh_reference),
+    "relu": (F.relu, lambda x: x.clamp(min=0)),
+}
+
+
+def _activation(case: Case, dev: str, cache: float) -> Bench:
+    """An MLP activation kernel: ``silu_mul``, ``gelu_tanh_mul`` ... (gated: act(g) * u on
+    two [tokens, width] inputs) or ``relu``, ``gelu`` ... (act(u) on one), in eager PyTorch."""
     d, dt = case.op.dims, TORCH_DTYPES[case.dtype]
     t, w = int(d["tokens"]), int(d["width"])
+    gated = case.kernel.endswith("_mul")
+    act, reference = ACTIVATIONS[case.kernel.removesuffix("_mul")]
 
     def make():
-        return _randn(t, w, dtype=dt, device=dev), _randn(t, w, dtype=dt, device=dev)
+        return tuple(_randn(t, w, dtype=dt, device=dev) for _ in range(2 if gated else 1))
 
-    def fn(g, u):
-        return F.silu(g) * u
+    def fn(*args):  # gate, up or up alone
+        return act(args[0]) * args[1] if gated else act(args[0])
 
     def check():
-        g, u = make()
-        return rel_error(fn(g, u)[:16], F.silu(g[:16].double()) * u[:16].double())
+        args = [a[:16].double() for a in make()]
+        out = fn(*(a.to(dt) for a in args))
+        return rel_error(out, reference(args[0]) * args[1] if gated else reference(args[0]))
 
     sets, size = _sets(make, cache)
     return Bench(fn, sets, check, set_bytes=size)
@@ -534,8 +577,10 @@ BUILDERS: dict[str, Callable[[Case, str, float], Bench]] = {
     "sv_matmul": _sv,
     "softmax": _softmax,
     "rmsnorm": _rmsnorm,
+    "layernorm": _norm,
+    "layernorm_nobias": _norm,
     "residual_add": _residual_add,
-    "silu_mul": _silu_mul,
+    **{f"{act}{gate}": _activation for act in ACTIVATIONS for gate in ("", "_mul")},
     "rope": _rope,
     "rope_decoder": _rope_decoder,
     "sdpa": _sdpa,

@@ -58,15 +58,23 @@ QUICK_WORKLOADS = {
         "decode": [(1, 1536), (8, 768)],
     },
 }
-# A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): dense catalog models up to
-# 13B that calibration never measures (Mistral-7B has Llama-3-8B's shapes: one of them), and
-# batch sizes and context lengths drawn from these ranges (inclusive; lengths in steps of 16)
+# A fresh held-out draw (``drawn_cases``, ``validate --draw SEED``): the dense catalog models
+# that calibration never measures, less the MoE and MLA ones (no kernels here), those whose
+# largest projection weighs over DRAW_MAX_WEIGHT_BYTES in fp32 (the draw times one layer's
+# kernels, so the bound is per op: a 70B's 8192 x 28672 is 0.9 GiB, a benchmark's inputs
+# are copied to rotate), Mistral-7B (Llama-3-8B's shapes and kinds) and Gemma-7B (its hidden
+# 3072 is Phi-3-mini's: not held out in width). Each draw takes at least one model whose
+# activation and norm are not SiLU x up and RMSNorm (``DRAW_KINDS``: non-gated MLPs, LayerNorm
+# with bias, Falcon's MQA) and records every model's kinds (``meta.draw.kinds``); batch sizes
+# and context lengths are drawn from these ranges (inclusive; lengths in steps of 16)
 # that calibration never uses; fp32 prompts are kept short (its products run at a tenth of a
 # TFLOP/s on a CPU core), decode batch x length bounded (an MHA 13B layer's fp32 cache is
 # 40 KiB a token). Prompts are drawn for DRAW_DTYPES in order whatever the device runs, so a
 # seed draws the same workloads on every device.
 DRAW_DTYPES = ("fp32", "bf16", "fp16")
-DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b")
+DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b", "opt-6.7b", "gpt-j-6b", "falcon-7b")
+DRAW_KINDS = ("opt-6.7b", "gpt-j-6b", "falcon-7b")  # ReLU, tanh-GELU, GELU; LayerNorm with bias
+DRAW_MAX_WEIGHT_BYTES = 2**29
 DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
 DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)
 DRAW_PREFILL_TOKENS = {"fp32": 768, "default": 1536}
@@ -119,6 +127,11 @@ ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
 SIZE_GRID_TOKENS = tuple(2**i for i in range(17))
 QUICK_SIZE_GRID_TOKENS = tuple(4**i for i in range(9))
 SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "softmax": 512, "rope": 2048}
+# The other activation and norm kinds the catalog's dense models run, one series each at the
+# same widths (full calibration only): Gemma's tanh-GELU x up, GPT-J's tanh-GELU, Falcon's
+# GELU, OPT's ReLU; LayerNorm with its bias (OPT, GPT-J, Falcon)
+SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu": 8192, "layernorm": 2048}
+ACT_KERNELS = ("silu", "gelu", "gelu_tanh", "relu")  # kernels.bench.bench.ACTIVATIONS
 SIZE_GRID_MAX_BYTES = 256 * 2**20
 SIZE_GRID_ROPE = (32, 8, 64)  # heads, K/V heads, head_dim (llama-3.2-1b)
 
@@ -293,33 +306,46 @@ def _sdpa_math(r: Mapping[str, Any]) -> Op:
 
 
 def _mlp_act_eager(r: Mapping[str, Any]) -> Op:
-    """silu(gate) * up in eager PyTorch is two kernels: silu writes a temporary that the
-    multiply reads back. The temporary is written and read again at once, at the address
+    """act(gate) * up in eager PyTorch is two kernels: the activation writes a temporary that
+    the multiply reads back. The temporary is written and read again at once, at the address
     the allocator handed out the call before, so it stays in the cache: memory sees 2 reads
     and 1 write per element, as for the fused kernel (counting it as 3 and 2 had its class
     want 1.27 of the copy roof on the development EPYC); the extra pass is time on the
-    vector units, in the class's fit."""
-    return _eager_silu_mul(_engine_op({**r, "op": "mlp_act"}))
+    vector units, in the class's fit. An ungated act(up) is one kernel. The recipe names the
+    kernel that ran (recipes from before kinds: always SiLU x up, whatever the model ran)."""
+    op, kernel = _engine_op({**r, "op": "mlp_act"}), r.get("kernel", O.DEFAULT_ACT)
+    if O.op_variant(op) != kernel:
+        d = op.dims
+        act = O.mlp_act(d["tokens"], d["width"], kernel.removesuffix("_mul"), kernel.endswith("_mul"), **_like(op, r))
+        op = replace(act, name=op.name)
+    return _eager_act(op)
 
 
-def _eager_silu_mul(op: Op) -> Op:
-    """The fused op as eager PyTorch runs it: two fresh tensors of the output's size."""
-    return replace(op, name="mlp_act_eager", alloc_bytes=(op.act_write_bytes, op.act_write_bytes))
+def _like(op: Op, r: Mapping[str, Any]) -> dict[str, Any]:
+    """The count, types and inputs of ``op`` (of recipe ``r``), to build another op like it."""
+    return dict(ab=dtype_bytes(r["dtype"]), count=op.count, dtype=op.dtype, inputs=op.inputs)
+
+
+def _eager_act(op: Op) -> Op:
+    """The fused op as eager PyTorch runs it: a fresh tensor of the output's size per kernel."""
+    fresh = (op.act_write_bytes, op.act_write_bytes) if op.dims["gated"] else (op.act_write_bytes,)
+    return replace(op, name="mlp_act_eager", alloc_bytes=fresh)
 
 
 def _size_grid(r: Mapping[str, Any]) -> Op:
     """An element-wise kernel at a grid size: ``tokens`` rows of ``width`` (the softmax:
     rows of ``width`` keys), as the engine's op of that kernel (same names, so the same
-    class: attn_norm, attn_add, mlp_act_eager, softmax, rope)."""
+    class: attn_norm, attn_add, mlp_act_eager, softmax, rope; an activation's or norm's
+    kernel is its kind: ``ridgeline.engine.ops.act_kernel``, ``NORM_OPS``)."""
     t, w, dtype = int(r["tokens"]), int(r["width"]), r["dtype"]
     kw = dict(ab=dtype_bytes(dtype), count=1, dtype=dtype)
     kernel = r["kernel"]
-    if kernel == "rmsnorm":
-        return O.norm("attn_norm", t, w, wb=kw["ab"], inputs=(), **kw)
+    if kernel in O.NORM_OPS:
+        return O.norm("attn_norm", t, w, wb=kw["ab"], inputs=(), kind=kernel, **kw)
     if kernel == "residual_add":
         return O.residual_add("attn_add", t, w, inputs=(), **kw)
-    if kernel == "silu_mul":
-        return _eager_silu_mul(O.mlp_act(t, w, "silu", True, inputs=(), **kw))
+    if kernel.removesuffix("_mul") in ACT_KERNELS:
+        return _eager_act(O.mlp_act(t, w, kernel.removesuffix("_mul"), kernel.endswith("_mul"), inputs=(), **kw))
     if kernel == "softmax":
         return O.softmax(1, 1, t, w, **kw)
     if kernel == "rope":
@@ -409,9 +435,14 @@ class Options:
 
 
 def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, split: str, opts: Options) -> list[Case]:
+    """A model stage's kernels: its projections (no gate_proj for an ungated MLP), attention
+    per backend, its own norm and activation kernels (``model_kernels``), rotary embedding
+    where it has one (fp32), and the quantised products."""
     where = f"{model}/{stage}/b{batch}x{length}"
     base = {"model": model, "stage": stage, "batch": batch, "length": length, "dtype": dtype}
     gemm = "gemm" if stage == "prefill" else "gemv"
+    present = set(_stage(model, stage, batch, length, precision(dtype)))
+    norm_kernel, act = model_kernels(model)
     cases = []
 
     def add(op_name, op_class, kernel, recipe, backend=""):
@@ -429,7 +460,7 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
             )
         )
 
-    for name in LINEAR_OPS:
+    for name in (n for n in LINEAR_OPS if n in present):
         add(name, gemm, "linear", {"builder": "engine", **base, "op": name})
     add("qk_matmul", "attention", "qk_matmul", {"builder": "engine", **base, "op": "qk_matmul"})
     add("softmax", "softmax", "softmax", {"builder": "engine", **base, "op": "softmax"})
@@ -447,13 +478,26 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
             if rename:
                 recipe["rename"] = rename
             add("sdpa", "attention", "sdpa", recipe, backend)
-    add("attn_norm", "norm", "rmsnorm", {"builder": "engine", **base, "op": "attn_norm"})
+    add("attn_norm", "norm", norm_kernel, {"builder": "engine", **base, "op": "attn_norm"})
     add("attn_add", "elementwise", "residual_add", {"builder": "engine", **base, "op": "attn_add"})
-    add("mlp_act", "elementwise", "silu_mul", {"builder": "mlp_act_eager", **base})
-    if dtype == "fp32":  # the rotary kernel is a complex multiply: fp32 only
+    add("mlp_act", "elementwise", act, {"builder": "mlp_act_eager", **base, "kernel": act})
+    if dtype == "fp32" and "rope" in present:  # the rotary kernel is a complex multiply: fp32 only
         add("rope", "elementwise", "rope", {"builder": "engine", **base, "op": "rope"})
+    _quant_cases(add, base, stage, dtype, opts, [n for n in QUANT_OPS if n in present])
+    return cases
+
+
+def model_kernels(model: str) -> tuple[str, str]:
+    """The kernels of a catalog model's norm and MLP activation: 'rmsnorm', 'silu_mul' ..."""
+    cfg = load_model(model)
+    return cfg.norm, O.act_kernel(cfg.hidden_act, cfg.gated_mlp)
+
+
+def _quant_cases(add: Any, base: Mapping[str, Any], stage: str, dtype: str, opts: Options, names: list[str]) -> None:
+    """The weight-only quantised products of a bf16 decode and the int8 (fp8) products of a
+    bf16 prompt, at the shapes of the layers ``names``."""
     if dtype == "bf16" and stage == "decode":
-        for name in QUANT_OPS:
+        for name in names:
             add(
                 f"{name}.int8wo",
                 "quant",
@@ -475,7 +519,7 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
                 f"g{INT4_GROUP}",
             )
     if dtype == "bf16" and stage == "prefill" and opts.int8:
-        for name in QUANT_OPS:
+        for name in names:
             op = _engine_op({**base, "op": name})
             dims = {"m": int(op.dims["m"]), "k": int(op.dims["k"]), "n": int(op.dims["n"])}
             add(
@@ -491,7 +535,6 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
                     "fp8_matmul",
                     {"builder": "int_matmul", **dims, "dtype": "fp8", "rename": "fp8_matmul"},
                 )
-    return cases
 
 
 # The two ways Hugging Face transformers' ``sdpa`` attention calls SDPA (its
@@ -620,6 +663,7 @@ SIZE_GRID_CLASSES = {
     "silu_mul": "elementwise",
     "softmax": "softmax",
     "rope": "elementwise",
+    **{k: "norm" if k in O.NORM_OPS else "elementwise" for k in SIZE_GRID_KINDS},
 }
 
 
@@ -667,10 +711,12 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
     so each class's rate by size is measured, not assumed (``kernels.calibrate.fit`` makes it a size
-    table). The rotary kernel is fp32 only, as in the model cases."""
+    table). The rotary kernel is fp32 only, as in the model cases; the other activation and
+    norm kinds (``SIZE_GRID_KINDS``) are measured by full calibrations only."""
     cases = []
+    widths = SIZE_GRID_WIDTH if quick else {**SIZE_GRID_WIDTH, **SIZE_GRID_KINDS}
     for dtype in dtypes:
-        for kernel, width in SIZE_GRID_WIDTH.items():
+        for kernel, width in widths.items():
             if kernel == "rope" and (dtype != "fp32" or quick):
                 continue
             tokens = QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS
@@ -731,10 +777,11 @@ def drawn_cases(
     seed: int, opts: Options = Options(), models: int = DRAW_MODEL_COUNT
 ) -> tuple[list[Case], dict[str, Any]]:
     """A fresh held-out set (``validate --draw SEED``): ``models`` catalog models drawn from
-    ``DRAW_MODELS`` less those calibration measures, one prompt (batch, length) per data
-    type and ``DRAW_DECODES`` decode (batch, length) pairs drawn uniformly from the
-    ``DRAW_*`` ranges, each value redrawn until calibration (full and quick) never used it
-    in that dimension. Returns the cases and what was drawn."""
+    ``DRAW_MODELS`` less those calibration measures (one of ``DRAW_KINDS``), one prompt
+    (batch, length) per data type and ``DRAW_DECODES`` decode (batch, length) pairs drawn
+    uniformly from the ``DRAW_*`` ranges, each value redrawn until calibration (full and
+    quick) never used it in that dimension. Returns the cases and what was drawn (the models'
+    norm and activation kernels under 'kinds')."""
     import random
 
     rnd = random.Random(seed)
@@ -745,8 +792,7 @@ def drawn_cases(
         values = [v for v in range(lo, hi + 1, step) if v not in used[dim]]
         return rnd.choice(values)
 
-    pool = [m for m in DRAW_MODELS if m not in used["model"]]
-    picked = sorted(rnd.sample(pool, min(models, len(pool))))
+    picked = _draw_models(rnd, [m for m in DRAW_MODELS if m not in used["model"]], models)
     loads: dict[str, Any] = {"prefill": {}, "decode": []}
     for dtype in dict.fromkeys(DRAW_DTYPES + tuple(opts.dtypes)):
         batch = fresh("batch", *DRAW_PREFILL_BATCH)
@@ -763,9 +809,19 @@ def drawn_cases(
     return dedupe(_model_cases(picked, loads, "validation", opts)), {
         "seed": seed,
         "models": picked,
+        "kinds": {m: list(model_kernels(m)) for m in picked},  # norm, activation kernels
         "prefill": {d: [list(w) for w in v] for d, v in loads["prefill"].items()},
         "decode": [list(w) for w in loads["decode"]],
     }
+
+
+def _draw_models(rnd: Any, pool: list[str], count: int) -> list[str]:
+    """``count`` models of ``pool``, the first of them of ``DRAW_KINDS`` (an activation or
+    norm other than SiLU x up and RMSNorm), sorted."""
+    kinds = [m for m in pool if m in DRAW_KINDS]
+    first = [rnd.choice(kinds)] if kinds and count else []
+    rest = [m for m in pool if m not in first]
+    return sorted(first + rnd.sample(rest, min(count - len(first), len(rest))))
 
 
 def check_disjoint(calibration: Iterable[Case], validation: Iterable[Case]) -> None:

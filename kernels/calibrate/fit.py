@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.engine.ops import op_variant
 from ridgeline.engine.roofline import (
     ATTENTION_AXES,
     SIZE_KINDS,
@@ -53,6 +54,7 @@ from ridgeline.engine.roofline import (
     attention_coords,
     evaluate,
     first_touch_seconds,
+    keys_for,
     roofline_time,
     tile_fill,
     tile_rows,
@@ -79,8 +81,9 @@ FLOOR = 0.05  # a case's time less its first touch is kept at least this fractio
 # committed terms (``recorded_rules``); every new calibration records all of them.
 FIT_RULES = {
     "overhead_cap": True,  # an overhead never above the class's fastest kernel
-    "judge_between": True,
-}  # a GPU grid's knots judged from their neighbours
+    "judge_between": True,  # a GPU grid's knots judged from their neighbours
+    "kind_classes": True,  # an activation's or norm's kind pooled over op names ('norm.layernorm@bf16')
+}
 
 
 def recorded_rules(profile: Mapping[str, Any]) -> dict[str, bool]:
@@ -105,9 +108,11 @@ class ProfileFit:
 
 def fit_key(op) -> str:
     """The class a calibration case fits: 'linear@bf16' for the plain projections (one
-    GEMM kernel whatever the layer's name), 'kind:name@dtype' for every other kernel."""
+    GEMM kernel whatever the layer's name), 'kind:name@dtype' for every other kernel, and
+    for an activation or norm of another kind than SiLU x up or RMSNorm the first of the
+    engine's keys, which names its kind ('elementwise:mlp_act_eager.gelu_tanh_mul@bf16')."""
     special = op.kind != "linear" or op.name.endswith(("_weight_only", "_matmul"))
-    return f"{op.kind}:{op.name}@{op.dtype}" if special else f"{PLAIN_LINEAR}@{op.dtype}"
+    return keys_for(op)[0] if special else f"{PLAIN_LINEAR}@{op.dtype}"
 
 
 def roof_seconds(ops: Sequence, ceilings: Ceilings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -453,14 +458,17 @@ def _has_grid(dims: np.ndarray) -> bool:
     return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS for k, n in shapes)
 
 
-def _groups(ops: Sequence, pooled: bool = True) -> dict[str, list[int]]:
-    """Case indices per class, plus (``pooled``) fallbacks 'kind@dtype' and 'kind'."""
+def _groups(ops: Sequence, pooled: bool = True, kinds: bool = True) -> dict[str, list[int]]:
+    """Case indices per class, plus (``pooled``) fallbacks: an activation's or norm's kind
+    over op names ('norm.layernorm@bf16', ``class_keys``), 'kind@dtype' and 'kind'."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, op in enumerate(ops):
         key = fit_key(op)
         groups[key].append(i)
         if not pooled:
             continue
+        if kinds and op_variant(op):
+            groups[f"{op.kind}.{op_variant(op)}@{op.dtype}"].append(i)
         pooled_key = f"{op.kind}@{op.dtype}"
         if pooled_key != key and op.kind != "linear":  # 'linear@dtype': the plain GEMM class
             groups[pooled_key].append(i)
@@ -476,6 +484,7 @@ def fit_profile_terms(
     cpu: bool = False,
     overhead_cap: bool = True,
     judge_between: bool = True,
+    kind_classes: bool = True,
 ) -> ProfileFit:
     """Efficiency, overhead and row-curve tables for a profile, from ok calibration rows and
     their ops.
@@ -485,8 +494,8 @@ def fit_profile_terms(
     ``pooled=False`` leaves those out (cross-validation predicts calibrated classes only).
     ``cpu``: memory fractions may reach ``write_free`` (a CPU's write-allocate cache; a GPU
     writes DRAM sectors without reading them, so its copy roof counts writes at face value).
-    ``overhead_cap`` and ``judge_between``: the ``FIT_RULES`` (off to refit an older profile
-    as it was fitted).
+    ``overhead_cap``, ``judge_between`` and ``kind_classes``: the ``FIT_RULES`` (off to refit
+    an older profile as it was fitted).
     """
     rows = list(rows)
     compute_s, vector_s, memory_s = roof_seconds(ops, ceilings)
@@ -497,7 +506,7 @@ def fit_profile_terms(
     weights = np.array([NOISY_WEIGHT if r.get("noisy") else 1.0 for r in rows])
     efficiency, overhead, curves, report, refused, sizes = {}, {}, {}, {}, [], {}
     tables: dict[str, dict[str, Any]] = {}
-    for key, members in sorted(_groups(ops, pooled).items()):
+    for key, members in sorted(_groups(ops, pooled, kind_classes).items()):
         idx = np.array(members)
         rows_m = [tile_rows(ops[i]) for i in idx]
         class_rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)

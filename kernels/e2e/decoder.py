@@ -159,7 +159,7 @@ class Norm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(width, dtype=dtype), requires_grad=False) if kind == "layernorm" else None
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.kind == "layernorm":
+        if self.kind.startswith("layernorm"):  # layernorm (with bias) | layernorm_nobias
             return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, NORM_EPS)
         return F.rms_norm(x, (x.shape[-1],), self.weight, NORM_EPS)
 

@@ -112,15 +112,18 @@ def cv_cell(s: dict[str, Any]) -> str:
 
 
 def draw_line(meta: dict[str, Any]) -> str:
-    """What a fresh draw (``validate --draw SEED``) drew: models, prompts, decode workloads."""
+    """What a fresh draw (``validate --draw SEED``) drew: models (with their norm and
+    activation kernels, where recorded), prompts, decode workloads."""
     draw = meta.get("draw")
     if not draw:
         return ""
+    kinds = draw.get("kinds") or {}
+    models = " and ".join(f"{m} ({', '.join(kinds[m])})" if m in kinds else m for m in draw["models"])
     prompts = "; ".join(
         f"{dtype} " + " and ".join(f"{b} × {n}" for b, n in shapes) for dtype, shapes in draw["prefill"].items()
     )
     decode = " and ".join(f"{b} × {n}" for b, n in draw["decode"])
-    return f"Drawn with seed {draw['seed']}: {' and '.join(draw['models'])}; prompts (batch × tokens) {prompts}; decode (batch × cached tokens) {decode}."
+    return f"Drawn with seed {draw['seed']}: {models}; prompts (batch × tokens) {prompts}; decode (batch × cached tokens) {decode}."
 
 
 def timed_by(snap: dict[str, Any]) -> str:

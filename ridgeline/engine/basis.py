@@ -10,7 +10,9 @@ dtype`` or ``kind@dtype``; a stand-in type of the same datasheet rate counts, an
 a pooled class fitted over every type, or none at all (datasheet roofs), is named. A host or
 kernel-count term is measured when the table names the op (engine op names: fused SDPA is
 ``attention``, the unfused qk_matmul, softmax and sv_matmul are ops of their own); 'default'
-is named. Pure: no files, no printing.
+is named. An activation or norm of another kind than SiLU x up or RMSNorm priced by a class
+that is not of its kind (a profile that measured no such kind) is named too. Pure: no files,
+no printing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
-from ridgeline.engine.ops import Op
+from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, op_variant
 from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_bytes, format_time
 
@@ -66,6 +68,8 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
         elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
+        elif other_kind(op, key):
+            out.append({"op": op.name, "dtype": op.dtype, "term": f"kind {op_variant(op)}", "priced_by": key})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
             out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
     execution = ceilings.execution
@@ -85,14 +89,20 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     """One line per (term, what priced it): the ops it priced, named."""
     groups: dict[tuple[str, str], list[str]] = {}
     for e in entries:
-        name = e["op"] if e["term"] not in ("device", "matrix peak") else f"{e['op']}@{e['dtype']}"
+        typed = e["term"] in ("device", "matrix peak") or e["term"].startswith("kind ")
+        name = f"{e['op']}@{e['dtype']}" if typed else e["op"]
         groups.setdefault((e["term"], e["priced_by"]), [])
         if name not in groups[(e["term"], e["priced_by"])]:
             groups[(e["term"], e["priced_by"])].append(name)
     lines = []
     for (term, by), names in groups.items():
         ops = ", ".join(names)
-        if term == "kernel":
+        if term.startswith("kind "):
+            kind = term.removeprefix("kind ")
+            lines.append(
+                f"{ops} ({kind}) priced from the '{by}' class of other kinds: the profile measured no {kind} class"
+            )
+        elif term == "kernel":
             lines.append(
                 f"no measured class for {ops}, a kernel of its own: priced by the '{by}' class, "
                 "other kernels' rate (a profile from today's calibrate measures it)"
@@ -123,6 +133,13 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
             )
             lines.append(f"no measured {term} term for {ops}: priced at {where}")
     return lines
+
+
+def other_kind(op: Op, key: str) -> bool:
+    """An activation or norm of another kind than SiLU x up or RMSNorm whose pricing class
+    ``key`` is not of its kind (the profile measured none: ``class_keys`` fell back)."""
+    variant = op_variant(op)
+    return bool(variant) and variant not in DEFAULT_VARIANTS and f".{variant}@" not in key
 
 
 def execution_notes(ceilings: Ceilings, device: DeviceSpec, requested: str) -> list[str]:

@@ -385,14 +385,14 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     s = shard(c, p)
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
     vec = dict(ab=p.ab, count=L, dtype=p.vector_dtype)
-    ops = [O.norm("attn_norm", tokens, h, wb=p.head_bytes, inputs=("x",), **vec)]
+    ops = [O.norm("attn_norm", tokens, h, wb=p.head_bytes, inputs=("x",), kind=c.norm, **vec)]
     build = latent_attention if c.is_mla else standard_attention
     ops += build(c, s, batch, q_len, kv_len, p, prefill)
     ops += tp_all_reduce("attn_allreduce", tokens, c, p, L, "o_proj")
     ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", "o_proj"), **vec))
     mlp_source = "attn_norm"
     if not c.parallel_attn:
-        ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("attn_add",), **vec))
+        ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("attn_add",), kind=c.norm, **vec))
         mlp_source = "mlp_norm"
     mlp = mlp_block(c, s, tokens, p, mlp_source)
     ops += mlp
@@ -420,7 +420,7 @@ def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan, logit_rows: 
     vocab = math.ceil(c.vocab_size / p.tp)
     before = [O.embed(tokens, h, wb=hb, ab=p.ab, dtype=p.vector_dtype)]
     after = [
-        O.norm("final_norm", tokens, h, ab=p.ab, wb=hb, count=1, dtype=p.vector_dtype, inputs=("x",)),
+        O.norm("final_norm", tokens, h, ab=p.ab, wb=hb, count=1, dtype=p.vector_dtype, inputs=("x",), kind=c.norm),
         O.linear(
             "lm_head",
             logit_rows,

@@ -44,7 +44,7 @@ class ModelConfig:
     tie_word_embeddings: bool  # lm_head shares the embedding matrix
     hidden_act: str = "silu"
     gated_mlp: bool = True  # gate_proj * act(up_proj) (SwiGLU/GeGLU) vs act(up_proj)
-    norm: str = "rmsnorm"  # rmsnorm | layernorm
+    norm: str = "rmsnorm"  # rmsnorm | layernorm (with bias) | layernorm_nobias (ops.NORM_OPS)
     parallel_attn: bool = False  # attention and MLP read the same normed input (GPT-J, Falcon)
     rotary: bool = True  # rotary position embedding applied to q and k
     max_position_embeddings: int = 0
@@ -139,6 +139,14 @@ def _sliding_window(raw: Mapping[str, Any]) -> int | None:
     return int(window) if isinstance(window, int) and window > 0 else None
 
 
+def _activation(raw: Mapping[str, Any], model_type: str) -> str:
+    """The MLP activation's Hugging Face name. Gemma runs ``hidden_activation`` (transformers'
+    GemmaMLP; tanh-GELU when unset) whatever its ``hidden_act`` says."""
+    if model_type == "gemma":
+        return str(raw.get("hidden_activation") or "gelu_pytorch_tanh")
+    return str(_first(raw, "hidden_act", "activation_function", "hidden_activation") or "gelu")
+
+
 def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfig:
     if not isinstance(raw, Mapping):
         raise InvalidConfigError(where, "expected a JSON object at the top level")
@@ -171,7 +179,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     head_dim = _positive(raw, where, "head_dim", default=hidden // heads)
     if mla:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
-    act = str(_first(raw, "hidden_act", "activation_function", "hidden_activation") or "gelu")
+    act = _activation(raw, model_type)
     return ModelConfig(
         name=name or str(raw.get("_name_or_path") or model_type),
         model_type=model_type,

@@ -1,8 +1,9 @@
 """The ``Op`` record and one small pure function per operator.
 
 Conventions (the seed paper's, LLM-Viewer): a multiply-accumulate is 2 operations;
-softmax costs 5 operations per element (max, subtract, exp, sum, divide); a norm 7 per
-element (square, sum, mean, add eps, rsqrt, scale, weight). Sizes may be numpy arrays.
+softmax costs 5 operations per element (max, subtract, exp, sum, divide); an RMSNorm 7 per
+element (square, sum, mean, add eps, rsqrt, scale, weight; ``NORM_OPS`` counts LayerNorm the
+same way). Sizes may be numpy arrays.
 Bytes are split by where they go, so a setting changes exactly one term:
 weights read, activations read, activations written, KV cache read, KV cache written.
 """
@@ -17,7 +18,12 @@ from typing import Any
 from ridgeline.engine.workload import Number
 
 SOFTMAX_OPS = 5
-NORM_OPS = 7
+# Operations per element of each norm kind, counted as the seed paper counts RMSNorm (square,
+# sum, mean, add eps, rsqrt, scale, weight: the per-row steps counted per element). LayerNorm
+# (``F.layer_norm``) also sums and means for the mean and subtracts it: 10; its bias adds 1.
+# 'layernorm' has the bias (``nn.LayerNorm``'s default, what OPT, GPT-J and Falcon run).
+NORM_OPS = {"rmsnorm": 7, "layernorm_nobias": 10, "layernorm": 11}
+DEFAULT_NORM = "rmsnorm"
 # Operations per element of the MLP activation (the gated multiply is counted separately).
 ACT_OPS = {
     "silu": 4,
@@ -27,8 +33,20 @@ ACT_OPS = {
     "gelu_new": 8,
     "gelu_pytorch_tanh": 8,
     "gelu_fast": 8,
+    "gelu_tanh": 8,
     "quick_gelu": 4,
 }
+# Hugging Face activation names -> the kernel that runs them: transformers' gelu_new and
+# gelu_fast are the tanh approximation (written out as several eager kernels in Python, here
+# priced as PyTorch's one ``gelu(approximate="tanh")`` kernel, as gelu_pytorch_tanh runs)
+ACT_KINDS = {
+    "swish": "silu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+}
+DEFAULT_ACT = "silu_mul"  # the activation class profiles have always measured (SwiGLU)
+DEFAULT_VARIANTS = frozenset({DEFAULT_ACT, DEFAULT_NORM})  # their classes keep bare names
 ROPE_OPS = 3  # x*cos + rotate_half(x)*sin per element
 
 BYTE_FIELDS = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
@@ -225,24 +243,35 @@ def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: flo
 
 
 def norm(
-    name: str, tokens: Number, hidden: int, *, ab: float, wb: float, count: int, dtype: str, inputs: tuple[str, ...]
+    name: str,
+    tokens: Number,
+    hidden: int,
+    *,
+    ab: float,
+    wb: float,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    kind: str = DEFAULT_NORM,
 ) -> Op:
-    """RMSNorm/LayerNorm: 7 ops per element; the weight vector (hidden) is read too.
+    """RMSNorm or LayerNorm (``kind``, a ``NORM_OPS`` key): ``NORM_OPS[kind]`` ops per element;
+    the weight vector (hidden) is read too, and LayerNorm's bias vector (hidden) beside it.
 
     The seed paper leaves the weight vector out; it is kept in ``weight_bytes`` here.
     """
     elems = tokens * hidden
+    vectors = 2 if kind == "layernorm" else 1  # weight (and bias)
     return Op(
         name,
         "norm",
         count,
-        flops=NORM_OPS * elems,
-        weight_bytes=hidden * wb,
+        flops=NORM_OPS[kind] * elems,
+        weight_bytes=vectors * hidden * wb,
         act_read_bytes=elems * ab,
         act_write_bytes=elems * ab,
         dtype=dtype,
         inputs=inputs,
-        dims=_dims(tokens=tokens, hidden=hidden),
+        dims=_dims(tokens=tokens, hidden=hidden, norm=kind),
     )
 
 
@@ -284,6 +313,22 @@ def mlp_act(
         inputs=inputs,
         dims=_dims(tokens=tokens, width=width, act=act, gated=gated),
     )
+
+
+def act_kernel(act: str, gated: bool) -> str:
+    """The kernel of an MLP activation: its kind (``ACT_KINDS``), '_mul' when gated
+    (act(gate) * up: two kernels in eager PyTorch), e.g. 'silu_mul', 'gelu_tanh', 'relu'."""
+    kind = ACT_KINDS.get(act, act)
+    return f"{kind}_mul" if gated else kind
+
+
+def op_variant(op: Op) -> str:
+    """The kind of an activation or norm op ('' for other ops): its kernel (``act_kernel``) or
+    its norm kind. A profile's class of that kind prices it before the op's generic classes."""
+    dims = op.dims
+    if "act" in dims:
+        return act_kernel(str(dims["act"]), bool(dims.get("gated", True)))
+    return str(dims.get("norm", "")) if op.kind == "norm" else ""
 
 
 def rope(

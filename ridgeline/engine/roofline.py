@@ -17,7 +17,7 @@ import numpy as np
 
 from ridgeline.engine.collectives import MODELLED, collective_seconds
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.ops import BYTE_FIELDS, Op
+from ridgeline.engine.ops import BYTE_FIELDS, DEFAULT_VARIANTS, Op, op_variant
 from ridgeline.engine.workload import EXECUTIONS
 
 
@@ -400,7 +400,7 @@ class Ceilings:
 
     def keys(self, op: Op) -> tuple[str, ...]:
         """``keys_for`` the op at its class data type (``class_dtype``)."""
-        return class_keys(op.kind, op.name, self.class_dtype(op.dtype))
+        return class_keys(op.kind, op.name, self.class_dtype(op.dtype), op_variant(op))
 
     def terms(self, op: Op) -> Mapping[str, float]:
         """The efficiency terms of the most specific key the table holds (see ``keys``)."""
@@ -465,12 +465,22 @@ def tile_fill(rows, rows_half: float | None, gemv: bool = False):
 def keys_for(op: Op) -> tuple[str, ...]:
     """Efficiency/overhead keys of an op, most specific first: 'kind:name@dtype',
     'kind:name', 'kind@dtype', 'kind'. A profile may refine a kind by kernel ('linear:
-    int8_weight_only') or by data type ('linear@bf16'); plain kind keys keep working."""
-    return class_keys(op.kind, op.name, op.dtype)
+    int8_weight_only') or by data type ('linear@bf16'); plain kind keys keep working. An
+    activation or norm (``op_variant``) looks up its own kind's classes first (``class_keys``)."""
+    return class_keys(op.kind, op.name, op.dtype, op_variant(op))
 
 
-def class_keys(kind: str, name: str, dtype: str) -> tuple[str, ...]:
-    return (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
+def class_keys(kind: str, name: str, dtype: str, variant: str = "") -> tuple[str, ...]:
+    """The keys above; with a ``variant`` (the op's activation or norm kind) first the op's
+    class of that kind ('elementwise:mlp_act_eager.gelu_tanh_mul@bf16') and the kind's class
+    pooled over op names ('elementwise.gelu_tanh_mul@bf16', which prices the engine's
+    'mlp_act'). The kinds profiles have always measured (``DEFAULT_VARIANTS``: SiLU x up,
+    RMSNorm) keep their bare class names, so a profile from before kinds prices them as it did."""
+    plain = (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
+    if not variant:
+        return plain
+    own = f"{kind}:{name}@{dtype}" if variant in DEFAULT_VARIANTS else f"{kind}:{name}.{variant}@{dtype}"
+    return tuple(dict.fromkeys((own, f"{kind}.{variant}@{dtype}", *plain)))
 
 
 def device_links(device: DeviceSpec) -> dict[str, Any]:
