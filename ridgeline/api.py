@@ -25,7 +25,7 @@ from ridgeline.engine.analyze import (
 )
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.workload import Settings, Workload
+from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
 from ridgeline.io.traces import load_trace
@@ -250,6 +250,7 @@ def frontier(
 ):
     """TPOT against throughput across batch sizes up to the largest that fits (powers of
     two and the maximum itself), and the best throughput meeting the latency targets."""
+    check_slos(tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     if generate < 2:
         raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
     d = as_deployment(model, hardware, **how)
@@ -370,6 +371,10 @@ def simulate_serving(
     with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
     trace's own) and serve at it. ``progress(total)`` yields a step callback.
     Returns the result, its goodput and the search."""
+    check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
+    slo_given = ttft_slo is not None or tpot_slo is not None
+    if search and not slo_given:
+        raise InvalidSettingError("ttft_slo", "the rate search needs a latency target: ttft_slo or tpot_slo, seconds")
     base = load_trace(trace).scaled(time_scale) if trace is not None else None
 
     def arrivals(at: float):
@@ -386,4 +391,5 @@ def simulate_serving(
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
         result = simulate(d, None, first, scheduler, progress=tick)
-    return {"result": result, "goodput": simulator.goodput(result, ttft_slo, tpot_slo), "search": found}
+    good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
+    return {"result": result, "goodput": good, "search": found}

@@ -66,6 +66,16 @@ class InvalidWorkloadError(RidgelineError):
     """Zero or negative sizes, impossible combinations of settings."""
 
 
+class UnknownSettingError(InvalidWorkloadError):
+    """A keyword that names no ``Settings`` field (a misspelt ``w_dtpye=``)."""
+
+    def __init__(self, name: str, choices: Iterable[str]):
+        self.name = name
+        choices = list(choices)
+        hint = _did_you_mean(name, choices) or f" Settings are: {', '.join(choices)}."
+        super().__init__(f"unknown setting '{name}'.{hint}")
+
+
 class InvalidSettingError(InvalidWorkloadError):
     """A value that cannot work here; ``setting`` names the ``Settings`` field or workload
     size it came from, so that an edge can name its own way to change it (the CLI: --tp)."""

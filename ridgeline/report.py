@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def to_json(analysis: Analysis) -> str:
-    return json.dumps(analysis.to_dict(), indent=2)
+    return json.dumps({**analysis.to_dict(), "verdict": verdict_fields(analysis)}, indent=2)
 
 
 TOTAL_KIND = "total"  # the ``kind`` that marks a totals row in the analyze CSV
@@ -62,7 +62,9 @@ def ops_csv_frame(analysis: Analysis):
         for key in ("ttft_s", "tpot_s", "total_s")
         if gen.get(key) is not None
     ]
-    return pd.concat([*frames, pd.DataFrame(totals, columns=frames[0].columns)], ignore_index=True)
+    out = pd.concat([*frames, pd.DataFrame(totals, columns=frames[0].columns)], ignore_index=True)
+    out["count"] = out["count"].astype("Int64")  # whole instances, as in the JSON (empty on totals)
+    return out
 
 
 def to_csv(analysis: Analysis) -> str:
@@ -217,12 +219,18 @@ def sum_by(records: list[dict], key: str, value: str) -> dict[str, float]:
     return out
 
 
+def stage_bound(analysis: Analysis, stage: str) -> str:
+    """The bound ('compute', 'memory', ...) that most of a stage's time is spent against."""
+    spent = sum_by(getattr(analysis, stage).records(), "bound", "time_s")
+    return max(spent, key=spent.get)
+
+
 def stage_verdict(analysis: Analysis, stage: str) -> str:
     """What bounds one stage and by how much: 'memory-bound (98% of decode time; weights are
     87% of the bytes moved)'; compute-bound: which op kind does the work."""
     ops = getattr(analysis, stage).records()  # not the DataFrame: the table view needs no pandas
     spent = sum_by(ops, "bound", "time_s")
-    bound = max(spent, key=spent.get)
+    bound = stage_bound(analysis, stage)
     share = f"{spent[bound] / sum(spent.values()):.0%} of {stage} time"
     if bound == "compute":
         work = sum_by(ops, "kind", "flops")
@@ -235,18 +243,33 @@ def stage_verdict(analysis: Analysis, stage: str) -> str:
     return f"{bound}-bound ({share}; {name} {verb} {moved[name] / sum(moved.values()):.0%} of the bytes moved)"
 
 
-def verdict(analysis: Analysis) -> str:
-    """One line: what bounds TTFT and TPOT and by how much, and the largest batch that fits."""
+def largest_batch(analysis: Analysis) -> int:
     from ridgeline.api import max_batch
 
     w = analysis.workload
+    return max_batch(analysis.model, analysis.device, w.seq_len, w.generate, settings=analysis.settings)
+
+
+def verdict(analysis: Analysis) -> str:
+    """One line: what bounds TTFT and TPOT and by how much, and the largest batch that fits."""
+    w = analysis.workload
     step = "TPOT" if analysis.generation else "a decode step"
-    largest = max_batch(analysis.model, analysis.device, w.seq_len, w.generate, settings=analysis.settings)
+    largest = largest_batch(analysis)
     fits = f"largest batch that fits: {largest}" if largest else "not even batch 1 fits"
     return (
         f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
         f"{stage_verdict(analysis, 'decode')}; {fits} ({w.seq_len} + {w.generate} tokens each)"
     )
+
+
+def verdict_fields(analysis: Analysis) -> dict:
+    """The verdict line and its parts, for the JSON: each stage's bound, the largest batch."""
+    return {
+        "text": verdict(analysis).removeprefix("verdict: "),
+        "prefill_bound": stage_bound(analysis, "prefill"),
+        "decode_bound": stage_bound(analysis, "decode"),
+        "largest_batch": int(largest_batch(analysis)),
+    }
 
 
 def summary_lines(analysis: Analysis) -> list[str]:
@@ -511,9 +534,10 @@ def simulation_tables(run: dict, percentile: float) -> list:
         f"KV cache {s['kv_blocks']} blocks of {s['kv_block_tokens']} tokens: peak "
         f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
         f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)",
-        f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)",
         f"attention {result.meta['attention']}",
     ]
+    if slo is not None:
+        lines.insert(-1, f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)")
     if found is not None:
         lines.append(
             f"highest rate meeting the p{percentile:g} SLOs: {found['max_rate']:.4g} "
@@ -532,6 +556,10 @@ def overhead_line(terms: dict, path) -> str:
         + ("a step (a GPU run eager: host-bound steps)" if overlap else "beside the forward")
         + f", rms residual {terms['rms_residual_s'] * 1e3:.3f} ms)"
     )
+
+
+DEVICE_HEADER = "name\tdevice\tmemory\tbandwidth\tmatrix peaks (ops/s)"
+MODEL_HEADER = "name\ttype\tlayers\thidden\tattention and heads (query/KV)\tMoE"
 
 
 def device_line(name: str, d: DeviceSpec) -> str:

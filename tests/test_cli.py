@@ -100,10 +100,14 @@ def test_analyze_table():
 
 def test_catalog_listings():
     hw = run("hardware", "list")
-    names = [line.split("\t")[0] for line in hw.stdout.splitlines()]
+    header, *lines = hw.stdout.splitlines()
+    assert header == "name\tdevice\tmemory\tbandwidth\tmatrix peaks (ops/s)"
+    names = [line.split("\t")[0] for line in lines]
     assert len(names) >= 20 and {"a6000", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "rtx-4090"} <= set(names)
     models = run("models", "list")
-    names = [line.split("\t")[0] for line in models.stdout.splitlines()]
+    header, *lines = models.stdout.splitlines()
+    assert header.startswith("name\ttype\tlayers\thidden")
+    names = [line.split("\t")[0] for line in lines]
     assert {"llama-2-7b", "llama-3-8b", "falcon-7b", "opt-6.7b", "gpt-j-6b"} <= set(names)
     show = run("hardware", "show", "h100-sxm")
     assert "3350 GB/s" in show.stdout and "https://" in show.stdout
@@ -467,3 +471,11 @@ def test_profile_that_is_not_a_file(path, message):
     result = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "a6000", "--profile", path])
     assert result.exit_code == 2 and message in result.output
     assert "Traceback" not in result.output
+
+
+def test_json_carries_the_verdict_the_table_prints():
+    args = ("analyze", "llama-2-70b", "-H", "a6000", "--generate", "128")
+    line = next(x for x in run(*args).stdout.splitlines() if x.startswith("verdict: "))
+    verdict = json.loads(run(*args, "-f", "json").stdout)["verdict"]
+    assert verdict["text"] == line.removeprefix("verdict: ")
+    assert (verdict["prefill_bound"], verdict["decode_bound"], verdict["largest_batch"]) == ("compute", "memory", 0)

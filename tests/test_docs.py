@@ -50,12 +50,23 @@ ALL_EXAMPLES = [e for page in PAGES for e in examples(page)]
 def run_example(command: str) -> list[str]:
     python = shlex.quote(sys.executable)
     shell = re.sub(r"(^|\|\s*)ridgeline ", rf"\1{python} -m ridgeline ", command)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1"}
+    # piped as a user pipes it: no terminal, no COLUMNS (tables are 160 wide; lines never wrap)
+    env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"}, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
     done = subprocess.run(
         ["bash", "-o", "pipefail", "-c", shell], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, f"{command}\n{done.stderr}"
     return [line.rstrip() for line in done.stdout.splitlines()]
+
+
+def test_a_piped_summary_line_is_never_wrapped():
+    """The docs' idiom ``| tail -2`` on a model that does not fit: the memory line (over 160
+    characters) comes whole, after the TTFT line; ``grep '^verdict'`` gets the verdict's end."""
+    ttft, memory = run_example("ridgeline analyze llama-2-70b -H a6000 --generate 128 | tail -2")
+    assert ttft.startswith("TTFT ") and memory.startswith("memory: weights 128GiB")
+    assert len(memory) > 160 and memory.endswith("runtime reserve)")
+    (verdict,) = run_example("ridgeline analyze llama-2-70b -H a6000 --generate 128 | grep '^verdict'")
+    assert verdict.startswith("verdict: TTFT is") and len(verdict) > 160
 
 
 def test_docs_have_examples():

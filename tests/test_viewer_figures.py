@@ -338,3 +338,17 @@ def test_validation_errors_by_op_class():
     assert table.loc["linear", "calibrated"] == pytest.approx((0.1 + 0.05) / 2)
     fig = figures.validation_error_figure(validation_frame())
     assert list(trace(fig, "error:spec").y) == pytest.approx([30.0, 50.0])
+
+
+def test_the_page_states_the_clis_verdict():
+    """The Analyze page's title carries the verdict line the CLI prints (issue 30): what
+    bounds TTFT and TPOT, and the largest batch that fits."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    a = rl.analyze("llama-2-70b", "a6000", seq_len=512, generate=128)
+    cli = CliRunner().invoke(app, ["analyze", "llama-2-70b", "-H", "a6000", "--generate", "128"]).stdout
+    line = next(x for x in cli.splitlines() if x.startswith("verdict: "))
+    assert figures.analysis_title(a).splitlines()[1] == line
+    assert line.endswith("not even batch 1 fits (512 + 128 tokens each)")

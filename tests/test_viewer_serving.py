@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dash
 import pytest
 from dash.exceptions import PreventUpdate
 
@@ -52,3 +53,29 @@ def test_bad_rates_are_one_line_errors(rates):
 def test_other_pages_do_not_simulate():
     with pytest.raises(PreventUpdate):
         serving.update_serving("/analyze", QUERY, None)
+
+
+@pytest.mark.parametrize(
+    "search",
+    [
+        "?serving_requests=100000000",
+        "?seq_len=1000000000&serving_budget=1",
+        "?generate=100000000&serving_requests=1000",
+        "?serving_rates=1,2,3,4,5,6,7,8,9,10,11,12&serving_requests=2000",
+    ],
+)
+def test_the_worst_urls_are_refused_before_any_work(search, monkeypatch):
+    """One URL must not hold the server (issue 30): past the work budget the page says what
+    the limit is, and nothing is simulated."""
+    calls = []
+    monkeypatch.setattr(serving, "simulate", lambda *a, **k: calls.append(a))
+    error, *rest = serving.update_serving("/serving", search, None)
+    assert error.startswith("error: this view asks ") and "the dashboard serves at most 2,000,000" in error
+    assert calls == [] and all(r is dash.no_update for r in rest)
+
+
+def test_the_default_view_is_within_the_budget():
+    """5 rates x 300 requests x (1 prompt chunk of 512 tokens in a 2048 budget + 128 outputs)."""
+    from viewer.state import defaults
+
+    assert serving.request_steps(defaults(), 5) == 5 * 300 * (1 + 128) == 193_500

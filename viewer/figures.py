@@ -15,7 +15,7 @@ from ridgeline.engine.analyze import Analysis
 from ridgeline.engine.layers import head_ops, stage_ops
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.units import GIB, TERA, format_bytes, format_si, format_time
-from ridgeline.report import plain_number
+from ridgeline.report import plain_number, verdict
 
 STAGES = ("prefill", "decode")
 STAGE_SYMBOLS = {"prefill": "circle", "decode": "diamond"}
@@ -687,7 +687,8 @@ def op_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def analysis_title(a: Analysis) -> str:
-    """The analysis in one line, then what it rests on (``ridgeline.engine.basis``: the timing of
+    """The analysis in one line, the CLI's verdict (what bounds each stage, the largest batch
+    that fits), then what it rests on (``ridgeline.engine.basis``: the timing of
     its profile, the execution priced, each note) a line each."""
     from ridgeline.engine.basis import basis_lines
 
@@ -697,7 +698,7 @@ def analysis_title(a: Analysis) -> str:
         f"{w.seq_len} prompt + {w.generate} generated tokens; weights {s.w_dtype}, "
         f"activations {s.a_dtype}, KV {s.kv_dtype}, matrix ops in {a.plan.matrix_dtype}"
     )
-    return "\n".join([title, *basis_lines(a.extra.get("basis"))])
+    return "\n".join([title, verdict(a), *basis_lines(a.extra.get("basis"))])
 
 
 def format_cards(analysis: Analysis) -> dict[str, str]:

@@ -9,6 +9,7 @@ on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,10 @@ from viewer.figures import SERIES_COLORS, base_layout
 from viewer.state import page_from_path, parse_query
 
 MOST_RATES = 12
+# the most work one page view may ask of the server: request-steps over every rate, each
+# request's steps as if it ran alone (its prompt in token-budget chunks, then one step per
+# output token). The default view asks 193,500; ``ridgeline simulate`` has no such bound.
+MOST_REQUEST_STEPS = 2_000_000
 
 
 def rates_of(text: str) -> list[float]:
@@ -33,7 +38,7 @@ def rates_of(text: str) -> list[float]:
         rates = sorted({float(r) for r in str(text).split(",") if r.strip()})
     except ValueError:
         raise RidgelineError(f"request rates must be numbers separated by commas, got '{text}'") from None
-    if not rates or rates[0] <= 0 or len(rates) > MOST_RATES:
+    if not rates or not all(math.isfinite(r) for r in rates) or rates[0] <= 0 or len(rates) > MOST_RATES:
         raise RidgelineError(f"give 1 to {MOST_RATES} positive request rates, got '{text}'")
     return rates
 
@@ -42,13 +47,31 @@ def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = N
     """One simulation per rate: [(rate, SimResult)]."""
     from viewer.data import deployment_for
 
+    rates = rates_of(state["serving_rates"])
+    check_work(state, len(rates))
     d = deployment_for(state, uploads)
     sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
     out = max(state["generate"], 1)
     return [
         (rate, simulate(d, None, poisson(rate, state["serving_requests"], state["seq_len"], out, seed=0), sched))
-        for rate in rates_of(state["serving_rates"])
+        for rate in rates
     ]
+
+
+def request_steps(state: Mapping[str, Any], rates: int) -> int:
+    """The page's work: requests x rates x (prompt chunks + output tokens)."""
+    chunks = -(-int(state["seq_len"]) // max(int(state["serving_budget"]), 1))
+    return rates * int(state["serving_requests"]) * (chunks + max(int(state["generate"]), 1))
+
+
+def check_work(state: Mapping[str, Any], rates: int) -> None:
+    """Refuse a view that asks more than ``MOST_REQUEST_STEPS`` before simulating anything."""
+    work = request_steps(state, rates)
+    if work > MOST_REQUEST_STEPS:
+        raise RidgelineError(
+            f"this view asks {work:,} request-steps (requests x rates x (prompt chunks + output tokens)); "
+            f"the dashboard serves at most {MOST_REQUEST_STEPS:,}: lower them, or run 'ridgeline simulate'"
+        )
 
 
 def latency_figure(runs: list, height: int = 480) -> go.Figure:

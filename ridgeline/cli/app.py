@@ -131,8 +131,8 @@ def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
         if output is not None:
             raise typer.BadParameter("--output needs --format json or csv")
         out = console()
-        for item in renderables:
-            out.print(item)
+        for item in renderables:  # a line of text is never wrapped: a pipe gets it whole
+            out.print(item, soft_wrap=isinstance(item, str))
         return
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -7,12 +7,13 @@ import typer
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import hardware_app, models_app
 from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
-from ridgeline.report import device_line, device_rows, model_line, model_rows
+from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows
 
 
 @hardware_app.command("list")
 def hardware_list() -> None:
-    """One device per line: name, then the key figures."""
+    """One device per line after a header: name, then the key figures."""
+    typer.echo(DEVICE_HEADER)
     for name in list_devices():
         typer.echo(device_line(name, load_device(name)))
 
@@ -28,7 +29,8 @@ def hardware_show(name: opt.DeviceName, refresh: opt.Refresh = False) -> None:
 
 @models_app.command("list")
 def models_list() -> None:
-    """One model per line: name, then its shape."""
+    """One model per line after a header: name, then its shape."""
+    typer.echo(MODEL_HEADER)
     for name in list_models():
         typer.echo(model_line(name, load_model(name)))
 

@@ -219,7 +219,7 @@ ProfileOutput = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml).",
+        help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml); its calibration rows go beside it, .calibration.csv for .yaml.",
     ),
 ]
 Refit = Annotated[
@@ -333,6 +333,9 @@ DEPLOYMENT = (
 )
 
 
+MAX_LIST_VALUES = 100_000  # values one list option may expand to
+
+
 def parse_values(text: str, cast=int) -> list:
     """'1,2,4..256' -> 1 2 4 8 ... 256 (geometric when the last two values given double or
     multiply evenly, else arithmetic); '16,8,4' -> the values as given."""
@@ -345,14 +348,24 @@ def parse_values(text: str, cast=int) -> list:
             if len(given) < 2:
                 raise ValueError
             a, b = given[-2], given[-1]
+            if not a < b <= stop:
+                raise typer.BadParameter(
+                    f"the range '{text}' does not rise to its end: its last two values must increase "
+                    f"and the end be at least the last, e.g. 1,2,4..256"
+                )
             geometric = a > 0 and b % a == 0 and b // a >= 2 if cast is int else False
             values = list(given)
             while True:
                 nxt = values[-1] * (b // a) if geometric else values[-1] + (b - a)
-                if (b > a and nxt > stop) or (b <= a) or len(values) > 100000:
-                    break
+                if nxt > stop:
+                    return values
+                if len(values) >= MAX_LIST_VALUES:
+                    raise typer.BadParameter(
+                        f"the range '{text}' gives more than {MAX_LIST_VALUES:,} values; use a coarser step"
+                    )
                 values.append(nxt)
-            return values
+        if not parts:
+            raise ValueError
         return [cast(p) for p in parts]
     except (ValueError, ZeroDivisionError):
         raise typer.BadParameter(f"cannot read the list '{text}': write values like 1,2,4..256") from None

@@ -5,7 +5,7 @@ Names and files become one in :mod:`ridgeline.io.resolve`; the engine takes it a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -16,7 +16,7 @@ from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, device_links, with_execution
 from ridgeline.engine.units import GIGA
 from ridgeline.engine.workload import Settings
-from ridgeline.errors import InvalidWorkloadError
+from ridgeline.errors import InvalidWorkloadError, UnknownSettingError
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ def make_settings(
 ) -> Settings:
     """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
     options = dict(options or {})
+    names = [f.name for f in fields(Settings)]
+    unknown = [k for k in options if k not in names]
+    if unknown:
+        raise UnknownSettingError(unknown[0], names)
     if settings is None:
         base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Union
 
@@ -104,6 +106,15 @@ class Settings:
             raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9")
         if self.link_bw_gb_s < 0:
             raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+
+
+def check_slos(**slos: float | None) -> None:
+    """Each latency target given (``ttft_slo=0.5``) must be a finite number of seconds
+    above 0: NaN, 0 or a negative target would make every request fail or pass silently."""
+    for name, value in slos.items():
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        if value is not None and not ok:
+            raise InvalidSettingError(name, f"{name} must be a positive number of seconds, got {value!r}; e.g. 0.5")
 
 
 def resolve_attention(attention: str, device_kind: str) -> str:

@@ -1,0 +1,66 @@
+"""Bad input found by trying the tool as a new user (issue 30): each is one line and exit 2
+on the CLI, and a RidgelineError naming the setting in the API."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.cli import app
+
+SIM = ["simulate", "llama-3.2-1b", "-H", "a6000", "--requests", "20", "--rate", "1"]
+
+
+def _one_line_exit_2(args: list[str], says: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and says in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("value", ["nan", "0", "-1", "inf"])
+@pytest.mark.parametrize("flag", ["--ttft-slo", "--tpot-slo"])
+def test_slos_must_be_positive_seconds(flag, value):
+    name = flag[2:].replace("-", "_")
+    _one_line_exit_2([*SIM, flag, value, "--search"], f"{name} must be a positive number of seconds, got")
+    _one_line_exit_2(["frontier", "llama-2-7b", flag, value], f"(set with {flag})")
+    with pytest.raises(rl.RidgelineError, match=f"{name} must be a positive number of seconds"):
+        rl.frontier("llama-2-7b", "a6000", **{name: float(value)})
+
+
+def test_a_rate_search_needs_a_target_and_no_target_claims_no_goodput():
+    _one_line_exit_2([*SIM, "--search"], "the rate search needs a latency target: ttft_slo or tpot_slo")
+    plain = CliRunner().invoke(app, SIM)
+    assert plain.exit_code == 0 and "goodput" not in plain.output and "met the SLOs" not in plain.output
+    with_slo = CliRunner().invoke(app, [*SIM, "--ttft-slo", "10"])
+    assert with_slo.exit_code == 0 and "met the SLOs" in with_slo.output
+
+
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        ("4,2..256", "the range '4,2..256' does not rise to its end"),
+        ("1,2..1", "the range '1,2..1' does not rise to its end"),
+        ("2..256", "cannot read the list '2..256'"),
+        (",", "cannot read the list ','"),
+        ("1,2..100000000", "gives more than 100,000 values"),
+    ],
+)
+def test_descending_empty_or_unbounded_ranges_are_refused(values, says):
+    _one_line_exit_2(["sweep", "llama-2-7b", "--batch", values], says)
+
+
+def test_ranges_still_expand():
+    from ridgeline.cli.options import parse_values
+
+    assert parse_values("1,2..16") == [1, 2, 4, 8, 16]
+    assert parse_values("100,300..1000") == [100, 300, 500, 700, 900]
+    assert parse_values("16,8,4") == [16, 8, 4]
+
+
+def test_a_misspelt_api_keyword_gets_did_you_mean():
+    with pytest.raises(rl.RidgelineError, match=r"unknown setting 'w_dtpye'. Did you mean: w_dtype"):
+        rl.analyze("llama-2-7b", "a6000", w_dtpye="int4")
+    with pytest.raises(rl.RidgelineError, match=r"unknown setting 'zzz'. Settings are: w_dtype, a_dtype"):
+        rl.analyze("llama-2-7b", "a6000", zzz=1)
