@@ -72,6 +72,11 @@ PLAIN_LINEAR = "linear"
 ROW_TABLE_CLASSES = (f"{PLAIN_LINEAR}@", "linear:int8_weight_only@", "linear:int4_weight_only@")
 MIN_TILED_CASES = 3  # a GEMV class fits its one-row products apart when this many others remain
 MIN_CURVE_ROWS = 8  # a plain GEMM class with this many distinct row counts gets a row curve
+# a decode attention class measured at this many rows per K/V head (some head_dim) gets a row
+# table: transformers' grouped paths are measured at GROUP_GRID_ROWS (2, 4, 8, 16) only, and
+# their rate falls with the rows (the CPU kernel does not fold the group), which no constant
+# efficiency term follows
+MIN_DECODE_GRID_ROWS = 4
 REFUSE_ABOVE = 1.05  # a wish above this fraction of a roof is reported (below: noise)
 FLOOR = 0.05  # a case's time less its first touch is kept at least this fraction of it
 
@@ -209,9 +214,10 @@ def fit_row_table(
     cap: float = 1.0,
     overheads: np.ndarray = OVERHEAD_GRID,
     between: bool = False,
+    least: int = MIN_CURVE_ROWS,
 ) -> dict[str, Any]:
     """A class's fraction of the roofline bound by rows, per measured (K, N) shape, and its
-    overhead. ``dims`` holds each case's (m, k, n).
+    overhead. ``dims`` holds each case's (m, k, n); ``least``: the row counts a shape needs.
 
     Shapes measured at ``MIN_CURVE_ROWS`` or more row counts (the grid) become the table's
     curves. For each overhead on the grid, a curve's value at each row count is the median of
@@ -230,7 +236,7 @@ def fit_row_table(
     dims = np.asarray(dims, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
     shapes = sorted(
-        {(k, n) for _, k, n in dims if np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS}
+        {(k, n) for _, k, n in dims if np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= least}
     )
     by_shape = {
         kn: np.flatnonzero((dims[:, 1] == kn[0]) & (dims[:, 2] == kn[1])) for kn in {(k, n) for _, k, n in dims}
@@ -452,10 +458,10 @@ def _knots(rows: np.ndarray, fraction: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return knots, np.array([np.median(fraction[rows == k]) for k in knots])
 
 
-def _has_grid(dims: np.ndarray) -> bool:
-    """Some (k, n) shape is measured at MIN_CURVE_ROWS row counts or more."""
+def _has_grid(dims: np.ndarray, least: int = MIN_CURVE_ROWS) -> bool:
+    """Some (k, n) shape is measured at ``least`` row counts or more."""
     shapes = {(k, n) for _, k, n in dims}
-    return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= MIN_CURVE_ROWS for k, n in shapes)
+    return any(np.unique(dims[(dims[:, 1] == k) & (dims[:, 2] == n), 0]).size >= least for k, n in shapes)
 
 
 def _groups(ops: Sequence, pooled: bool = True, kinds: bool = True) -> dict[str, list[int]]:
@@ -598,7 +604,7 @@ def fit_profile_terms(
         if decode is not None:  # decode attention: a row table by (rows per K/V head, head_dim)
             table_idx, dims = idx[decode[0]], decode[1]
             bound = roofline_time(compute_s[table_idx] + vector_s[table_idx], memory_s[table_idx])
-            table = fit_row_table(bound, measured[table_idx], dims, weights[table_idx])
+            table = fit_row_table(bound, measured[table_idx], dims, weights[table_idx], least=MIN_DECODE_GRID_ROWS)
             curves[key] = table["table"]
             report[key + " (decode table)"] = {k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
             refused += [
@@ -698,7 +704,7 @@ def _decode_grid(key: str, ops: Sequence) -> tuple[np.ndarray, np.ndarray] | Non
     dims = np.array(
         [[float(tile_rows(op)), float(op.dims["head_dim"]), 1.0] for op, d in zip(ops, decode) if d], dtype=float
     )
-    return (decode, dims) if _has_grid(dims) else None
+    return (decode, dims) if _has_grid(dims, MIN_DECODE_GRID_ROWS) else None
 
 
 def write_free(ops: Iterable) -> float:
