@@ -6,7 +6,8 @@ answer is *extrapolated*. Each table the engine reads (``Ceilings.row_fraction``
 these dimensions:
 
 - a product's row table: rows (``m``) up to ``max_rows``, and the span of its (K, N) shapes;
-- a decode attention row table (CPU): head_dim over its shapes (where its rows are read);
+- a decode attention row table (CPU): rows per K/V head from the fewest measured at the op's
+  head_dim, and head_dim over its shapes (where its rows are read);
 - an attention grid table (GPU): rows, context and head_dim over its knots, per stage;
 - an element-wise size table: the op's bytes between its smallest and largest size.
 
@@ -85,8 +86,14 @@ def _row_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
         rows = Span("rows", d["m"], min(c.x[0] for c in table.curves), table.max_rows)
         return rows, Span("k", d["k"], min(ks), max(ks)), Span("n", d["n"], min(ns), max(ns))
     if "q_len" in d and "head_dim" in d:
-        read = np.asarray(tile_rows(op), dtype=float) <= table.max_rows
-        return (Span("head_dim", np.where(read, float(d["head_dim"]), np.nan), min(ks), max(ks)),)
+        rows = np.asarray(tile_rows(op), dtype=float)
+        read = rows <= table.max_rows
+        same = [c.x[0] for shape, c in zip(table.shapes, table.curves) if shape[0] == float(d["head_dim"])]
+        low = min(same or [c.x[0] for c in table.curves])  # the fewest rows measured at its head_dim
+        return (
+            Span("rows", np.where(read, rows, np.nan), low, table.max_rows),
+            Span("head_dim", np.where(read, float(d["head_dim"]), np.nan), min(ks), max(ks)),
+        )
     return ()
 
 
