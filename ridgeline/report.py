@@ -138,14 +138,19 @@ def fit_columns(table, cells: list[list[str]], width: int) -> None:
         column.width = max([longest_word(column.header), *map(cell, col)])
 
 
-def console_width() -> int:
-    """A terminal's width or $COLUMNS; piped into a file, wide enough for every table."""
+def to_terminal() -> bool:
+    """Whether output goes to a terminal (or $COLUMNS says how wide one is)."""
     import os
     import sys
 
+    return sys.stdout.isatty() or "COLUMNS" in os.environ
+
+
+def console_width() -> int:
+    """A terminal's width or $COLUMNS; piped into a file, wide enough for every table."""
     from rich.console import Console
 
-    return Console().width if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
+    return Console().width if to_terminal() else 160
 
 
 STAGE_COLUMNS = (

@@ -248,7 +248,8 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
 
     query = "?model=llama-2-7b&device=h200&generate=16&profile=cuda-nvidia-h200"
     title = callbacks.update_analyze("/", query + "&execution=eager", None)[1].splitlines()
-    assert title[1] == (
+    assert title[1].startswith("verdict: TTFT is ")  # the CLI's verdict line, then the basis
+    assert title[2] == (
         "basis: calibrated roofline, timed by device time (CUDA-graph replay / "
         "profiler kernel durations); execution eager"
     )

@@ -111,7 +111,7 @@ def test_cli_csv_trace_and_table(tmp_path):
     assert result.output.splitlines()[0].startswith("arrival_s,prompt,output,queue_s,ttft_s")
     assert len(result.output.splitlines()) == 3
     table = runner.invoke(app, ["simulate", "llama-3.2-1b", "-H", "a6000", "--trace", str(path)])
-    assert table.exit_code == 0 and "TTFT" in table.output and "goodput" in table.output
+    assert table.exit_code == 0 and "TTFT" in table.output and "goodput" not in table.output  # no SLO given
 
 
 def test_cli_search(tmp_path):
@@ -147,7 +147,7 @@ def test_cli_search(tmp_path):
     [
         (["--rate", "-1"], "--rate must be a positive"),
         (["--trace", "missing.csv"], "no trace file"),
-        (["--search"], "needs --ttft-slo"),
+        (["--search"], "needs a latency target: ttft_slo or tpot_slo, seconds (set with --ttft-slo)"),
         (["--prefix-hit", "1.5"], "prefix-hit must be in"),
         (["--micro-batches", "2"], "one micro-batch"),
     ],

@@ -20,7 +20,7 @@ from ridgeline.errors import (
 )
 from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import Deployment, resolve
-from ridgeline.report import console, frame_text, frame_view
+from ridgeline.report import console, frame_text, frame_view, to_terminal
 
 
 class OneLineErrors(TyperGroup):
@@ -130,9 +130,9 @@ def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
     if text is None:
         if output is not None:
             raise typer.BadParameter("--output needs --format json or csv")
-        out = console()
-        for item in renderables:  # a line of text is never wrapped: a pipe gets it whole
-            out.print(item, soft_wrap=isinstance(item, str))
+        out, piped = console(), not to_terminal()
+        for item in renderables:  # piped, a line of text is never wrapped: grep and tail get it whole
+            out.print(item, soft_wrap=piped and isinstance(item, str))
         return
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
