@@ -65,3 +65,19 @@ def test_a_misspelt_api_keyword_gets_did_you_mean():
         rl.analyze("llama-2-7b", "a6000", w_dtpye="int4")
     with pytest.raises(rl.RidgelineError, match=r"unknown setting 'zzz'. Settings are: w_dtype, a_dtype"):
         rl.analyze("llama-2-7b", "a6000", zzz=1)
+
+
+def test_a_snapshot_is_not_repredicted_with_another_devices_profile(tmp_path):
+    """Issue 30 item 6: the Xeon's snapshot with the Zen 4 profile is one line, exit 2, naming
+    both devices; nothing is written."""
+    from ridgeline.io.catalog import PROFILES_DIR, VALIDATION_DIR
+
+    snapshot = VALIDATION_DIR / "cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25.json"
+    profile = PROFILES_DIR / "cpu-amd-epyc-f25m17-1t.yaml"
+    args = ["validate", "--repredict", str(snapshot), "--profile", str(profile), "--output-dir", str(tmp_path)]
+    _one_line_exit_2(
+        args,
+        "cpu-amd-epyc-f25m17-1t.yaml: measured on cpu-amd-epyc-f25m17-1t, but "
+        "cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25.json was measured on cpu-intel-r-xeon-r-processor-f6m207-1t",
+    )
+    assert list(tmp_path.iterdir()) == []

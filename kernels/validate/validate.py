@@ -22,6 +22,7 @@ import numpy as np
 from kernels.bench.cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
 from kernels.validate.replay import MODES, percent, predict, relative_error
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
+from ridgeline.errors import InvalidSpecError
 from ridgeline.io.catalog import REPORTS_DIR, user_data_dir
 from ridgeline.io.files import write_atomic
 from ridgeline.io.profile import calibrated_ceilings, load_profile, profile_ceilings, recorded_device
@@ -352,6 +353,7 @@ def repredict(
     meta = result["meta"]
     prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
     prof = load_profile(prof_path)
+    check_same_device(prof, prof_path, meta, snapshot)
     calibrated, _ = profile_ceilings(prof, recorded_device(prof, str(prof_path)), where=str(prof_path))
     ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]), "calibrated": calibrated}
     rows = add_predictions(result["rows"], ceilings)
@@ -374,6 +376,18 @@ def repredict(
     paths = write_snapshot(result, folder, stem)
     log(f"re-predicted {len(rows)} rows of {snapshot.name} with {prof_path.name}")
     return result, paths
+
+
+def check_same_device(prof: Mapping[str, Any], prof_path: Path, meta: Mapping[str, Any], snapshot: Path) -> None:
+    """A snapshot is re-predicted only with a profile of the device that measured it (its
+    ``device_key``: a GPU's name, a CPU's signature and threads)."""
+    theirs, ours = (prof.get("meta") or {}).get("device_key"), meta.get("device_key")
+    if theirs and ours and theirs != ours:
+        raise InvalidSpecError(
+            prof_path.name,
+            f"measured on {theirs}, but {snapshot.name} was measured on {ours}: re-predict it with a "
+            f"profile of {ours} (without --profile: the one it used)",
+        )
 
 
 def profile_cross_validation(
