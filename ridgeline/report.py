@@ -235,7 +235,7 @@ def stage_verdict(analysis: Analysis, stage: str) -> str:
     87% of the bytes moved)'; compute-bound: which op kind does the work."""
     ops = getattr(analysis, stage).records()  # not the DataFrame: the table view needs no pandas
     spent = sum_by(ops, "bound", "time_s")
-    bound = stage_bound(analysis, stage)
+    bound = max(spent, key=spent.get)  # as stage_bound, on the records already summed
     share = f"{spent[bound] / sum(spent.values()):.0%} of {stage} time"
     if bound == "compute":
         work = sum_by(ops, "kind", "flops")
@@ -255,11 +255,12 @@ def largest_batch(analysis: Analysis) -> int:
     return max_batch(analysis.model, analysis.device, w.seq_len, w.generate, settings=analysis.settings)
 
 
-def verdict(analysis: Analysis) -> str:
-    """One line: what bounds TTFT and TPOT and by how much, and the largest batch that fits."""
+def verdict(analysis: Analysis, largest: int | None = None) -> str:
+    """One line: what bounds TTFT and TPOT and by how much, and the largest batch that fits
+    (``largest``, when the caller has it already)."""
     w = analysis.workload
     step = "TPOT" if analysis.generation else "a decode step"
-    largest = largest_batch(analysis)
+    largest = largest_batch(analysis) if largest is None else largest
     fits = f"largest batch that fits: {largest}" if largest else "not even batch 1 fits"
     return (
         f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
@@ -269,11 +270,12 @@ def verdict(analysis: Analysis) -> str:
 
 def verdict_fields(analysis: Analysis) -> dict:
     """The verdict line and its parts, for the JSON: each stage's bound, the largest batch."""
+    largest = int(largest_batch(analysis))  # one search, for the line and the field
     return {
-        "text": verdict(analysis).removeprefix("verdict: "),
+        "text": verdict(analysis, largest).removeprefix("verdict: "),
         "prefill_bound": stage_bound(analysis, "prefill"),
         "decode_bound": stage_bound(analysis, "decode"),
-        "largest_batch": int(largest_batch(analysis)),
+        "largest_batch": largest,
     }
 
 
