@@ -27,6 +27,7 @@ import numpy as np
 
 from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
 from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize
+from kernels.validate.waterfall import e2e_waterfalls, waterfall_lines, without_launch
 from ridgeline.api import analyze
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
@@ -491,9 +492,12 @@ def predicted_columns(
     if calibrated is not None:
         try:
             cal = predict(config, spec, case, dtype, calibrated, execution, attention)
+            kernels = predict(config, spec, case, dtype, without_launch(calibrated), execution, attention)
+            out.update({f"predicted_kernels_{what}_s": kernels[f"{what}_s"] for what in ("ttft", "tpot")})
         except RidgelineError as err:  # the profile cannot price this mode or type: say so
             out["calibrated_unpriced"] = str(err)
     out.update(prediction_columns("calibrated", cal, measured))
+    out["waterfall"] = e2e_waterfalls({**measured, **out})  # measured - spec, attributed
     return out
 
 
@@ -503,13 +507,24 @@ def repredict(
     """Recompute the predictions of a result file with today's engine and profile; the
     measurements and their provenance stay as they were. A pure function of its files:
     writes ``output`` (default: ``<stem>-repredicted.json`` in the current folder)."""
-    from ridgeline.io.resolve import load_model
-
     data = read_result(path, "ridgeline e2e result", ("meta", "rows"))
     stem = path.stem.removesuffix("-repredicted")
     target = Path(output) if output else Path.cwd() / f"{stem}-repredicted.json"
     if target.resolve() == path.resolve():
         raise RidgelineError(f"--repredict writes a new file, not over its input {path}; pass -o NEW.json")
+    meta, rows, note = repredicted(data, str(path), hardware, profile)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, json.dumps({"meta": meta, "rows": rows}, indent=2, allow_nan=False) + "\n")
+    return Result(meta, rows, note, target)
+
+
+def repredicted(
+    data: dict[str, Any], source: str, hardware: str | None = None, profile: Path | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """A result's (meta, rows, profile note) predicted again in memory: its recorded spec
+    device (or ``hardware``), ``profile`` or its device key's; writes nothing."""
+    from ridgeline.io.resolve import load_model
+
     meta = dict(data["meta"])
     spec = recorded_spec(meta, hardware)
     calibrated, used, note = calibrated_for(meta["device_key"], spec, profile)
@@ -539,11 +554,9 @@ def repredict(
         profile=str(used) if calibrated else None,
         spec_hardware=spec.name,
         predicted_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        repredicted_from=str(path),
+        repredicted_from=source,
     )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, json.dumps({"meta": meta, "rows": rows}, indent=2, allow_nan=False) + "\n")
-    return Result(meta, rows, note, target)
+    return meta, rows, note
 
 
 def default_path(key: str, config: ModelConfig, date: str) -> Path:
@@ -612,6 +625,19 @@ def _pct(value: float | None) -> str:
     return "" if value is None else f" ({value:+.0%})"
 
 
+def waterfall_report(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the time between the spec prediction and the measurement goes, per row and
+    metric (ms; kernels.validate.waterfall), each note once."""
+    lines, notes = ["where the time goes, measured - spec (ms; docs/measurement.md):"], {}
+    for r in rows:
+        for metric, fall in (r.get("waterfall") or {}).items():
+            name = f"{r['model']} B{r['batch']} P{r['prompt']} {row_execution(r)} {metric.upper()}"
+            first, *rest = waterfall_lines(name, fall)
+            lines.append(first)
+            notes.update(dict.fromkeys(rest))
+    return lines + list(notes) if len(lines) > 1 else []
+
+
 def report_lines(result: Result) -> list[str]:
     """Measured beside predicted, one line per configuration, then the compile gap."""
     meta = result.meta
@@ -648,6 +674,7 @@ def report_lines(result: Result) -> list[str]:
             "roofline ignores"
         )
     lines.append("error = predicted / measured - 1 (negative: the prediction is faster)")
+    lines += waterfall_report(result.rows)
     if result.path is not None:
         lines.append(f"wrote {result.path}")
     return lines

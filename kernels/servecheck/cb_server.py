@@ -37,6 +37,7 @@ from ridgeline.io.resolve import calibrated_for, load_model, recorded_profile, r
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.simulator import Scheduler, percentiles
+from kernels.validate.waterfall import serving_waterfall, waterfall_lines, without_launch
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
@@ -628,6 +629,7 @@ def run_check(
         deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         result["step_breakdown"] = step_breakdown(steps, deployments, server)
         result["measured_steps"] = steps
+    result["waterfall"] = run_waterfall(result, Served(config, spec, calibrated, arrivals, sched, dtype, execution))
     stem = (
         f"serving-{key}-{config.name}"
         + ("" if dtype == "bf16" else f"-{dtype}")
@@ -651,26 +653,12 @@ def resimulate(
     with its measurements; with ``overhead`` (or the terms the run recorded), also with the
     host terms; with ``batch_attention``, under that policy instead of the recorded one
     (``scheduler`` in the result says which). Returns the result; never writes."""
-    from kernels.e2e.e2e import truncate
-
     data = _load_run(path)
-    meta, trace = data["meta"], data["trace"]
-    arrivals = Arrivals(
-        np.asarray(trace["arrival_s"]),
-        np.asarray(trace["prompt_tokens"]),
-        np.asarray(trace["output_tokens"]),
-        str(path),
-    )
-    spec = recorded_spec(meta, None)
-    calibrated, _, _ = calibrated_for(meta["device_key"], spec, profile or recorded_profile(meta))
-    config = truncate(load_model(data["model"]), data["layers"])
+    served = served_of(data, path, profile, batch_attention)
+    config, spec, calibrated, sched = served.config, served.spec, served.calibrated, served.sched
+    dtype, execution = served.dtype, served.execution
     server = ServerSettings(**data["server"])
-    sched = recorded_scheduler(data)
-    if batch_attention is not None:
-        sched = replace(sched, batch_attention=batch_attention)
-    dtype = data.get("dtype", "bf16")  # runs before fp32 was offered were bf16
-    execution = data.get("execution", "auto")  # runs before GPUs were offered ran on a CPU
-    sims = simulations(config, spec, calibrated, arrivals, sched, overhead or data.get("overhead"), dtype, execution)
+    sims = simulations(config, spec, calibrated, served.arrivals, sched, overhead or data.get("overhead"), dtype, execution)
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
     out = {
@@ -685,7 +673,45 @@ def resimulate(
     if data.get("measured_steps"):
         deployments = mode_deployments(config, spec, calibrated, dtype, execution)
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
+    out["waterfall"] = run_waterfall(data, served)
     return out
+
+
+def served_of(
+    data: dict[str, Any], path: Path, profile: Path | None = None, batch_attention: str | None = None
+) -> Served:
+    """What a recorded run is simulated with again: its trace, the spec host as recorded,
+    ``profile`` (else the one the run used), its scheduler (``batch_attention`` instead of
+    the recorded policy's, when given), data type and execution mode."""
+    from kernels.e2e.e2e import truncate
+
+    meta, trace = data["meta"], data["trace"]
+    arrivals = Arrivals(
+        np.asarray(trace["arrival_s"]),
+        np.asarray(trace["prompt_tokens"]),
+        np.asarray(trace["output_tokens"]),
+        str(path),
+    )
+    spec = recorded_spec(meta, None)
+    calibrated, _, _ = calibrated_for(meta["device_key"], spec, profile or recorded_profile(meta))
+    sched = recorded_scheduler(data)
+    if batch_attention is not None:
+        sched = replace(sched, batch_attention=batch_attention)
+    return Served(
+        truncate(load_model(data["model"]), data["layers"]),
+        spec,
+        calibrated,
+        arrivals,
+        sched,
+        data.get("dtype", "bf16"),  # runs before fp32 was offered were bf16
+        data.get("execution", "auto"),  # runs before GPUs were offered ran on a CPU
+    )
+
+
+def recorded_waterfall(path: Path, profile: Path | None = None) -> dict[str, Any]:
+    """A recorded run's waterfalls (``run_waterfall``), simulated again; measures nothing."""
+    data = _load_run(path)
+    return run_waterfall(data, served_of(data, path, profile))
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -706,7 +732,16 @@ def report_lines(result: dict[str, Any]) -> list[str]:
                 f"{s['p50']:.3f} s ({e['p50']:+.0%}); p90 measured {m['p90']:.3f} s "
                 f"simulated {s['p90']:.3f} s ({e['p90']:+.0%})"
             )
-    return lines + breakdown_lines(result.get("step_breakdown"))
+    lines += breakdown_lines(result.get("step_breakdown"))
+    if result.get("waterfall"):
+        lines.append("where the time goes, measured - spec, means over the requests (ms; docs/measurement.md):")
+        notes = {}
+        for metric, fall in result["waterfall"].items():
+            first, *rest = waterfall_lines(metric, fall)
+            lines.append(first)
+            notes.update(dict.fromkeys(rest))
+        lines += list(notes)
+    return lines
 
 
 def breakdown_lines(b: dict[str, float] | None) -> list[str]:
@@ -739,6 +774,119 @@ def breakdown_lines(b: dict[str, float] | None) -> list[str]:
                 + ", ".join(f"{t} {got[t] - rest:.2f} s" for t in tags)
             )
     return lines
+
+
+# --- the waterfall: measured minus spec, one effect at a time --------------------------
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a run was simulated with: the model, the spec device, the calibrated ceilings
+    (None: no profile), the trace, the scheduler, the data type and the execution mode."""
+
+    config: ModelConfig
+    spec: Any
+    calibrated: Any
+    arrivals: Arrivals
+    sched: Scheduler
+    dtype: str
+    execution: str
+
+
+def host_terms(data: dict[str, Any]) -> tuple[dict[str, float] | None, str]:
+    """The host seconds per step and per request a run measured: fitted to its own recorded
+    steps, else the terms it recorded (fitted to another run), else None; and where from."""
+    if data.get("measured_steps"):
+        return fit_overhead(data["measured_steps"], gpu_eager(data)), "fitted to this run's recorded steps"
+    if data.get("overhead"):
+        return data["overhead"], f"fitted to {data['overhead'].get('from', 'another run')}'s steps"
+    return None, ""
+
+
+def alone(arrivals: Arrivals, gap: float) -> Arrivals:
+    """The same requests, each arriving ``gap`` seconds after the one before."""
+    return replace(arrivals, time_s=gap * np.arange(len(arrivals), dtype=float))
+
+
+def simulated_means(served: Served, ceilings, sched: Scheduler, arrivals: Arrivals, by_itself: bool = False):
+    """Mean TTFT and latency over the requests, and their means less the queueing; with
+    ``by_itself``, every request served alone (spaced further apart until none overlaps)."""
+    from kernels.e2e.e2e import engine_settings
+
+    settings = engine_settings(served.dtype, served.execution)
+    gap = 1.0
+    for _ in range(3):
+        trace = alone(arrivals, gap) if by_itself else arrivals
+        sim = simulate(served.config, served.spec, trace, sched, settings=settings, ceilings=ceilings)
+        if not by_itself or int(np.max(sim.timeline["running"])) <= 1:
+            break
+        gap = 10 * float(np.max(sim.requests["latency_s"]))
+    else:
+        raise RidgelineError(f"requests spaced {gap:.3g} s apart still overlap in the simulation")
+    r = sim.requests
+    wait = r["queue_s"]
+    return {
+        "all": {"ttft": float(np.mean(r["ttft_s"])), "latency": float(np.mean(r["latency_s"]))},
+        "service": {"ttft": float(np.mean(r["ttft_s"] - wait)), "latency": float(np.mean(r["latency_s"] - wait))},
+        "preemptions": int(np.sum(r["preemptions"])),
+    }
+
+
+def enough_blocks(served: Served) -> int:
+    """KV blocks for every request of the trace at once, prompt and output, whatever a
+    block holds (at least a token): none waits for blocks, none is preempted."""
+    return int(np.sum(served.arrivals.prompt + served.arrivals.output)) + len(served.arrivals)
+
+
+def waterfall_means(served: Served, host: dict[str, float] | None) -> dict[str, Any]:
+    """The simulations a serving waterfall steps through (``kernels.validate.waterfall``):
+    spec, the calibrated kernels alone and with their launch and host terms, each request
+    alone; then the trace with enough KV blocks for all and with the run's own."""
+    spec_roofs = spec_ceilings(served.spec)
+    roofs = served.calibrated or spec_roofs
+    with_host = served.sched
+    if host:
+        with_host = replace(
+            served.sched,
+            step_overhead_s=host["step_overhead_s"],
+            request_overhead_s=host["request_overhead_s"],
+            host_overlap=bool(host.get("host_overlap", False)),
+        )
+    a = served.arrivals
+    unbounded = simulated_means(served, roofs, replace(with_host, kv_blocks=enough_blocks(served)), a)
+    recorded = simulated_means(served, roofs, with_host, a)
+    kernels = None
+    if served.calibrated is not None:
+        kernels = simulated_means(served, without_launch(roofs), served.sched, a, True)
+    return {
+        "spec_alone": simulated_means(served, spec_roofs, served.sched, a, True)["all"],
+        "kernels_alone": kernels["all"] if kernels else {"ttft": None, "latency": None},
+        "host_alone": simulated_means(served, roofs, with_host, a, True)["all"],
+        "service": unbounded["service"],
+        "unbounded": unbounded["all"],
+        "recorded": recorded["all"],
+        "preemptions": recorded["preemptions"],
+    }
+
+
+def run_waterfall(data: dict[str, Any], served: Served) -> dict[str, Any]:
+    """A serving run's waterfalls (mean TTFT, mean latency): measured minus spec in parts,
+    each part the difference of two simulations that differ by that effect alone."""
+    host, source = host_terms(data)
+    means = waterfall_means(served, host)
+    notes = {
+        "scheduler_batching": "service time (latency less queueing) in the trace minus each request alone",
+        "queueing": "the simulated wait from arrival to admission, with enough KV blocks for every request",
+        "preemption": f"the run's KV cache against one large enough for all ({means['preemptions']} "
+        "preemptions simulated; admissions held for blocks count here too)",
+    }
+    if served.calibrated is None:
+        notes["kernel_efficiency"] = "no calibrated profile of this device: left in the remainder"
+    notes["launch_host"] = (
+        "the profile's per-op fixed costs and execution terms" if served.calibrated is not None else "no profile terms"
+    ) + (f"; host seconds per step and per request {source}" if host else "; no host seconds measured")
+    measured = {k: float(np.nanmean(np.asarray(data["measured"][f"{k}_s"], float))) for k in ("ttft", "latency")}
+    return serving_waterfall(measured, means, notes)
 
 
 # --- the step breakdown (pure functions of a recorded run) ------------------------------

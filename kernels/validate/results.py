@@ -7,8 +7,8 @@ their predictions (serving runs also priced again with today's engine, which mea
 nothing), each with the provenance its snapshot records, and the particular figures the
 manuals cite. Manuals link here instead of quoting numbers.
 
-    python -m kernels.validate.results            # rewrite reports/RESULTS.md
-    python -m kernels.validate.results --check    # exit 1 when the committed file is stale (CI)
+    python -m kernels.validate.results            # rewrite reports/RESULTS.md and reports/waterfalls.json
+    python -m kernels.validate.results --check    # exit 1 when either committed file is stale (CI)
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from kernels.servecheck.cb_server import overhead_from, resimulate
+from kernels.validate.attribution import WATERFALLS, committed_waterfalls
 from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, verdict
+from kernels.validate.waterfall import LABELS, PARTS
 from ridgeline.io.files import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,11 @@ def ms(seconds: float) -> str:
     """Milliseconds with three or four significant figures, never in exponent form."""
     value = seconds * 1e3
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def signed_ms(seconds: float) -> str:
+    """A part of a waterfall: its sign, then ``ms`` of its size."""
+    return ("-" if seconds < 0 else "+") + ms(abs(seconds))
 
 
 def provenance(meta: dict[str, Any]) -> str:
@@ -855,7 +862,50 @@ def gate_section(folder: Path = SNAPSHOTS) -> list[str]:
     return out + [""]
 
 
-def render(folder: Path = SNAPSHOTS) -> str:
+def waterfall_row(entry: dict[str, Any]) -> str:
+    parts = entry["parts"]
+    shown = {*entry["separated"], "remainder"}
+    cells = " | ".join(signed_ms(parts[p]) if p in shown else "-" for p in PARTS)
+    return (
+        f"| `{entry['run']}` | {entry['case']} | {entry['metric']} | {ms(entry['spec_s'])} | {cells} "
+        f"| {ms(entry['measured_s'])} |"
+    )
+
+
+def waterfall_section(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """Every committed e2e and serving check's waterfall: spec, the parts, measured (ms)."""
+    if not entries:
+        return []
+    return [
+        "## Where the time goes: measured minus spec, attributed",
+        "",
+        (
+            "`kernels.validate.attribution` (measures nothing): each committed end-to-end row predicted "
+            "again, each serving run simulated again, one effect at a time; spec + the parts = measured. "
+            "Serving: means over the requests. `-`: a part the record cannot separate or the run does "
+            "not have (its note in `reports/waterfalls.json`). How to read it: "
+            "[docs/measurement.md](../docs/measurement.md)."
+        ),
+        "",
+        "| run | case | metric | spec ms | " + " | ".join(LABELS[p] for p in PARTS) + " | measured ms |",
+        "|---" * (5 + len(PARTS)) + "|",
+        *(waterfall_row(e) for e in entries),
+        "",
+    ]
+
+
+def waterfalls_text(entries: Sequence[dict[str, Any]]) -> str:
+    """reports/waterfalls.json: what the dashboard's Validation page draws."""
+    doc = {
+        "generated_by": "python -m kernels.validate.results",
+        "parts": list(PARTS),
+        "labels": LABELS,
+        "waterfalls": list(entries),
+    }
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None = None) -> str:
     kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
         snap = json.loads(path.read_text())
@@ -882,6 +932,7 @@ def render(folder: Path = SNAPSHOTS) -> str:
         *gate_section(folder),
         *serving_section(serving),
         *serving_detail_section(folder, serving),
+        *waterfall_section(committed_waterfalls(folder) if waterfalls is None else waterfalls),
         *gpu_run_section(folder),
         *anchors_section(folder),
         *profiles_section(),
@@ -894,14 +945,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed file is stale")
     args = parser.parse_args(argv)
-    text = render()
+    entries = committed_waterfalls()
+    texts = {RESULTS: render(waterfalls=entries), WATERFALLS: waterfalls_text(entries)}
     if args.check:
-        if not RESULTS.is_file() or RESULTS.read_text() != text:
-            print(f"{RESULTS.relative_to(ROOT)} is stale; run: python -m kernels.validate.results", file=sys.stderr)
-            return 1
-        return 0
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+        stale = [path for path, text in texts.items() if not path.is_file() or path.read_text() != text]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale; run: python -m kernels.validate.results", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in texts.items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 
