@@ -183,3 +183,16 @@ def test_validation_page_hides_the_sidebar(page):
     WebDriverWait(page, 10).until(lambda d: not d.find_element(By.ID, ids.SIDEBAR).is_displayed())
     page.find_element(By.XPATH, "//*[@id='page-tabs']//*[text()='Sweep']").click()
     WebDriverWait(page, 10).until(lambda d: d.find_element(By.ID, ids.SIDEBAR).is_displayed())
+
+
+def test_validation_page_draws_a_committed_run_s_waterfall(page):
+    page.get(page.base + "/validation?runs=cuda-nvidia-h200")
+    wait_for(page, f"#{ids.VALIDATION_WATERFALL} .main-svg")
+    script = "return document.querySelector(arguments[0]).data.map(t => [t.type, t.x.length])"
+    traces = WebDriverWait(page, 20).until(
+        lambda d: d.execute_script(script, f"#{ids.VALIDATION_WATERFALL} .js-plotly-plot") or None
+    )
+    assert traces == [["waterfall", 8]]  # spec, six parts, measured
+    chosen = page.find_element(By.ID, ids.VALIDATION_WATERFALL_RUN).text
+    assert chosen.startswith("gpu-runs/cuda-nvidia-h200")
+    assert severe_logs(page) == []

@@ -275,6 +275,27 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
     )
 
 
+def waterfall_choices(pathname: str | None, search: str | None, current: str | None = None) -> tuple:
+    """(options, value, box style) of the waterfall menu: every e2e and serving check
+    measured on the device the URL's ``runs`` names (or all), keeping ``current`` when listed."""
+    if page_from_path(pathname) != "validation":
+        raise PreventUpdate
+    runs = parse_query(search)["runs"]
+    shown = [e for e in data.load_waterfalls() if runs == "all" or e["device"] == runs]
+    options = [{"label": data.waterfall_key(e), "value": data.waterfall_key(e)} for e in shown]
+    values = [o["value"] for o in options]
+    value = current if current in values else (values[0] if values else None)
+    return options, value, {"display": "block" if options else "none"}
+
+
+def update_waterfall(key: str | None):
+    """The chosen run's waterfall (``figures.waterfall_figure``)."""
+    entry = next((e for e in data.load_waterfalls() if data.waterfall_key(e) == key), None)
+    if entry is None:
+        raise PreventUpdate
+    return figures.waterfall_figure(entry)
+
+
 def timing_note(frame) -> str:
     """How each shown device's measurements were timed: eager events hold the host's
     dispatch, so they are not device time (the H100's today)."""
@@ -374,6 +395,16 @@ def register(app) -> None:
         Output(f"{ids.VALIDATION_ROOFS}-box", "style"),
         *url,
     )(update_validation)
+    app.callback(
+        Output(ids.VALIDATION_WATERFALL_RUN, "options"),
+        Output(ids.VALIDATION_WATERFALL_RUN, "value"),
+        Output(f"{ids.VALIDATION_WATERFALL}-box", "style"),
+        *url,
+        State(ids.VALIDATION_WATERFALL_RUN, "value"),
+    )(waterfall_choices)
+    app.callback(Output(ids.VALIDATION_WATERFALL, "figure"), Input(ids.VALIDATION_WATERFALL_RUN, "value"))(
+        update_waterfall
+    )
 
     @app.callback(
         Output(ids.UPLOADS, "data"),

@@ -23,7 +23,7 @@ from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import TIMINGS
 from ridgeline.errors import RidgelineError
-from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
+from ridgeline.io.catalog import REPORTS_DIR, VALIDATION_DIR, user_data_dir
 from ridgeline.io.files import MAX_FILE_BYTES
 from ridgeline.io.resolve import (
     Deployment,
@@ -341,3 +341,42 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     out["kind"] = out["kind"].fillna("other").astype(str)
     out = out[out["measured_s"] > 0].reset_index(drop=True)
     return out, problems
+
+
+WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.validate.results writes it
+
+
+def user_waterfalls(folder: Path) -> list[dict]:
+    """Waterfalls the user's own runs carry: e2e rows' ``waterfall`` per metric, and a
+    serving run's (``simulate-check`` writes them); unreadable files are skipped."""
+    out = []
+    for path in sorted([*folder.glob("*.json"), *folder.glob("serving/*.json")]):
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        device = measured_on(raw, path)
+        for row in _rows_of(raw):
+            label = " ".join(f"{k}={row[k]}" for k in CASE_FIELDS if k in row)
+            for metric, fall in (row.get("waterfall") or {}).items():
+                out.append({"run": path.name, "kind": "e2e", "device": device, "case": label, "metric": metric, **fall})
+        for metric, fall in (raw.get("waterfall") or {}).items():
+            out.append({"run": path.name, "kind": "serving", "device": device, "case": "", "metric": metric, **fall})
+    return out
+
+
+def load_waterfalls(path: Path | None = None) -> list[dict]:
+    """Every committed check's waterfall (``reports/waterfalls.json``), then the user's own
+    runs'. A missing or unreadable generated file gives none."""
+    try:
+        committed = json.loads((path or WATERFALLS_FILE).read_text()).get("waterfalls", [])
+    except (OSError, json.JSONDecodeError, AttributeError):
+        committed = []
+    return [*committed, *user_waterfalls(user_data_dir() / "validation")]
+
+
+def waterfall_key(entry: Mapping[str, Any]) -> str:
+    """The dropdown value naming one waterfall."""
+    return f"{entry['run']} | {entry['case']} | {entry['metric']}"

@@ -634,6 +634,42 @@ def validation_error_figure(frame: pd.DataFrame, height: int = 360) -> go.Figure
     return base_layout(fig, "Error by op class", height)
 
 
+WATERFALL_PARTS = (
+    ("kernel_efficiency", "kernel efficiency"),
+    ("launch_host", "launch and host"),
+    ("scheduler_batching", "scheduler and batching"),
+    ("queueing", "queueing"),
+    ("preemption", "preemption"),
+    ("remainder", "remainder"),
+)  # kernels.validate.waterfall.PARTS, in its order
+
+
+def waterfall_figure(entry: dict[str, Any], height: int = 420) -> go.Figure:
+    """From the spec prediction to the measurement: each part a step (ms), the notes in the
+    hover; a part the record could not separate is drawn at 0 and says so."""
+    notes = entry.get("notes") or {}
+    x = ["spec", *(label for _, label in WATERFALL_PARTS), "measured"]
+    y = [entry["spec_s"], *(entry["parts"][key] for key, _ in WATERFALL_PARTS), entry["measured_s"]]
+    text = ["datasheet roofline", *(notes.get(key, "") for key, _ in WATERFALL_PARTS), "measured"]
+    fig = go.Figure(
+        go.Waterfall(
+            x=x,
+            y=[v * 1e3 for v in y],
+            measure=["absolute", *["relative"] * len(WATERFALL_PARTS), "total"],
+            hovertext=text,
+            hovertemplate="%{x}: %{y:.3g} ms<br>%{hovertext}<extra></extra>",
+            meta="waterfall",
+            connector={"line": {"color": "#999"}},
+            increasing={"marker": {"color": "#d62728"}},
+            decreasing={"marker": {"color": "#2ca02c"}},
+            totals={"marker": {"color": "#1f77b4"}},
+        )
+    )
+    fig.update_yaxes(title="ms")
+    title = f"Where the time goes: {entry['run']}, {entry['case']} {entry['metric']}".replace(" ,", ",")
+    return base_layout(fig, title, height)
+
+
 def ceilings_figure(spec: Ceilings, measured: Ceilings, height: int = 420) -> go.Figure:
     """The measured roofline (solid) over the datasheet one (dashed)."""
     peaks = list(spec.matrix_peak.values()) + list(measured.matrix_peak.values())

@@ -60,6 +60,8 @@ VALIDATION_MESSAGE = "validation-message"
 VALIDATION_SCATTER = "validation-scatter"
 VALIDATION_ERRORS = "validation-errors"
 VALIDATION_ROOFS = "validation-roofs"
+VALIDATION_WATERFALL = "validation-waterfall"  # measured minus spec, attributed (one run)
+VALIDATION_WATERFALL_RUN = "validation-waterfall-run"  # which run's waterfall
 
 
 def card(key: str) -> str:

@@ -257,6 +257,13 @@ def validation_page() -> html.Div:
             html.Div(graph(ids.VALIDATION_SCATTER), id=f"{ids.VALIDATION_SCATTER}-box"),
             html.Div(graph(ids.VALIDATION_ERRORS), id=f"{ids.VALIDATION_ERRORS}-box"),
             html.Div(graph(ids.VALIDATION_ROOFS), id=f"{ids.VALIDATION_ROOFS}-box"),
+            html.Div(
+                [
+                    dcc.Dropdown(id=ids.VALIDATION_WATERFALL_RUN, options=[], clearable=False, className="dropdown"),
+                    graph(ids.VALIDATION_WATERFALL),
+                ],
+                id=f"{ids.VALIDATION_WATERFALL}-box",
+            ),
         ]
     )
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.validate.waterfall import serving_waterfall, waterfall_lines, without_launch
 from ridgeline.api import simulate
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
@@ -37,7 +38,6 @@ from ridgeline.io.resolve import calibrated_for, load_model, recorded_profile, r
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.simulator import Scheduler, percentiles
-from kernels.validate.waterfall import serving_waterfall, waterfall_lines, without_launch
 
 SERVING_DIR = REPORTS_DIR / "validation" / "serving"  # beside, not among, the kernel snapshots
 HF_FIFO_MARGIN = 0.15
@@ -658,7 +658,9 @@ def resimulate(
     config, spec, calibrated, sched = served.config, served.spec, served.calibrated, served.sched
     dtype, execution = served.dtype, served.execution
     server = ServerSettings(**data["server"])
-    sims = simulations(config, spec, calibrated, served.arrivals, sched, overhead or data.get("overhead"), dtype, execution)
+    sims = simulations(
+        config, spec, calibrated, served.arrivals, sched, overhead or data.get("overhead"), dtype, execution
+    )
     measured = {k: np.asarray(v) for k, v in data["measured"].items()}
     busy = {"measured_cpu_s": float(measured["cpu_s"])} if "cpu_s" in measured else {}
     out = {
@@ -675,6 +677,20 @@ def resimulate(
         out["step_breakdown"] = step_breakdown(data["measured_steps"], deployments, server)
     out["waterfall"] = run_waterfall(data, served)
     return out
+
+
+def write_resimulated(result: dict[str, Any], source: Path, output: Path) -> Path:
+    """``resimulate``'s result as JSON at ``output``: a new file, never the recorded run
+    nor anything under reports/ (committed measurements)."""
+    target = Path(output).resolve()
+    if target == Path(source).resolve() or REPORTS_DIR.resolve() in target.parents:
+        raise RidgelineError(
+            f"--output {output}: --resimulate writes a new file, never over a recorded run or under "
+            f"{REPORTS_DIR}; pass -o NEW.json elsewhere"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, json.dumps({"resimulated_from": str(source), **result}, indent=1, allow_nan=False) + "\n")
+    return target
 
 
 def served_of(

@@ -894,13 +894,22 @@ def waterfall_section(entries: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
+def rounded(value: Any) -> Any:
+    """Seconds to 12 significant figures (the last bits of a float differ between machines)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return [rounded(v) for v in value] if isinstance(value, list) else value
+
+
 def waterfalls_text(entries: Sequence[dict[str, Any]]) -> str:
     """reports/waterfalls.json: what the dashboard's Validation page draws."""
     doc = {
         "generated_by": "python -m kernels.validate.results",
         "parts": list(PARTS),
         "labels": LABELS,
-        "waterfalls": list(entries),
+        "waterfalls": rounded(list(entries)),
     }
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 

@@ -81,7 +81,10 @@ def split(
         after = _finite(after, f"the prediction with {LABELS[part]}")
         parts[part] = after - previous
         previous = after
-    parts["remainder"] = measured - spec - sum(parts[p] for p in PARTS[:-1])
+    reached = spec
+    for part in PARTS[:-1]:  # summed in the order a reader adds them, so they meet measured
+        reached += parts[part]
+    parts["remainder"] = measured - reached
     return {
         "spec_s": spec,
         "parts": parts,

@@ -121,7 +121,10 @@ def simulate_check(
     if fit_overhead is not None:
         typer.echo(overhead_line(cb_server.overhead_from(fit_overhead), fit_overhead))
     elif resimulate is not None:
-        echo_lines(cb_server.report_lines(cb_server.resimulate(resimulate, overhead, profile=profile)))
+        result = cb_server.resimulate(resimulate, overhead, profile=profile)
+        echo_lines(cb_server.report_lines(result))
+        if output is not None:  # the comparison and the waterfall as JSON; never over a committed file
+            echo_err(f"wrote {cb_server.write_resimulated(result, resimulate, output)}")
     else:
         result, path = replay(ctx.params, overhead)
         echo_lines(cb_server.report_lines(result))
