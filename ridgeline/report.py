@@ -519,8 +519,43 @@ def simulation_text(run: dict, fmt: str) -> str | None:
         return run["result"].frame.to_csv(index=False)
     if fmt == "json":
         data = {**run["result"].to_dict(), "goodput": run["goodput"], "search": run["search"]}
+        if "mlperf" in run:
+            data["mlperf"] = run["mlperf"]
         return json.dumps(data, indent=1, allow_nan=False, default=float)
     return None
+
+
+def scenario_lines(run: dict) -> list[str]:
+    """What an MLPerf scenario run (``simulate --scenario``) reports, in lines."""
+    m = run.get("mlperf")
+    if m is None:
+        return []
+    bounds = (
+        f"p{m['percentile'] * 100:g} TTFT <= {format_time(m['ttft_bound_s'])}, "
+        f"p{m['percentile'] * 100:g} TPOT <= {format_time(m['tpot_bound_s'])}"
+        if m["ttft_bound_s"] is not None
+        else "all samples issued at once"
+    )
+    got = m["latency"]
+    lines = [
+        f"MLPerf {m['scenario']} scenario (LoadGen's rules for Llama 2 70B: {bounds})",
+        f"result {m['tokens_per_s']:.5g} tokens/s = {m['instances']} instance(s) x "
+        f"{m['tokens_per_s_per_instance']:.5g} tokens/s",
+    ]
+    if m["rate_per_instance"] is not None:
+        lines.append(
+            f"highest rate meeting the bounds {m['rate_per_instance']:.4g} requests/s per instance "
+            f"({m['runs']} runs): p{m['percentile'] * 100:g} TTFT {format_time(got['ttft_s'])}, "
+            f"TPOT {format_time(got['tpot_s'])}; tokens/s = rate x {m['mean_output_tokens']:.4g} "
+            "mean output tokens"
+        )
+    lines.append(
+        "lengths drawn from the OpenOrca data set's percentiles, outputs scaled to the tokens "
+        "the reference run generated (reports/mlperf/openorca-llama2-70b.yaml)"
+    )
+    if m["short"]:
+        lines.append(f"warning: {m['short']}")
+    return lines
 
 
 def simulation_tables(run: dict, percentile: float) -> list:

@@ -140,6 +140,19 @@ TpotTarget = Annotated[float | None, typer.Option("--tpot-slo", help="TPOT targe
 Percentile = Annotated[float, typer.Option(help="Percentile the SLOs apply to.")]
 Search = Annotated[bool, typer.Option("--search", help="Find the highest request rate meeting the SLOs.")]
 Timeline = Annotated[Path | None, typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")]
+Scenario = Annotated[
+    str | None,
+    typer.Option(
+        help="MLPerf Inference scenario for Llama 2 70B: server, interactive or offline (LoadGen's latency bounds, the data set's lengths; --requests samples)."
+    ),
+]
+Instances = Annotated[int, typer.Option(help="With --scenario: copies of the deployment sharing the load.")]
+Duration = Annotated[
+    float | None,
+    typer.Option(
+        help="With --scenario server/interactive: seconds of arrivals per run (LoadGen's minimum, 600, by default)."
+    ),
+]
 
 # --- simulate-check ------------------------------------------------------------------------
 

@@ -7,12 +7,18 @@ from typing import Any
 
 import typer
 
-from ridgeline.api import default_attention, simulate_serving
+from ridgeline.api import default_attention, simulate_scenario, simulate_serving
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import app, check_format, deployment, echo_err, echo_lines, emit, write_text
 from ridgeline.errors import MissingDependencyError, RidgelineError
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
-from ridgeline.report import overhead_line, simulation_progress, simulation_tables, simulation_text
+from ridgeline.report import (
+    overhead_line,
+    scenario_lines,
+    simulation_progress,
+    simulation_tables,
+    simulation_text,
+)
 from ridgeline.serving.simulator import Scheduler
 
 SCHEDULER = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "kv_blocks", "admit_margin")
@@ -47,6 +53,9 @@ def simulate(
     percentile: opt.Percentile = 99.0,
     search: opt.Search = False,
     timeline: opt.Timeline = None,
+    scenario: opt.Scenario = None,
+    instances: opt.Instances = 1,
+    duration: opt.Duration = None,
     dtype: opt.Dtype = None,
     profile: opt.Profile = None,
     transfer: opt.Transfer = False,
@@ -78,13 +87,26 @@ def simulate(
     sched = scheduler(ctx.params)
     # no --attention: the policy's (vLLM V1 runs flash); the output says which
     d = deployment({**ctx.params, "attention": attention or default_attention(sched.policy)})
-    slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "percentile": percentile}
-    arrivals = {name: ctx.params[name] for name in ARRIVALS}
-    run = simulate_serving(d, sched, **arrivals, search=search, **slos, progress=simulation_progress)
+    if scenario is not None:
+        run = mlperf_scenario(ctx.params, d, sched, duration)
+    else:
+        slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "percentile": percentile}
+        arrivals = {name: ctx.params[name] for name in ARRIVALS}
+        run = simulate_serving(d, sched, **arrivals, search=search, **slos, progress=simulation_progress)
     if timeline is not None:
         write_text(timeline, run["result"].timeline_frame.to_csv(index=False))
     text = simulation_text(run, fmt)
-    emit(text, simulation_tables(run, percentile) if text is None else [], output)
+    tables = simulation_tables(run, percentile) + scenario_lines(run) if text is None else []
+    emit(text, tables, output)
+
+
+def mlperf_scenario(p: dict[str, Any], d, sched: Scheduler, duration: float | None) -> dict[str, Any]:
+    """``--scenario``: LoadGen's rules set the arrivals, lengths and latency bounds."""
+    clash = [f"--{k.replace('_', '-')}" for k in ("trace", "search", "ttft_slo", "tpot_slo") if p[k]]
+    if clash:
+        raise typer.BadParameter(f"--scenario sets its own arrivals and latency bounds; drop {', '.join(clash)}")
+    keep = {k: p[k] for k in ("requests", "seed", "instances", "rate")}
+    return simulate_scenario(d, sched, p["scenario"], **keep, duration_s=duration)
 
 
 def scheduler(params: dict[str, Any]) -> Scheduler:

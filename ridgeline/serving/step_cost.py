@@ -63,8 +63,8 @@ class StepCost:
         ca, cb, ma, mb = (a.tolist() for a in self.decode)
         over = [float(o) if h else 0.0 for o, h in zip(self.overhead_s, self.cached_has)]
         count = [float(c) for c in self.count]
-        rows = len(self.head_s)  # n decodes, 0..B
-        base = (self.token_s[:rows] + self.cached_only_s[:rows] + self.head_s).tolist()
+        rows = min(len(self.head_s), len(self.token_s))  # n decodes, 0..B (at most the budget's tokens)
+        base = (self.token_s[:rows] + self.cached_only_s[:rows] + self.head_s[:rows]).tolist()
         return [
             (base[n], [(count[k], ca[k][n], cb[k][n], ma[k][n], mb[k][n], over[k]) for k in range(len(count))])
             for n in range(rows)
