@@ -3,13 +3,16 @@ is the colocated server's plus the transfer; the link is checked."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from ridgeline import analyze
 from ridgeline.api import simulate
+from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import resolve
 from ridgeline.serving.arrivals import Arrivals, poisson
@@ -26,25 +29,20 @@ from ridgeline.serving.simulator import Scheduler
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
 SCHED = Scheduler(max_batch=16, token_budget=512, kv_blocks=120)
 INSTANT = KvLink(math.inf, 0.0)
+runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def d():
-    return resolve(MODEL, DEVICE, attention="flash")
+@pytest.fixture
+def d(llama_1b):
+    return llama_1b
 
 
-def _trace(n: int, rate: float, seed: int) -> Arrivals:
-    rng = np.random.default_rng(seed)
-    base = poisson(rate, n, 1, 1, seed=seed)
-    return Arrivals(base.time_s, rng.integers(16, 700, n), rng.integers(1, 200, n), "test")
-
-
-def test_instant_link_is_two_queues_in_tandem(d):
+def test_instant_link_is_two_queues_in_tandem(mixed_trace, d):
     """With infinite bandwidth and no latency the decode pool's arrivals are exactly the
     prefill pool's completions, and every request's times are those of the two stages run
     one after the other, each alone: the prefill stage (one output token each) on the
     plain simulator, the decode stage fed its completions."""
-    arrivals = _trace(200, 30.0, 1)
+    arrivals = mixed_trace(200, 30.0, 1)
     r = simulate_disaggregated(Pool(d, 1, SCHED), Pool(d, 1, SCHED), arrivals, link=INSTANT)
     stage1 = simulate(d, None, Arrivals(arrivals.time_s, arrivals.prompt, np.ones_like(arrivals.output)), SCHED)
     done = stage1.requests["finish_s"]
@@ -85,11 +83,11 @@ def test_the_default_link_is_a_400_gbps_nic():
     assert parse_link("inf,0") == INSTANT
 
 
-def test_pools_of_other_sizes_and_devices(d):
+def test_pools_of_other_sizes_and_devices(mixed_trace, d):
     """Two prefill servers on one device, three decode servers on another: each pool's
     summary says where it ran; requests spread over all replicas."""
     h100 = resolve(MODEL, "h100-sxm", attention="flash")
-    arrivals = _trace(120, 40.0, 2)
+    arrivals = mixed_trace(120, 40.0, 2)
     r = simulate_disaggregated(Pool(d, 2, SCHED), Pool(h100, 3, SCHED), arrivals)
     assert r.meta["disaggregated"]["prefill"] == {"hardware": "a6000", "replicas": 2}
     assert r.meta["disaggregated"]["decode"] == {"hardware": "h100-sxm", "replicas": 3}
@@ -125,3 +123,36 @@ def test_bad_links_are_refused(text, message):
     with pytest.raises(RidgelineError) as err:
         parse_link(text)
     assert str(err.value) == message
+
+
+def test_cli_disaggregated(d):
+    """``simulate --prefill-replicas 1 --decode-replicas 2 --kv-link inf,0``: the pools'
+    table; JSON with the link and both pools, the same numbers as the Python API."""
+    args = ["simulate", MODEL, "-H", DEVICE, "--requests", "40", "--rate", "20"]
+    args += ["--prefill-replicas", "1", "--decode-replicas", "2", "--kv-link", "inf,0"]
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "pools" in table.output and "KV transfer p50 0 ns" in table.output
+    data = json.loads(runner.invoke(app, [*args, "-f", "json"]).stdout)
+    assert data["meta"]["disaggregated"]["kv_link"] == {"gbps": "inf", "latency_us": 0.0}
+    api = simulate_disaggregated(
+        Pool(d), Pool(d, 2), poisson(20.0, 40, 512, 128, seed=0), link=INSTANT, route="round-robin"
+    )
+    assert data["summary"]["tpot_s"] == api.summary["tpot_s"]
+    assert data["summary"]["pools"]["decode"]["requests"] == 40
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--kv-link", "400,1"], "--kv-link need --prefill-replicas and --decode-replicas"),
+        (["--prefill-replicas", "2"], "disaggregation needs both --prefill-replicas and --decode-replicas"),
+        (["--prefill-replicas", "1", "--decode-replicas", "1", "--kv-link", "0,1"], "bandwidth must be a positive"),
+        (["--prefill-replicas", "1", "--decode-replicas", "0"], "replicas must be a whole number from 1 to 1024"),
+        (["--prefill-replicas", "1", "--decode-replicas", "1", "--replicas", "2"], "each pool has its own count"),
+    ],
+)
+def test_cli_bad_pools_are_one_line(args, message):
+    result = runner.invoke(app, ["simulate", MODEL, "-H", DEVICE, "--requests", "5", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split()) and "Traceback" not in result.output

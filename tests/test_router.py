@@ -3,29 +3,27 @@ they say, bad fleets are refused."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from ridgeline.api import simulate
+from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
-from ridgeline.io.resolve import resolve
 from ridgeline.serving.arrivals import Arrivals, poisson
 from ridgeline.serving.router import ROUTES, affinity_route, mix, simulate_replicas
 from ridgeline.serving.simulator import PERCENTILES, Scheduler
 
 MODEL, DEVICE = "llama-3.2-1b", "a6000"
+runner = CliRunner()
 SCHED = Scheduler(max_batch=16, token_budget=512, kv_blocks=100)  # a small cache: preemptions happen
 
 
-@pytest.fixture(scope="module")
-def d():
-    return resolve(MODEL, DEVICE, attention="flash")
-
-
-def _trace(n: int, rate: float, seed: int) -> Arrivals:
-    rng = np.random.default_rng(seed)
-    base = poisson(rate, n, 1, 1, seed=seed)
-    return Arrivals(base.time_s, rng.integers(16, 700, n), rng.integers(1, 200, n), "test")
+@pytest.fixture
+def d(llama_1b):
+    return llama_1b
 
 
 def _alone(d, arrivals: Arrivals, ids: np.ndarray):
@@ -34,12 +32,12 @@ def _alone(d, arrivals: Arrivals, ids: np.ndarray):
 
 
 @pytest.mark.parametrize("replicas, seed", [(2, 0), (3, 7), (4, 1)])
-def test_random_routing_is_independent_runs(d, replicas, seed):
+def test_random_routing_is_independent_runs(mixed_trace, d, replicas, seed):
     """Random routing over N replicas at rate lambda is N independent servers, each fed its
     share of the Poisson stream (a thinned Poisson stream: rate lambda / N): every request's
     times equal those of its replica's sub-trace run alone, and the overall percentiles are
     those of the pooled per-request results."""
-    arrivals = _trace(240, 40.0 * replicas, seed)
+    arrivals = mixed_trace(240, 40.0 * replicas, seed)
     fleet = simulate_replicas(d, arrivals, SCHED, replicas=replicas, route="prefix-affinity", seed=seed)
     where = fleet.requests["replica"]
     assert np.array_equal(where, affinity_route(arrivals, replicas, seed))
@@ -59,11 +57,11 @@ def test_random_routing_is_independent_runs(d, replicas, seed):
             assert fleet.summary[key][f"p{q}"] == float(np.percentile(finite, q))
 
 
-def test_the_random_route_is_uniform_over_replicas():
+def test_the_random_route_is_uniform_over_replicas(mixed_trace):
     """The seeded hash of the index spreads requests evenly: counts per replica within
     4 binomial standard deviations of n / N."""
     n, replicas = 40000, 5
-    counts = np.bincount(affinity_route(_trace(n, 1.0, 3), replicas, 11), minlength=replicas)
+    counts = np.bincount(affinity_route(mixed_trace(n, 1.0, 3), replicas, 11), minlength=replicas)
     sd = np.sqrt(n * (1 / replicas) * (1 - 1 / replicas))
     assert np.all(np.abs(counts - n / replicas) < 4 * sd)
 
@@ -92,8 +90,8 @@ def test_affinity_follows_the_first_prefix_block():
     assert where.tolist() == (mix(np.array([5, 9, 5, 9, -5, 5]), 0) % np.uint64(3)).astype(int).tolist()
 
 
-def test_round_robin_cycles(d):
-    arrivals = _trace(10, 5.0, 2)
+def test_round_robin_cycles(mixed_trace, d):
+    arrivals = mixed_trace(10, 5.0, 2)
     fleet = simulate_replicas(d, arrivals, SCHED, replicas=3, route="round-robin")
     assert fleet.requests["replica"].tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
 
@@ -124,8 +122,8 @@ def test_least_outstanding_beats_round_robin_on_mixed_lengths(d):
     assert lor.summary["latency_s"]["p99"] < rr.summary["latency_s"]["p99"]
 
 
-def test_one_replica_is_the_single_server(d):
-    arrivals = _trace(120, 20.0, 5)
+def test_one_replica_is_the_single_server(mixed_trace, d):
+    arrivals = mixed_trace(120, 20.0, 5)
     for route in ROUTES:
         fleet = simulate_replicas(d, arrivals, SCHED, replicas=1, route=route)
         alone = simulate(d, None, arrivals, SCHED)
@@ -142,7 +140,35 @@ def test_one_replica_is_the_single_server(d):
         ({"route": "random"}, "unknown route 'random'; known: round-robin, least-outstanding, prefix-affinity"),
     ],
 )
-def test_bad_fleets_are_refused(d, keywords, message):
+def test_bad_fleets_are_refused(mixed_trace, d, keywords, message):
     with pytest.raises(RidgelineError) as err:
-        simulate_replicas(d, _trace(5, 1.0, 0), SCHED, **keywords)
+        simulate_replicas(d, mixed_trace(5, 1.0, 0), SCHED, **keywords)
     assert str(err.value) == message
+
+
+def test_cli_replicas_table_and_json(d):
+    """``simulate --replicas 3``: the per-replica table, and in JSON every request's replica
+    and the summary of each; the same numbers as the Python API."""
+    args = ["simulate", MODEL, "-H", DEVICE, "--requests", "60", "--rate", "30", "--replicas", "3"]
+    table = runner.invoke(app, [*args, "--route", "least-outstanding"])
+    assert table.exit_code == 0, table.output
+    assert "replicas (least-outstanding)" in table.output and "preemptions" in table.output
+    out = runner.invoke(app, [*args, "-f", "json"])
+    data = json.loads(out.stdout)
+    api = simulate_replicas(d, poisson(30.0, 60, 512, 128, seed=0), Scheduler(), replicas=3)
+    assert data["requests"]["replica"] == api.requests["replica"].tolist() == [i % 3 for i in range(60)]
+    assert [x["requests"] for x in data["summary"]["replicas"]] == [20, 20, 20]
+    assert data["summary"]["latency_s"] == api.summary["latency_s"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--replicas", "0"], "replicas must be a whole number from 1 to 1024, got 0"),
+        (["--replicas", "2", "--route", "random"], "unknown route 'random'; known: round-robin"),
+    ],
+)
+def test_cli_bad_fleets_are_one_line(args, message):
+    result = runner.invoke(app, ["simulate", MODEL, "-H", DEVICE, "--requests", "5", *args])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output

@@ -4,23 +4,28 @@ the draft's steps."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from ridgeline.api import expected_tokens
+from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
-from ridgeline.io.resolve import load_model, resolve
+from ridgeline.io.resolve import load_model
 from ridgeline.serving.arrivals import Arrivals, poisson
 from ridgeline.serving.simulator import Scheduler, _run, kv_block_count, simulate_deployment
 from ridgeline.serving.speculative import Speculation, kv_blocks_with_draft, maker, simulate_speculative
 from ridgeline.serving.step_cost import build_step_cost, step_time
 
 TARGET, DRAFT, DEVICE = "llama-3.2-1b", "qwen2-0.5b", "a6000"
+runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def d():
-    return resolve(TARGET, DEVICE, attention="flash")
+@pytest.fixture
+def d(llama_1b):
+    return llama_1b
 
 
 def _spec(d, k: int, a: float, seed: int = 0) -> Speculation:
@@ -125,3 +130,17 @@ def test_bad_speculation_is_refused(d, k, a, message):
     with pytest.raises(RidgelineError) as err:
         _spec(d, k, a)
     assert str(err.value) == message
+
+
+def test_cli_speculative(d):
+    """``simulate --draft``: the speculation line, and JSON's summary.speculative as the API's."""
+    args = ["simulate", TARGET, "-H", DEVICE, "--requests", "30", "--rate", "10", "--draft", DRAFT]
+    args += ["--draft-tokens", "3", "--acceptance", "0.8"]
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert f"speculative ({DRAFT}, k=3, a=0.8)" in table.output
+    data = json.loads(runner.invoke(app, [*args, "-f", "json"]).stdout)
+    api = simulate_speculative(d, poisson(10.0, 30, 512, 128, seed=0), _spec(d, 3, 0.8))
+    assert data["summary"]["speculative"] == api.summary["speculative"]
+    bad = runner.invoke(app, [*args, "--acceptance", "1.5"])
+    assert bad.exit_code == 2 and "acceptance must be between 0 and 1, got 1.5" in bad.output

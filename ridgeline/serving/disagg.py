@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving.arrivals import Arrivals
-from ridgeline.serving.router import Replica, fleet_result, serve_fleet
+from ridgeline.serving.router import Replica, check_fleet, fleet_result, serve_fleet
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.simulator import SimResult, _Server, percentiles
 from ridgeline.serving.speculative import Speculation, maker
@@ -114,7 +114,10 @@ class Pool:
 
     def serve(self, arrivals: Arrivals, how: dict, kind: type[_Server] = _Server) -> list[Replica]:
         s = self.scheduler or Scheduler()
-        make = maker(self.deployment, arrivals, s, how["speculation"], kind)
+        spec = how["speculation"]
+        if spec is not None:  # the draft runs on this pool's devices
+            spec = replace(spec, draft=self.deployment.with_model(spec.draft.model))
+        make = maker(self.deployment, arrivals, s, spec, kind)
         return serve_fleet(make, arrivals, self.replicas, how["route"], how["seed"], how["progress"])
 
     def result(self, fleet: list[Replica], arrivals: Arrivals, route: str) -> SimResult:
@@ -136,6 +139,8 @@ def simulate_disaggregated(
     400 Gb/s NIC, :data:`NIC_GBPS`); both pools route with ``route``. Per request: TTFT from
     the prefill pool, TPOT from the first token to the last (the transfer and the decode
     queue included); ``summary["pools"]`` holds each pool's own summary."""
+    for pool in (prefill, decode):
+        check_fleet(pool.replicas, route)
     link = link or KvLink()
     how = {"route": route, "seed": seed, "speculation": speculation, "progress": progress}
     first_only = Arrivals(arrivals.time_s, arrivals.prompt, np.ones_like(arrivals.output), arrivals.source)
@@ -181,6 +186,7 @@ def _joined(arrivals: Arrivals, pre: SimResult, dec: SimResult | None, ids, tran
     span = float(np.max(finish) - arrivals.time_s[0])
     summary: dict[str, Any] = {
         "requests": n,
+        "steps": pre.summary["steps"] + (dec.summary["steps"] if dec is not None else 0),
         "duration_s": span,
         "requests_per_s": n / span,
         "output_tokens_per_s": float(out.sum()) / span,
@@ -191,7 +197,10 @@ def _joined(arrivals: Arrivals, pre: SimResult, dec: SimResult | None, ids, tran
     }
     for key in ("queue_s", "ttft_s", "transfer_s", "decode_queue_s", "tpot_s", "latency_s"):
         summary[key] = percentiles(requests[key])
-    summary["pools"] = {"prefill": pre.summary, "decode": dec.summary if dec is not None else None}
+    decoding = None if dec is None else {k: v for k, v in dec.summary.items() if k != "ttft_s"}  # no first tokens
+    summary["pools"] = {"prefill": pre.summary, "decode": decoding}
+    if decoding is not None and "speculative" in decoding:
+        summary["speculative"] = decoding["speculative"]
     link = how["link"]
     meta = {
         **pre.meta,
