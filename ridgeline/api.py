@@ -34,7 +34,10 @@ from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_
 from ridgeline.io.traces import load_trace
 from ridgeline.serving import scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
 from ridgeline.serving.policy import default_attention
+from ridgeline.serving.router import simulate_replicas
+from ridgeline.serving.speculative import Speculation, simulate_speculative
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -369,10 +372,12 @@ def simulate_serving(
     tpot_slo: float | None = None,
     percentile: float = 99.0,
     progress=_no_progress,
+    fleet: Callable[..., simulator.SimResult] | None = None,
 ) -> dict[str, Any]:
     """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
     with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
-    trace's own) and serve at it. ``progress(total)`` yields a step callback.
+    trace's own) and serve at it. ``progress(total)`` yields a step callback. ``fleet``
+    (:func:`fleet_server`) serves the arrivals instead of one server of ``d``.
     Returns the result, its goodput and the search."""
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     slo_given = ttft_slo is not None or tpot_slo is not None
@@ -383,8 +388,13 @@ def simulate_serving(
     def arrivals(at: float):
         return base.scaled(at / base.rate) if base is not None else poisson(at, requests, prompt, output_tokens, seed)
 
+    def serve(requests: Arrivals, tick=None):
+        if fleet is not None:
+            return fleet(requests, progress=tick)
+        return simulate(d, None, requests, scheduler, progress=tick)
+
     def run(at: float):
-        return simulate(d, None, arrivals(at), scheduler)
+        return serve(arrivals(at))
 
     found = None
     with progress(requests if base is None else len(base)) as tick:
@@ -393,7 +403,7 @@ def simulate_serving(
             found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
-        result = simulate(d, None, first, scheduler, progress=tick)
+        result = serve(first, tick)
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
     return {"result": result, "goodput": good, "search": found}
 
@@ -493,3 +503,38 @@ def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instance
         "mean_output_tokens": s["output_tokens"] / s["requests"],
         "short": scenarios.shortfall(sc, s["requests"] * instances, s["duration_s"]),
     }
+
+
+def fleet_server(
+    d: Deployment,
+    scheduler: simulator.Scheduler,
+    *,
+    replicas: int = 1,
+    route: str = "round-robin",
+    seed: int = 0,
+    draft: str | None = None,
+    draft_tokens: int = 4,
+    acceptance: float = 0.7,
+    prefill: tuple[int, Deployment] | None = None,
+    decode: tuple[int, Deployment] | None = None,
+    kv_link: KvLink | None = None,
+) -> Callable[..., simulator.SimResult] | None:
+    """What serves the arrivals (``fn(arrivals, progress=None)``) when ``simulate`` is given
+    fleet options: ``replicas`` of ``d`` behind a ``route`` router; decodes speculating with
+    a ``draft`` model (a name, on each pool's device); or ``prefill`` and ``decode`` pools
+    (count, deployment) joined by ``kv_link``. None for one plain server."""
+    spec = Speculation(d.with_model(load_model(draft)), draft_tokens, acceptance, seed) if draft else None
+    if prefill is None and decode is None:
+        if replicas == 1 and spec is None:
+            return None
+        if replicas == 1:
+            return lambda arrivals, progress=None: simulate_speculative(d, arrivals, spec, scheduler, progress=progress)
+        keys = {"replicas": replicas, "route": route, "seed": seed, "speculation": spec}
+        return lambda arrivals, progress=None: simulate_replicas(d, arrivals, scheduler, **keys, progress=progress)
+    if replicas != 1:
+        raise InvalidSettingError(
+            "replicas", "with disaggregation each pool has its own count: --prefill-replicas and --decode-replicas"
+        )
+    pools = [Pool(dep, n, scheduler) for n, dep in (prefill or (1, d), decode or (1, d))]
+    keys = {"link": kv_link, "route": route, "seed": seed, "speculation": spec}
+    return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)

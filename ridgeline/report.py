@@ -573,9 +573,7 @@ def simulation_tables(run: dict, percentile: float) -> list:
         table,
         f"throughput {s['requests_per_s']:.4g} requests/s, {s['output_tokens_per_s']:.4g} "
         f"output tokens/s over {s['duration_s']:.4g} s",
-        f"KV cache {s['kv_blocks']} blocks of {s['kv_block_tokens']} tokens: peak "
-        f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
-        f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)",
+        *fleet_lines(s),
         f"attention {result.meta['attention']}",
     ]
     if slo is not None:
@@ -586,6 +584,47 @@ def simulation_tables(run: dict, percentile: float) -> list:
             f"requests/s ({len(found['tried'])} runs)"
         )
     return lines
+
+
+def fleet_lines(s: dict) -> list:
+    """The KV line of one server, or the replicas' or pools' table; the speculation line."""
+    out: list = []
+    if "kv_blocks" in s:
+        out.append(
+            f"KV cache {s['kv_blocks']} blocks of {s['kv_block_tokens']} tokens: peak "
+            f"{s['kv_peak_fraction']:.1%}, mean {s['kv_mean_fraction']:.1%}; "
+            f"{s['preemptions']} preemptions ({s['recomputed_tokens']} tokens recomputed)"
+        )
+    if "replicas" in s:
+        out.append(_parts_table(f"replicas ({s['route']})", [(str(x["replica"]), x) for x in s["replicas"]]))
+    if "pools" in s:
+        out.append(_parts_table("pools", [(name, x) for name, x in s["pools"].items() if x is not None]))
+        for key, label in (("transfer_s", "KV transfer"), ("decode_queue_s", "decode queueing")):
+            out.append(f"{label} p50 {format_time(s[key]['p50'])}, p99 {format_time(s[key]['p99'])}")
+    spec = s.get("speculative")
+    if spec is not None and spec["verifies"]:
+        out.append(
+            f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']:g}): "
+            f"{spec['tokens_per_verify']:.3g} tokens per verifying step over {spec['verifies']} "
+            f"({spec['accepted_tokens']} of {spec['drafted_tokens']} draft tokens accepted)"
+        )
+    return out
+
+
+def _parts_table(title: str, parts: list[tuple[str, dict]]) -> Table:
+    """One row per replica or pool: requests, TTFT, TPOT and latency percentiles, preemptions."""
+    table = Table(title=title)
+    for col in ("", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "latency p99", "preemptions"):
+        table.add_column(col, justify="right")
+    for name, x in parts:
+        if not x.get("requests"):
+            table.add_row(name, "0", *[""] * 6)
+            continue
+        ttft = x.get("ttft_s", {})  # a decode pool emits no first tokens
+        times = [format_time(ttft.get("p50")), format_time(ttft.get("p99")), format_time(x["tpot_s"]["p50"])]
+        times += [format_time(x["tpot_s"]["p99"]), format_time(x["latency_s"]["p99"])]
+        table.add_row(name, str(x["requests"]), *times, str(x["preemptions"]))
+    return table
 
 
 def overhead_line(terms: dict, path) -> str:

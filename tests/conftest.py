@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 import ridgeline as rl
+from ridgeline.serving.arrivals import poisson
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,6 +30,24 @@ def user_folders(tmp_path_factory):
 @pytest.fixture(scope="session")
 def a6000():
     return rl.load_device("a6000")
+
+
+@pytest.fixture(scope="session")
+def llama_1b():
+    """Llama 3.2 1B on an A6000 with flash attention (the simulator's default policy's)."""
+    return rl.resolve("llama-3.2-1b", "a6000", attention="flash")
+
+
+@pytest.fixture(scope="session")
+def mixed_trace():
+    """Poisson arrivals of mixed lengths: (n, rate, seed) -> Arrivals, prompts 16-699 and
+    outputs 1-199 tokens drawn with the seed."""
+
+    def make(n: int, rate: float, seed: int):
+        rng = np.random.default_rng(seed)
+        return poisson(rate, n, rng.integers(16, 700, n), rng.integers(1, 200, n), seed=seed)
+
+    return make
 
 
 @pytest.fixture(autouse=True)

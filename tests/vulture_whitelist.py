@@ -14,6 +14,12 @@ simulate_check  # ridgeline/cli/serving.py
 w_bits, a_bits, kv_bits  # cli/analysis.py, cli/serving.py: *-bits twins of *-dtype
 step_overhead, request_overhead  # cli/serving.py: read from ctx.params (simulate_host)
 prompt_range, output_range  # cli/serving.py: simulate-check's ranges, read from ctx.params
+(
+    prefill_replicas,
+    decode_replicas,
+    prefill_hardware,
+    decode_hardware,
+)  # cli/serving.py: the pools, read from ctx.params (fleet_options)
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
 
 # Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts

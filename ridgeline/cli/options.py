@@ -139,6 +139,20 @@ TtftTarget = Annotated[float | None, typer.Option("--ttft-slo", help="TTFT targe
 TpotTarget = Annotated[float | None, typer.Option("--tpot-slo", help="TPOT target, seconds.")]
 Percentile = Annotated[float, typer.Option(help="Percentile the SLOs apply to.")]
 Search = Annotated[bool, typer.Option("--search", help="Find the highest request rate meeting the SLOs.")]
+Replicas = Annotated[int, typer.Option(help="Copies of the server behind a router.")]
+Route = Annotated[
+    str, typer.Option(help="How the router picks a replica: round-robin, least-outstanding or prefix-affinity.")
+]
+PrefillReplicas = Annotated[
+    int | None, typer.Option(help="Disaggregate: servers in the prefill pool (with --decode-replicas).")
+]
+DecodeReplicas = Annotated[int | None, typer.Option(help="Disaggregate: servers in the decode pool.")]
+PrefillHardware = Annotated[str | None, typer.Option(help="Device of the prefill pool (default --hardware).")]
+DecodeHardware = Annotated[str | None, typer.Option(help="Device of the decode pool (default --hardware).")]
+KvLinkOption = Annotated[
+    str | None,
+    typer.Option("--kv-link", help="KV cache link between the pools, GBPS,US (default 400,9.6: a ConnectX-7 port)."),
+]
 Timeline = Annotated[Path | None, typer.Option(help="Also write the step timeline (KV use, batch) as CSV.")]
 Scenario = Annotated[
     str | None,

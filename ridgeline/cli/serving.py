@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ridgeline.api import default_attention, simulate_scenario, simulate_serving
+from ridgeline.api import default_attention, fleet_server, simulate_scenario, simulate_serving
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import app, check_format, deployment, echo_err, echo_lines, emit, write_text
 from ridgeline.errors import MissingDependencyError, RidgelineError
@@ -19,6 +19,7 @@ from ridgeline.report import (
     simulation_tables,
     simulation_text,
 )
+from ridgeline.serving.disagg import parse_link
 from ridgeline.serving.simulator import Scheduler
 
 SCHEDULER = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "kv_blocks", "admit_margin")
@@ -79,8 +80,19 @@ def simulate(
     zero_points: opt.ZeroPoints = None,
     memory_utilization: opt.MemoryUtilization = None,
     execution: opt.Execution = None,
+    replicas: opt.Replicas = 1,
+    route: opt.Route = "round-robin",
+    prefill_replicas: opt.PrefillReplicas = None,
+    decode_replicas: opt.DecodeReplicas = None,
+    prefill_hardware: opt.PrefillHardware = None,
+    decode_hardware: opt.DecodeHardware = None,
+    kv_link: opt.KvLinkOption = None,
+    draft: opt.Draft = None,
+    draft_tokens: opt.DraftTokens = 4,
+    acceptance: opt.Acceptance = 0.7,
 ) -> None:
-    """Serve requests with continuous batching: latency percentiles, throughput, KV use."""
+    """Serve requests with continuous batching: latency percentiles, throughput, KV use;
+    replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     check_format(fmt)
     if not 0 < percentile <= 100:
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {percentile}")
@@ -92,7 +104,8 @@ def simulate(
     else:
         slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "percentile": percentile}
         arrivals = {name: ctx.params[name] for name in ARRIVALS}
-        run = simulate_serving(d, sched, **arrivals, search=search, **slos, progress=simulation_progress)
+        serve = fleet_server(d, sched, **fleet_options(ctx.params, d))
+        run = simulate_serving(d, sched, **arrivals, search=search, **slos, progress=simulation_progress, fleet=serve)
     if timeline is not None:
         write_text(timeline, run["result"].timeline_frame.to_csv(index=False))
     text = simulation_text(run, fmt)
@@ -107,6 +120,26 @@ def mlperf_scenario(p: dict[str, Any], d, sched: Scheduler, duration: float | No
         raise typer.BadParameter(f"--scenario sets its own arrivals and latency bounds; drop {', '.join(clash)}")
     keep = {k: p[k] for k in ("requests", "seed", "instances", "rate")}
     return simulate_scenario(d, sched, p["scenario"], **keep, duration_s=duration)
+
+
+def fleet_options(params: dict[str, Any], d) -> dict[str, Any]:
+    """simulate's fleet options as ``fleet_server``'s keywords; each pool's device resolved."""
+    keys = {name: params[name] for name in ("replicas", "route", "seed", "draft", "draft_tokens", "acceptance")}
+    counts = (params["prefill_replicas"], params["decode_replicas"])
+    if counts == (None, None):
+        if any(params[k] is not None for k in ("prefill_hardware", "decode_hardware", "kv_link")):
+            raise typer.BadParameter(
+                "--prefill-hardware, --decode-hardware and --kv-link need --prefill-replicas and --decode-replicas"
+            )
+        return keys
+    if None in counts:
+        raise typer.BadParameter("disaggregation needs both --prefill-replicas and --decode-replicas")
+    for name, n in zip(("prefill", "decode"), counts):
+        device = params[f"{name}_hardware"]
+        on = {**params, "hardware": device, "attention": d.settings.attention}
+        keys[name] = (n, d if device is None else deployment(on))
+    keys["kv_link"] = parse_link(params["kv_link"]) if params["kv_link"] is not None else None
+    return keys
 
 
 def scheduler(params: dict[str, Any]) -> Scheduler:

@@ -59,6 +59,11 @@ class ServerState:
         self.waiting.appendleft(int(rid))
         self.steady = False
 
+    def pending(self, prompt: np.ndarray, gen: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Tokens each running request would compute next: the rest of its prompt, or one
+        decode token (a speculating server verifies more: :mod:`ridgeline.serving.speculative`)."""
+        return prompt + gen - done
+
     def prefix_hit(self, r: int) -> int:
         """Tokens of waiting request ``r`` already in the prefix cache: whole blocks of its
         prompt, and at least one token left to compute."""

@@ -139,8 +139,19 @@ def simulate_deployment(
     every few thousand steps.
     """
     s = scheduler or Scheduler()
+    server = server_maker(d, arrivals, s)()
+    times = _run(server, arrivals, progress)
+    return result_of(server, times, d, s)
+
+
+def server_maker(
+    d: Deployment, arrivals: Arrivals, s: Scheduler, kind: type[_Server] | None = None, blocks: int | None = None
+) -> Callable[[], _Server]:
+    """Check that ``arrivals`` can run on ``d`` and tabulate its step costs once; returns a
+    maker of fresh servers (of class ``kind``; ``blocks`` KV blocks, default what the
+    memory leaves) that share the tables: one per replica of a fleet."""
     rule = policy(s.policy)
-    config, device, p, roofs, chosen = d.model, d.device, d.plan, d.ceilings, d.settings
+    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
     longest = int(np.max(arrivals.prompt + arrivals.output - 1))
@@ -151,7 +162,7 @@ def simulate_deployment(
             "raise it or allow chunked prefill"
         )
     cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch, s.batch_attention)
-    blocks = kv_block_count(config, device, p, s)
+    blocks = kv_block_count(config, device, p, s) if blocks is None else blocks
     block = p.kv_block
     largest = int(
         np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1, config.sliding_window or np.inf) // block))
@@ -161,34 +172,43 @@ def simulate_deployment(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
             f"{blocks}; shorten the requests or give the cache more memory"
         )
-    server = _Server(arrivals, s, cost, blocks, block, rule)
-    times = _run(server, arrivals, progress)
-    return _result(server, times, config, device, chosen, roofs, s, blocks, block)
+    return lambda: (kind or _Server)(arrivals, s, cost, blocks, block, rule)
+
+
+def new_line() -> dict[str, list]:
+    """An empty step timeline."""
+    return {k: [] for k in ("start_s", "step_s", "kv_blocks", "running", "waiting", "tokens")}
+
+
+def run_step(server: _Server, now: float, line: dict[str, list]) -> tuple[float, int]:
+    """One step of ``server`` starting at ``now``, recorded in ``line``; returns when it
+    ends and how many requests it finished."""
+    chunk = server.schedule(now)
+    dt = server.cost_of(chunk)
+    line["start_s"].append(now)
+    line["step_s"].append(dt)
+    line["kv_blocks"].append(server.used)
+    line["running"].append(len(chunk))
+    line["waiting"].append(len(server.waiting))
+    line["tokens"].append(server.tokens)
+    before = len(server.run[0])
+    server.advance(chunk, now + dt)
+    return now + dt, before - len(server.run[0])
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
     n = len(arrivals)
     arrival = arrivals.time_s
     now, nxt, finished, steps = 0.0, 0, 0, 0
-    line = {k: [] for k in ("start_s", "step_s", "kv_blocks", "running", "waiting", "tokens")}
+    line = new_line()
     while finished < n:
         if not len(server.run[0]) and not server.waiting:
             now = max(now, float(arrival[nxt]))
         while nxt < n and arrival[nxt] <= now:
             server.waiting.append(nxt)
             nxt += 1
-        chunk = server.schedule(now)
-        dt = server.cost_of(chunk)
-        line["start_s"].append(now)
-        line["step_s"].append(dt)
-        line["kv_blocks"].append(server.used)
-        line["running"].append(len(chunk))
-        line["waiting"].append(len(server.waiting))
-        line["tokens"].append(server.tokens)
-        now += dt
-        before = len(server.run[0])
-        server.advance(chunk, now)
-        finished += before - len(server.run[0])
+        now, done = run_step(server, now, line)
+        finished += done
         steps += 1
         if progress is not None and steps % 2000 == 0:
             progress(finished, n)
@@ -206,8 +226,11 @@ def percentiles(values: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler, blocks: int, block: int) -> SimResult:
+def result_of(server, line, d: Deployment, s: Scheduler) -> SimResult:
+    """The result of a finished run: ``server``'s per-request times (a server, or any record
+    with its arrays), the step timeline ``line``."""
     arrival, out = server.arrival, server.output
+    blocks, block = server.blocks, server.block
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (server.finish - server.first) / np.maximum(out - 1, 1), np.nan)
     requests = {
@@ -251,12 +274,12 @@ def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler
     for key in ("queue_s", "ttft_s", "tpot_s", "latency_s"):
         summary[key] = percentiles(requests[key])
     meta = {
-        "model": config.name,
-        "hardware": device.name,
-        "mode": roofs.mode,
-        "settings": settings.__dict__.copy(),
+        "model": d.model.name,
+        "hardware": d.device.name,
+        "mode": d.ceilings.mode,
+        "settings": d.settings.__dict__.copy(),
         "scheduler": s.__dict__.copy(),
-        "attention": attention_note(s.policy, settings.attention),
+        "attention": attention_note(s.policy, d.settings.attention),
     }
     return SimResult(requests, timeline, plain(summary), plain(meta))
 

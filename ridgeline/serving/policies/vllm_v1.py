@@ -61,7 +61,7 @@ class VllmV1(Policy):
                     break
                 server.preempt_last()
                 continue
-            need = prompt + gen - done
+            need = server.pending(prompt, gen, done)
             # the common step: every running request decodes one token after its first
             server.pure = 0 < len(rid) <= s.token_budget and need.max() == 1 and gen.min() > 0
             if server.pure and not server.cost.window:
