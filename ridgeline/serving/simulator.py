@@ -161,9 +161,29 @@ def simulate_deployment(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
             f"{blocks}; shorten the requests or give the cache more memory"
         )
+    if s.prefix_cache:
+        check_prefix_cache(config, arrivals, block)
     server = _Server(arrivals, s, cost, blocks, block, rule)
     times = _run(server, arrivals, progress)
     return _result(server, times, config, device, chosen, roofs, s, blocks, block)
+
+
+def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> None:
+    """What the prefix cache needs: prompts' block ids, units of whole KV blocks, full attention."""
+    if arrivals.hash_ids is None:
+        raise InvalidWorkloadError(
+            "the prefix cache needs the prompts' block ids: a Mooncake trace (hash_ids) "
+            "or shared system prompts (--prefix shared:system=TOKENS,fanout=N)"
+        )
+    if arrivals.hash_block % block:
+        raise InvalidWorkloadError(
+            f"the trace's blocks of {arrivals.hash_block} tokens are not whole KV blocks of "
+            f"{block}; pick a --kv-block that divides {arrivals.hash_block}"
+        )
+    if config.sliding_window:
+        raise InvalidWorkloadError(
+            f"the prefix cache is modelled for full attention; {config.name} attends to a sliding window"
+        )
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
@@ -178,6 +198,8 @@ def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
             server.waiting.append(nxt)
             nxt += 1
         chunk = server.schedule(now)
+        if server.cache is not None:  # the step's new blocks evict cached units if they must
+            server.cache.fit(server.blocks - server.used)
         dt = server.cost_of(chunk)
         line["start_s"].append(now)
         line["step_s"].append(dt)
@@ -237,6 +259,7 @@ def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler
         "computed_tokens": server.computed,
         "recomputed_tokens": server.recomputed,
         "prefix_hit_tokens": int(server.hit_tokens.sum()),
+        "prefix_hit_rate": float(server.hit_tokens.sum() / server.prompt.sum()),
         "preemptions": int(server.preempted.sum()),
         "kv_blocks": blocks,
         "kv_block_tokens": block,
