@@ -546,7 +546,7 @@ def simulation_tables(run: dict, percentile: float) -> list:
     if result.meta["scheduler"].get("prefix_cache") or s["prefix_hit_tokens"]:
         lines.insert(
             -1,
-            f"prefix cache: {s['prefix_hit_tokens']} prompt tokens hit ({s['prefix_hit_rate']:.1%} of prompt tokens)",
+            f"prefix cache: {s['prefix_hit_tokens']} prompt tokens hit ({s['prefix_hit_rate']:.1%} of the prefill asked for)",
         )
     if "trace" in result.meta:
         lines.insert(1, trace_line(result.meta["trace"]))

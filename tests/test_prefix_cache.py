@@ -146,6 +146,7 @@ def test_tokens_are_conserved_with_the_cache(blocks, budget, batch, system, fano
     assert np.all(np.isfinite(r.requests["latency_s"]))
     assert s["computed_tokens"] == int(np.sum(prompt + out - 1)) - s["prefix_hit_tokens"] + s["recomputed_tokens"]
     assert np.all(r.timeline["kv_blocks"] <= blocks)
+    assert 0 <= s["prefix_hit_rate"] <= 1
 
 
 def test_the_cache_itself():
@@ -188,7 +189,7 @@ def test_cli_shared_prefix(tmp_path):
     assert summary["prefix_hit_tokens"] == 2 * 7 * 1024
     assert summary["prefix_hit_rate"] == pytest.approx(2 * 7 * 1024 / (16 * 1500), rel=1e-12)
     table = runner.invoke(app, [*base, *shared, "--prefix-cache"]).output
-    assert "prefix cache: 14336 prompt tokens hit (59.7% of prompt tokens)" in table
+    assert "prefix cache: 14336 prompt tokens hit (59.7% of the prefill asked for)" in table
     off = runner.invoke(app, [*base, *shared, "--no-prefix-cache"]).output
     assert "prefix cache" not in off
     for extra, message in (

@@ -259,7 +259,8 @@ def _result(server: _Server, line, config, device, settings, roofs, s: Scheduler
         "computed_tokens": server.computed,
         "recomputed_tokens": server.recomputed,
         "prefix_hit_tokens": int(server.hit_tokens.sum()),
-        "prefix_hit_rate": float(server.hit_tokens.sum() / server.prompt.sum()),
+        # of the prefill tokens admissions asked for (prompts, and what preempted requests redo)
+        "prefix_hit_rate": float(server.hit_tokens.sum() / (server.prompt.sum() + server.recomputed)),
         "preemptions": int(server.preempted.sum()),
         "kv_blocks": blocks,
         "kv_block_tokens": block,
