@@ -31,9 +31,9 @@ from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import read_yaml
 from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
-from ridgeline.io.traces import load_trace
+from ridgeline.io.traces import load_trace, parse_prefix, parse_window
 from ridgeline.serving import scenarios, simulator
-from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
 from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
@@ -351,6 +351,16 @@ def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtyp
     return compare(name, devices, variants, **how)
 
 
+def trace_arrivals(trace, window=None, log_type: str | None = None, time_scale: float = 1.0) -> Arrivals | None:
+    """A trace file's requests (None without one): ``window`` "START,END" or a pair."""
+    if trace is None:
+        if window is not None or log_type is not None:
+            raise InvalidWorkloadError("--trace-window and --trace-log-type select from a --trace; give one")
+        return None
+    window = parse_window(window) if isinstance(window, str) else window
+    return load_trace(trace, window, log_type).scaled(time_scale)
+
+
 @contextlib.contextmanager
 def _no_progress(_total: int):
     yield None
@@ -361,6 +371,9 @@ def simulate_serving(
     scheduler: simulator.Scheduler,
     *,
     trace=None,
+    trace_window: str | tuple[float, float] | None = None,
+    trace_log_type: str | None = None,
+    prefix: str | None = None,
     time_scale: float = 1.0,
     rate: float = 1.0,
     requests: int = 1000,
@@ -378,15 +391,27 @@ def simulate_serving(
     with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
     trace's own) and serve at it. ``progress(total)`` yields a step callback. ``fleet``
     (:func:`fleet_server`) serves the arrivals instead of one server of ``d``.
+    ``trace_window`` ("START,END" or a pair, seconds from the trace's first request) and
+    ``trace_log_type`` (BurstGPT's Log Type) select requests (:func:`load_trace`);
+    ``prefix`` ("shared:system=S,fanout=F") gives the prompts shared system prompts, in
+    blocks of the deployment's KV block, for ``scheduler.prefix_cache``.
     Returns the result, its goodput and the search."""
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     slo_given = ttft_slo is not None or tpot_slo is not None
     if search and not slo_given:
         raise InvalidSettingError("ttft_slo", "the rate search needs a latency target: ttft_slo or tpot_slo, seconds")
-    base = load_trace(trace).scaled(time_scale) if trace is not None else None
+    base = trace_arrivals(trace, trace_window, trace_log_type, time_scale)
+    shared = parse_prefix(prefix) if prefix is not None else None
+    if shared and base is not None and base.hash_ids is not None:
+        raise InvalidWorkloadError(f"{trace} carries its prompts' block ids (hash_ids); drop --prefix")
+    if shared and base is not None:
+        base = shared_prefix(base, *shared, d.plan.kv_block)
 
     def arrivals(at: float):
-        return base.scaled(at / base.rate) if base is not None else poisson(at, requests, prompt, output_tokens, seed)
+        if base is not None:
+            return base.scaled(at / base.rate)
+        made = poisson(at, requests, prompt, output_tokens, seed)
+        return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
 
     def serve(requests: Arrivals, tick=None):
         if fleet is not None:
@@ -404,6 +429,8 @@ def simulate_serving(
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
         result = serve(first, tick)
+    if base is not None:
+        result = replace(result, meta={**result.meta, "trace": base.about})
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
     return {"result": result, "goodput": good, "search": found}
 

@@ -576,6 +576,13 @@ def simulation_tables(run: dict, percentile: float) -> list:
         *fleet_lines(s),
         f"attention {result.meta['attention']}",
     ]
+    if result.meta["scheduler"].get("prefix_cache") or s["prefix_hit_tokens"]:
+        lines.insert(
+            -1,
+            f"prefix cache: {s['prefix_hit_tokens']} prompt tokens hit ({s['prefix_hit_rate']:.1%} of the prefill asked for)",
+        )
+    if "trace" in result.meta:
+        lines.insert(1, trace_line(result.meta["trace"]))
     if slo is not None:
         lines.insert(-1, f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)")
     if found is not None:
@@ -625,6 +632,20 @@ def _parts_table(title: str, parts: list[tuple[str, dict]]) -> Table:
         times += [format_time(x["tpot_s"]["p99"]), format_time(x["latency_s"]["p99"])]
         table.add_row(name, str(x["requests"]), *times, str(x["preemptions"]))
     return table
+
+
+def trace_line(about: dict) -> str:
+    """What the trace reader kept: requests of rows, and what it skipped or sorted."""
+    parts = [f"trace ({about['format']}): {about['requests']} requests of {about['rows']} rows"]
+    if "window_s" in about:
+        parts.append("window {:g}-{:g} s".format(*about["window_s"]))
+    if "log_type" in about:
+        parts.append(f"Log Type {about['log_type']!r}")
+    if about.get("failed_skipped"):
+        parts.append(f"{about['failed_skipped']} failed requests (0 response tokens) skipped")
+    if about.get("out_of_order_sorted"):
+        parts.append(f"{about['out_of_order_sorted']} rows out of time order, sorted")
+    return "; ".join(parts)
 
 
 def overhead_line(terms: dict, path) -> str:

@@ -102,10 +102,30 @@ OutputTokens = Annotated[int, typer.Option(help="Output tokens per Poisson reque
 Trace = Annotated[
     Path | None,
     typer.Option(
-        help="CSV/JSONL trace: arrival_s, prompt_tokens, output_tokens (or Azure's TIMESTAMP, ContextTokens, GeneratedTokens)."
+        help="CSV/JSONL trace: arrival_s, prompt_tokens, output_tokens; Azure's, BurstGPT's and Mooncake's load as they are (docs/traces.md)."
     ),
 ]
 TimeScale = Annotated[float, typer.Option(help="Replay the trace this many times faster.")]
+TraceWindow = Annotated[
+    str | None,
+    typer.Option(help="START,END: only the trace's requests arriving in [START, END) seconds from its first request."),
+]
+TraceLogType = Annotated[
+    str | None, typer.Option(help="BurstGPT traces: only the rows of this Log Type, e.g. 'Conversation log'.")
+]
+Prefix = Annotated[
+    str | None,
+    typer.Option(
+        help="shared:system=TOKENS,fanout=N: each N requests in a row share a system prompt of TOKENS tokens (block ids for --prefix-cache)."
+    ),
+]
+PrefixCache = Annotated[
+    bool,
+    typer.Option(
+        "--prefix-cache/--no-prefix-cache",
+        help="Cache prompts' KV blocks by their ids (a Mooncake trace's hash_ids, or --prefix), LRU-evicted within the KV cache.",
+    ),
+]
 MaxBatch = Annotated[int, typer.Option(help="Sequences per step.")]
 TokenBudget = Annotated[int, typer.Option(help="Tokens per step (prefill chunks + decodes).")]
 ChunkedPrefill = Annotated[

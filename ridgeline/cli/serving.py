@@ -22,8 +22,19 @@ from ridgeline.report import (
 from ridgeline.serving.disagg import parse_link
 from ridgeline.serving.simulator import Scheduler
 
-SCHEDULER = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "kv_blocks", "admit_margin")
-ARRIVALS = ("trace", "time_scale", "rate", "requests", "prompt", "output_tokens", "seed")
+SCHEDULER = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "prefix_cache", "kv_blocks", "admit_margin")
+ARRIVALS = (
+    "trace",
+    "trace_window",
+    "trace_log_type",
+    "prefix",
+    "time_scale",
+    "rate",
+    "requests",
+    "prompt",
+    "output_tokens",
+    "seed",
+)
 
 
 @app.command()
@@ -38,10 +49,14 @@ def simulate(
     output_tokens: opt.OutputTokens = 128,
     trace: opt.Trace = None,
     time_scale: opt.TimeScale = 1.0,
+    trace_window: opt.TraceWindow = None,
+    trace_log_type: opt.TraceLogType = None,
+    prefix: opt.Prefix = None,
     max_batch: opt.MaxBatch = 256,
     token_budget: opt.TokenBudget = 2048,
     chunked_prefill: opt.ChunkedPrefill = True,
     prefix_hit: opt.PrefixHit = 0.0,
+    prefix_cache: opt.PrefixCache = False,
     kv_blocks: opt.KvBlocks = None,
     admit_margin: opt.AdmitMargin = 0.0,
     step_overhead: opt.StepOverhead = 0.0,

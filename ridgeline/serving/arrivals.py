@@ -1,9 +1,10 @@
-"""Requests in arrival order, the serving simulator's input: the :class:`Arrivals` record and
-Poisson arrivals at a rate (trace files are read by :mod:`ridgeline.io.traces`)."""
+"""Requests in arrival order, the serving simulator's input: the :class:`Arrivals` record,
+Poisson arrivals at a rate, and shared system prompts for the prefix cache (trace files are
+read by :mod:`ridgeline.io.traces`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,6 +19,11 @@ class Arrivals:
     prompt: np.ndarray  # [n] int >= 1
     output: np.ndarray  # [n] int >= 1: the prefill's token + output - 1 decode steps
     source: str = ""
+    # per request, the ids of its prompt's blocks of hash_block tokens, in order (Mooncake's
+    # hash_ids); two prompts with the same first k ids share their first k blocks
+    hash_ids: tuple[np.ndarray, ...] | None = None
+    hash_block: int = 0  # tokens per id
+    about: dict = field(default_factory=dict, compare=False)  # what the trace reader did
 
     def __post_init__(self) -> None:
         n = len(self.time_s)
@@ -35,6 +41,21 @@ class Arrivals:
                     f"{name} tokens < 1 (first at row {bad[0] + 1}); every "
                     "request needs at least one prompt and one output token"
                 )
+        if self.hash_ids is not None:
+            self._check_hash_ids()
+
+    def _check_hash_ids(self) -> None:
+        where = self.source or "arrivals"
+        if len(self.hash_ids) != len(self.time_s) or self.hash_block < 1:
+            raise RidgelineError(f"{where}: block ids need one list per request and a block size >= 1 token")
+        counts = np.fromiter((len(ids) for ids in self.hash_ids), dtype=np.int64, count=len(self.hash_ids))
+        over = np.flatnonzero(counts > -(-self.prompt // self.hash_block))
+        if over.size:
+            r = over[0]
+            raise RidgelineError(
+                f"{where}: request {r + 1} has {counts[r]} block ids for a prompt of {self.prompt[r]} "
+                f"tokens in blocks of {self.hash_block}; at most one id per block"
+            )
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -49,7 +70,7 @@ class Arrivals:
         """The same requests arriving ``factor`` times as fast."""
         if not factor > 0:
             raise RidgelineError(f"the time scale factor must be positive, got {factor}")
-        return Arrivals(self.time_s / factor, self.prompt, self.output, self.source)
+        return replace(self, time_s=self.time_s / factor)
 
 
 def poisson(rate: float, n: int, prompt, output, seed: int = 0) -> Arrivals:
@@ -66,3 +87,22 @@ def poisson(rate: float, n: int, prompt, output, seed: int = 0) -> Arrivals:
         np.broadcast_to(np.asarray(output, dtype=np.int64), n).copy(),
         f"poisson {rate:g}/s",
     )
+
+
+def shared_prefix(arrivals: Arrivals, system: int, fanout: int, block: int) -> Arrivals:
+    """``arrivals`` whose prompts share system prompts: requests in arrival order form groups
+    of ``fanout``, and the first ``system`` tokens of each prompt (the whole prompt if
+    shorter) are its group's. Block ids per ``block`` tokens: a block wholly inside the
+    system prompt has its group's id, every other block an id of its own."""
+    if system < 1 or fanout < 1 or block < 1:
+        raise RidgelineError(f"--prefix shared: system and fanout must be >= 1, got system={system}, fanout={fanout}")
+    per_group = system // block
+    unique = (len(arrivals) // fanout + 1) * per_group  # the first id no group uses
+    ids = []
+    for r, prompt in enumerate(arrivals.prompt.tolist()):
+        shared = min(system, prompt) // block
+        own = -(-prompt // block) - shared
+        ids.append(np.concatenate([(r // fanout) * per_group + np.arange(shared), unique + np.arange(own)]))
+        unique += own
+    source = f"{arrivals.source}, shared system prompt of {system} tokens x {fanout}"
+    return replace(arrivals, hash_ids=tuple(ids), hash_block=block, source=source)

@@ -82,10 +82,11 @@ class TransferredServer(_Server):
         self.gen_of[:] = 1
         self.first[:] = arrivals.time_s  # TPOT here counts from the KV's arrival
 
-    def prefix_hit(self, r: int) -> int:
+    def prefix_hit(self, r: int) -> tuple[int, int]:
+        """The whole prompt arrived with its KV (in blocks of its own: none held by others)."""
         if self.preempted[r]:  # its cache was dropped: recomputed like any preempted request
             return super().prefix_hit(r)
-        return int(self.prompt[r])
+        return int(self.prompt[r]), 0
 
 
 def kv_transfer_bytes(d: Deployment, prompt: np.ndarray, speculation: Speculation | None = None) -> np.ndarray:

@@ -21,6 +21,8 @@ class Scheduler:
     token_budget: int = 2048  # tokens per step, prefill chunks + decodes [max_num_batched_tokens]
     chunked_prefill: bool = True  # split prompts to fit the budget; off: a prompt runs whole
     prefix_hit: float = 0.0  # fraction of each prompt already in the prefix cache (whole blocks)
+    prefix_cache: bool = False  # cache prompts' blocks by their ids (Arrivals.hash_ids), LRU-evicted
+    # within the KV capacity (ridgeline.serving.prefix_cache) [enable_prefix_caching]
     kv_blocks: int | None = None  # paged KV blocks; None: what the device memory leaves (kv_capacity_bytes)
     admit_margin: float = 0.0  # new prompts wait while fewer than this fraction of blocks are
     # free (transformers' FIFO "safety margin", 0.15; vLLM: 0)
@@ -48,6 +50,10 @@ class Scheduler:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise InvalidWorkloadError(f"{name.replace('_', '-')} must be in [0, 1), got {value}")
+        if self.prefix_cache and self.prefix_hit:
+            raise InvalidWorkloadError(
+                "prefix-hit assumes a fixed cached fraction and prefix-cache models the cache; give one of them"
+            )
         if self.kv_blocks is not None and self.kv_blocks < 1:
             raise InvalidWorkloadError(f"kv-blocks must be >= 1, got {self.kv_blocks}")
         if self.batch_attention not in BATCH_ATTENTION:

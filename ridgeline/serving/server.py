@@ -12,6 +12,7 @@ from collections import deque
 import numpy as np
 
 from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.prefix_cache import PrefixCache, cacheable_units, chain_keys
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.step_cost import StepCost, gather_step_time, masked_step_time, step_time
 
@@ -41,6 +42,14 @@ class ServerState:
         self.steady = False  # the last step only decoded and admitted nobody: so does this one
         self.ones = np.ones(scheduler.max_batch, dtype=np.int64)  # a steady step's chunk (read only)
         self.tokens = 0  # tokens this step computes (set by the policy)
+        self.cache = None  # the prefix cache (Scheduler.prefix_cache), its units of hash_block tokens
+        if scheduler.prefix_cache:
+            self.cache = PrefixCache(arrivals.hash_block, arrivals.hash_block // block)
+            self.hash_ids = arrivals.hash_ids
+            self.units = cacheable_units(arrivals.prompt, arrivals.hash_ids, arrivals.hash_block)
+            self.offered = np.zeros(n, dtype=np.int64)  # units a running request offered the cache
+            self.keys: dict[int, list[int]] = {}  # a request's unit keys, once looked up
+            self.held: dict[int, list[int]] = {}  # a running request's cached units
 
     def kv_blocks(self, tokens):
         kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
@@ -50,7 +59,7 @@ class ServerState:
         """Recompute policy: the request admitted last frees its blocks and goes back to
         the front of the queue; its emitted tokens stay emitted."""
         rid, _p, _n, gen, done = (a[-1] for a in self.run)
-        self.used -= int(self.kv_blocks(done))
+        self.release(int(rid), done)
         self.recomputed += int(done)
         self.preempted[rid] += 1
         self.preemptions += 1
@@ -64,20 +73,66 @@ class ServerState:
         decode token (a speculating server verifies more: :mod:`ridgeline.serving.speculative`)."""
         return prompt + gen - done
 
-    def prefix_hit(self, r: int) -> int:
-        """Tokens of waiting request ``r`` already in the prefix cache: whole blocks of its
-        prompt, and at least one token left to compute."""
+    def prefix_hit(self, r: int) -> tuple[int, int]:
+        """Tokens of waiting request ``r`` already in the prefix cache (whole blocks of its
+        prompt, at least one token left to compute), and how many of their KV blocks
+        running requests already hold."""
         gen = int(self.gen_of[r])
-        return min(int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block, int(self.prompt[r]) + gen - 1)
+        if self.cache is None:  # a fixed fraction of each prompt (Scheduler.prefix_hit)
+            return min(
+                int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block, int(self.prompt[r]) + gen - 1
+            ), 0
+        self.cache.fit(self.blocks - self.used)
+        top = (int(self.prompt[r]) + gen - 1) // self.cache.tokens
+        found, live = self.cache.match(self.keys_of(r)[:top])
+        return found * self.cache.tokens, live * self.cache.blocks
 
-    def admit(self, now: float, hit: int, blocks: int) -> int:
-        """The first waiting request leaves the queue with ``blocks`` KV blocks; returns its id."""
+    def keys_of(self, r: int) -> list[int]:
+        if r not in self.keys:
+            self.keys[r] = chain_keys(self.hash_ids[r], int(self.units[r]))
+        return self.keys[r]
+
+    def admit(self, now: float, hit: int, blocks: int, upto: int = 0) -> int:
+        """The first waiting request leaves the queue with ``blocks`` more KV blocks in use
+        and its first ``hit`` tokens from the prefix cache; the step computes its KV up to
+        ``upto`` tokens. Returns its id."""
         r = self.waiting.popleft()
         self.used += blocks
         self.hit_tokens[r] += hit
         if np.isnan(self.admitted[r]):
             self.admitted[r] = now
+        if self.cache is not None:
+            held = self.keys_of(r)[: hit // self.cache.tokens]
+            self.cache.take(held)
+            self.held[r], self.offered[r] = held, len(held)
+            self.offer(r, upto)
+            self.cache.fit(self.blocks - self.used)
         return r
+
+    def offer(self, r: int, upto: int) -> None:
+        """Request ``r``'s KV is computed up to ``upto`` tokens: its whole units so far are
+        cached, held by it (vLLM caches a block when the step that fills it is scheduled)."""
+        keys, held = self.keys_of(r), self.held[r]
+        top = min(upto // self.cache.tokens, int(self.units[r]))
+        for j in range(int(self.offered[r]), top):
+            if self.cache.add(keys[j]):
+                held.append(keys[j])
+        self.offered[r] = max(top, int(self.offered[r]))
+
+    def offer_chunks(self, chunk: np.ndarray) -> None:
+        """The running requests' chunks this step: their KV up to ``done + chunk`` (:meth:`offer`)."""
+        rid, done = self.run[0], self.run[4]
+        for i in np.flatnonzero((chunk > 0) & (self.offered[rid] < self.units[rid])):
+            self.offer(int(rid[i]), int(done[i] + chunk[i]))
+
+    def release(self, r: int, done: int) -> None:
+        """Request ``r`` leaves the batch with ``done`` tokens of KV: its own blocks are
+        freed, its cached units kept (evictable once no running request holds them)."""
+        self.used -= int(self.kv_blocks(done))
+        if self.cache is not None:
+            held = self.held.pop(r)
+            self.used += (len(held) - self.cache.drop(held)) * self.cache.blocks
+            self.offered[r] = 0
 
     def join(self, new: list[tuple[int, int, int, int]], chunk: np.ndarray) -> np.ndarray:
         """Admitted requests (id, emitted, cached, chunk) join the running batch after
@@ -132,7 +187,11 @@ class ServerState:
         if over.any():
             self.finish[rid[over]] = end
             self.gen_of[rid[over]] = gen[over]
-            self.used -= int(np.sum(self.kv_blocks(done[over])))
+            if self.cache is None:
+                self.used -= int(np.sum(self.kv_blocks(done[over])))
+            else:
+                for r, d in zip(rid[over].tolist(), done[over].tolist()):
+                    self.release(r, d)
             keep = ~over
             self.run = [a[keep] for a in (rid, prompt, out, gen, done)]
         else:

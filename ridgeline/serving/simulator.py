@@ -172,6 +172,8 @@ def server_maker(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
             f"{blocks}; shorten the requests or give the cache more memory"
         )
+    if s.prefix_cache:
+        check_prefix_cache(config, arrivals, block)
     return lambda: (kind or _Server)(arrivals, s, cost, blocks, block, rule)
 
 
@@ -184,6 +186,8 @@ def run_step(server: _Server, now: float, line: dict[str, list]) -> tuple[float,
     """One step of ``server`` starting at ``now``, recorded in ``line``; returns when it
     ends and how many requests it finished."""
     chunk = server.schedule(now)
+    if server.cache is not None:  # the step's new blocks evict cached units if they must
+        server.cache.fit(server.blocks - server.used)
     dt = server.cost_of(chunk)
     line["start_s"].append(now)
     line["step_s"].append(dt)
@@ -194,6 +198,24 @@ def run_step(server: _Server, now: float, line: dict[str, list]) -> tuple[float,
     before = len(server.run[0])
     server.advance(chunk, now + dt)
     return now + dt, before - len(server.run[0])
+
+
+def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> None:
+    """What the prefix cache needs: prompts' block ids, units of whole KV blocks, full attention."""
+    if arrivals.hash_ids is None:
+        raise InvalidWorkloadError(
+            "the prefix cache needs the prompts' block ids: a Mooncake trace (hash_ids) "
+            "or shared system prompts (--prefix shared:system=TOKENS,fanout=N)"
+        )
+    if arrivals.hash_block % block:
+        raise InvalidWorkloadError(
+            f"the trace's blocks of {arrivals.hash_block} tokens are not whole KV blocks of "
+            f"{block}; pick a --kv-block that divides {arrivals.hash_block}"
+        )
+    if config.sliding_window:
+        raise InvalidWorkloadError(
+            f"the prefix cache is modelled for full attention; {config.name} attends to a sliding window"
+        )
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
@@ -260,6 +282,8 @@ def result_of(server, line, d: Deployment, s: Scheduler) -> SimResult:
         "computed_tokens": server.computed,
         "recomputed_tokens": server.recomputed,
         "prefix_hit_tokens": int(server.hit_tokens.sum()),
+        # of the prefill tokens admissions asked for (prompts, and what preempted requests redo)
+        "prefix_hit_rate": float(server.hit_tokens.sum() / (server.prompt.sum() + server.recomputed)),
         "preemptions": int(server.preempted.sum()),
         "kv_blocks": blocks,
         "kv_block_tokens": block,

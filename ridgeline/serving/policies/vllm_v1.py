@@ -31,6 +31,8 @@ class VllmV1(Policy):
         (none in a step that preempted, unless ``admit_after_preemption``)."""
         before = server.preemptions
         chunk = self.running(server)
+        if server.cache is not None and not server.pure:  # cached when scheduled, as vLLM does
+            server.offer_chunks(chunk)
         preempted = server.preemptions > before
         if self.admits(len(chunk)) and (self.admit_after_preemption or not preempted):
             new = self.admissions(server, now, len(chunk))
@@ -87,15 +89,15 @@ class VllmV1(Policy):
             if not margin_ok and (running or new):
                 break
             r = server.waiting[0]
-            gen, hit = int(server.gen_of[r]), server.prefix_hit(r)
+            gen, (hit, held) = int(server.gen_of[r]), server.prefix_hit(r)
             need = int(server.prompt[r]) + gen - hit
             c = min(need, budget) if s.chunked_prefill else need
             if c > budget:
                 break
-            blocks = int(server.kv_blocks(hit + c))
+            blocks = int(server.kv_blocks(hit + c)) - held  # the hit's blocks in use are shared
             if server.used + blocks > server.blocks:
                 break
-            server.admit(now, hit, blocks)
+            server.admit(now, hit, blocks, hit + c)
             budget -= c
             new.append((r, gen, hit, c))
         return new
