@@ -195,6 +195,9 @@ def _joined(arrivals: Arrivals, pre: SimResult, dec: SimResult | None, ids, tran
         "output_tokens": int(out.sum()),
         "preemptions": int(preempted.sum()),
         "kv_transferred_bytes": how["sent"],  # per prefill device
+        # the prefill pool computes the prompts: its cache's hits are the fleet's
+        "prefix_hit_tokens": pre.summary["prefix_hit_tokens"],
+        "prefix_hit_rate": pre.summary["prefix_hit_rate"],
     }
     for key in ("queue_s", "ttft_s", "transfer_s", "decode_queue_s", "tpot_s", "latency_s"):
         summary[key] = percentiles(requests[key])
