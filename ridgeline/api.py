@@ -27,10 +27,13 @@ from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
-from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
+from ridgeline.io.prices import prices_for
+from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve_each
 from ridgeline.io.traces import load_trace
-from ridgeline.serving import simulator
+from ridgeline.serving import fanout, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.bounds import Load, Slo, Space
+from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -393,3 +396,40 @@ def simulate_serving(
         result = simulate(d, None, first, scheduler, progress=tick)
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
     return {"result": result, "goodput": good, "search": found}
+
+
+def plan(
+    model: str | ModelConfig,
+    devices: list[str],
+    load: Load,
+    slo: Slo,
+    *,
+    prices: dict[str, float] | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **dimensions: Any,
+) -> PlanResult:
+    """The deployments of ``model`` on ``devices`` (x count x split x types x server limits:
+    :class:`~ridgeline.serving.bounds.Space`'s ``dimensions``) that serve ``load`` within
+    ``slo`` cheapest (:func:`ridgeline.serving.plan.search`), priced from the shipped price
+    list or ``prices`` (USD per GPU-hour by device), simulated on ``executor``."""
+    config = model if isinstance(model, ModelConfig) else load_model(str(model))
+    if len(set(devices)) != len(devices):
+        raise InvalidWorkloadError(f"a device is named twice in {', '.join(devices)}")
+    space = Space(tuple(load_device(name) for name in devices), **dimensions)
+    cited = prices_for(list(devices), prices)
+    count = fanout.check_executor(executor, workers, address)
+    with fanout.executor(executor, workers, address) as run_many:
+        result = search(config, space, load, slo, {k: p.usd_per_gpu_hour for k, p in cited.items()}, run_many, progress)
+    meta = {
+        "model": config.name,
+        "basis": "spec: every device's datasheet roofline",
+        "load": asdict(load),
+        "slo": asdict(slo),
+        "prices": {k: asdict(p) for k, p in cited.items()},
+        "executor": executor,
+        "workers": None if address else count,
+    }
+    return replace(result, meta={**meta, **result.meta})
