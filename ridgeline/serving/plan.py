@@ -174,7 +174,7 @@ def search(
         rows = [i for i in survivors if frame.at[i, "usd_per_hour"] == level]
         frame.loc[[i for i in rows if floor[i] >= best], "reason"] = "dominated"
         rows = [i for i in rows if floor[i] < best]
-        tasks = [_task(frame.loc[i], model, devices, space, load, slo) for i in rows]
+        tasks = [make_task(frame.loc[i], model, devices, space, load, slo) for i in rows]
         for i, task, out in zip(rows, tasks, run_many(run_task, tasks)):
             results[i] = out
             moved = moved or {"task_bytes": len(pickle.dumps(task)), "result_bytes": len(pickle.dumps(out))}
@@ -186,7 +186,7 @@ def search(
     return _ranked(frame, results, per_million, (len(arrivals) - 1) / span, moved)
 
 
-def _task(row, model, devices, space: Space, load, slo) -> Task:
+def make_task(row, model, devices, space: Space, load, slo) -> Task:
     settings = Settings(
         w_dtype=row["w_dtype"],
         kv_dtype=row["kv_dtype"],
