@@ -355,3 +355,9 @@ def test_unknown_dimension_values_are_refused_in_the_api():
     for bad in (0, 1.5, True):
         with pytest.raises(rl.RidgelineError, match="whole number >= 1"):
             Space(devices("h200"), counts=(bad,))
+
+
+def test_ray_missing_says_which_extra_installs_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(rl.RidgelineError, match=r"--executor ray needs ray: pip install 'ridgeline\[cluster\]'"):
+        api.plan("llama-3.2-1b", ["h100-sxm"], Load(5, 128, 16, 20), Slo(1.0), executor="ray", workers=1, **SMALL)
