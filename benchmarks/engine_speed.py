@@ -1,4 +1,5 @@
-"""Engine speed: one generation analysis in-process, and sweep points per second.
+"""Engine speed: one generation analysis in-process, sweep points per second, and the
+analytical pass of ``ridgeline plan`` per deployment (the issue's example search).
 
 Run: python benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
 """
@@ -11,6 +12,7 @@ import time
 import numpy as np
 
 import ridgeline as rl
+from ridgeline.serving.bounds import Load, Slo, Space, analytic_pass
 
 
 def median_seconds(fn, inner: int, outer: int = 7) -> float:
@@ -35,6 +37,20 @@ def main() -> None:
             f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
             f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)"
         )
+    plan_pass()
+
+
+def plan_pass() -> None:
+    """``ridgeline plan llama-3-8b --workload poisson:rate=20,prompt=512,output=256,n=10000
+    --slo ttft=0.5,tpot=0.05 --devices h100-sxm,h200,a100-80gb,mi300x``: its bounds alone."""
+    model = rl.load_model("llama-3-8b")
+    space = Space(tuple(rl.load_device(n) for n in ("h100-sxm", "h200", "a100-80gb", "mi300x")))
+    load, slo = Load(20, 512, 256, 10_000), Slo(0.5, 0.05)
+    t = median_seconds(lambda: analytic_pass(model, space, load, slo), 1, 7)
+    print(
+        f"plan's analytical pass: {space.size} deployments in {t * 1e3:.0f} ms -> "
+        f"{t / space.size * 1e6:.0f} µs per deployment (goal <= 100 µs)"
+    )
 
 
 if __name__ == "__main__":

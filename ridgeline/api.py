@@ -30,11 +30,14 @@ from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import read_yaml
-from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
+from ridgeline.io.prices import prices_for
+from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve_each
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
-from ridgeline.serving import scenarios, simulator
+from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
+from ridgeline.serving.bounds import Load, Slo, Space
 from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
+from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.speculative import Speculation, simulate_speculative
@@ -565,3 +568,40 @@ def fleet_server(
     pools = [Pool(dep, n, scheduler) for n, dep in (prefill or (1, d), decode or (1, d))]
     keys = {"link": kv_link, "route": route, "seed": seed, "speculation": spec}
     return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)
+
+
+def plan(
+    model: str | ModelConfig,
+    devices: list[str],
+    load: Load,
+    slo: Slo,
+    *,
+    prices: dict[str, float] | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **dimensions: Any,
+) -> PlanResult:
+    """The deployments of ``model`` on ``devices`` (x count x split x types x server limits:
+    :class:`~ridgeline.serving.bounds.Space`'s ``dimensions``) that serve ``load`` within
+    ``slo`` cheapest (:func:`ridgeline.serving.plan.search`), priced from the shipped price
+    list or ``prices`` (USD per GPU-hour by device), simulated on ``executor``."""
+    config = model if isinstance(model, ModelConfig) else load_model(str(model))
+    if len(set(devices)) != len(devices):
+        raise InvalidWorkloadError(f"a device is named twice in {', '.join(devices)}")
+    space = Space(tuple(load_device(name) for name in devices), **dimensions)
+    cited = prices_for(list(devices), prices)
+    count = fanout.check_executor(executor, workers, address)
+    with fanout.executor(executor, workers, address) as run_many:
+        result = search(config, space, load, slo, {k: p.usd_per_gpu_hour for k, p in cited.items()}, run_many, progress)
+    meta = {
+        "model": config.name,
+        "basis": "spec: every device's datasheet roofline",
+        "load": asdict(load),
+        "slo": asdict(slo),
+        "prices": {k: asdict(p) for k, p in cited.items()},
+        "executor": executor,
+        "workers": None if address else count,
+    }
+    return replace(result, meta={**meta, **result.meta})

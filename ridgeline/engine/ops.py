@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from ridgeline.engine.workload import Number
 
 SOFTMAX_OPS = 5
@@ -110,12 +112,20 @@ class Quant:
 DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the scale
 
 
+def when(flag, value):
+    """``value`` where ``flag`` is set, else 0. ``flag`` may be an array: a plan whose data
+    types are arrays prices several deployments in one evaluation (``ridgeline.serving.bounds``)."""
+    if np.ndim(flag) == 0:
+        return value if flag else 0
+    return np.where(flag, value, 0.0)
+
+
 def quantised_bytes(weights: Number, out_channels: Number, q: Quant) -> Number:
     """Bytes of ``weights`` stored as ``q`` says: wb per weight, plus a scale and zero point
     (scale_bytes) per group of ``group_size`` weights along k, or per output channel when
     group_size is 0. The one formula for weights: linear ops read it, memory holds it."""
     groups = weights / q.group_size if q.group_size else out_channels
-    return weights * q.wb + (groups * q.scale_bytes if q.scale_bytes else 0)
+    return weights * q.wb + when(q.scale_bytes, groups * q.scale_bytes)
 
 
 def linear(
@@ -148,9 +158,9 @@ def linear(
         flops=2 * tokens * k * n,
         weight_bytes=quantised_bytes(weights, experts * n, q),
         act_read_bytes=tokens * k * ab,
-        act_write_bytes=0 if out_kv_bytes else out * ab,
+        act_write_bytes=when(np.equal(out_kv_bytes, 0), out * ab),
         kv_write_bytes=out * out_kv_bytes,
-        vector_flops=DEQUANT_OPS * weights if q.dequant else 0,
+        vector_flops=when(q.dequant, DEQUANT_OPS * weights),
         matrix=True,
         dtype=dtype,
         inputs=inputs,

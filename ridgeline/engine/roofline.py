@@ -521,10 +521,15 @@ def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
     """One field of every op as an array of shape (ops, *workload shape); fields that are
     scalars for every op get shape (ops, 1, ...) with ``ndim`` axes so they broadcast."""
     values = [getattr(op, field_name) for op in ops]
-    try:  # fast path: every op has the same shape (all scalars in a single analysis)
+    shapes = [getattr(v, "shape", ()) for v in values]
+    if len(set(shapes)) == 1:  # every op has the same shape (all scalars in a single analysis)
         out = np.array(values, dtype=float)
-    except ValueError:
-        out = np.stack(np.broadcast_arrays(*values)).astype(float)
+    else:  # filled in place: cheaper than broadcasting every field to a view first
+        ndim = max(map(len, shapes))
+        padded = [(1,) * (ndim - len(s)) + s for s in shapes]
+        out = np.empty((len(values), *(max(sizes) for sizes in zip(*padded))))
+        for i, value in enumerate(values):
+            out[i] = value
     return out.reshape(out.shape + (1,) * (ndim - out.ndim))
 
 

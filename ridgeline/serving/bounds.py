@@ -1,0 +1,248 @@
+"""The analytical pass of ``ridgeline plan``: every deployment of a search space, and the
+steady-state roofline bounds that discard the ones that cannot meet the SLO at the
+workload's rate, before any simulation (:mod:`ridgeline.serving.plan` simulates the rest).
+
+A deployment is a device, a count of them split into tensor x pipeline parallel, weight and
+KV-cache types, and the server's max batch and token budget (vLLM's ``max_num_seqs`` and
+``max_num_batched_tokens``). It is discarded, with the first reason that applies, when:
+
+- ``settings``: the settings do not make a plan (tp does not divide the heads, a type the
+  device cannot run);
+- ``memory``: the KV cache the simulator would allot (what is left after the weights and the
+  activations of a full token budget) holds less than one request;
+- ``ttft``: one prompt alone, prefilled on an idle server, takes longer than the TTFT SLO;
+- ``throughput``: the server cannot produce the workload's decode tokens per second,
+  rate x (output - 1), even at its largest batch (the max batch, or the requests the KV cache
+  holds); or the prompts' arithmetic alone, rate x prefill compute seconds, exceeds one
+  second per second;
+- ``tpot``: Little's law puts rate x (output - 1) x TPOT requests in decode; at TPOT = the SLO
+  that batch b must produce rate x (output - 1) tokens per second, b / step(b) >= demand.
+  Tokens per second, b / step(b), rises with b (a step costs a fixed part plus a part per
+  sequence), so if the batch at TPOT = SLO is too slow, every smaller TPOT is too.
+
+Each bound is a steady-state mean on the engine's datasheet roofline, the same numbers the
+simulator prices its steps with; a steady state's mean TPOT above the SLO leaves requests that
+miss it. One vectorised engine evaluation covers every weight x KV type of a device and split:
+the plan's bytes per weight and per KV element are arrays (``ridgeline.engine.ops.when``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import product
+
+import numpy as np
+import pandas as pd
+
+from ridgeline.engine.analyze import memory_totals, stage_totals
+from ridgeline.engine.deployment import with_links
+from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
+from ridgeline.engine.memory import kv_bytes_per_token
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.precision import make_plan
+from ridgeline.engine.roofline import spec_ceilings
+from ridgeline.engine.workload import Settings, Workload, check_slos
+from ridgeline.errors import InvalidWorkloadError, RidgelineError
+
+COUNTS = (1, 2, 4, 8)  # devices per deployment
+W_DTYPES = ("fp16", "int8", "int4")  # weights 16, 8, 4 bits
+KV_DTYPES = ("fp16", "int8")  # KV cache 16, 8 bits
+MAX_BATCHES = (64, 128, 256)
+TOKEN_BUDGETS = (512, 2048)  # the prefill chunk: tokens per step
+REASONS = ("settings", "memory", "ttft", "throughput", "tpot")
+MOST_DEPLOYMENTS = 20_000
+MOST_REQUESTS = 1_000_000
+
+
+def _whole(name: str, value, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise InvalidWorkloadError(f"{name} must be a whole number >= {least}, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Load:
+    """Poisson arrivals: ``requests`` requests at ``rate`` per second, each ``prompt`` tokens in
+    and ``output`` tokens out; ``seed`` draws the gaps (the same for every deployment)."""
+
+    rate: float
+    prompt: int
+    output: int
+    requests: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not 0 < self.rate < math.inf:
+            raise InvalidWorkloadError(
+                f"the workload's rate must be a positive number of requests/s, got {self.rate!r}"
+            )
+        _whole("the workload's prompt", self.prompt)
+        _whole("the workload's output", self.output)
+        _whole("the workload's n", self.requests, 2)
+        _whole("the seed", self.seed, 0)
+        if self.requests > MOST_REQUESTS:
+            raise InvalidWorkloadError(
+                f"the workload's n={self.requests} is over {MOST_REQUESTS:,} requests a simulation"
+            )
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The latency targets a request must meet, seconds (None: no target)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+    def __post_init__(self) -> None:
+        check_slos(ttft=self.ttft_s, tpot=self.tpot_s)
+        if self.ttft_s is None and self.tpot_s is None:
+            raise InvalidWorkloadError("the search needs an SLO: ttft=SECONDS and/or tpot=SECONDS")
+
+
+@dataclass(frozen=True)
+class Space:
+    """The dimensions searched: devices x count x every tp x pp split of the count x weight
+    type x KV type x max batch x token budget."""
+
+    devices: tuple[DeviceSpec, ...]
+    counts: tuple[int, ...] = COUNTS
+    w_dtypes: tuple[str, ...] = W_DTYPES
+    kv_dtypes: tuple[str, ...] = KV_DTYPES
+    max_batches: tuple[int, ...] = MAX_BATCHES
+    token_budgets: tuple[int, ...] = TOKEN_BUDGETS
+    attention: str = "flash"  # vLLM V1's, the simulator's default policy
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise InvalidWorkloadError("name at least one device")
+        for name in ("counts", "max_batches", "token_budgets"):
+            values = getattr(self, name)
+            if not values:
+                raise InvalidWorkloadError(f"the search's {name.replace('_', ' ')} are empty")
+            for value in values:
+                _whole(f"each of the search's {name.replace('_', ' ')}", value)
+        if self.size > MOST_DEPLOYMENTS:
+            raise InvalidWorkloadError(
+                f"the search would enumerate {self.size:,} deployments, over {MOST_DEPLOYMENTS:,}; "
+                "name fewer devices or counts"
+            )
+
+    @property
+    def splits(self) -> list[tuple[int, int, int]]:
+        """(count, tp, pp) with tp x pp = count, every split of every count."""
+        return [(n, tp, n // tp) for n in self.counts for tp in range(1, n + 1) if n % tp == 0]
+
+    @property
+    def size(self) -> int:
+        per_split = len(self.w_dtypes) * len(self.kv_dtypes) * len(self.max_batches) * len(self.token_budgets)
+        return len(self.devices) * len(self.splits) * per_split
+
+
+DTYPE_FIELDS = ("wb", "kvb", "scale_bytes", "dequant")  # what the types change in a plan
+
+
+def stacked(plans: list[Plan]) -> Plan | None:
+    """One plan whose per-type fields are columns (variants x 1), pricing every variant in
+    one evaluation; None where the plans differ in anything else (the compute type)."""
+    blank = {f: 0 for f in DTYPE_FIELDS}
+    if any(replace(p, **blank) != replace(plans[0], **blank) for p in plans):
+        return None
+    return replace(plans[0], **{f: np.array([getattr(p, f) for p in plans]).reshape(-1, 1) for f in DTYPE_FIELDS})
+
+
+def _columns(value, shape) -> np.ndarray:
+    return np.broadcast_to(np.asarray(value, dtype=float), shape)
+
+
+def _blocks(tokens, model: ModelConfig, block: int) -> int:
+    """KV blocks ``tokens`` positions take (a sliding window caps them)."""
+    kept = min(tokens, model.sliding_window) if model.sliding_window else tokens
+    return -(-kept // block)
+
+
+def bound_plans(
+    model: ModelConfig, device: DeviceSpec, p: Plan, settings: Settings, space: Space, load: Load, slo: Slo
+):
+    """The bounds of the variants of ``p`` (its type fields columns of V variants), as
+    arrays [V, max batch, token budget]: the reason each is discarded ("" kept), TTFT of
+    one prompt alone, and the decode tokens/s of the largest batch that fits."""
+    roofs = with_links(spec_ceilings(device), device, settings)
+    budgets = np.array(space.token_budgets)
+    lengths = np.concatenate([[load.prompt], budgets])[None, :]  # [1, 1 + T]
+    ops = stage_ops(model, "prefill", 1, lengths, p)
+    pre, table = stage_totals(ops, roofs, p, "prefill")
+    v = np.asarray(p.wb).shape[0] if np.ndim(p.wb) else 1
+    shape = (v, lengths.shape[1])
+    ttft = _columns(pre["time_s"], shape)[:, 0]
+    factor, _ = pipeline_factors(p, "prefill")
+    compute = factor * _columns(np.sum(table["count"] * table["compute_s"], axis=0), shape)[:, 0]
+    room = _columns(memory_totals(model, device, Workload(1, lengths, 0), p, ops)["kv_capacity_bytes"], shape)[:, 1:]
+    per_block = p.kv_block * _columns(kv_bytes_per_token(model, p), (v, 1))
+    blocks = np.maximum(np.floor(room / per_block), 0)  # [V, T]
+    fits = blocks >= max(_blocks(load.prompt + load.output - 1, model, p.kv_block), 1)
+    held = blocks // _blocks(load.prompt + 1, model, p.kv_block)  # decoding requests the cache holds
+    demand = load.rate * (load.output - 1)  # decode tokens per second
+    cap = np.minimum(np.array(space.max_batches)[None, :, None], held[:, None, :])  # [V, B, T]
+    at_slo = np.ceil(demand * slo.tpot_s) if slo.tpot_s is not None else np.inf
+    little = np.minimum(cap, at_slo)
+    grid = np.unique(np.maximum(np.concatenate([cap.ravel(), little.ravel()]), 1))
+    mean_cached = load.prompt + max(load.output - 2, 0) / 2  # a decode's cached length, on average
+    steps, table = stage_totals(stage_ops(model, "decode", grid[None, :], mean_cached, p), roofs, p, "decode")
+    factor, _ = pipeline_factors(p, "decode")
+    work = factor * _columns(np.sum(table["count"] * table["compute_s"], axis=0), (v, grid.size))  # [V, G]
+    rate = grid[None, :] / _columns(steps["time_s"], (v, grid.size))  # [V, G] decode tokens/s
+
+    def at(values, batch):
+        """``values`` [V, G] at each variant's batches ``batch`` [V, ...] (grid points)."""
+        where = np.searchsorted(grid, np.maximum(batch, 1)).reshape(v, -1)
+        return np.take_along_axis(values, where, 1).reshape(batch.shape)
+
+    prefill_share = load.rate * compute  # [V] seconds of prompt arithmetic per second
+    busy = prefill_share + demand * np.min(work / grid[None, :], axis=1)  # arithmetic seconds per second
+    top = np.where(cap >= 1, at(rate, cap), 0.0)
+    # a step of the Little's-law batch also carries its share of the prompts' arithmetic
+    slow = at(work, little) > np.nan_to_num(slo.tpot_s or np.inf) * (1 - prefill_share)[:, None, None]
+    reason = np.full(cap.shape, "", dtype=object)
+    checks = [
+        ("tpot", (at(rate, little) < demand) | slow),
+        ("throughput", (top < demand) | (busy >= 1)[:, None, None]),
+        ("ttft", (ttft > slo.ttft_s if slo.ttft_s is not None else np.zeros(v, bool))[:, None, None]),
+        ("memory", ~fits[:, None, :]),
+    ]
+    for name, failed in checks:  # the last applied wins: the first in REASONS
+        reason = np.where(np.broadcast_to(failed, cap.shape), name, reason)
+    return reason, np.broadcast_to(ttft[:, None, None], cap.shape), top
+
+
+def analytic_pass(model: ModelConfig, space: Space, load: Load, slo: Slo) -> pd.DataFrame:
+    """Every deployment of ``space`` with its bounds: a row each, ``reason`` "" where it
+    survives to the simulation."""
+    rows = []
+    variants = list(product(space.w_dtypes, space.kv_dtypes))
+    sizes = (len(space.max_batches), len(space.token_budgets))
+    for device, (count, tp, pp) in product(space.devices, space.splits):
+        settings = [Settings(w_dtype=w, kv_dtype=kv, tp=tp, pp=pp, attention=space.attention) for w, kv in variants]
+        try:
+            plans = [make_plan(s, device, model.head_dim) for s in settings]
+            groups = [list(range(len(plans)))] if stacked(plans) is not None else [[i] for i in range(len(plans))]
+            out = {}
+            for group in groups:
+                p = stacked([plans[i] for i in group])
+                bounds = bound_plans(model, device, p, settings[group[0]], space, load, slo)
+                out.update(zip(group, zip(*bounds)))
+        except RidgelineError as err:
+            out = {
+                i: (np.full(sizes, f"settings: {err}", dtype=object), np.full(sizes, np.nan), np.zeros(sizes))
+                for i in range(len(variants))
+            }
+        for i, (w, kv) in enumerate(variants):
+            reason, ttft, top = out[i]
+            for (b, mb), (t, budget) in product(enumerate(space.max_batches), enumerate(space.token_budgets)):
+                rows.append((device.name, count, tp, pp, w, kv, mb, budget, reason[b, t], ttft[b, t], top[b, t]))
+    columns = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget", "reason"]
+    frame = pd.DataFrame(rows, columns=[*columns, "ttft_bound_s", "decode_tokens_per_s_bound"])
+    frame["why"] = frame["reason"].where(frame["reason"].str.startswith("settings: "), "").str[len("settings: ") :]
+    frame["reason"] = frame["reason"].where(~frame["reason"].str.startswith("settings"), "settings")
+    return frame
