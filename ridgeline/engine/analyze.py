@@ -14,8 +14,8 @@ from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.intervals import analysis_intervals
 from ridgeline.engine.grid import describe, outside_range, outside_spans
+from ridgeline.engine.intervals import analysis_intervals
 from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
