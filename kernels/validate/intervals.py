@@ -70,9 +70,9 @@ def table_from(frame: pd.DataFrame, basis: str, **extra: Any) -> IntervalTable:
     return fit_table(frame["r"].to_numpy(), list(frame["chain"]), list(frame["band"]), basis, **extra)
 
 
-def fit_profile(path: Path, log: Callable[[str], None] = print) -> IntervalTable:
-    """A profile's table from its leave-one-model-out residuals."""
-    frame = cv_frame(path, log)
+def fit_profile(path: Path, log: Callable[[str], None] = print, frame: pd.DataFrame | None = None) -> IntervalTable:
+    """A profile's table from its leave-one-model-out residuals (``frame``, else computed)."""
+    frame = cv_frame(path, log) if frame is None else frame
     models = sorted(set(frame["model"]))
     basis = (
         f"held-out residuals of {Path(path).stem}: {len(frame)} calibration rows, each predicted by "
@@ -225,12 +225,13 @@ def e2e_row_checks(row: dict, execution: str, ceilings: Ceilings, table: Interva
     return out
 
 
-def coverage(path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The coverage of a profile's intervals on data left out of each fit (module docstring)."""
-    path = Path(path)
+def coverage(path: Path, log: Callable[[str], None] = print, frame: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The coverage of a profile's intervals on data left out of each fit (module docstring);
+    ``frame``: its leave-one-model-out residuals when already computed (``cv_frame``)."""
+    path = Path(path).resolve()
     prof, ceilings = profile_ceilings_of(path)
     key = prof["meta"]["device_key"]
-    frame = cv_frame(path, log)
+    frame = cv_frame(path, log) if frame is None else frame
     table = table_from(frame, "coverage")
     kernel_parts = [nested_lomo(frame, "coverage")]
     snaps = snapshots_of(key)
