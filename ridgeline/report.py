@@ -67,7 +67,11 @@ def ops_csv_frame(analysis: Analysis):
     return with_interval_columns(out, analysis.extra.get("intervals") or {})
 
 
-INTERVAL_TOTALS = {("generation", "ttft"): "ttft_s", ("generation", "tpot"): "tpot_s", ("generation", "total"): "total_s"}
+INTERVAL_TOTALS = {
+    ("generation", "ttft"): "ttft_s",
+    ("generation", "tpot"): "tpot_s",
+    ("generation", "total"): "total_s",
+}
 
 
 def with_interval_columns(frame, intervals: dict):

@@ -106,9 +106,16 @@ def test_spec_intervals_say_how_many_devices_they_pool():
 
 def test_a_transferred_profile_has_no_measured_interval_and_says_why():
     a = rl.analyze(
-        "llama-2-7b", "h100-sxm", generate=16, dtype="bf16", profile=PROFILES_DIR / "cuda-nvidia-h200.yaml", transfer=True
+        "llama-2-7b",
+        "h100-sxm",
+        generate=16,
+        dtype="bf16",
+        profile=PROFILES_DIR / "cuda-nvidia-h200.yaml",
+        transfer=True,
     )
-    assert a.extra["intervals"] == {"none": "no measured interval: a transferred profile was not measured on this device"}
+    assert a.extra["intervals"] == {
+        "none": "no measured interval: a transferred profile was not measured on this device"
+    }
 
 
 def test_json_and_csv_carry_the_intervals():

@@ -301,7 +301,10 @@ def write_profile_intervals(profile: Path, output: Path | None, log: Callable[[s
     target = new_file(output, "--fit-intervals")
     table = fit_profile(Path(profile), log)
     text = without_intervals(Path(profile).read_text())
-    write_atomic(target, text + yaml.safe_dump({"intervals": table.to_dict()}, sort_keys=False, width=200, default_flow_style=None))
+    write_atomic(
+        target,
+        text + yaml.safe_dump({"intervals": table.to_dict()}, sort_keys=False, width=200, default_flow_style=None),
+    )
     log(f"wrote {target}: {len(table.groups)} groups from {table.extra['residuals']} residuals")
     return target
 
@@ -314,7 +317,10 @@ def write_spec_pools(output: Path | None, log: Callable[[str], None] = print) ->
 
     target = new_file(output, "--fit-intervals")
     pools = spec_pools(committed_snapshots())
-    write_atomic(target, yaml.safe_dump({k: t.to_dict() for k, t in pools.items()}, sort_keys=False, width=200, default_flow_style=None))
+    write_atomic(
+        target,
+        yaml.safe_dump({k: t.to_dict() for k, t in pools.items()}, sort_keys=False, width=200, default_flow_style=None),
+    )
     log(f"wrote {target}: spec pools for {', '.join(pools)}")
     return target
 

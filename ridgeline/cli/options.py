@@ -394,6 +394,8 @@ def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str,
 def settings_keywords(params: dict[str, Any]) -> dict[str, Any]:
     """A command's parameters -> the Settings keywords its deployment options set (one value each)."""
     return {field: values[0] for field, values in setting_lists(params, allow_lists=False).items()}
+
+
 FitIntervals = Annotated[
     bool,
     typer.Option(
