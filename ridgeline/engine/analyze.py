@@ -15,6 +15,7 @@ from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
+from ridgeline.engine.intervals import analysis_intervals
 from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
@@ -391,6 +392,7 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
     extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
+    extra["intervals"] = intervals_of(d, ops, stages, generation, workload)
     warnings = context_warnings(config, workload)
     if warnings:
         extra["warnings"] = warnings
@@ -404,6 +406,19 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     return Analysis(
         config, device, workload, d.settings, roofs.mode, p, stages["prefill"], stages["decode"], mem, generation, extra
     )
+
+
+def intervals_of(d: Deployment, ops: dict, stages: dict, generation: dict | None, workload: Workload) -> dict[str, Any]:
+    """The headline figures' central intervals from ``d``'s residual table
+    (:mod:`ridgeline.engine.intervals`), or why there is none."""
+    if d.intervals is None:
+        return {"none": d.no_interval or "no measured residuals for these ceilings"}
+    weights = {s: stages[s].table["count"] * stages[s].table["time_s"] for s in ops}
+    if generation is not None:
+        points = {**generation, "tokens": workload.batch * workload.generate}
+    else:
+        points = {"prefill_s": stages["prefill"].total["time_s"], "decode_s": stages["decode"].total["time_s"]}
+    return analysis_intervals(ops, weights, d.ceilings, d.intervals, points)
 
 
 def deployment_basis(d: Deployment, batch=1, seq_len=512) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
@@ -30,6 +31,10 @@ class Deployment:
     plan: Plan
     ceilings: Ceilings
     notes: tuple[str, ...] = ()  # warnings worth showing (a profile from another CPU)
+    # held-out residual quantiles behind the predictions' intervals (None: no measured
+    # interval, for ``no_interval``'s reason)
+    intervals: IntervalTable | None = None
+    no_interval: str = ""
 
     @property
     def mode(self) -> str:

@@ -53,10 +53,11 @@ from typing import Any
 import numpy as np
 
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable, device_links
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
-from ridgeline.io.catalog import PROFILES_DIR, user_data_dir
+from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, user_data_dir
 from ridgeline.io.files import read_yaml
 from ridgeline.io.hardware import device_from_dict, load_catalog_device
 
@@ -479,3 +480,39 @@ def device_key(kind: str, name: str, threads: int | None = None) -> str:
     """File stem of a measured device: 'cuda-nvidia-h100-80gb-hbm3', 'cpu-<model>-2t'."""
     key = f"{kind}-{slug(name)}"
     return f"{key}-{threads}t" if kind == "cpu" and threads else key
+
+
+# held-out spec residuals pooled over the measured devices of each kind (cpu, gpu), written
+# by ``ridgeline validate --fit-intervals`` from the committed validation snapshots
+SPEC_INTERVALS = REPORTS_DIR / "intervals" / "spec-residuals.yaml"
+
+
+def interval_table(raw: Any, where: str) -> IntervalTable:
+    """A stored interval table (a profile's ``intervals``, a kind's spec pool), checked."""
+    try:
+        table = IntervalTable.from_dict(raw)
+        bad = [g for g, (n, q) in table.groups.items() if n < 1 or q.size != 21 or not np.all(np.diff(q) >= 0)]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise RidgelineError(
+            f"{where}: malformed intervals ({err}); rewrite them with 'ridgeline validate --fit-intervals'"
+        ) from err
+    if bad or "*" not in table.groups:
+        raise RidgelineError(
+            f"{where}: malformed intervals (group {(bad or ['*'])[0]}); rewrite them with 'ridgeline validate --fit-intervals'"
+        )
+    return table
+
+
+def profile_intervals(profile: Mapping[str, Any], where: str = "profile") -> tuple[IntervalTable | None, str]:
+    """A profile's interval table, or why it has none."""
+    if "intervals" not in profile:
+        return None, f"{where} holds no intervals (add them: ridgeline validate --fit-intervals --profile {where})"
+    return interval_table(profile["intervals"], f"{where}: intervals"), ""
+
+
+def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
+    """The spec residuals pooled over measured devices of ``kind`` ('cpu', 'gpu'), or why none."""
+    pools = read_yaml(SPEC_INTERVALS) if SPEC_INTERVALS.is_file() else {}
+    if kind not in (pools or {}):
+        return None, f"no measured interval: no {kind} device was measured"
+    return interval_table(pools[kind], f"{SPEC_INTERVALS.name}: {kind}"), ""

@@ -18,6 +18,7 @@ from typing import Any
 
 from ridgeline.engine.deployment import TYPES, Deployment, default_dtype, make_settings, on_threads, with_links
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
@@ -39,8 +40,10 @@ from ridgeline.io.profile import (
     list_profiles,
     load_profile,
     profile_ceilings,
+    profile_intervals,
     profile_path,
     recorded_device,
+    spec_intervals,
     timing_of,
 )
 
@@ -83,15 +86,15 @@ def read_profile(profile: ProfileLike) -> tuple[Mapping[str, Any] | None, str]:
 
 
 def resolve_ceilings(
-    device: DeviceSpec, profile: ProfileLike = None, *, transfer: bool = False
+    device: DeviceSpec, profile: ProfileLike = None, *, transfer: bool = False, where: str | None = None
 ) -> tuple[Ceilings, tuple[str, ...]]:
     """The ceilings for ``device``: its datasheet roofs, or a measured profile's (checked
     against the device it was measured on; ``transfer`` allows another GPU of one
     architecture). Returns the notes the profile check raised as well."""
-    raw, where = read_profile(profile)
+    raw, read_as = read_profile(profile)
     if raw is None:
         return spec_ceilings(device), ()
-    return profile_ceilings(raw, device, transfer=transfer, where=where)
+    return profile_ceilings(raw, device, transfer=transfer, where=where or read_as)
 
 
 def resolve(
@@ -103,6 +106,7 @@ def resolve(
     profile: ProfileLike = None,
     transfer: bool = False,
     ceilings: Ceilings | None = None,
+    intervals: tuple[IntervalTable | None, str] | None = None,
     **options: Any,
 ) -> Deployment:
     """Load the model and the device, build the settings and their plan, and the ceilings:
@@ -121,11 +125,28 @@ def resolve(
     chosen = make_settings(dtype, settings, options)
     if ceilings is not None and profile is not None:
         raise RidgelineError("give ceilings or a profile, not both")
+    raw, where = read_profile(profile)
     if ceilings is None:
-        ceilings, profile_notes = resolve_ceilings(device, profile, transfer=transfer)
+        ceilings, profile_notes = resolve_ceilings(device, raw, transfer=transfer, where=where)
         notes += profile_notes
+    table, why = intervals if intervals is not None else (intervals_for(ceilings, device, raw, where))
     plan = make_plan(chosen, device, config.head_dim)
-    return Deployment(config, device, chosen, plan, with_links(ceilings, device, chosen), notes)
+    links = with_links(ceilings, device, chosen)
+    return Deployment(config, device, chosen, plan, links, notes, table, why)
+
+
+def intervals_for(
+    ceilings: Ceilings, device: DeviceSpec, raw: Mapping[str, Any] | None, where: str
+) -> tuple[IntervalTable | None, str]:
+    """The residual table behind ``ceilings``' intervals: a calibrated profile's own, the
+    spec residuals pooled over measured devices of the kind, or none (with why)."""
+    if ceilings.mode == "spec":
+        return spec_intervals("cpu" if device.kind == "cpu" else "gpu")
+    if ceilings.mode == "transferred":
+        return None, "no measured interval: a transferred profile was not measured on this device"
+    if raw is None:
+        return None, "no measured interval: ceilings given without their profile"
+    return profile_intervals(raw, where)
 
 
 def as_deployment(target: Deployment | str | Path | ModelConfig, hardware=None, **kwargs: Any) -> Deployment:

@@ -1,0 +1,231 @@
+"""Prediction intervals: how far measured times have fallen from predicted ones, per class
+of kernel, and what that makes of a whole pass's time.
+
+A profile's ``intervals`` section holds, per group of ops, the empirical quantiles of the
+held-out residuals ``r = log(measured / predicted)`` (``LEVELS``: 0, 5 %, ..., 100 %) and
+how many residuals are behind them. A group is a pricing class key (``Ceilings.keys``:
+'linear:q_proj@bf16', 'linear@bf16', 'attention' ...) alone, or with a size band
+(``band``); an op takes the first group of its key chain, band first, that holds at
+least ``MIN_COUNT`` residuals, else the pool of all of them ('*').
+
+A pass's time is a sum over ops whose errors are correlated within a class (one kernel
+family runs many times), so the ops of one class share one draw: a seeded uniform ``u``
+per class, each op's factor ``exp(Q_op(u))``, and the pass's factor is the time-weighted
+sum of its ops' factors. The intervals are quantiles of that factor over ``SAMPLES``
+draws, times the point prediction. Ops past the measured grid (``ridgeline.engine.grid``)
+widen their spread around the median by ``1 + log2(distance)`` (``widening``): an
+assumption, said in the basis, not a measured figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ridgeline.engine.ops import Op
+
+LEVELS = np.linspace(0.0, 1.0, 21)  # the stored quantile levels of each group
+MIN_COUNT = 20  # fewest residuals a group needs to stand on its own
+SAMPLES = 512  # class-level draws behind an analysis's intervals
+SEED = 0
+COVERAGES = (50, 80)  # the central intervals reported, in per cent
+POOL = "*"
+BYTE_BANDS = ((2**20, "small"), (2**26, "medium"))  # below each bound; 'large' above
+FEW_ROWS = 8  # matrix products with at most this many rows are matrix-vector-like
+
+
+def band(op: Op) -> str:
+    """The size band of an op: its bytes (small < 1 MiB ≤ medium < 64 MiB ≤ large) and, for
+    a matrix product, whether it has few rows (≤ 8: a matrix-vector product)."""
+    nbytes = float(np.max(op.bytes))
+    size = next((name for bound, name in BYTE_BANDS if nbytes < bound), "large")
+    rows = op.dims.get("m")
+    if op.matrix and rows is not None:
+        return f"{size}/{'few-rows' if float(np.max(rows)) <= FEW_ROWS else 'many-rows'}"
+    return size
+
+
+@dataclass(frozen=True)
+class IntervalTable:
+    """Residual quantiles per group (see the module docstring) and what they rest on."""
+
+    groups: Mapping[str, tuple[int, np.ndarray]]  # group -> (residuals, quantiles at LEVELS)
+    basis: str  # 'held-out residuals of ...' or 'spec residuals from N devices ...'
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def group_of(self, keys: Sequence[str], size_band: str) -> str:
+        """The first group of the chain ``keys`` (band first) this table holds, else the pool."""
+        for key in keys:
+            for name in (f"{key}|{size_band}", key):
+                if name in self.groups:
+                    return name
+        return POOL
+
+    def quantiles(self, group: str) -> np.ndarray:
+        return self.groups[group][1]
+
+    def count(self, group: str) -> int:
+        return self.groups[group][0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "basis": self.basis,
+            "levels": [round(float(v), 4) for v in LEVELS],
+            "min_count": MIN_COUNT,
+            **dict(self.extra),
+            "groups": {k: {"n": int(n), "q": [round(float(v), 5) for v in q]} for k, (n, q) in self.groups.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> IntervalTable:
+        groups = {str(k): (int(v["n"]), np.asarray(v["q"], dtype=float)) for k, v in raw["groups"].items()}
+        extra = {k: v for k, v in raw.items() if k not in ("basis", "levels", "min_count", "groups")}
+        return cls(MappingProxyType(groups), str(raw["basis"]), MappingProxyType(extra))
+
+
+def fit_table(
+    log_ratios: Sequence[float], chains: Sequence[Sequence[str]], bands: Sequence[str], basis: str, **extra
+) -> IntervalTable:
+    """Quantiles of ``log_ratios`` (log measured / predicted) per group: each residual counts
+    toward every key of its chain, with and without its band, and toward the pool; groups
+    with fewer than ``MIN_COUNT`` are left out (their ops fall back along the chain)."""
+    r = np.asarray(log_ratios, dtype=float)
+    if r.size == 0:
+        raise ValueError("no residuals to fit intervals from")
+    members: dict[str, list[int]] = {POOL: list(range(r.size))}
+    for i, (chain, size_band) in enumerate(zip(chains, bands)):
+        for key in chain:
+            members.setdefault(key, []).append(i)
+            members.setdefault(f"{key}|{size_band}", []).append(i)
+    groups = {
+        name: (len(idx), np.quantile(r[idx], LEVELS))
+        for name, idx in sorted(members.items())
+        if len(idx) >= MIN_COUNT or name == POOL
+    }
+    return IntervalTable(MappingProxyType(groups), basis, MappingProxyType(extra))
+
+
+def widening(distance) -> np.ndarray:
+    """How much an op's spread widens at ``distance`` times past its measured grid (1 inside)."""
+    return 1.0 + np.log2(np.maximum(np.asarray(distance, dtype=float), 1.0))
+
+
+def op_draws(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray) -> np.ndarray:
+    """Per op, its log factor at each class draw: ``u`` is (samples, classes) and each op's
+    class is its group's key (the part before '|'); shape (samples, ops)."""
+    classes = sorted({g.split("|")[0] for g in groups})
+    index = [classes.index(g.split("|")[0]) for g in groups]
+    out = np.empty((u.shape[0], len(groups)))
+    for j, group in enumerate(groups):
+        q = table.quantiles(group)
+        median = np.interp(0.5, LEVELS, q)
+        out[:, j] = median + widening(distances[j]) * (np.interp(u[:, index[j]], LEVELS, q) - median)
+    return out
+
+
+def pass_factors(weights, log_factors: np.ndarray) -> np.ndarray:
+    """A pass's factor per draw: its ops' factors weighted by their share of its time."""
+    w = np.asarray(weights, dtype=float)
+    total = w.sum()
+    if total <= 0:
+        return np.ones(log_factors.shape[0])
+    return np.exp(log_factors) @ (w / total)
+
+
+def central(factors: np.ndarray, point: float) -> dict[str, list[float]]:
+    """The central ``COVERAGES`` intervals of ``point`` times ``factors``: {'80': [lo, hi]}."""
+    out = {}
+    for c in COVERAGES:
+        lo, hi = np.quantile(factors, [(1 - c / 100) / 2, (1 + c / 100) / 2])
+        out[str(c)] = [float(point * lo), float(point * hi)]
+    return out
+
+
+def residual_interval(table: IntervalTable, group: str, distance: float = 1.0) -> dict[str, list[float]]:
+    """One op's central intervals as factors of its prediction (exp of the group's quantiles)."""
+    q = table.quantiles(group)
+    median = np.interp(0.5, LEVELS, q)
+    w = widening(distance)
+    out = {}
+    for c in COVERAGES:
+        lo, hi = np.interp([(1 - c / 100) / 2, (1 + c / 100) / 2], LEVELS, q)
+        out[str(c)] = [float(np.exp(median + w * (lo - median))), float(np.exp(median + w * (hi - median)))]
+    return out
+
+
+def grid_distance(op: Op, ceilings) -> float:
+    """How many times past its measured grid ``op`` lies, on its farthest dimension (1 inside)."""
+    from ridgeline.engine.grid import outside_range, outside_spans
+
+    far = 1.0
+    for span in outside_spans(op, ceilings):
+        lo, hi = outside_range(span)
+        far = max(far, hi / span.high if hi > span.high else 1.0, span.low / lo if 0 < lo < span.low else 1.0)
+    return far
+
+
+def op_groups(ops: Sequence[Op], ceilings, table: IntervalTable) -> tuple[list[str], list[float]]:
+    """Each op's group in ``table`` and its distance past the measured grid."""
+    groups = [table.group_of(ceilings.keys(op), band(op)) for op in ops]
+    return groups, [grid_distance(op, ceilings) for op in ops]
+
+
+def shared_draws(groups_by_stage: Sequence[Sequence[str]], samples: int = SAMPLES, seed: int = SEED):
+    """One draw per class shared by every stage (a class's error is one error): a function
+    giving the uniforms of a stage's groups, one column per class in sorted order."""
+    classes = sorted({g.split("|")[0] for groups in groups_by_stage for g in groups})
+    u = np.random.default_rng(seed).random((samples, len(classes)))
+
+    def u_of(groups: Sequence[str]) -> np.ndarray:
+        own = sorted({g.split("|")[0] for g in groups})
+        return u[:, [classes.index(c) for c in own]]
+
+    return u_of
+
+
+def summary(table: IntervalTable, groups: Sequence[str], extrapolated: int) -> dict[str, Any]:
+    """What an analysis's intervals rest on: the table's basis, the groups used and their counts."""
+    used = sorted(set(groups))
+    return {
+        "basis": table.basis,
+        "samples": SAMPLES,
+        "seed": SEED,
+        "groups": {g: table.count(g) for g in used},
+        "widened_past_grid": extrapolated,
+    }
+
+
+def analysis_intervals(
+    ops: Mapping[str, Sequence[Op]],
+    weights: Mapping[str, Any],
+    ceilings,
+    table: IntervalTable,
+    points: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The central intervals of an analysis's headline figures. ``ops`` and ``weights``
+    (count x time per op) per stage ('prefill', 'decode'); ``points``: 'ttft_s', 'tpot_s',
+    'total_s', 'tokens_per_s' and 'tokens' (a generation), else 'prefill_s' and 'decode_s'
+    (one pass each). Both stages share their classes' draws."""
+    groups = {s: op_groups(ops[s], ceilings, table) for s in ops}
+    u_of = shared_draws([g for g, _ in groups.values()])
+    f = {s: pass_factors(np.ravel(weights[s]), op_draws(table, g, dist, u_of(g))) for s, (g, dist) in groups.items()}
+    out: dict[str, Any] = {}
+    if "ttft_s" in points:
+        ttft, total = float(points["ttft_s"]), float(points["total_s"])
+        totals = ttft * f["prefill"] + (total - ttft) * f["decode"]
+        out["ttft_s"] = central(f["prefill"], ttft)
+        if points.get("tpot_s") is not None:
+            out["tpot_s"] = central(f["decode"], float(points["tpot_s"]))
+        out["total_s"] = central(totals, 1.0)
+        out["tokens_per_s"] = central(float(points["tokens"]) / totals, 1.0)
+    else:
+        out["prefill_s"] = central(f["prefill"], float(points["prefill_s"]))
+        out["decode_s"] = central(f["decode"], float(points["decode_s"]))
+    out["ops"] = {s: [residual_interval(table, g, d) for g, d in zip(*groups[s])] for s in groups}
+    every = [g for g, _ in groups.values()]
+    far = sum(int(d > 1.0) for _, dist in groups.values() for d in dist)
+    return {**out, **summary(table, [g for gs in every for g in gs], far)}

@@ -1,0 +1,178 @@
+"""Prediction intervals (issue 27): the residual tables, their propagation, where they show,
+and the committed tables and coverage files replayed from the committed data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.cli import app
+from ridgeline.engine.intervals import LEVELS, MIN_COUNT, POOL, fit_table, residual_interval, widening
+from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, VALIDATION_DIR
+from ridgeline.io.profile import SPEC_INTERVALS
+
+ZEN4 = PROFILES_DIR / "cpu-amd-epyc-f25m17-1t.yaml"
+PROFILES = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
+def constant_table(log_ratio: float):
+    """Every residual equal: no spread."""
+    n = MIN_COUNT
+    return fit_table([log_ratio] * n, [("linear",)] * n, ["large"] * n, "test residuals")
+
+
+def test_quantiles_of_evenly_spaced_residuals_are_the_residuals():
+    r = np.linspace(-1.0, 1.0, 21)  # the 21 levels fall exactly on the 21 sorted residuals
+    table = fit_table(r[::-1], [("linear@bf16", "linear")] * 21, ["large"] * 21, "hand")
+    for group in ("linear@bf16", "linear", "linear@bf16|large", POOL):
+        assert table.count(group) == 21
+        np.testing.assert_allclose(table.quantiles(group), r)
+    # the 80 % interval is exp of the 10 % and 90 % quantiles: -0.8 and 0.8
+    lo, hi = residual_interval(table, "linear")["80"]
+    assert lo == pytest.approx(np.exp(-0.8)) and hi == pytest.approx(np.exp(0.8))
+
+
+def test_small_groups_fall_back_along_the_chain_then_to_the_pool():
+    chains = [("attention:sdpa@bf16", "attention")] * 25 + [("norm",)] * 5
+    table = fit_table(np.zeros(30), chains, ["small"] * 30, "hand")
+    assert "norm" not in table.groups  # 5 < MIN_COUNT
+    assert table.group_of(("attention:sdpa@bf16", "attention"), "small") == "attention:sdpa@bf16|small"
+    assert table.group_of(("attention:sdpa@fp16", "attention"), "large") == "attention"
+    assert table.group_of(("norm",), "small") == POOL and table.count(POOL) == 30
+
+
+def test_widening_is_one_inside_the_grid_and_grows_with_the_log_distance():
+    np.testing.assert_allclose(widening([0.5, 1.0, 2.0, 4.0]), [1.0, 1.0, 2.0, 3.0])
+
+
+def test_a_table_round_trips_through_its_dict():
+    table = fit_table(np.linspace(-1, 1, 40), [("linear",)] * 40, ["large"] * 40, "hand", residuals=40)
+    again = type(table).from_dict(yaml.safe_load(yaml.safe_dump(table.to_dict())))
+    assert again.basis == "hand" and again.extra["residuals"] == 40
+    np.testing.assert_allclose(again.quantiles("linear"), table.quantiles("linear"), atol=1e-5)
+    assert len(table.to_dict()["levels"]) == len(LEVELS)
+
+
+def test_no_spread_gives_an_interval_equal_to_the_point():
+    a = rl.analyze("llama-3.2-1b", "a6000", batch=2, seq_len=64, generate=8, intervals=(constant_table(0.0), ""))
+    gen, iv = a.generation, a.extra["intervals"]
+    for key in ("ttft_s", "tpot_s", "total_s", "tokens_per_s"):
+        for level in ("50", "80"):
+            assert iv[key][level] == pytest.approx([gen[key], gen[key]], rel=1e-9)
+
+
+def test_measured_twice_the_prediction_doubles_every_time_and_halves_the_rate():
+    a = rl.analyze("llama-3.2-1b", "a6000", batch=2, seq_len=64, generate=8, intervals=(constant_table(np.log(2)), ""))
+    gen, iv = a.generation, a.extra["intervals"]
+    assert iv["tpot_s"]["80"] == pytest.approx([2 * gen["tpot_s"]] * 2)
+    assert iv["ttft_s"]["50"] == pytest.approx([2 * gen["ttft_s"]] * 2)
+    assert iv["tokens_per_s"]["80"] == pytest.approx([gen["tokens_per_s"] / 2] * 2)
+    assert iv["groups"] == {POOL: MIN_COUNT} or set(iv["groups"]) <= {"linear", "linear|large", POOL}
+
+
+def test_one_class_is_one_draw_so_the_pass_interval_is_the_class_interval():
+    """Every op in one class: their errors are one error, so the pass's factor quantiles are
+    the class's (no averaging out, as independent errors would give)."""
+    r = np.linspace(-0.5, 0.5, 41)
+    table = fit_table(r, [()] * 41, ["x"] * 41, "hand")  # one group: the pool
+    a = rl.analyze("llama-3.2-1b", "a6000", seq_len=64, generate=8, intervals=(table, ""))
+    lo, hi = a.extra["intervals"]["tpot_s"]["80"]
+    point = a.generation["tpot_s"]
+    # 512 draws: the sample 10 % and 90 % quantiles of u lie within 0.04 of the true ones
+    # (3 standard errors, sqrt(0.09 / 512) = 0.013), so the factors within exp(0.04)
+    assert np.exp(-0.44) <= lo / point <= np.exp(-0.36) and np.exp(0.36) <= hi / point <= np.exp(0.44)
+
+
+def test_the_cli_headline_carries_the_80_percent_interval_and_its_basis():
+    out = CliRunner().invoke(app, ["analyze", "llama-3.2-1b", "-H", "host", "--profile", str(ZEN4), "--generate", "16"])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if x.startswith("TTFT"))
+    assert line.count("(80 %: ") == 3  # TTFT, TPOT, tokens/s
+    assert "intervals: held-out residuals of cpu-amd-epyc-f25m17-1t" in out.output
+
+
+def test_spec_intervals_say_how_many_devices_they_pool():
+    a = rl.analyze("llama-2-7b", "a100-80gb", generate=16)
+    assert a.extra["intervals"]["basis"].startswith("spec residuals from 2 gpu devices")
+    cpu = rl.analyze("llama-3.2-1b", "host", dtype="bf16", generate=16)
+    assert cpu.extra["intervals"]["basis"].startswith("spec residuals from 4 cpu devices")
+
+
+def test_a_transferred_profile_has_no_measured_interval_and_says_why():
+    a = rl.analyze(
+        "llama-2-7b",
+        "h100-sxm",
+        generate=16,
+        dtype="bf16",
+        profile=PROFILES_DIR / "cuda-nvidia-h200.yaml",
+        transfer=True,
+    )
+    assert a.extra["intervals"] == {
+        "none": "no measured interval: a transferred profile was not measured on this device"
+    }
+
+
+def test_json_and_csv_carry_the_intervals():
+    args = ["analyze", "llama-3.2-1b", "-H", "host", "--dtype", "bf16", "--profile", str(ZEN4), "--generate", "16"]
+    data = json.loads(CliRunner().invoke(app, [*args, "-f", "json"]).output)
+    assert data["intervals"]["tpot_s"]["80"][0] <= data["generation"]["tpot_s"] * 1.5
+    assert len(data["intervals"]["ops"]["decode"]) == len(data["decode"]["ops"])
+    csv = CliRunner().invoke(app, [*args, "-f", "csv"]).output.splitlines()
+    assert csv[0].endswith("time_lo80_s,time_hi80_s,time_lo50_s,time_hi50_s")
+    tpot = next(x for x in csv if x.startswith("generation,tpot,")).split(",")
+    assert float(tpot[-4]) == pytest.approx(data["intervals"]["tpot_s"]["80"][0])
+
+
+def test_malformed_intervals_are_one_line_and_exit_2(tmp_path):
+    raw = yaml.safe_load(ZEN4.read_text())
+    raw["intervals"]["groups"]["*"]["q"] = [0.0, 1.0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    out = CliRunner().invoke(app, ["analyze", "llama-3.2-1b", "-H", "host", "--profile", str(bad)])
+    assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+    assert "malformed intervals" in out.output and "--fit-intervals" in out.output
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--fit-intervals"], "--fit-intervals writes a new file: pass -o NEW"),
+        (["--fit-intervals", "-o", str(SPEC_INTERVALS)], "never writes over a file"),
+        (["--coverage"], "--coverage checks one profile: give --profile PATH"),
+        (["--coverage", "--fit-intervals", "--profile", str(ZEN4)], "separate runs"),
+    ],
+)
+def test_interval_commands_refuse_in_one_line(args, says):
+    out = CliRunner().invoke(app, ["validate", *args])
+    assert out.exit_code == 2 and says in out.output and "Traceback" not in out.output, out.output
+
+
+def test_the_committed_spec_pools_are_the_committed_snapshots_refitted():
+    from kernels.validate.intervals import committed_snapshots, spec_pools
+
+    committed = yaml.safe_load(SPEC_INTERVALS.read_text())
+    for kind, table in spec_pools(committed_snapshots()).items():
+        assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed[kind]
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
+    """The profile's table and its coverage file, recomputed from the calibration rows and
+    the committed snapshots and e2e runs (pure: nothing measured, nothing written)."""
+    from kernels.validate.intervals import coverage, cv_frame, fit_profile
+
+    path = PROFILES_DIR / f"{key}.yaml"
+    frame = cv_frame(path, log=lambda _m: None)
+    table = fit_profile(path, lambda _m: None, frame)
+    committed = yaml.safe_load(path.read_text())["intervals"]
+    assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed
+    stored = json.loads((VALIDATION_DIR / f"coverage-{key}.json").read_text())
+    assert json.loads(json.dumps(coverage(path, lambda _m: None, frame))) == stored
+    assert stored["fitted"] == [f"reports/profiles/{key}.calibration.csv"]
+    assert all(Path(REPORTS_DIR.parent / f).is_file() for lvl in stored["levels"].values() for f in lvl["checked"])
