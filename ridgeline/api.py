@@ -31,6 +31,7 @@ from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_
 from ridgeline.io.traces import load_trace
 from ridgeline.serving import simulator
 from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.policy import default_attention
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -366,11 +367,13 @@ def simulate_serving(
     tpot_slo: float | None = None,
     percentile: float = 99.0,
     progress=_no_progress,
+    intervals: bool = True,
 ) -> dict[str, Any]:
     """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
     with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
     trace's own) and serve at it. ``progress(total)`` yields a step callback.
-    Returns the result, its goodput and the search."""
+    Returns the result, its goodput, the search and, with ``intervals``, the summary's
+    intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``)."""
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     slo_given = ttft_slo is not None or tpot_slo is not None
     if search and not slo_given:
@@ -380,16 +383,32 @@ def simulate_serving(
     def arrivals(at: float):
         return base.scaled(at / base.rate) if base is not None else poisson(at, requests, prompt, output_tokens, seed)
 
-    def run(at: float):
-        return simulate(d, None, arrivals(at), scheduler)
+    def run(at: float, scale: tuple[float, float] = (1.0, 1.0)):
+        return simulator.simulate_deployment(d, arrivals(at), scheduler, step_scale=scale)
 
     found = None
+    start = base.rate if base is not None else rate
     with progress(requests if base is None else len(base)) as tick:
         if search:
-            start = base.rate if base is not None else rate
             found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
         result = simulate(d, None, first, scheduler, progress=tick)
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
-    return {"result": result, "goodput": good, "search": found}
+    out = {"result": result, "goodput": good, "search": found}
+    if intervals:
+        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale)  # noqa: E731
+        out["intervals"] = serving_intervals(d, first, scheduler, result, again)
+    if found is not None and intervals:
+        found["max_rate_prob90"] = sure_rate(d, scheduler, first, result, run, (ttft_slo, tpot_slo, percentile), start)
+    return out
+
+
+def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:
+    """The highest rate meeting the SLOs with probability >= 0.9: the search again with every
+    step at the 90 % step factor of the served run (meeting them is monotone in the steps'
+    costs), from the same ``start`` as the point's search; None without a measured interval."""
+    if d.intervals is None:
+        return None
+    slow = step_factors(d, served, result, scheduler)[SURE]
+    return simulator.max_rate(lambda at: run(at, slow), *slos, start=start)["max_rate"]

@@ -121,6 +121,18 @@ class _Server(ServerState):
     def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int, block: int, rule: Policy):
         super().__init__(arrivals, scheduler, cost, blocks, block)
         self.policy = rule
+        self.step_scale = (1.0, 1.0)  # (prefill, decode) factors on the forward's seconds
+
+    def forward_of(self, chunk: np.ndarray) -> float:
+        """The forward's seconds, scaled between the prefill and the decode factor by the
+        step's share of prompt tokens (``serving.intervals``); the host terms stay as they are."""
+        seconds = super().forward_of(chunk)
+        prefill, decode = self.step_scale
+        if prefill == decode:
+            return seconds * decode
+        tokens = int(chunk.sum())
+        decodes = int(np.count_nonzero((chunk == 1) & (self.run[4] > 0)))
+        return seconds * (decode + (prefill - decode) * (tokens - decodes) / max(tokens, 1))
 
     def schedule(self, now: float) -> np.ndarray:
         """The step starting at ``now``, as the policy chooses it (:meth:`Policy.schedule`)."""
@@ -133,10 +145,12 @@ def simulate_deployment(
     scheduler: Scheduler | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
+    step_scale: tuple[float, float] = (1.0, 1.0),
 ) -> SimResult:
     """Serve ``arrivals`` on ``d`` with continuous batching; every step costs what the engine
-    says (``ridgeline.api.simulate`` takes names). ``progress(finished, total)`` is called
-    every few thousand steps.
+    says (``ridgeline.api.simulate`` takes names), its forward scaled by ``step_scale``
+    (prefill, decode; :mod:`ridgeline.serving.intervals`). ``progress(finished, total)`` is
+    called every few thousand steps.
     """
     s = scheduler or Scheduler()
     rule = policy(s.policy)
@@ -162,6 +176,7 @@ def simulate_deployment(
             f"{blocks}; shorten the requests or give the cache more memory"
         )
     server = _Server(arrivals, s, cost, blocks, block, rule)
+    server.step_scale = step_scale
     times = _run(server, arrivals, progress)
     return _result(server, times, config, device, chosen, roofs, s, blocks, block)
 
