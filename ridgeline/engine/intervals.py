@@ -225,6 +225,7 @@ def analysis_intervals(
     else:
         out["prefill_s"] = central(f["prefill"], float(points["prefill_s"]))
         out["decode_s"] = central(f["decode"], float(points["decode_s"]))
+    out["ops"] = {s: [residual_interval(table, g, d) for g, d in zip(*groups[s])] for s in groups}
     every = [g for g, _ in groups.values()]
     far = sum(int(d > 1.0) for _, dist in groups.values() for d in dist)
     return {**out, **summary(table, [g for gs in every for g in gs], far)}
