@@ -23,8 +23,10 @@ from ridgeline.engine.analyze import (
     sweep_deployment,
     sweep_each,
 )
+from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.resolve import Deployment, as_deployment, load_model, resolve_each
@@ -412,3 +414,31 @@ def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start:
         return None
     slow = step_factors(d, served, result, scheduler)[SURE]
     return simulator.max_rate(lambda at: run(at, slow), *slos, start=start)["max_rate"]
+
+
+def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:
+    """The 80 % and 50 % intervals of a sweep's TTFT, TPOT and tokens/s, every point at once
+    (``frame``: :func:`sweep`'s rows): {'ttft_s': {'lo80': [points], 'hi80': ...}, ...,
+    'basis': ...}, or {'none': why}. Each point's prefill and decode passes (the decode at
+    the mid-generation context) weigh their ops' class draws (``engine.intervals.stage_factors``);
+    without a generation TTFT is the prefill, TPOT one decode step and tokens/s batch / step."""
+    if d.intervals is None:
+        return {"none": d.no_interval or "no measured residuals for these ceilings"}
+    batch, seq_len = frame["batch"].to_numpy(), frame["seq_len"].to_numpy()
+    ops = {
+        "prefill": stage_ops(d.model, "prefill", batch, seq_len, d.plan),
+        "decode": stage_ops(d.model, "decode", batch, seq_len + generate // 2, d.plan),
+    }
+    weights = {}
+    for stage, stage_list in ops.items():
+        table = evaluate(stage_list, d.ceilings)
+        weights[stage] = (table["count"] * table["time_s"]).reshape(len(stage_list), -1)
+    f = stage_factors(ops, weights, d.ceilings, d.intervals)
+    if generate > 0:
+        ttft, tpot, total = (frame[k].to_numpy(float) for k in ("ttft_s", "tpot_s", "total_s"))
+        rate = batch * generate / (ttft * f["prefill"] + (total - ttft) * f["decode"])
+    else:
+        ttft, tpot = frame["prefill_s"].to_numpy(float), frame["decode_step_s"].to_numpy(float)
+        rate = batch / (tpot * f["decode"])
+    out = {"ttft_s": bands(f["prefill"], ttft), "tpot_s": bands(f["decode"], tpot), "tokens_per_s": bands(rate, 1.0)}
+    return {**out, "basis": f"{d.intervals.basis}; per point, its passes' ops drawn per class"}

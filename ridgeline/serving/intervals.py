@@ -60,8 +60,8 @@ def summary_intervals(runs: dict[int, SimResult]) -> dict[str, Any]:
     """The central intervals of every percentile (and mean) of ``LATENCIES`` and of the
     ``RATES``, from the runs at each factor quantile."""
 
-    def pair(lo: float, hi: float) -> list[float]:
-        return sorted((lo, hi)) if np.isfinite(lo) and np.isfinite(hi) else [lo, hi]
+    def pair(lo: float | None, hi: float | None) -> list:
+        return [lo, hi] if lo is None or hi is None else sorted((lo, hi))  # None: no such figure
 
     out: dict[str, Any] = {}
     for key in LATENCIES:
