@@ -399,7 +399,8 @@ def simulate_serving(
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
     out = {"result": result, "goodput": good, "search": found}
     if intervals:
-        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale)  # noqa: E731
+        cost = simulator.step_cost_of(d, scheduler)  # one table for the four runs
+        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale, cost=cost)  # noqa: E731
         out["intervals"] = serving_intervals(d, first, scheduler, result, again)
     if found is not None and intervals:
         found["max_rate_prob90"] = sure_rate(d, scheduler, first, result, run, (ttft_slo, tpot_slo, percentile), start)

@@ -128,7 +128,7 @@ class _Server(ServerState):
         step's share of prompt tokens (``serving.intervals``); the host terms stay as they are."""
         seconds = super().forward_of(chunk)
         prefill, decode = self.step_scale
-        if prefill == decode:
+        if prefill == decode or self.pure:  # a pure step only decodes
             return seconds * decode
         tokens = int(chunk.sum())
         decodes = int(np.count_nonzero((chunk == 1) & (self.run[4] > 0)))
@@ -146,11 +146,12 @@ def simulate_deployment(
     *,
     progress: Callable[[int, int], None] | None = None,
     step_scale: tuple[float, float] = (1.0, 1.0),
+    cost: StepCost | None = None,
 ) -> SimResult:
     """Serve ``arrivals`` on ``d`` with continuous batching; every step costs what the engine
     says (``ridgeline.api.simulate`` takes names), its forward scaled by ``step_scale``
-    (prefill, decode; :mod:`ridgeline.serving.intervals`). ``progress(finished, total)`` is
-    called every few thousand steps.
+    (prefill, decode; :mod:`ridgeline.serving.intervals`), from ``cost`` where given
+    (:func:`step_cost_of`). ``progress(finished, total)`` is called every few thousand steps.
     """
     s = scheduler or Scheduler()
     rule = policy(s.policy)
@@ -164,7 +165,7 @@ def simulate_deployment(
             f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
             "raise it or allow chunked prefill"
         )
-    cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch, s.batch_attention)
+    cost = cost or step_cost_of(d, s)
     blocks = kv_block_count(config, device, p, s)
     block = p.kv_block
     largest = int(
@@ -179,6 +180,11 @@ def simulate_deployment(
     server.step_scale = step_scale
     times = _run(server, arrivals, progress)
     return _result(server, times, config, device, chosen, roofs, s, blocks, block)
+
+
+def step_cost_of(d: Deployment, s: Scheduler) -> StepCost:
+    """The engine's step times for ``d`` under ``s``, tabulated (runs of one deployment share them)."""
+    return build_step_cost(d.model, d.plan, d.ceilings, s.token_budget, s.max_batch, s.batch_attention)
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
