@@ -64,7 +64,26 @@ def ops_csv_frame(analysis: Analysis):
     ]
     out = pd.concat([*frames, pd.DataFrame(totals, columns=frames[0].columns)], ignore_index=True)
     out["count"] = out["count"].astype("Int64")  # whole instances, as in the JSON (empty on totals)
-    return out
+    return with_interval_columns(out, analysis.extra.get("intervals") or {})
+
+
+INTERVAL_TOTALS = {("generation", "ttft"): "ttft_s", ("generation", "tpot"): "tpot_s", ("generation", "total"): "total_s"}
+
+
+def with_interval_columns(frame, intervals: dict):
+    """``time_lo80_s`` ... ``time_hi50_s``: each op's and each headline time's central
+    intervals (empty where there is no measured interval)."""
+    factors = [f for stage in ("prefill", "decode") for f in intervals.get("ops", {}).get(stage, [])]
+    for c in ("80", "50"):
+        lo, hi = [None] * len(frame), [None] * len(frame)
+        for i, f in enumerate(factors):
+            lo[i], hi[i] = frame["time_s"].iat[i] * f[c][0], frame["time_s"].iat[i] * f[c][1]
+        for i, (stage, name) in enumerate(zip(frame["stage"], frame["name"])):
+            key = INTERVAL_TOTALS.get((stage, name)) or (f"{stage}_s" if name == "total" else None)
+            if key in intervals:
+                lo[i], hi[i] = intervals[key][c]
+        frame[f"time_lo{c}_s"], frame[f"time_hi{c}_s"] = lo, hi
+    return frame
 
 
 def to_csv(analysis: Analysis) -> str:
@@ -279,17 +298,37 @@ def verdict_fields(analysis: Analysis) -> dict:
     }
 
 
+def band_text(intervals: dict, key: str, rate: bool = False) -> str:
+    """' (80 %: 5.9–6.8 ms)' for a headline figure with an interval, else ''."""
+    pair = (intervals.get(key) or {}).get("80")
+    if not pair or pair[0] is None:
+        return ""
+    show = (lambda v: plain_number(v, 3)) if rate else format_time
+    return f" (80 %: {show(pair[0])}–{show(pair[1])})"
+
+
+def interval_basis(intervals: dict) -> str:
+    """What the intervals rest on, in one line (or why there are none)."""
+    if "none" in intervals:
+        return f"intervals: none ({intervals['none']})"
+    far = intervals.get("widened_past_grid", 0)
+    wider = f"; {far} ops past the measured grid, their spread widened" if far else ""
+    return f"intervals: {intervals.get('basis', '')}{wider}"
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """Key numbers as short lines: generation and memory."""
     lines = [f"warning: {w}" for w in analysis.extra.get("warnings", [])]
     gen = analysis.generation
     if gen:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
+        bands = analysis.extra.get("intervals") or {}
         lines.append(
-            f"TTFT {format_time(gen['ttft_s'])}   TPOT {tpot}   "
+            f"TTFT {format_time(gen['ttft_s'])}{band_text(bands, 'ttft_s')}   TPOT {tpot}{band_text(bands, 'tpot_s')}   "
             f"total {format_time(gen['total_s'])}   "
-            f"{plain_number(gen['tokens_per_s'], 4)} tokens/s"
+            f"{plain_number(gen['tokens_per_s'], 4)} tokens/s{band_text(bands, 'tokens_per_s', rate=True)}"
         )
+        lines.append(interval_basis(bands))
     spec = analysis.extra.get("speculative")
     if spec:
         even = spec["break_even_acceptance"]

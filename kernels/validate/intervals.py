@@ -260,3 +260,86 @@ def coverage(path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
             "e2e": level_summary(e2e, "end-to-end TTFT and TPOT", e2e_files),
         },
     }
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+def new_file(output: Path | None, flag: str) -> Path:
+    """``output``, refused when missing or when it exists: these commands never write over
+    a file (a committed profile or coverage file is replaced by moving the new one in)."""
+    from ridgeline.errors import RidgelineError
+
+    if output is None:
+        raise RidgelineError(f"{flag} writes a new file: pass -o NEW (it never writes over one)")
+    if Path(output).exists():
+        raise RidgelineError(f"{output} exists: {flag} never writes over a file; pass -o NEW")
+    return Path(output)
+
+
+def without_intervals(text: str) -> str:
+    """A profile's YAML text less a top-level ``intervals:`` section (the rest byte for byte)."""
+    lines, out, skipping = text.splitlines(keepends=True), [], False
+    for line in lines:
+        if line.startswith("intervals:"):
+            skipping = True
+            continue
+        if skipping and line[:1] not in (" ", "-", "\n", ""):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def write_profile_intervals(profile: Path, output: Path | None, log: Callable[[str], None] = print) -> Path:
+    """The profile with an ``intervals`` section fitted from its leave-one-model-out residuals."""
+    import yaml
+
+    from ridgeline.io.files import write_atomic
+
+    target = new_file(output, "--fit-intervals")
+    table = fit_profile(Path(profile), log)
+    text = without_intervals(Path(profile).read_text())
+    write_atomic(target, text + yaml.safe_dump({"intervals": table.to_dict()}, sort_keys=False, width=200, default_flow_style=None))
+    log(f"wrote {target}: {len(table.groups)} groups from {table.extra['residuals']} residuals")
+    return target
+
+
+def write_spec_pools(output: Path | None, log: Callable[[str], None] = print) -> Path:
+    """The spec residual pools of every committed validation snapshot."""
+    import yaml
+
+    from ridgeline.io.files import write_atomic
+
+    target = new_file(output, "--fit-intervals")
+    pools = spec_pools(committed_snapshots())
+    write_atomic(target, yaml.safe_dump({k: t.to_dict() for k, t in pools.items()}, sort_keys=False, width=200, default_flow_style=None))
+    log(f"wrote {target}: spec pools for {', '.join(pools)}")
+    return target
+
+
+def write_coverage(profile: Path, output: Path | None, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """``coverage`` of a profile, printed; written as JSON to ``output`` when given."""
+    from ridgeline.io.files import write_atomic
+
+    result = coverage(Path(profile), log)
+    if output is not None:
+        write_atomic(new_file(output, "--coverage"), json.dumps(result, indent=1, allow_nan=False) + "\n")
+        log(f"wrote {output}")
+    return result
+
+
+def coverage_lines(result: dict[str, Any]) -> list[str]:
+    """One line per level: its coverage of the 50 % and 80 % intervals and their widths."""
+    out = [f"coverage of {result['profile']} ({result['device_key']}):"]
+    for name, level in result["levels"].items():
+        if not level["n"]:
+            out.append(f"  {name}: no checks (no committed files)")
+            continue
+        parts = [
+            f"{c} %: {level[f'coverage_{c}']:.0%} inside (median half-width {level[f'median_half_width_{c}']:.1%})"
+            + ("" if level[f"holds_{c}"] else f", outside {c - 10}–{c + 10} %")
+            for c in COVERAGES
+        ]
+        out.append(f"  {name} (n={level['n']}): " + "; ".join(parts))
+    return out

@@ -65,8 +65,13 @@ def validate(
     repredict: opt.Repredict = None,
     quiet_wait: opt.QuietWait = 0.0,
     draw: opt.DrawSeed = None,
+    fit_intervals: opt.FitIntervals = False,
+    coverage: opt.Coverage = False,
+    output: opt.Output = None,
 ) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
+    if fit_intervals or coverage:
+        raise typer.Exit(interval_command(fit_intervals, coverage, profile, output))
     check_device(device)
     from kernels.validate import validate as validation
 
@@ -116,3 +121,23 @@ def predictions_compare(results: opt.Results, predictions: opt.Predictions, outp
     write_atomic(output, text)
     write_atomic(output.with_suffix(".json"), json.dumps(table, indent=1, default=float) + "\n")
     typer.echo(f"wrote {output} and {output.with_suffix('.json')}")
+
+
+def interval_command(fit: bool, coverage: bool, profile: Path | None, output: Path | None) -> int:
+    """--fit-intervals (a profile's table, or without --profile the spec pools) or --coverage."""
+    from kernels.validate import intervals
+
+    if fit and coverage:
+        raise typer.BadParameter("--fit-intervals and --coverage are separate runs: give one")
+    if profile is not None and not profile.is_file():
+        raise typer.BadParameter(f"--profile {profile}: no such file")
+    if coverage:
+        if profile is None:
+            raise typer.BadParameter("--coverage checks one profile: give --profile PATH")
+        for line in intervals.coverage_lines(intervals.write_coverage(profile, output, echo_err)):
+            typer.echo(line)
+    elif profile is not None:
+        intervals.write_profile_intervals(profile, output, echo_err)
+    else:
+        intervals.write_spec_pools(output, echo_err)
+    return 0

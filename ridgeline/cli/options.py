@@ -394,3 +394,18 @@ def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str,
 def settings_keywords(params: dict[str, Any]) -> dict[str, Any]:
     """A command's parameters -> the Settings keywords its deployment options set (one value each)."""
     return {field: values[0] for field, values in setting_lists(params, allow_lists=False).items()}
+FitIntervals = Annotated[
+    bool,
+    typer.Option(
+        "--fit-intervals",
+        help="Fit interval tables instead of measuring: with --profile, the profile's from its "
+        "leave-one-model-out residuals; without, the spec pools of the committed snapshots. Writes -o NEW.",
+    ),
+]
+Coverage = Annotated[
+    bool,
+    typer.Option(
+        "--coverage",
+        help="Check instead of measuring how often --profile's intervals hold on data left out of their fit (-o NEW.json to keep it).",
+    ),
+]

@@ -88,12 +88,12 @@ class IntervalTable:
 
 
 def fit_table(
-    residuals: Sequence[float], chains: Sequence[Sequence[str]], bands: Sequence[str], basis: str, **extra
+    log_ratios: Sequence[float], chains: Sequence[Sequence[str]], bands: Sequence[str], basis: str, **extra
 ) -> IntervalTable:
-    """Quantiles of ``residuals`` (log measured / predicted) per group: each residual counts
+    """Quantiles of ``log_ratios`` (log measured / predicted) per group: each residual counts
     toward every key of its chain, with and without its band, and toward the pool; groups
     with fewer than ``MIN_COUNT`` are left out (their ops fall back along the chain)."""
-    r = np.asarray(residuals, dtype=float)
+    r = np.asarray(log_ratios, dtype=float)
     if r.size == 0:
         raise ValueError("no residuals to fit intervals from")
     members: dict[str, list[int]] = {POOL: list(range(r.size))}
