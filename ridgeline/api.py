@@ -24,8 +24,10 @@ from ridgeline.engine.analyze import (
     sweep_deployment,
     sweep_each,
 )
+from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
 from ridgeline.io.catalog import REPORTS_DIR
@@ -37,6 +39,7 @@ from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
 from ridgeline.serving.bounds import Load, Slo, Space
 from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
+from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
@@ -389,6 +392,7 @@ def simulate_serving(
     percentile: float = 99.0,
     progress=_no_progress,
     fleet: Callable[..., simulator.SimResult] | None = None,
+    intervals: bool = True,
 ) -> dict[str, Any]:
     """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
     with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
@@ -398,7 +402,9 @@ def simulate_serving(
     ``trace_log_type`` (BurstGPT's Log Type) select requests (:func:`load_trace`);
     ``prefix`` ("shared:system=S,fanout=F") gives the prompts shared system prompts, in
     blocks of the deployment's KV block, for ``scheduler.prefix_cache``.
-    Returns the result, its goodput and the search."""
+    Returns the result, its goodput, the search and, with ``intervals``, the summary's
+    intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``;
+    one server only: a fleet's are not computed, and say so)."""
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     slo_given = ttft_slo is not None or tpot_slo is not None
     if search and not slo_given:
@@ -421,13 +427,15 @@ def simulate_serving(
             return fleet(requests, progress=tick)
         return simulate(d, None, requests, scheduler, progress=tick)
 
-    def run(at: float):
-        return serve(arrivals(at))
+    def run(at: float, scale: tuple[float, float] = (1.0, 1.0)):
+        if fleet is not None:
+            return serve(arrivals(at))
+        return simulator.simulate_deployment(d, arrivals(at), scheduler, step_scale=scale)
 
     found = None
+    start = base.rate if base is not None else rate
     with progress(requests if base is None else len(base)) as tick:
         if search:
-            start = base.rate if base is not None else rate
             found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
         at = found["max_rate"] if found and found["max_rate"] else rate
         first = base if base is not None and not search else arrivals(at)
@@ -435,7 +443,18 @@ def simulate_serving(
     if base is not None:
         result = replace(result, meta={**result.meta, "trace": base.about})
     good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
-    return {"result": result, "goodput": good, "search": found}
+    out = {"result": result, "goodput": good, "search": found}
+    if intervals and fleet is not None:
+        out["intervals"] = {"none": "not computed for replicas, pools or speculative steps (one server only)"}
+    elif intervals:
+        cost = simulator.step_cost_of(d, scheduler)  # one table for the four runs
+        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale, cost=cost)  # noqa: E731
+        out["intervals"] = serving_intervals(d, first, scheduler, result, again)
+        if found is not None:
+            found["max_rate_prob90"] = sure_rate(
+                d, scheduler, first, result, run, (ttft_slo, tpot_slo, percentile), start
+            )
+    return out
 
 
 MLPERF_LENGTHS = REPORTS_DIR / "mlperf" / "openorca-llama2-70b.yaml"
@@ -605,3 +624,41 @@ def plan(
         "workers": None if address else count,
     }
     return replace(result, meta={**meta, **result.meta})
+
+
+def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:
+    """The highest rate meeting the SLOs with probability >= 0.9: the search again with every
+    step at the 90 % step factor of the served run (meeting them is monotone in the steps'
+    costs), from the same ``start`` as the point's search; None without a measured interval."""
+    if d.intervals is None:
+        return None
+    slow = step_factors(d, served, result, scheduler)[SURE]
+    return simulator.max_rate(lambda at: run(at, slow), *slos, start=start)["max_rate"]
+
+
+def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:
+    """The 80 % and 50 % intervals of a sweep's TTFT, TPOT and tokens/s, every point at once
+    (``frame``: :func:`sweep`'s rows): {'ttft_s': {'lo80': [points], 'hi80': ...}, ...,
+    'basis': ...}, or {'none': why}. Each point's prefill and decode passes (the decode at
+    the mid-generation context) weigh their ops' class draws (``engine.intervals.stage_factors``);
+    without a generation TTFT is the prefill, TPOT one decode step and tokens/s batch / step."""
+    if d.intervals is None:
+        return {"none": d.no_interval or "no measured residuals for these ceilings"}
+    batch, seq_len = frame["batch"].to_numpy(), frame["seq_len"].to_numpy()
+    ops = {
+        "prefill": stage_ops(d.model, "prefill", batch, seq_len, d.plan),
+        "decode": stage_ops(d.model, "decode", batch, seq_len + generate // 2, d.plan),
+    }
+    weights = {}
+    for stage, stage_list in ops.items():
+        table = evaluate(stage_list, d.ceilings)
+        weights[stage] = (table["count"] * table["time_s"]).reshape(len(stage_list), -1)
+    f = stage_factors(ops, weights, d.ceilings, d.intervals)
+    if generate > 0:
+        ttft, tpot, total = (frame[k].to_numpy(float) for k in ("ttft_s", "tpot_s", "total_s"))
+        rate = batch * generate / (ttft * f["prefill"] + (total - ttft) * f["decode"])
+    else:
+        ttft, tpot = frame["prefill_s"].to_numpy(float), frame["decode_step_s"].to_numpy(float)
+        rate = batch / (tpot * f["decode"])
+    out = {"ttft_s": bands(f["prefill"], ttft), "tpot_s": bands(f["decode"], tpot), "tokens_per_s": bands(rate, 1.0)}
+    return {**out, "basis": f"{d.intervals.basis}; per point, its passes' ops drawn per class"}

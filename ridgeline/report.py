@@ -564,6 +564,7 @@ def simulation_text(run: dict, fmt: str) -> str | None:
         data = {**run["result"].to_dict(), "goodput": run["goodput"], "search": run["search"]}
         if "mlperf" in run:
             data["mlperf"] = run["mlperf"]
+        data["intervals"] = run.get("intervals")
         return json.dumps(data, indent=1, allow_nan=False, default=float)
     return None
 
@@ -628,10 +629,15 @@ def simulation_tables(run: dict, percentile: float) -> list:
         lines.insert(1, trace_line(result.meta["trace"]))
     if slo is not None:
         lines.insert(-1, f"goodput {slo['goodput_rps']:.4g} requests/s ({slo['slo_attainment']:.1%} met the SLOs)")
+    lines += simulation_interval_lines(run.get("intervals"))
     if found is not None:
         lines.append(
             f"highest rate meeting the p{percentile:g} SLOs: {found['max_rate']:.4g} "
             f"requests/s ({len(found['tried'])} runs)"
+        )
+    if found is not None and found.get("max_rate_prob90") is not None:
+        lines.append(
+            f"  with probability >= 0.9 (every step at its 90 % factor): {found['max_rate_prob90']:.4g} requests/s"
         )
     return lines
 
@@ -689,6 +695,21 @@ def trace_line(about: dict) -> str:
     if about.get("out_of_order_sorted"):
         parts.append(f"{about['out_of_order_sorted']} rows out of time order, sorted")
     return "; ".join(parts)
+
+
+def simulation_interval_lines(bands: dict | None) -> list[str]:
+    """The 80 % intervals of the p50 and p99 latencies, and what they rest on (or why none)."""
+    if not bands:
+        return []
+    if "none" in bands:
+        return [f"intervals: none ({bands['none']})"]
+    parts = []
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("latency_s", "latency")):
+        ends = [(q, bands[key][q]["80"]) for q in ("p50", "p99")]
+        shown = [f"{q} {format_time(lo)}–{format_time(hi)}" for q, (lo, hi) in ends if lo is not None]
+        if shown:
+            parts.append(f"{label} {', '.join(shown)}")
+    return [f"80 % intervals: {'; '.join(parts)}", f"intervals: {bands['basis']}"]
 
 
 def overhead_line(terms: dict, path) -> str:

@@ -190,6 +190,7 @@ def test_the_committed_numbers_are_not_quoted_in_the_manuals():
     """The manuals keep no measured percentage: only the goals, bounds and thresholds they
     are inputs for, and the hand-worked ratios checked above."""
     allowed = {"0.1 %", "2 %", "5 %", "10 %", "15 %", "20%", "25 %", "45%", "70 %", "28%", "64%", "76%"}
+    allowed |= {"50 %", "80 %", "90 %"}  # the intervals' nominal levels (issue 27), not measured figures
     for page in PAGES:
         found = set(re.findall(r"\d[\d.,]*\s?%", page.read_text()))
         assert found <= allowed, f"{page.name} quotes {sorted(found - allowed)}: link to reports/RESULTS.md instead"

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 import ridgeline as rl
+from ridgeline.api import sweep_bands
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import TIMINGS
@@ -163,7 +164,7 @@ def sweep_frame(
     xs = np.array(SWEEP_BATCHES if axis == "batch" else SWEEP_SEQ_LENS)
     batch = xs if axis == "batch" else np.array([state["batch"]])
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
-    frames = []
+    frames, intervals = [], {}
     for w in w_dtypes or state["sweep_dtypes"]:
         variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
         frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
@@ -175,10 +176,21 @@ def sweep_frame(
         frame.insert(1, "x", frame[axis])
         frame["capacity_bytes"] = d.device.memory_capacity
         frame["max_x"] = largest_fitting(variant, axis, state, frame)
+        intervals = with_bands(frame, sweep_bands(variant, frame, state["generate"]))
         frames.append(frame)
     out = pd.concat(frames, ignore_index=True)
-    out.attrs.update(axis=axis, device=d.device.name, model=d.model.name, mode=d.mode)
+    out.attrs.update(axis=axis, device=d.device.name, model=d.model.name, mode=d.mode, intervals=intervals)
     return out
+
+
+def with_bands(frame: pd.DataFrame, bands: dict[str, Any]) -> dict[str, Any]:
+    """``bands`` (``ridgeline.api.sweep_bands``) as columns of ``frame`` ('ttft_s_lo80' ...);
+    returns what they rest on ({'basis': ...} or {'none': why})."""
+    for key, ends in bands.items():
+        if isinstance(ends, dict):
+            for end, values in ends.items():
+                frame[f"{key}_{end}"] = values
+    return {k: bands[k] for k in ("basis", "none") if k in bands}
 
 
 def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any], frame: pd.DataFrame) -> int:

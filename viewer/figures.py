@@ -86,6 +86,65 @@ def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) ->
     return fig
 
 
+# --- intervals (bands) ------------------------------------------------------------------
+
+BAND = "80"  # the central interval the charts shade
+
+
+def interval_caption(intervals: dict | None) -> str:
+    """What a chart's bands rest on, or why it has none."""
+    intervals = intervals or {"none": "none computed for this chart"}
+    if "none" in intervals:
+        why = str(intervals["none"])
+        return why if why.startswith("no measured interval") else f"no measured interval: {why}"
+    return f"bands: {BAND} % intervals from {intervals['basis']}"
+
+
+def add_caption(fig: go.Figure, intervals: dict | None) -> go.Figure:
+    """The bands' caption under the plot (``interval_caption``), named 'interval-caption'."""
+    fig.add_annotation(
+        text=interval_caption(intervals),
+        name="interval-caption",
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=0,
+        xanchor="left",
+        yanchor="top",
+        yshift=-42,
+        showarrow=False,
+        align="left",
+        font={"size": 11, "color": "#666"},
+    )
+    fig.update_layout(margin={"b": 80})
+    return fig
+
+
+def faded(color: str, alpha: float = 0.2) -> str:
+    """'#1f77b4' -> 'rgba(31,119,180,0.2)': a band's fill in its line's colour."""
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def band_traces(x, lo, hi, color: str, meta: str, **where: Any) -> list[go.Scatter]:
+    """A shaded band between ``lo`` and ``hi`` along ``x``: the lower edge, then the upper
+    edge filled down to it (``fill='tonexty'``); no legend entries, no hover."""
+    edge = {"mode": "lines", "line": {"width": 0, "color": color}, "showlegend": False, "hoverinfo": "skip", **where}
+    return [
+        go.Scatter(x=x, y=lo, meta=f"{meta}:lo", **edge),
+        go.Scatter(x=x, y=hi, meta=f"{meta}:hi", fill="tonexty", fillcolor=faded(color), **edge),
+    ]
+
+
+def op_factors(analysis: Analysis, stage: str) -> np.ndarray | None:
+    """Each op's ``BAND`` interval as factors of its time, [ops, 2] in the stage's row
+    order (``extra['intervals']['ops']``), or None without one."""
+    per_op = (analysis.extra.get("intervals") or {}).get("ops", {}).get(stage)
+    if not per_op:
+        return None
+    return np.array([f[BAND] for f in per_op], dtype=float)
+
+
 # --- roofline -------------------------------------------------------------------------
 
 
@@ -97,7 +156,10 @@ def ridge_point(ceilings: Ceilings, dtype: str) -> float:
 def stage_points(analysis: Analysis, stage: str) -> pd.DataFrame:
     """One row per op of a stage with what the roofline plots (ops with no arithmetic, like
     the embedding gather, have intensity 0 and cannot sit on a log axis: dropped)."""
-    frame = getattr(analysis, stage).ops
+    frame = getattr(analysis, stage).ops.copy()
+    factors = op_factors(analysis, stage)
+    if factors is not None:  # a time interval [lo, hi] x t is a perf interval [p / hi, p / lo]
+        frame["perf_lo"], frame["perf_hi"] = frame["perf"] / factors[:, 1], frame["perf"] / factors[:, 0]
     frame = frame[(frame["intensity"] > 0) & (frame["perf"] > 0)].copy()
     frame["stage"] = stage
     frame["total_s"] = frame["count"] * frame["time_s"]
@@ -200,6 +262,8 @@ def roofline_figure(
                     hoverinfo="text",
                 )
             )
+            if "perf_lo" in group:
+                fig.add_trace(perf_band(group, stage, kind))
     if highlight is not None:
         stage, name = highlight
         hit = points[(points["stage"] == stage) & (points["name"] == name)]
@@ -232,8 +296,28 @@ def roofline_figure(
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)", range=[np.log10(x_min), np.log10(x_max)])
     if legend_below:
         fig.update_layout(legend={"orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}})
+    else:
+        add_caption(fig, analysis.extra.get("intervals"))
     fig.update_yaxes(type="log", title="attainable performance (ops/s)")
     return fig
+
+
+def perf_band(group: pd.DataFrame, stage: str, kind: str) -> go.Scatter:
+    """Each op's attainable performance over its time's ``BAND`` interval: a vertical
+    segment per op at its intensity (gaps between ops)."""
+    n = len(group)
+    x = np.column_stack([group["intensity"], group["intensity"], np.full(n, np.nan)]).ravel()
+    y = np.column_stack([group["perf_lo"], group["perf_hi"], np.full(n, np.nan)]).ravel()
+    return go.Scatter(
+        x=x,
+        y=y,
+        mode="lines",
+        meta=f"band:{stage}:{kind}",
+        legendgroup=kind,
+        showlegend=False,
+        hoverinfo="skip",
+        line={"color": faded(kind_color(kind), 0.6), "width": 5},
+    )
 
 
 # --- breakdowns -----------------------------------------------------------------------
@@ -251,9 +335,26 @@ def time_by_kind(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(frames).fillna(0.0)
 
 
+def kind_intervals(analysis: Analysis) -> dict[str, pd.DataFrame]:
+    """Per stage, each kind's seconds at the ends of its ops' ``BAND`` intervals (columns
+    lo, hi), the ends added as if its ops' errors moved together; {} without intervals."""
+    out = {}
+    for stage in STAGES:
+        factors = op_factors(analysis, stage)
+        if factors is None:
+            return {}
+        ops = getattr(analysis, stage).ops
+        total = (ops["count"] * ops["time_s"]).to_numpy()
+        ends = pd.DataFrame({"lo": total * factors[:, 0], "hi": total * factors[:, 1], "kind": ops["kind"]})
+        out[stage] = ends.groupby("kind", sort=False).sum()
+    return out
+
+
 def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
-    """Stacked bars: where a prefill pass and a decode step spend their time, by op kind."""
+    """Stacked bars: where a prefill pass and a decode step spend their time, by op kind;
+    with intervals, each kind's as an error bar on its segment."""
     table = time_by_kind(analysis)
+    ends = kind_intervals(analysis)
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -265,6 +366,7 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     for kind, row in table.iterrows():
         for col, stage in enumerate(STAGES, start=1):
             total = table[stage].sum()
+            band = ends[stage].loc[kind] * 1e3 if ends and kind in ends[stage].index else None
             fig.add_trace(
                 go.Bar(
                     x=[stage],
@@ -274,14 +376,27 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
                     showlegend=col == 1,
                     marker_color=kind_color(kind),
                     meta=f"time:{stage}:{kind}",
-                    hovertemplate=f"{kind}: %{{y:.4g}} ms ({100 * row[stage] / total:.1f}%)<extra></extra>",
+                    hovertemplate=f"{kind}: %{{y:.4g}} ms ({100 * row[stage] / total:.1f}%)"
+                    + (f", {BAND} %: {band['lo']:.4g}–{band['hi']:.4g} ms" if band is not None else "")
+                    + "<extra></extra>",
+                    error_y=kind_error(band, row[stage] * 1e3),
                 ),
                 row=1,
                 col=col,
             )
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="time (ms)", row=1, col=1)
-    return base_layout(fig, "Time by op kind (count x time)", height, top=100)
+    base_layout(fig, "Time by op kind (count x time)", height, top=100)
+    return add_caption(fig, analysis.extra.get("intervals"))
+
+
+def kind_error(band: pd.Series | None, value: float) -> dict[str, Any] | None:
+    """An error bar from ``band``'s lo and hi around ``value`` (each side at least 0: an
+    interval beside the point shows its nearer end at the point; the hover gives both ends)."""
+    if band is None:
+        return None
+    up, down = max(band["hi"] - value, 0.0), max(value - band["lo"], 0.0)
+    return {"type": "data", "symmetric": False, "array": [up], "arrayminus": [down], "color": "#333", "width": 3}
 
 
 def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
@@ -352,6 +467,10 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         boundary = oom_boundary(group)
         for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
+            if f"{col}_lo{BAND}" in group:
+                ends = (group[f"{col}_{end}{BAND}"] * scale for end in ("lo", "hi"))
+                for band in band_traces(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w):
+                    fig.add_trace(band, row=row, col=1)
             fits = group["fits"].to_numpy(bool)
             symbols = np.where(fits, "circle", "x-open")
             fig.add_trace(
@@ -412,7 +531,7 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     fig.update_xaxes(type="log", dtick=np.log10(2), tickformat="d")
     fig.update_xaxes(title=AXIS_TITLES.get(axis, axis), row=len(SWEEP_ROWS), col=1)
     title = f"Sweep: {frame.attrs.get('model', '')} on {frame.attrs.get('device', '')}"
-    return base_layout(fig, title, height)
+    return add_caption(base_layout(fig, title, height), frame.attrs.get("intervals"))
 
 
 # --- compare --------------------------------------------------------------------------

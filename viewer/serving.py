@@ -2,7 +2,9 @@
 
 The sidebar's model, device, roofline and settings, the prompt and generated tokens, and
 the page's own controls (``serving_*`` in ``viewer.state``) come from the URL state;
-each rate is one ``ridgeline.serving.simulator`` run of Poisson arrivals (seed 0). Three layers as
+each rate is one ``ridgeline.serving.simulator`` run of Poisson arrivals (seed 0), four more
+where the profile has residuals (the percentiles' intervals, ``ridgeline.serving.intervals``,
+shaded). Three layers as
 on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, and
 ``update_serving`` is the thin callback.
 """
@@ -18,12 +20,12 @@ from dash import no_update
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
-from ridgeline.api import simulate
+from ridgeline.api import simulate_serving
 from ridgeline.errors import RidgelineError
-from ridgeline.serving.arrivals import poisson
+from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES, Scheduler
 from viewer import ids
-from viewer.figures import SERIES_COLORS, base_layout
+from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout
 from viewer.state import page_from_path, parse_query
 
 MOST_RATES = 12
@@ -44,18 +46,21 @@ def rates_of(text: str) -> list[float]:
 
 
 def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
-    """One simulation per rate: [(rate, SimResult)]."""
+    """One simulation per rate, with its intervals: [(rate, SimResult, intervals)]."""
     from viewer.data import deployment_for
 
     rates = rates_of(state["serving_rates"])
     check_work(state, len(rates))
     d = deployment_for(state, uploads)
+    check_work(state, len(rates) * (1 + len(LEVELS) * (d.intervals is not None)))
     sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
-    out = max(state["generate"], 1)
-    return [
-        (rate, simulate(d, None, poisson(rate, state["serving_requests"], state["seq_len"], out, seed=0), sched))
-        for rate in rates
-    ]
+    load = {
+        "requests": state["serving_requests"],
+        "prompt": state["seq_len"],
+        "output_tokens": max(state["generate"], 1),
+    }
+    runs = [simulate_serving(d, sched, rate=rate, **load) for rate in rates]
+    return [(rate, run["result"], run["intervals"]) for rate, run in zip(rates, runs)]
 
 
 def request_steps(state: Mapping[str, Any], rates: int) -> int:
@@ -75,12 +80,18 @@ def check_work(state: Mapping[str, Any], rates: int) -> None:
 
 
 def latency_figure(runs: list, height: int = 480) -> go.Figure:
-    """p50/p90/p99 of TTFT, TPOT and end-to-end latency against the offered rate."""
+    """p50/p90/p99 of TTFT, TPOT and end-to-end latency against the offered rate, each
+    with its ``BAND`` % interval shaded where the runs have intervals."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT", "TPOT", "latency"))
-    rates = [rate for rate, _ in runs]
+    rates = [rate for rate, *_ in runs]
+    bands = [b for *_, b in runs]
     for col, key in enumerate(("ttft_s", "tpot_s", "latency_s"), start=1):
         for i, q in enumerate(PERCENTILES):
-            ys = [r.summary[key][f"p{q}"] for _, r in runs]
+            if all("none" not in b for b in bands):
+                lo, hi = zip(*(b[key][f"p{q}"][BAND] for b in bands))
+                for band in band_traces(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}"):
+                    fig.add_trace(band, row=1, col=col)
+            ys = [r.summary[key][f"p{q}"] for _, r, _ in runs]
             fig.add_trace(
                 go.Scatter(
                     x=rates,
@@ -97,13 +108,14 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
             )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
         fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
-    return base_layout(fig, "Latency percentiles against request rate", height)
+    base_layout(fig, "Latency percentiles against request rate", height)
+    return add_caption(fig, bands[0] if bands else None)
 
 
 def kv_figure(runs: list, height: int = 360) -> go.Figure:
     """KV-cache occupancy over time, one line per rate."""
     fig = go.Figure()
-    for i, (rate, r) in enumerate(runs):
+    for i, (rate, r, _) in enumerate(runs):
         line = r.timeline
         fig.add_trace(
             go.Scatter(
@@ -121,7 +133,7 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
 
 
 def summary_line(runs: list) -> str:
-    rate, last = runs[-1]
+    rate, last, _ = runs[-1]
     s = last.summary
     return (
         f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "

@@ -229,3 +229,36 @@ def analysis_intervals(
     every = [g for g, _ in groups.values()]
     far = sum(int(d > 1.0) for _, dist in groups.values() for d in dist)
     return {**out, **summary(table, [g for gs in every for g in gs], far)}
+
+
+# --- stage factors for many points at once (sweeps, the serving simulator) -------------
+
+
+def stage_factors(
+    ops: Mapping[str, Sequence[Op]], weights: Mapping[str, Any], ceilings, table: IntervalTable
+) -> dict[str, np.ndarray]:
+    """Per stage, the factor of its time at each class draw, for every point at once:
+    ``weights[stage]`` is count x time per op, (ops,) or (ops, points); the result is
+    (samples,) or (samples, points). The stages share their classes' draws, as in
+    :func:`analysis_intervals`; an op's group is its band at its largest point."""
+    groups = {s: op_groups(ops[s], ceilings, table) for s in ops}
+    u_of = shared_draws([g for g, _ in groups.values()])
+    out = {}
+    for s, (g, dist) in groups.items():
+        w = np.asarray(weights[s], dtype=float).reshape(len(g), -1)  # [ops, points]
+        total = w.sum(axis=0)
+        share = w / np.where(total > 0, total, 1.0)
+        f = np.exp(op_draws(table, g, dist, u_of(g))) @ share  # [samples, points]
+        f[:, total <= 0] = 1.0
+        out[s] = f if np.ndim(weights[s]) > 1 else f[:, 0]
+    return out
+
+
+def bands(factors: np.ndarray, point) -> dict[str, np.ndarray]:
+    """Per point, the ends of the central ``COVERAGES`` intervals of ``point`` times
+    ``factors`` ((samples, points)): {'lo80': [points], 'hi80': ..., 'lo50': ..., 'hi50': ...}."""
+    out = {}
+    for c in COVERAGES:
+        lo, hi = np.quantile(factors, [(1 - c / 100) / 2, (1 + c / 100) / 2], axis=0)
+        out[f"lo{c}"], out[f"hi{c}"] = lo * point, hi * point
+    return out

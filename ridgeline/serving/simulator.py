@@ -121,6 +121,18 @@ class _Server(ServerState):
     def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int, block: int, rule: Policy):
         super().__init__(arrivals, scheduler, cost, blocks, block)
         self.policy = rule
+        self.step_scale = (1.0, 1.0)  # (prefill, decode) factors on the forward's seconds
+
+    def forward_of(self, chunk: np.ndarray) -> float:
+        """The forward's seconds, scaled between the prefill and the decode factor by the
+        step's share of prompt tokens (``serving.intervals``); the host terms stay as they are."""
+        seconds = super().forward_of(chunk)
+        prefill, decode = self.step_scale
+        if prefill == decode or self.pure:  # a pure step only decodes
+            return seconds * decode
+        tokens = int(chunk.sum())
+        decodes = int(np.count_nonzero((chunk == 1) & (self.run[4] > 0)))
+        return seconds * (decode + (prefill - decode) * (tokens - decodes) / max(tokens, 1))
 
     def schedule(self, now: float) -> np.ndarray:
         """The step starting at ``now``, as the policy chooses it (:meth:`Policy.schedule`)."""
@@ -133,25 +145,34 @@ def simulate_deployment(
     scheduler: Scheduler | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
+    step_scale: tuple[float, float] = (1.0, 1.0),
+    cost: StepCost | None = None,
 ) -> SimResult:
     """Serve ``arrivals`` on ``d`` with continuous batching; every step costs what the engine
-    says (``ridgeline.api.simulate`` takes names). ``progress(finished, total)`` is called
-    every few thousand steps.
+    says (``ridgeline.api.simulate`` takes names), its forward scaled by ``step_scale``
+    (prefill, decode; :mod:`ridgeline.serving.intervals`), from ``cost`` where given
+    (:func:`step_cost_of`). ``progress(finished, total)`` is called every few thousand steps.
     """
     s = scheduler or Scheduler()
-    server = server_maker(d, arrivals, s)()
+    server = server_maker(d, arrivals, s, cost=cost)()
+    server.step_scale = step_scale
     times = _run(server, arrivals, progress)
     return result_of(server, times, d, s)
 
 
 def server_maker(
-    d: Deployment, arrivals: Arrivals, s: Scheduler, kind: type[_Server] | None = None, blocks: int | None = None
+    d: Deployment,
+    arrivals: Arrivals,
+    s: Scheduler,
+    kind: type[_Server] | None = None,
+    blocks: int | None = None,
+    cost: StepCost | None = None,
 ) -> Callable[[], _Server]:
-    """Check that ``arrivals`` can run on ``d`` and tabulate its step costs once; returns a
-    maker of fresh servers (of class ``kind``; ``blocks`` KV blocks, default what the
-    memory leaves) that share the tables: one per replica of a fleet."""
+    """Check that ``arrivals`` can run on ``d`` and tabulate its step costs once (unless
+    ``cost`` gives them); returns a maker of fresh servers (of class ``kind``; ``blocks`` KV
+    blocks, default what the memory leaves) that share the tables: one per replica of a fleet."""
     rule = policy(s.policy)
-    config, device, p, roofs = d.model, d.device, d.plan, d.ceilings
+    config, device, p = d.model, d.device, d.plan
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
     longest = int(np.max(arrivals.prompt + arrivals.output - 1))
@@ -161,7 +182,7 @@ def server_maker(
             f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
             "raise it or allow chunked prefill"
         )
-    cost = build_step_cost(config, p, roofs, s.token_budget, s.max_batch, s.batch_attention)
+    cost = cost or step_cost_of(d, s)
     blocks = kv_block_count(config, device, p, s) if blocks is None else blocks
     block = p.kv_block
     largest = int(
@@ -216,6 +237,11 @@ def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> N
         raise InvalidWorkloadError(
             f"the prefix cache is modelled for full attention; {config.name} attends to a sliding window"
         )
+
+
+def step_cost_of(d: Deployment, s: Scheduler) -> StepCost:
+    """The engine's step times for ``d`` under ``s``, tabulated (runs of one deployment share them)."""
+    return build_step_cost(d.model, d.plan, d.ceilings, s.token_budget, s.max_batch, s.batch_attention)
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
