@@ -4,7 +4,6 @@ and the committed tables and coverage files replayed from the committed data."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,4 +174,6 @@ def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
     stored = json.loads((VALIDATION_DIR / f"coverage-{key}.json").read_text())
     assert json.loads(json.dumps(coverage(path, lambda _m: None, frame))) == stored
     assert stored["fitted"] == [f"reports/profiles/{key}.calibration.csv"]
-    assert all(Path(REPORTS_DIR.parent / f).is_file() for lvl in stored["levels"].values() for f in lvl["checked"])
+    for name in (f for level in stored["levels"].values() for f in level["checked"]):
+        path = REPORTS_DIR.parent / name  # a GPU run's results sit in its part's archive
+        assert path.exists() or any((p / "results.tar.gz").is_file() for p in path.parents), name

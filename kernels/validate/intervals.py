@@ -178,13 +178,13 @@ def e2e_checks(
     """The committed end-to-end runs of ``device_key``: each row's measured TTFT and TPOT
     against the intervals of its calibrated prediction."""
     from kernels.e2e.e2e import row_execution
+    from kernels.validate.attribution import e2e_files
 
     rows, files = [], []
-    for name in sorted(glob.glob(str(VALIDATION_DIR / f"e2e-{device_key}-*.json"))):
-        data = json.loads(Path(name).read_text())
+    for name, data in e2e_files(VALIDATION_DIR):  # the top folder's, then the GPU runs' archives
         if data["meta"].get("device_key") != device_key:
             continue
-        files.append(str(Path(name).relative_to(ROOT)))
+        files.append(f"reports/validation/{name}")
         for row in data["rows"]:
             rows += e2e_row_checks(row, row_execution(row), ceilings, table, data["meta"])
     log(f"e2e: {len(rows)} checks in {len(files)} files")
@@ -294,16 +294,14 @@ def without_intervals(text: str) -> str:
 
 def write_profile_intervals(profile: Path, output: Path | None, log: Callable[[str], None] = print) -> Path:
     """The profile with an ``intervals`` section fitted from its leave-one-model-out residuals."""
-    import yaml
-
-    from ridgeline.io.files import write_atomic
+    from ridgeline.io.files import write_atomic, yaml_text
 
     target = new_file(output, "--fit-intervals")
     table = fit_profile(Path(profile), log)
     text = without_intervals(Path(profile).read_text())
     write_atomic(
         target,
-        text + yaml.safe_dump({"intervals": table.to_dict()}, sort_keys=False, width=200, default_flow_style=None),
+        text + yaml_text({"intervals": table.to_dict()}, width=200, flow=None),
     )
     log(f"wrote {target}: {len(table.groups)} groups from {table.extra['residuals']} residuals")
     return target
@@ -311,15 +309,13 @@ def write_profile_intervals(profile: Path, output: Path | None, log: Callable[[s
 
 def write_spec_pools(output: Path | None, log: Callable[[str], None] = print) -> Path:
     """The spec residual pools of every committed validation snapshot."""
-    import yaml
-
-    from ridgeline.io.files import write_atomic
+    from ridgeline.io.files import write_atomic, yaml_text
 
     target = new_file(output, "--fit-intervals")
     pools = spec_pools(committed_snapshots())
     write_atomic(
         target,
-        yaml.safe_dump({k: t.to_dict() for k, t in pools.items()}, sort_keys=False, width=200, default_flow_style=None),
+        yaml_text({k: t.to_dict() for k, t in pools.items()}, width=200, flow=None),
     )
     log(f"wrote {target}: spec pools for {', '.join(pools)}")
     return target

@@ -971,6 +971,40 @@ def waterfalls_text(entries: Sequence[dict[str, Any]]) -> str:
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
+def coverage_row(key: str, name: str, level: dict[str, Any]) -> str:
+    if not level["n"]:
+        return f"| {key} | {name} | 0 | - | - | - | - |"
+    cells = [f"{level[f'coverage_{c}']:.0%}" + ("" if level[f"holds_{c}"] else " (misses)") for c in (50, 80)]
+    widths = [f"{level[f'median_half_width_{c}']:.1%}" for c in (50, 80)]
+    return f"| {key} | {name} | {level['n']} | {cells[0]} | {widths[0]} | {cells[1]} | {widths[1]} |"
+
+
+def coverage_section(folder: Path = SNAPSHOTS) -> list[str]:
+    """How often each profile's intervals held on data left out of their fit (issue 27)."""
+    paths = sorted(folder.glob("coverage-*.json"))
+    if not paths:
+        return []
+    rows = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        rows += [coverage_row(data["device_key"], name, level) for name, level in data["levels"].items()]
+    return [
+        "## Intervals: coverage on held-out data",
+        "",
+        "`ridgeline validate --coverage --profile P` (measures nothing; "
+        "[docs/measurement.md](../docs/measurement.md)): the share of checks inside the 50 % and "
+        "80 % intervals, which hold within ten points of nominal, and the median half-width of "
+        "each interval as a fraction of the prediction. Levels: kernels by nested "
+        "leave-one-model-out, kernels of the committed validation snapshots, end-to-end TTFT and "
+        "TPOT of the committed e2e runs. Files: `reports/validation/coverage-*.json`.",
+        "",
+        "| device | level | checks | inside 50 % | half-width 50 % | inside 80 % | half-width 80 % |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+    ]
+
+
 def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None = None) -> str:
     kernels, e2e, serving = [], [], []
     for path in snapshot_files(folder):
@@ -999,6 +1033,7 @@ def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None
         *serving_section(serving),
         *serving_detail_section(folder, serving),
         *waterfall_section(committed_waterfalls(folder) if waterfalls is None else waterfalls),
+        *coverage_section(folder),
         *gpu_run_section(folder),
         *anchors_section(folder),
         *profiles_section(),

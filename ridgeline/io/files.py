@@ -57,10 +57,11 @@ def read_yaml(path: Path) -> Any:
     return parse_yaml(read_small_text(path, InvalidSpecError), str(path))
 
 
-def yaml_text(data: Any, width: int | None = 100) -> str:
-    """YAML as the project writes it (profiles, terms): keys in their order, block style,
-    lines up to ``width`` (None: PyYAML's own)."""
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=width)
+def yaml_text(data: Any, width: int | None = 100, flow: bool | None = False) -> str:
+    """YAML as the project writes it (profiles, terms): keys in their order, block style
+    (``flow=None``: lists of plain values on one line), lines up to ``width`` (None:
+    PyYAML's own)."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=flow, width=width)
 
 
 def parse_json(text: str, where: str) -> Any:
