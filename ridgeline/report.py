@@ -320,6 +320,14 @@ def interval_basis(intervals: dict) -> str:
     return f"intervals: {intervals.get('basis', '')}{wider}"
 
 
+def fit_text(mem: dict, usable: float) -> str:
+    """'fits', or 'at risk' with the measured peak that would not fit."""
+    if mem.get("fit") != "at risk":
+        return "fits"
+    high = mem["peak_interval_bytes"][1]
+    return f"at risk: fits as predicted, but at the largest measured peak ratio {format_bytes(high)} of {format_bytes(usable)} usable ({mem['peak_basis']})"
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """Key numbers as short lines: generation and memory."""
     lines = [f"warning: {w}" for w in analysis.extra.get("warnings", [])]
@@ -366,7 +374,7 @@ def summary_lines(analysis: Analysis) -> list[str]:
     mem = analysis.memory
     usable = mem.get("usable_bytes", mem["capacity_bytes"])
     fits = (
-        "fits"
+        fit_text(mem, usable)
         if mem["fits"]
         else (
             f"does NOT fit: {format_bytes(mem['shortfall_bytes'])} over the {format_bytes(usable)} usable "

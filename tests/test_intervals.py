@@ -153,11 +153,31 @@ def test_interval_commands_refuse_in_one_line(args, says):
 
 
 def test_the_committed_spec_pools_are_the_committed_snapshots_refitted():
-    from kernels.validate.intervals import committed_snapshots, spec_pools
+    from kernels.validate.intervals import committed_snapshots, measured_peaks, spec_pools
 
     committed = yaml.safe_load(SPEC_INTERVALS.read_text())
     for kind, table in spec_pools(committed_snapshots()).items():
         assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed[kind]
+    assert measured_peaks() == committed["memory"]
+
+
+def test_at_risk_rests_on_the_measured_peaks_only():
+    """fits / at risk / does not fit: "at risk" where the largest measured peak ratio of the
+    device's kind would not fit; no measured peaks (a CPU), never "at risk"."""
+    from ridgeline.engine.intervals import memory_risk
+
+    peaks = {"low": 1.0, "high": 1.1, "basis": "2 runs"}
+    assert memory_risk(90.0, 100.0, peaks) == {
+        "fit": "fits",
+        "peak_interval_bytes": [90.0, 99.00000000000001],
+        "peak_basis": "2 runs",
+    }
+    assert memory_risk(95.0, 100.0, peaks)["fit"] == "at risk"
+    assert memory_risk(101.0, 100.0, peaks)["fit"] == "does not fit"
+    assert memory_risk(99.0, 100.0, None) == {"fit": "fits", "peak_basis": "no measured peaks on this kind of device"}
+    gpu = rl.analyze("llama-3-8b", "h200", batch=8, seq_len=512, generate=32).memory
+    assert gpu["peak_basis"].startswith("15 measured peaks of 6 committed gpu e2e runs")
+    assert gpu["peak_interval_bytes"][1] / gpu["peak_bytes"] == pytest.approx(1.080715)
 
 
 @pytest.mark.parametrize("key", PROFILES)
@@ -177,3 +197,11 @@ def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
     for name in (f for level in stored["levels"].values() for f in level["checked"]):
         path = REPORTS_DIR.parent / name  # a GPU run's results sit in its part's archive
         assert path.exists() or any((p / "results.tar.gz").is_file() for p in path.parents), name
+
+
+def test_the_memory_line_says_at_risk_between_the_prediction_and_the_largest_measured_peak():
+    out = CliRunner().invoke(
+        app, ["analyze", "llama-3-8b", "-H", "h200", "--batch", "130", "--seq-len", "2048", "--generate", "512"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "at risk: fits as predicted, but at the largest measured peak ratio" in out.output.splitlines()[-1]

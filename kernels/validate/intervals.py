@@ -177,7 +177,6 @@ def e2e_checks(
 ) -> tuple[pd.DataFrame, list[str]]:
     """The committed end-to-end runs of ``device_key``: each row's measured TTFT and TPOT
     against the intervals of its calibrated prediction."""
-    from kernels.e2e.e2e import row_execution
     from kernels.validate.attribution import e2e_files
 
     rows, files = [], []
@@ -186,32 +185,69 @@ def e2e_checks(
             continue
         files.append(f"reports/validation/{name}")
         for row in data["rows"]:
-            rows += e2e_row_checks(row, row_execution(row), ceilings, table, data["meta"])
+            rows += e2e_row_checks(row, ceilings, table, data["meta"])
     log(f"e2e: {len(rows)} checks in {len(files)} files")
     return pd.DataFrame(rows, columns=["figure", *[f"{p}{c}" for c in COVERAGES for p in ("in", "half")]]), files
 
 
-def e2e_row_checks(row: dict, execution: str, ceilings: Ceilings, table: IntervalTable, meta: dict) -> list[dict]:
-    from kernels.e2e.e2e import engine_settings, truncate
+def row_analysis(row: dict, meta: dict, ceilings: Ceilings | None, table: IntervalTable | None = None):
+    """``analyze`` for exactly an e2e row's run (its truncated model, batch, lengths, types,
+    execution and attention), with ``ceilings`` (None: the recorded datasheet's)."""
+    from kernels.e2e.e2e import engine_settings, row_execution, truncate
     from ridgeline.api import analyze
     from ridgeline.io.resolve import load_model, recorded_spec
 
     spec = recorded_spec(meta, None)
-    config = truncate(load_model(row["model"]), row["layers"])
-    result = analyze(
-        config,
+    execution = row_execution(row)
+    if spec.kind == "cpu" and execution == "graph":
+        execution = "eager"
+    how = {"ceilings": ceilings} if ceilings is not None else {}
+    return analyze(
+        truncate(load_model(row["model"]), row["layers"]),
         spec,
         batch=row["batch"],
         seq_len=row["prompt"],
         generate=row["generate"],
-        settings=engine_settings(
-            row["dtype"],
-            execution if spec.kind != "cpu" or execution != "graph" else "eager",
-            row.get("attention_priced", "flash"),
-        ),
-        ceilings=ceilings,
+        settings=engine_settings(row["dtype"], execution, row.get("attention_priced", "flash")),
         intervals=(table, ""),
+        **how,
     )
+
+
+def measured_peaks() -> dict[str, dict[str, Any]]:
+    """Per kind, the range of measured / predicted peak memory over the committed e2e rows
+    that measured their peak (predicted again with today's engine)."""
+    from kernels.validate.attribution import e2e_files
+
+    ratios: dict[str, list[float]] = {}
+    runs: dict[str, list[str]] = {}
+    for name, data in e2e_files(VALIDATION_DIR):
+        kind = "cpu" if data["meta"].get("device_kind") == "cpu" else "gpu"
+        for row in data["rows"]:
+            if row.get("measured_peak_bytes"):
+                predicted = row_analysis(row, data["meta"], None).memory["peak_bytes"]
+                ratios.setdefault(kind, []).append(row["measured_peak_bytes"] / predicted)
+                runs.setdefault(kind, []).append(f"reports/validation/{name}")
+    return {
+        kind: {
+            "low": round(min(r), 6),
+            "high": round(max(r), 6),
+            "n": len(r),
+            "basis": f"{len(r)} measured peaks of {len(set(runs[kind]))} committed {kind} e2e runs, "
+            f"{min(r) - 1:+.1%} to {max(r) - 1:+.1%} of the prediction ({runs_method(kind)})",
+            "runs": sorted(set(runs[kind])),
+        }
+        for kind, r in sorted(ratios.items())
+    }
+
+
+def runs_method(kind: str) -> str:
+    return "torch.cuda.max_memory_allocated" if kind == "gpu" else "peak resident memory"
+
+
+def e2e_row_checks(row: dict, ceilings: Ceilings, table: IntervalTable, meta: dict) -> list[dict]:
+    """A row's measured TTFT and TPOT against the intervals of its calibrated prediction."""
+    result = row_analysis(row, meta, ceilings, table)
     out = []
     for figure in ("ttft_s", "tpot_s"):
         measured, point = row.get(f"measured_{figure}"), result.generation[figure]
@@ -312,10 +348,11 @@ def write_spec_pools(output: Path | None, log: Callable[[str], None] = print) ->
     from ridgeline.io.files import write_atomic, yaml_text
 
     target = new_file(output, "--fit-intervals")
-    pools = spec_pools(committed_snapshots())
+    pools: dict[str, Any] = {k: t.to_dict() for k, t in spec_pools(committed_snapshots()).items()}
+    pools["memory"] = measured_peaks()
     write_atomic(
         target,
-        yaml_text({k: t.to_dict() for k, t in pools.items()}, width=200, flow=None),
+        yaml_text(pools, width=200, flow=None),
     )
     log(f"wrote {target}: spec pools for {', '.join(pools)}")
     return target

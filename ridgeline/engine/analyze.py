@@ -15,7 +15,7 @@ from ridgeline.engine.basis import basis
 from ridgeline.engine.deployment import Deployment, make_settings
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
-from ridgeline.engine.intervals import analysis_intervals
+from ridgeline.engine.intervals import analysis_intervals, memory_risk
 from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
@@ -391,6 +391,7 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
         gen = generation_totals(config, workload, p, roofs, stages["prefill"].total["time_s"], stages["decode"].table)
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
+    mem.update(memory_risk(mem["peak_bytes"], mem["usable_bytes"], d.peaks))
     extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
     extra["intervals"] = intervals_of(d, ops, stages, generation, workload)
     warnings = context_warnings(config, workload)

@@ -35,6 +35,9 @@ class Deployment:
     # interval, for ``no_interval``'s reason)
     intervals: IntervalTable | None = None
     no_interval: str = ""
+    # measured / predicted peak memory of committed e2e runs on this kind of device
+    # ('low', 'high', 'basis'), None where none were measured
+    peaks: Mapping[str, Any] | None = None
 
     @property
     def mode(self) -> str:

@@ -262,3 +262,17 @@ def bands(factors: np.ndarray, point) -> dict[str, np.ndarray]:
         lo, hi = np.quantile(factors, [(1 - c / 100) / 2, (1 + c / 100) / 2], axis=0)
         out[f"lo{c}"], out[f"hi{c}"] = lo * point, hi * point
     return out
+
+
+def memory_risk(peak: float, usable: float, peaks: Mapping[str, Any] | None) -> dict[str, Any]:
+    """fits / at risk / does not fit, from the predicted ``peak`` and the measured-over-
+    predicted peak ratios of committed end-to-end runs (``peaks``: 'low', 'high', 'basis';
+    None: none measured, and "at risk" is never said without them)."""
+    if peaks is None:
+        return {
+            "fit": "fits" if peak <= usable else "does not fit",
+            "peak_basis": "no measured peaks on this kind of device",
+        }
+    lo, hi = float(peak) * peaks["low"], float(peak) * peaks["high"]
+    fit = "does not fit" if peak > usable else ("at risk" if hi > usable else "fits")
+    return {"fit": fit, "peak_interval_bytes": [lo, hi], "peak_basis": peaks["basis"]}

@@ -516,3 +516,9 @@ def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
     if kind not in (pools or {}):
         return None, f"no measured interval: no {kind} device was measured"
     return interval_table(pools[kind], f"{SPEC_INTERVALS.name}: {kind}"), ""
+
+
+def measured_peaks(kind: str) -> dict[str, Any] | None:
+    """The measured-over-predicted peak memory ratios of ``kind``'s committed e2e runs."""
+    pools = read_yaml(SPEC_INTERVALS) if SPEC_INTERVALS.is_file() else {}
+    return ((pools or {}).get("memory") or {}).get(kind)

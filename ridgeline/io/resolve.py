@@ -39,6 +39,7 @@ from ridgeline.io.models import list_models, load_model
 from ridgeline.io.profile import (
     list_profiles,
     load_profile,
+    measured_peaks,
     profile_ceilings,
     profile_intervals,
     profile_path,
@@ -132,7 +133,8 @@ def resolve(
     table, why = intervals if intervals is not None else (intervals_for(ceilings, device, raw, where))
     plan = make_plan(chosen, device, config.head_dim)
     links = with_links(ceilings, device, chosen)
-    return Deployment(config, device, chosen, plan, links, notes, table, why)
+    peaks = measured_peaks("cpu" if device.kind == "cpu" else "gpu")
+    return Deployment(config, device, chosen, plan, links, notes, table, why, peaks)
 
 
 def intervals_for(
