@@ -302,13 +302,16 @@ def verdict_fields(analysis: Analysis) -> dict:
     }
 
 
-def band_text(intervals: dict, key: str, rate: bool = False) -> str:
-    """' (80 %: 5.9–6.8 ms)' for a headline figure with an interval, else ''."""
+def band_text(intervals: dict, key: str, point: float | None, rate: bool = False) -> str:
+    """' (80 %: 5.9–6.8)' for a headline figure with an interval, in the point's unit; else ''."""
     pair = (intervals.get(key) or {}).get("80")
-    if not pair or pair[0] is None:
+    if not pair or pair[0] is None or not point:
         return ""
-    show = (lambda v: plain_number(v, 3)) if rate else format_time
-    return f" (80 %: {show(pair[0])}–{show(pair[1])})"
+    if rate:
+        return f" (80 %: {plain_number(pair[0], 3)}–{plain_number(pair[1], 3)})"
+    unit = format_time(point).split(" ")[1]
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+    return f" (80 %: {pair[0] / scale:.3g}–{pair[1] / scale:.3g})"
 
 
 def interval_basis(intervals: dict) -> str:
@@ -335,12 +338,12 @@ def summary_lines(analysis: Analysis) -> list[str]:
     if gen:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"
         bands = analysis.extra.get("intervals") or {}
+        lines.append(interval_basis(bands))  # before the headline: `| tail -2` keeps TTFT and memory
         lines.append(
-            f"TTFT {format_time(gen['ttft_s'])}{band_text(bands, 'ttft_s')}   TPOT {tpot}{band_text(bands, 'tpot_s')}   "
+            f"TTFT {format_time(gen['ttft_s'])}{band_text(bands, 'ttft_s', gen['ttft_s'])}   TPOT {tpot}{band_text(bands, 'tpot_s', gen['tpot_s'])}   "
             f"total {format_time(gen['total_s'])}   "
-            f"{plain_number(gen['tokens_per_s'], 4)} tokens/s{band_text(bands, 'tokens_per_s', rate=True)}"
+            f"{plain_number(gen['tokens_per_s'], 4)} tokens/s{band_text(bands, 'tokens_per_s', gen['tokens_per_s'], rate=True)}"
         )
-        lines.append(interval_basis(bands))
     spec = analysis.extra.get("speculative")
     if spec:
         even = spec["break_even_acceptance"]

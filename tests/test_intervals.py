@@ -43,7 +43,8 @@ def test_small_groups_fall_back_along_the_chain_then_to_the_pool():
     assert "norm" not in table.groups  # 5 < MIN_COUNT
     assert table.group_of(("attention:sdpa@bf16", "attention"), "small") == "attention:sdpa@bf16|small"
     assert table.group_of(("attention:sdpa@fp16", "attention"), "large") == "attention"
-    assert table.group_of(("norm",), "small") == POOL and table.count(POOL) == 30
+    assert table.group_of(("norm",), "small") == f"{POOL}|small" and table.count(POOL) == 30
+    assert table.group_of(("norm",), "large") == POOL  # no residual of that band
 
 
 def test_widening_is_one_inside_the_grid_and_grows_with_the_log_distance():

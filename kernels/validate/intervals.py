@@ -38,11 +38,24 @@ def residual_frame(ops: Sequence, measured, predicted, ceilings: Ceilings, model
         {
             "model": list(models),
             "r": np.log(np.asarray(measured, dtype=float) / np.asarray(predicted, dtype=float)),
-            "chain": [ceilings.keys(op) for op in ops],
+            "chain": [own_chain(op, ceilings.keys(op)) for op in ops],
             "band": [band(op) for op in ops],
             "distance": [grid_distance(op, ceilings) for op in ops],
         }
     )
+
+
+# benchmark kernels of their own (torchao's weight-only products, int8/fp8 GEMMs): no op an
+# analysis builds is named so, and their residuals would stand for a plain product's
+OWN_KERNELS = ("int8_weight_only", "int4_weight_only", "int8_matmul", "fp8_matmul")
+
+
+def own_chain(op, chain: Sequence[str]) -> tuple[str, ...]:
+    """The groups a residual counts toward: its key chain, or for a kernel of its own
+    (``OWN_KERNELS``) only the keys that name it."""
+    if op.name in OWN_KERNELS:
+        return tuple(k for k in chain if f":{op.name}" in k)
+    return tuple(chain)
 
 
 def profile_ceilings_of(path: Path) -> tuple[dict[str, Any], Ceilings]:

@@ -75,7 +75,12 @@ def replay_snapshot(snapshot: Mapping[str, Any], margin: float = REPLAY_MARGIN) 
 
 def snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:
     """The kernel snapshots (not e2e results, not the published anchors) directly in ``folder``."""
-    return sorted(p for p in folder.glob("*.json") if "e2e" not in p.name and p.name != "anchors.json")
+    skip = ("anchors.json",)  # and the coverage files (kernels.validate.intervals): no kernel rows
+    return sorted(
+        p
+        for p in folder.glob("*.json")
+        if "e2e" not in p.name and p.name not in skip and not p.name.startswith("coverage-")
+    )
 
 
 def tracked_snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:

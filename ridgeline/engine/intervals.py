@@ -5,8 +5,8 @@ A profile's ``intervals`` section holds, per group of ops, the empirical quantil
 held-out residuals ``r = log(measured / predicted)`` (``LEVELS``: 0, 5 %, ..., 100 %) and
 how many residuals are behind them. A group is a pricing class key (``Ceilings.keys``:
 'linear:q_proj@bf16', 'linear@bf16', 'attention' ...) alone, or with a size band
-(``band``); an op takes the first group of its key chain, band first, that holds at
-least ``MIN_COUNT`` residuals, else the pool of all of them ('*').
+(``band``); an op takes the first group holding at least ``MIN_COUNT`` residuals of: its key chain
+within its band, its band's pool ('*|large'), its chain across bands, all of them ('*').
 
 A pass's time is a sum over ops whose errors are correlated within a class (one kernel
 family runs many times), so the ops of one class share one draw: a seeded uniform ``u``
@@ -58,12 +58,11 @@ class IntervalTable:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def group_of(self, keys: Sequence[str], size_band: str) -> str:
-        """The first group of the chain ``keys`` (band first) this table holds, else the pool."""
-        for key in keys:
-            for name in (f"{key}|{size_band}", key):
-                if name in self.groups:
-                    return name
-        return POOL
+        """The first group this table holds: the chain ``keys`` within the size band, the
+        band's pool, the chain across bands, the whole pool (the size matters most: a small
+        kernel's launch-bound residuals do not stand for a large one's)."""
+        order = [f"{key}|{size_band}" for key in keys] + [f"{POOL}|{size_band}", *keys]
+        return next((name for name in order if name in self.groups), POOL)
 
     def quantiles(self, group: str) -> np.ndarray:
         return self.groups[group][1]
@@ -98,6 +97,7 @@ def fit_table(
         raise ValueError("no residuals to fit intervals from")
     members: dict[str, list[int]] = {POOL: list(range(r.size))}
     for i, (chain, size_band) in enumerate(zip(chains, bands)):
+        members.setdefault(f"{POOL}|{size_band}", []).append(i)
         for key in chain:
             members.setdefault(key, []).append(i)
             members.setdefault(f"{key}|{size_band}", []).append(i)

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from itertools import product
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ridgeline.engine.analyze import memory_totals, stage_totals
 from ridgeline.engine.deployment import with_links
@@ -45,6 +45,9 @@ from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 COUNTS = (1, 2, 4, 8)  # devices per deployment
 W_DTYPES = ("fp16", "int8", "int4")  # weights 16, 8, 4 bits
@@ -242,6 +245,8 @@ def analytic_pass(model: ModelConfig, space: Space, load: Load, slo: Slo) -> pd.
             for (b, mb), (t, budget) in product(enumerate(space.max_batches), enumerate(space.token_budgets)):
                 rows.append((device.name, count, tp, pp, w, kv, mb, budget, reason[b, t], ttft[b, t], top[b, t]))
     columns = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget", "reason"]
+    import pandas as pd  # only when a search runs: the CLI's import stays light
+
     frame = pd.DataFrame(rows, columns=[*columns, "ttft_bound_s", "decode_tokens_per_s_bound"])
     frame["why"] = frame["reason"].where(frame["reason"].str.startswith("settings: "), "").str[len("settings: ") :]
     frame["reason"] = frame["reason"].where(~frame["reason"].str.startswith("settings"), "settings")

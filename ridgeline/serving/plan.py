@@ -21,10 +21,9 @@ import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ridgeline.engine.analyze import plain
 from ridgeline.engine.deployment import Deployment, with_links
@@ -39,6 +38,9 @@ from ridgeline.serving.bounds import REASONS, Load, Slo, Space, analytic_pass
 from ridgeline.serving.fanout import RunMany
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.simulator import goodput, simulate_deployment
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 MOST_REQUEST_RUNS = 50_000_000  # simulated requests a search may cost at most (survivors x n)
 KEY = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget"]
@@ -199,6 +201,8 @@ def make_task(row, model, devices, space: Space, load, slo) -> Task:
 
 
 def _ranked(frame: pd.DataFrame, results: dict[int, dict], per_million: float, offered: float, meta) -> PlanResult:
+    import pandas as pd  # only when a search runs: the CLI's import stays light
+
     sim = pd.DataFrame.from_dict(results, orient="index")
     frame = frame.join(sim)
     if results:
