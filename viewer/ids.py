@@ -74,3 +74,8 @@ SERVING_ERROR = "serving-error"
 SERVING_SUMMARY = "serving-summary"
 SERVING_LATENCY = "serving-latency"
 SERVING_KV = "serving-kv"
+
+# serving: the Plan section
+PLAN_ERROR = "plan-error"
+PLAN_SUMMARY = "plan-summary"
+PLAN_GRAPH = "plan-graph"

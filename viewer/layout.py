@@ -268,6 +268,12 @@ def validation_page() -> html.Div:
     )
 
 
+def priced_devices() -> list[str]:
+    from ridgeline.io.prices import price_list
+
+    return list(price_list()["usd_per_gpu_hour"])
+
+
 def serving_page() -> html.Div:
     return html.Div(
         [
@@ -280,6 +286,16 @@ def serving_page() -> html.Div:
             html.Div(id=ids.SERVING_SUMMARY),
             graph(ids.SERVING_LATENCY),
             graph(ids.SERVING_KV),
+            html.H3("Plan: the cheapest deployments that serve this load within its SLO"),
+            html.Div(
+                "ridgeline plan over a small space: the sidebar's model, prompt and generated tokens, the "
+                "form's max batch and token budget, KV fp16, datasheet rooflines; cost from the shipped price list.",
+                className="page-title",
+            ),
+            html.Div(section_controls("plan", {"plan_devices": priced_devices()}), className="page-controls"),
+            error_line(ids.PLAN_ERROR),
+            html.Div(id=ids.PLAN_SUMMARY),
+            graph(ids.PLAN_GRAPH),
         ]
     )
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
-from dash import no_update
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
@@ -26,7 +26,7 @@ from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES, Scheduler
 from viewer import ids
 from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout
-from viewer.state import page_from_path, parse_query
+from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
 # the most work one page view may ask of the server: request-steps over every rate, each
@@ -142,15 +142,36 @@ def summary_line(runs: list) -> str:
     )
 
 
+def section_defaults(state: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """``state`` with the controls of ``section`` (the page's own form) at their defaults."""
+    return {**state, **{c.key: c.default for c in controls() if c.section == section}}
+
+
+@lru_cache(maxsize=1)
+def default_runs() -> list:
+    """The default view's runs (every key at its default), computed once per process."""
+    return serving_runs(defaults())
+
+
+def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None) -> tuple[list, str]:
+    """(runs, error line). Bad input draws what the docs promise instead, with its error:
+    the form's defaults on the sidebar's deployment, else the default view."""
+    try:
+        return serving_runs(state, uploads), ""
+    except RidgelineError as err:
+        error = f"error: {err}"
+    try:
+        return serving_runs(section_defaults(state, "serving"), uploads), f"{error}; the form's defaults are drawn"
+    except RidgelineError:
+        return default_runs(), f"{error}; the default view is drawn"
+
+
 def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
     """(error, summary line, latency figure, KV figure)."""
     if page_from_path(pathname) != "serving":
         raise PreventUpdate
-    try:
-        runs = serving_runs(parse_query(search), uploads)
-    except RidgelineError as err:
-        return f"error: {err}", no_update, no_update, no_update
-    return "", summary_line(runs), latency_figure(runs), kv_figure(runs)
+    runs, error = runs_or_defaults(parse_query(search), uploads)
+    return error, summary_line(runs), latency_figure(runs), kv_figure(runs)
 
 
 def register(app) -> None:
