@@ -322,10 +322,24 @@ def validation_folders() -> tuple[Path, ...]:
     return VALIDATION_DIR, user_data_dir() / "validation"
 
 
+def shown_path(path: Path | str) -> str:
+    """A server path as the page may show it: relative to the repository
+    ('reports/validation'), else to the home folder ('~/...'), else its name only."""
+    path = Path(path)
+    for base, shown in ((REPORTS_DIR.parent, ""), (Path.home(), "~/")):
+        if path.is_relative_to(base):
+            return shown + str(path.relative_to(base))
+    return path.name
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with the repository's and the home folder's absolute paths made relative."""
+    return text.replace(str(REPORTS_DIR.parent) + "/", "").replace(str(Path.home()), "~")
+
+
 def shown_folders() -> str:
-    """The folders, as the page names them."""
-    home = str(Path.home())
-    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f) for f in validation_folders())
+    """The folders, as the page names them (no server's absolute path)."""
+    return ", ".join(shown_path(f) for f in validation_folders())
 
 
 def timing_label(device_key: str) -> str:
@@ -352,7 +366,7 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
-            problems.append(f"{path.name}: {err}")
+            problems.append(hide_paths(f"{path.name}: {err}"))
             continue
         rows = [r for row in _rows_of(raw) for r in long_rows(row)]
         if rows:

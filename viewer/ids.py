@@ -15,6 +15,7 @@ def state(key: str) -> dict[str, str]:
     return {"type": STATE, "key": key}
 
 
+NOT_FOUND = "not-found"  # "no such page", listing the pages
 SIDEBAR = "sidebar"  # the workload and deployment controls (hidden on Validation)
 URL_ERROR = "url-error"  # what the URL held that was not understood
 

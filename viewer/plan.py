@@ -22,6 +22,7 @@ from ridgeline.api import plan
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.bounds import Load, Slo, Space
 from viewer import ids
+from viewer.data import hide_paths
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.serving import MOST_REQUEST_STEPS, section_defaults
 from viewer.state import page_from_path, parse_query, plain
@@ -104,8 +105,12 @@ def update_plan(pathname: str | None, search: str | None, uploads: Mapping | Non
         try:
             result = run_plan(section_defaults(state, "plan"), uploads)
         except RidgelineError:
-            return f"error: {err}", no_update, no_update
-        return f"error: {err}; the section's defaults are drawn", summary_line(result), plan_figure(result)
+            return f"error: {hide_paths(str(err))}", no_update, no_update
+        return (
+            f"error: {hide_paths(str(err))}; the section's defaults are drawn",
+            summary_line(result),
+            plan_figure(result),
+        )
     return "", summary_line(result), plan_figure(result)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
@@ -25,7 +26,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES, Scheduler
 from viewer import ids
-from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout
+from viewer.data import hide_paths
+from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout, decades, number
 from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
@@ -101,14 +103,18 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
                     legendgroup=f"p{q}",
                     showlegend=col == 1,
                     line={"color": SERIES_COLORS[i]},
-                    hovertemplate=f"p{q} %{{y:.4g}} s at %{{x}}/s<extra></extra>",
+                    hovertemplate=f"p{q} %{{y:,.4r}} s at %{{x}}/s<extra></extra>",
                 ),
                 row=1,
                 col=col,
             )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
-        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
+        fig.update_yaxes(title_text="seconds", type="log", exponentformat="SI", row=1, col=col)
     base_layout(fig, "Latency percentiles against request rate", height)
+    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data])
+    ys = ys[np.isfinite(ys) & (ys > 0)]
+    if len(ys) and ys.max() >= 10 * ys.min():  # a decade or more: label the decades only
+        decades(fig, "y")
     return add_caption(fig, bands[0] if bands else None)
 
 
@@ -122,9 +128,9 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
                 x=line["start_s"],
                 y=100 * line["kv_fraction"],
                 mode="lines",
-                name=f"{rate:g}/s",
+                name=f"{number(rate)}/s",
                 line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
-                hovertemplate=f"{rate:g}/s: %{{y:.1f}} % at %{{x:.3g}} s<extra></extra>",
+                hovertemplate=f"{number(rate)}/s: %{{y:.1f}} % at %{{x:,.3r}} s<extra></extra>",
             )
         )
     fig.update_xaxes(title_text="seconds")
@@ -136,8 +142,8 @@ def summary_line(runs: list) -> str:
     rate, last, _ = runs[-1]
     s = last.summary
     return (
-        f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "
-        f"requests/s, {s['requests_per_s']:.3g} served/s, {s['output_tokens_per_s']:.4g} "
+        f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {number(rate)} "
+        f"requests/s, {number(s['requests_per_s'], 3)} served/s, {number(s['output_tokens_per_s'])} "
         f"output tokens/s, {s['preemptions']} preemptions, KV peak {s['kv_peak_fraction']:.0%}."
     )
 
@@ -159,7 +165,7 @@ def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None) -> tuple
     try:
         return serving_runs(state, uploads), ""
     except RidgelineError as err:
-        error = f"error: {err}"
+        error = f"error: {hide_paths(str(err))}"
     try:
         return serving_runs(section_defaults(state, "serving"), uploads), f"{error}; the form's defaults are drawn"
     except RidgelineError:

@@ -347,9 +347,13 @@ def to_query(state: Mapping[str, Any]) -> str:
     return "?" + urlencode(pairs)
 
 
+NOT_FOUND = "not-found"  # what page_from_path calls a path that is no page
+
+
 def page_from_path(pathname: str | None) -> str:
+    """'/sweep' -> 'sweep', '/' -> 'analyze', a path that is no page -> NOT_FOUND."""
     name = (pathname or "/").strip("/").split("/")[-1]
-    return name if name in PAGES else "analyze"
+    return name if name in PAGES else "analyze" if name == "" else NOT_FOUND
 
 
 def settings_of(state: Mapping[str, Any]) -> Settings:
