@@ -99,9 +99,10 @@ def test_bad_url_values_get_a_message_and_the_defaults():
     assert callbacks.url_message(search, None) == (
         "error: not understood in the URL, defaults shown instead: "
         "model='/etc/passwd' (expected a catalog model or one uploaded in this session); "
-        "batch='-4' (expected a whole number of at least 1); "
-        f"sweep_dtypes='fp16,fp9' (expected items of {', '.join(state.DTYPES)}); "
-        "devices='a6000,nope' (expected catalog devices, host, or ones uploaded in this session)"
+        "batch='-4' (expected a whole number from 1 to 65,536; the CLI takes more); "
+        f"sweep_dtypes='fp16,fp9' (expected at most 6 items of {', '.join(state.DTYPES)}); "
+        "devices='a6000,nope' (expected at most 8 catalog devices, host, or ones uploaded in this session; "
+        "the CLI takes more)"
     )
     parsed = state.parse_query(search)
     assert (parsed["model"], parsed["batch"], parsed["sweep_dtypes"], parsed["devices"]) == (

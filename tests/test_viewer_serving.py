@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dash
 import pytest
 from dash.exceptions import PreventUpdate
 
@@ -56,22 +55,39 @@ def test_other_pages_do_not_simulate():
 
 
 @pytest.mark.parametrize(
-    "search",
+    ("search", "why"),
     [
-        "?serving_requests=100000000",
-        "?seq_len=1000000000&serving_budget=1",
-        "?generate=100000000&serving_requests=1000",
-        "?serving_rates=1,2,3,4,5,6,7,8,9,10,11,12&serving_requests=2000",
+        ("?serving_requests=20000&generate=1000", "this view asks "),
+        ("?seq_len=2048&serving_budget=1&serving_requests=2000", "this view asks "),
+        ("?serving_rates=1,2,3,4,5,6,7,8,9,10,11,12&serving_requests=2000", "this view asks "),
+        ("?serving_rates=a,b", "request rates must be numbers"),
     ],
 )
-def test_the_worst_urls_are_refused_before_any_work(search, monkeypatch):
-    """One URL must not hold the server (issue 30): past the work budget the page says what
-    the limit is, and nothing is simulated."""
-    calls = []
-    monkeypatch.setattr(serving, "simulate_serving", lambda *a, **k: calls.append(a))
-    error, *rest = serving.update_serving("/serving", search, None)
-    assert error.startswith("error: this view asks ") and "the dashboard serves at most 2,000,000" in error
-    assert calls == [] and all(r is dash.no_update for r in rest)
+def test_bad_input_draws_the_defaults_under_its_error(search, why, monkeypatch):
+    """Issue 30 items 1 and 12: past the work budget, or with rates that are not numbers, the
+    page says why and draws what the docs promise (the form's defaults on the sidebar's
+    deployment), never empty axes; the refused view simulates nothing."""
+    asked = []
+    real = serving.simulate_serving
+
+    def counted(d, sched, **load):
+        asked.append(load["requests"])
+        return real(d, sched, **load)
+
+    monkeypatch.setattr(serving, "simulate_serving", counted)
+    error, line, latency, kv = serving.update_serving("/serving", search + "&model=llama-3.2-1b&generate=16", None)
+    assert error.startswith("error: " + why) and error.endswith("; the form's defaults are drawn")
+    if why.startswith("this view"):
+        assert "the dashboard serves at most 2,000,000" in error
+    assert asked == [300] * 5  # the defaults: 5 rates of 300 requests, nothing of the refused view
+    assert [t.name for t in kv.data] == ["1/s", "2/s", "4/s", "8/s", "16/s"]
+    assert "llama-3.2-1b on a6000" in line and "at 16 requests/s" in line
+
+
+def test_a_sidebar_that_cannot_run_draws_the_default_view():
+    error, line, _, kv = serving.update_serving("/serving", "?model=llama-2-7b&tp=3", None)
+    assert error.startswith("error: tp=3") and error.endswith("; the default view is drawn")
+    assert "llama-2-7b on a6000" in line and len(kv.data) == 5
 
 
 def test_the_default_view_is_within_the_budget():

@@ -10,7 +10,7 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 
 def create_app() -> Dash:
-    from viewer import callbacks, serving
+    from viewer import callbacks, plan, serving
     from viewer.layout import build_layout
 
     app = Dash(
@@ -19,6 +19,7 @@ def create_app() -> Dash:
     app.layout = build_layout
     callbacks.register(app)
     serving.register(app)
+    plan.register(app)
     return app
 
 

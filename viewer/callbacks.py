@@ -19,6 +19,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import profile_path, recorded_ceilings
 from viewer import data, figures, ids
 from viewer.state import (
+    NOT_FOUND,
     PAGES,
     UPLOAD_PREFIX,
     coerce,
@@ -34,8 +35,9 @@ ERROR_PREFIX = "error: "
 
 
 def page_styles(pathname: str | None) -> list[dict[str, str]]:
+    """Each page's container style, then the "no such page" box's."""
     page = page_from_path(pathname)
-    return [{"display": "block" if p == page else "none"} for p in PAGES]
+    return [{"display": "block" if p == page else "none"} for p in (*PAGES, NOT_FOUND)]
 
 
 def sync_state(
@@ -70,7 +72,7 @@ def sync_state(
         [component_value(control(k), state[k]) for k in keys],
         no_update if keep_url else query,
         no_update,
-        page_from_path(pathname),
+        page_from_path(pathname) if page_from_path(pathname) in PAGES else no_update,
         data.model_options(uploads),
         data.device_options(uploads),
     )
@@ -78,7 +80,7 @@ def sync_state(
 
 def sidebar_style(pathname: str | None) -> dict[str, str]:
     """The workload sidebar does nothing on the Validation page: hidden there."""
-    return {"display": "none"} if page_from_path(pathname) == "validation" else {}
+    return {"display": "none"} if page_from_path(pathname) in ("validation", NOT_FOUND) else {}
 
 
 def url_message(search: str | None, uploads: Mapping | None) -> str:
@@ -117,7 +119,7 @@ def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | 
             figures.op_rows(a),
         )
     except RidgelineError as err:
-        return (ERROR_PREFIX + str(err), *[no_update] * 10)
+        return (ERROR_PREFIX + data.hide_paths(str(err)), *[no_update] * 10)
 
 
 def node_details(node: Mapping[str, Any]) -> list:
@@ -149,7 +151,7 @@ def update_layer(pathname: str | None, search: str | None, node: Mapping | None,
         a, roofs = data.analysis_for(state, d), d.ceilings
         elements = figures.layer_elements(a, stage)
     except RidgelineError as err:
-        return ERROR_PREFIX + str(err), no_update, no_update, no_update
+        return ERROR_PREFIX + data.hide_paths(str(err)), no_update, no_update, no_update
     names = {e["data"]["id"] for e in elements}
     picked = node if node and node.get("stage") == stage and node.get("id") in names else None
     if picked:  # the clicked node's numbers come fresh from this analysis
@@ -167,7 +169,7 @@ def update_sweep(pathname: str | None, search: str | None, uploads: Mapping | No
     try:
         return "", figures.sweep_figure(data.sweep_frame(parse_query(search), uploads))
     except RidgelineError as err:
-        return ERROR_PREFIX + str(err), no_update
+        return ERROR_PREFIX + data.hide_paths(str(err)), no_update
 
 
 def compare_rows(frame) -> list[dict[str, Any]]:
@@ -208,7 +210,7 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
     try:
         frame = data.compare_frame(parse_query(search), uploads)
     except RidgelineError as err:
-        return ERROR_PREFIX + str(err), no_update, no_update
+        return ERROR_PREFIX + data.hide_paths(str(err)), no_update, no_update
     failed = frame[frame["error"] != ""]
     message = "; ".join(f"{r.device}: {r.error}" for r in failed.itertuples())
     return (ERROR_PREFIX + message if message else ""), figures.compare_figure(frame), compare_rows(frame)
@@ -246,7 +248,7 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
     try:
         roofs = profile_figure(None if runs == "all" else runs)
     except RidgelineError as err:
-        roofs, problems = None, [*problems, str(err)]
+        roofs, problems = None, [*problems, data.hide_paths(str(err))]
     note = (" Unreadable: " + "; ".join(problems)) if problems else ""
     if frame.empty:
         empty = (
@@ -322,7 +324,7 @@ def handle_upload(
     try:
         name, raw = parse(contents, filename or f"uploaded {kind}")
     except RidgelineError as err:
-        return no_update, no_update, ERROR_PREFIX + str(err)
+        return no_update, no_update, ERROR_PREFIX + data.hide_paths(str(err))
     store = copy.deepcopy(dict(uploads or {}))
     store.setdefault(f"{kind}s", {})[name] = raw
     state = parse_query(search)
@@ -352,7 +354,9 @@ def register(app) -> None:
         trigger = ctx.triggered_id if ctx.triggered else None
         return sync_state(trigger, pathname, search, tab, keys, values, uploads)
 
-    app.callback([Output(ids.page(p), "style") for p in PAGES], Input(ids.URL, "pathname"))(page_styles)
+    app.callback(
+        [*(Output(ids.page(p), "style") for p in PAGES), Output(ids.NOT_FOUND, "style")], Input(ids.URL, "pathname")
+    )(page_styles)
     app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
     app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 

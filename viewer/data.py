@@ -48,6 +48,20 @@ from viewer.state import UPLOAD_PREFIX, settings_of
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES  # 1 MB, as the CLI reads: a config.json or device YAML is a few KB
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SWEEP_SEQ_LENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+# Work budgets per page view (issue 30): past one, the page says the limit and names the CLI.
+MOST_SWEEP_LINES = 6  # weight types on the Sweep page: one engine sweep of 9 points each
+BISECTION_POINTS = 64  # prompt lengths per bisection step of ``largest_fitting``
+MOST_SWEEP_POINTS = MOST_SWEEP_LINES * (len(SWEEP_BATCHES) + 3 * BISECTION_POINTS)  # 3 steps: 16384 -> 1
+MOST_COMPARE_DEVICES = 8  # analyses on the Compare page
+
+
+def check_count(what: str, count: int, most: int, command: str) -> None:
+    """Refuse a view asking for more than ``most`` of ``what`` before any work."""
+    if count > most:
+        raise RidgelineError(
+            f"this view asks for {count} {what}; the dashboard draws at most {most}: choose fewer, "
+            f"or run '{command}', which has no such bound"
+        )
 
 
 # --- uploads --------------------------------------------------------------------------
@@ -160,12 +174,14 @@ def sweep_frame(
     With no generation (generate = 0) TTFT is the prefill and TPOT one decode step.
     """
     axis = axis or state["sweep_x"]
+    w_dtypes = list(w_dtypes or state["sweep_dtypes"])
+    check_count("weight types", len(w_dtypes), MOST_SWEEP_LINES, "ridgeline sweep")
     d = deployment_for(state, uploads)
     xs = np.array(SWEEP_BATCHES if axis == "batch" else SWEEP_SEQ_LENS)
     batch = xs if axis == "batch" else np.array([state["batch"]])
     seq_len = xs if axis == "seq_len" else np.array([state["seq_len"]])
     frames, intervals = [], {}
-    for w in w_dtypes or state["sweep_dtypes"]:
+    for w in w_dtypes:
         variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
         frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
         if state["generate"] <= 0:
@@ -207,7 +223,7 @@ def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any], frame: p
         return int(xs[-1]) if fits.all() else 0
     lo, hi = int(xs[np.argmax(~fits) - 1]), int(xs[np.argmax(~fits)])  # fits, does not
     while hi - lo > 1:
-        probe = np.unique(np.linspace(lo, hi, 66).astype(int)[1:-1])
+        probe = np.unique(np.linspace(lo, hi, BISECTION_POINTS + 2).astype(int)[1:-1])
         ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe, generate=state["generate"])["fits"].to_numpy(
             bool
         )
@@ -221,10 +237,12 @@ def compare_frame(
     """One row per device for the same model, workload and settings, with the state's
     profile where it was measured (``mode`` says calibrated or spec per row); a failing
     device (say, a data type it cannot run) gets its one-line error instead of numbers."""
+    devices = list(devices or state["devices"])
+    check_count("devices", len(devices), MOST_COMPARE_DEVICES, "ridgeline analyze")
     model = resolve_model(state["model"], uploads)
     profile = profile_file(state["profile"])
     rows = []
-    for name in devices or state["devices"]:
+    for name in devices:
         row: dict[str, Any] = {"device": name, "error": ""}
         try:
             device = resolve_device(name, uploads)
@@ -304,10 +322,24 @@ def validation_folders() -> tuple[Path, ...]:
     return VALIDATION_DIR, user_data_dir() / "validation"
 
 
+def shown_path(path: Path | str) -> str:
+    """A server path as the page may show it: relative to the repository
+    ('reports/validation'), else to the home folder ('~/...'), else its name only."""
+    path = Path(path)
+    for base, shown in ((REPORTS_DIR.parent, ""), (Path.home(), "~/")):
+        if path.is_relative_to(base):
+            return shown + str(path.relative_to(base))
+    return path.name
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with the repository's and the home folder's absolute paths made relative."""
+    return text.replace(str(REPORTS_DIR.parent) + "/", "").replace(str(Path.home()), "~")
+
+
 def shown_folders() -> str:
-    """The folders, as the page names them."""
-    home = str(Path.home())
-    return ", ".join(str(f).replace(home, "~", 1) if str(f).startswith(home) else str(f) for f in validation_folders())
+    """The folders, as the page names them (no server's absolute path)."""
+    return ", ".join(shown_path(f) for f in validation_folders())
 
 
 def timing_label(device_key: str) -> str:
@@ -334,7 +366,7 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
-            problems.append(f"{path.name}: {err}")
+            problems.append(hide_paths(f"{path.name}: {err}"))
             continue
         rows = [r for row in _rows_of(raw) for r in long_rows(row)]
         if rows:

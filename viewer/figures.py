@@ -31,6 +31,15 @@ KIND_COLORS = {
     "other": "#7f7f7f",
 }
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "network": "#e377c2"}
+BOUND_COLOR_NAMES = {"compute": "red", "memory": "blue", "network": "pink"}  # as the caption says them
+
+
+def bound_caption() -> str:
+    """The layer graph's colours in words, every bound's ('network': an all-reduce)."""
+    named = [f"{BOUND_COLOR_NAMES[b]} {b}" + (": all-reduce" if b == "network" else "") for b in BOUND_COLORS]
+    return f"colour = bound ({', '.join(named)})"
+
+
 SERIES_COLORS = (
     "#1f77b4",
     "#d62728",
@@ -51,6 +60,44 @@ MEMORY_PARTS = (
 
 
 GRID = "#e5e8ec"
+SUBPLOT_TITLE_PX = 12  # subplot titles: four side by side fit a 800 px window
+LEGEND_ROW_PX = 20  # one legend entry's height, for figures that grow to show every entry
+
+
+def number(value: float, digits: int = 4) -> str:
+    """``digits`` significant digits, never an exponent: 50200000 -> '50,200,000',
+    0.000123 -> '0.000123'."""
+    if value is None or not np.isfinite(value):
+        return "-"
+    if value == 0 or abs(value) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    decimals = min(digits - 1 - int(np.floor(np.log10(abs(value)))), 15)
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def time_text(seconds: float) -> str:
+    """``format_time`` below 1000 s; above, plain seconds (no '5.02e+07 s')."""
+    return format_time(seconds) if seconds is None or abs(seconds) < 1000 else f"{number(seconds)} s"
+
+
+def bytes_text(size: float) -> str:
+    """``format_bytes`` below 1000 GiB; above, plain GiB (no '1.91e+06GiB')."""
+    return format_bytes(size) if size is None or abs(size) < 1000 * GIB else f"{number(size / GIB)} GiB"
+
+
+def small_subplot_titles(fig: go.Figure) -> go.Figure:
+    """Subplot titles at ``SUBPLOT_TITLE_PX``: call right after make_subplots, whose only
+    annotations they are."""
+    return fig.update_annotations(font_size=SUBPLOT_TITLE_PX)
+
+
+def decades(fig: go.Figure, axis: str = "both") -> go.Figure:
+    """Log axes labelled at each decade only, in SI prefixes (10G, 100G, 1T: no '2' or '5'
+    between decades to misread, no '10^15' beside '100T')."""
+    where = {"x": fig.update_xaxes, "y": fig.update_yaxes}
+    for name in ("x", "y") if axis == "both" else (axis,):
+        where[name](dtick=1, exponentformat="SI", minor={"ticks": "outside", "ticklen": 3, "showgrid": False})
+    return fig
 
 
 def kind_color(kind: str) -> str:
@@ -169,8 +216,8 @@ def stage_points(analysis: Analysis, stage: str) -> pd.DataFrame:
 def _hover(frame: pd.DataFrame) -> list[str]:
     return [
         f"<b>{r.name}</b> ({r.stage}, {r.kind})<br>operations {format_si(r.flops)}"
-        f"<br>bytes {format_si(r.bytes, 'B')}<br>intensity {r.intensity:.3g} ops/B"
-        f"<br>perf {format_si(r.perf, 'op/s')}<br>time {format_time(r.time_s)} x {r.count}"
+        f"<br>bytes {format_si(r.bytes, 'B')}<br>intensity {number(r.intensity, 3)} ops/B"
+        f"<br>perf {format_si(r.perf, 'op/s')}<br>time {time_text(r.time_s)} x {r.count}"
         f"<br>bound: {r.bound}"
         for r in frame.itertuples()
     ]
@@ -298,7 +345,32 @@ def roofline_figure(
         fig.update_layout(legend={"orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}})
     else:
         add_caption(fig, analysis.extra.get("intervals"))
+        fit_legend(fig)
     fig.update_yaxes(type="log", title="attainable performance (ops/s)")
+    decades(fig)
+    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data if t.y is not None])
+    ys = ys[np.isfinite(ys) & (ys > 0)]
+    powers = np.arange(np.floor(np.log10(ys.min())), np.ceil(np.log10(ys.max())) + 1)
+    fig.update_yaxes(tickvals=10.0**powers, ticktext=[si_decade(int(k)) for k in powers])
+    return fig.update_xaxes(exponentformat="none")
+
+
+SI_PREFIXES = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def si_decade(power: int) -> str:
+    """10**power in SI prefixes, to peta and beyond: 15 -> '1P', 14 -> '100T'."""
+    base = 3 * (power // 3)
+    return f"{10 ** (power - base)}{SI_PREFIXES.get(base, f'e{base}')}"
+
+
+def fit_legend(fig: go.Figure) -> go.Figure:
+    """A legend beside the plot that never scrolls: the figure grows to hold every entry
+    (``LEGEND_ROW_PX`` each, no gaps between groups)."""
+    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    margin = fig.layout.margin
+    needed = entries * LEGEND_ROW_PX + (margin.t or 0) + (margin.b or 0)
+    fig.update_layout(legend={"tracegroupgap": 0}, height=max(fig.layout.height or 0, needed))
     return fig
 
 
@@ -359,10 +431,11 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
         rows=1,
         cols=2,
         subplot_titles=[
-            f"prefill ({analysis.workload.seq_len} tokens): {format_time(table['prefill'].sum())}",
-            f"decode step: {format_time(table['decode'].sum())}",
+            f"prefill: {time_text(table['prefill'].sum())}<br>{analysis.workload.seq_len} tokens",
+            f"decode step:<br>{time_text(table['decode'].sum())}",
         ],
     )
+    small_subplot_titles(fig)
     for kind, row in table.iterrows():
         for col, stage in enumerate(STAGES, start=1):
             total = table[stage].sum()
@@ -376,8 +449,8 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
                     showlegend=col == 1,
                     marker_color=kind_color(kind),
                     meta=f"time:{stage}:{kind}",
-                    hovertemplate=f"{kind}: %{{y:.4g}} ms ({100 * row[stage] / total:.1f}%)"
-                    + (f", {BAND} %: {band['lo']:.4g}–{band['hi']:.4g} ms" if band is not None else "")
+                    hovertemplate=f"{kind}: %{{y:,.4r}} ms ({100 * row[stage] / total:.1f}%)"
+                    + (f", {BAND} %: {number(band['lo'])}–{number(band['hi'])} ms" if band is not None else "")
                     + "<extra></extra>",
                     error_y=kind_error(band, row[stage] * 1e3),
                 ),
@@ -412,20 +485,28 @@ def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
                 orientation="h",
                 marker_color=color,
                 meta=f"memory:{key}",
-                hovertemplate=f"{label}: {format_bytes(mem[key])}<extra></extra>",
+                hovertemplate=f"{label}: {bytes_text(mem[key])}<extra></extra>",
             )
         )
     capacity = mem["capacity_bytes"] / GIB
     fig.add_vline(
         x=capacity,
         line={"color": "#d62728", "width": 3, "dash": "dash"},
-        annotation_text=f"capacity {format_bytes(mem['capacity_bytes'])}",
+        annotation_text=f"capacity {bytes_text(mem['capacity_bytes'])}",
         annotation_position="top",
+        name="capacity",
     )
-    verdict = "fits" if mem["fits"] else f"does NOT fit ({format_bytes(mem['shortfall_bytes'])} short)"
+    fig.add_vline(  # what the runtime may use: out of memory starts here
+        x=mem["usable_bytes"] / GIB,
+        line={"color": "#ff7f0e", "width": 2, "dash": "dot"},
+        annotation_text=f"usable {bytes_text(mem['usable_bytes'])}",
+        annotation_position="bottom left",
+        name="usable",
+    )
+    verdict = "fits" if mem["fits"] else f"does NOT fit ({bytes_text(mem['shortfall_bytes'])} short)"
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="GiB", range=[0, 1.08 * max(capacity, mem["peak_bytes"] / GIB)])
-    return base_layout(fig, f"Memory: peak {format_bytes(mem['peak_bytes'])}: {verdict}", height)
+    return base_layout(fig, f"Memory: peak {bytes_text(mem['peak_bytes'])}: {verdict}", height)
 
 
 # --- sweep ----------------------------------------------------------------------------
@@ -485,7 +566,7 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
                     line={"color": color},
                     marker={"symbol": symbols, "size": 8, "color": color},
                     customdata=np.where(fits, "fits", "out of memory"),
-                    hovertemplate=f"{w}: %{{y:.4g}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>",
+                    hovertemplate=f"{w}: %{{y:,.4r}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>",
                 ),
                 row=row,
                 col=1,
@@ -548,7 +629,13 @@ def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
     """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
     device's capacity as a marker); devices that failed are left out."""
     ok = frame[frame["error"].fillna("") == ""]
-    fig = make_subplots(rows=1, cols=len(COMPARE_COLUMNS), subplot_titles=[label for _, label, _ in COMPARE_COLUMNS])
+    fig = make_subplots(
+        rows=1,
+        cols=len(COMPARE_COLUMNS),
+        subplot_titles=[label.replace(" (", "<br>(") for _, label, _ in COMPARE_COLUMNS],
+        horizontal_spacing=0.07,
+    )
+    small_subplot_titles(fig)
     colors = [SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(len(ok))]
     for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1):
         fig.add_trace(
@@ -559,7 +646,7 @@ def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
                 name=label,
                 meta=f"compare:{key}",
                 showlegend=False,
-                hovertemplate="%{x}: %{y:.4g}<extra></extra>",
+                hovertemplate="%{x}: %{y:,.4r}<extra></extra>",
             ),
             row=1,
             col=col,
@@ -607,6 +694,8 @@ ROW_PX = NODE_MAX_PX + 14  # two of the largest nodes stacked leave a gap
 COLUMN_PX = 190  # the least distance between nodes side by side
 LABEL_OFFSET_PX = 6  # a label starts this far right of its node (layout.CYTO_STYLE)
 LABEL_CHAR_PX = 10  # per character of a 16 px label, rounded up
+IO_LABELS = ("layer input", "KV cache")  # the boxes' labels (layer_elements)
+IO_NODE_PX = 10 + LABEL_CHAR_PX * max(map(len, IO_LABELS))  # each fits inside its box
 
 
 def node_size(time_s: float, t_max: float, lo: float = 20, hi: float = NODE_MAX_PX) -> float:
@@ -719,7 +808,7 @@ def validation_scatter(frame: pd.DataFrame, height: int = 520) -> go.Figure:
             )
     fig.update_xaxes(type="log", title="measured time (s)")
     fig.update_yaxes(type="log", title="predicted time (s)")
-    return base_layout(fig, f"Predicted vs measured ({len(frame)} cases)", height)
+    return decades(base_layout(fig, f"Predicted vs measured ({len(frame)} cases)", height))
 
 
 def relative_errors(frame: pd.DataFrame) -> pd.DataFrame:
@@ -746,8 +835,20 @@ def validation_error_figure(frame: pd.DataFrame, height: int = 360) -> go.Figure
                 hovertemplate="%{x}: %{y:.1f}%<extra></extra>",
             )
         )
-    fig.add_hline(y=10, line={"dash": "dot", "color": "#2ca02c"}, annotation_text="10%")
-    fig.add_hline(y=25, line={"dash": "dot", "color": "orange"}, annotation_text="25%")
+    for target, color in ((10, "#2ca02c"), (25, "orange")):  # in the legend: no label over a tall bar
+        fig.add_trace(
+            go.Scatter(
+                x=[0, 1],
+                y=[target, target],
+                xaxis="x2",
+                mode="lines",
+                name=f"{target} % line",
+                meta=f"target:{target}",
+                line={"dash": "dot", "color": color},
+                hoverinfo="skip",
+            )
+        )
+    fig.update_layout(xaxis2={"overlaying": "x", "range": [0, 1], "visible": False})
     fig.update_yaxes(title="median |error| (%)")
     fig.update_layout(barmode="group")
     return base_layout(fig, "Error by op class", height)
@@ -776,7 +877,7 @@ def waterfall_figure(entry: dict[str, Any], height: int = 420) -> go.Figure:
             y=[v * 1e3 for v in y],
             measure=["absolute", *["relative"] * len(WATERFALL_PARTS), "total"],
             hovertext=text,
-            hovertemplate="%{x}: %{y:.3g} ms<br>%{hovertext}<extra></extra>",
+            hovertemplate="%{x}: %{y:,.3r} ms<br>%{hovertext}<extra></extra>",
             meta="waterfall",
             connector={"line": {"color": "#999"}},
             increasing={"marker": {"color": "#d62728"}},
@@ -804,6 +905,8 @@ def ceilings_figure(spec: Ceilings, measured: Ceilings, height: int = 420) -> go
             fig.add_trace(trace)
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)")
     fig.update_yaxes(type="log", title="ops/s")
+    decades(fig)
+    fig.update_xaxes(exponentformat="none")
     return base_layout(fig, f"Measured roofline over the datasheet one ({spec.device})", height)
 
 
@@ -860,13 +963,13 @@ def format_cards(analysis: Analysis) -> dict[str, str]:
     """The summary cards' texts, exactly as the page shows them."""
     gen, mem = analysis.generation, analysis.memory
     return {
-        "ttft": format_time(gen["ttft_s"]) if gen else format_time(analysis.prefill.total["time_s"]),
-        "tpot": format_time(gen["tpot_s"]) if gen and gen["tpot_s"] is not None else "-",
-        "throughput": f"{gen['tokens_per_s']:.4g} tok/s" if gen else "-",
-        "peak": format_bytes(mem["peak_bytes"]),
+        "ttft": time_text(gen["ttft_s"]) if gen else time_text(analysis.prefill.total["time_s"]),
+        "tpot": time_text(gen["tpot_s"]) if gen and gen["tpot_s"] is not None else "-",
+        "throughput": f"{number(gen['tokens_per_s'])} tok/s" if gen else "-",
+        "peak": bytes_text(mem["peak_bytes"]),
         "fits": (
-            f"yes, of {format_bytes(mem['capacity_bytes'])}"
+            f"yes, of {bytes_text(mem['capacity_bytes'])}"
             if mem["fits"]
-            else f"no: {format_bytes(mem['shortfall_bytes'])} short"
+            else f"no: {bytes_text(mem['shortfall_bytes'])} short"
         ),
     }

@@ -15,6 +15,7 @@ def state(key: str) -> dict[str, str]:
     return {"type": STATE, "key": key}
 
 
+NOT_FOUND = "not-found"  # "no such page", listing the pages
 SIDEBAR = "sidebar"  # the workload and deployment controls (hidden on Validation)
 URL_ERROR = "url-error"  # what the URL held that was not understood
 
@@ -74,3 +75,8 @@ SERVING_ERROR = "serving-error"
 SERVING_SUMMARY = "serving-summary"
 SERVING_LATENCY = "serving-latency"
 SERVING_KV = "serving-kv"
+
+# serving: the Plan section
+PLAN_ERROR = "plan-error"
+PLAN_SUMMARY = "plan-summary"
+PLAN_GRAPH = "plan-graph"

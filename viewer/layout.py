@@ -9,7 +9,7 @@ from dash.dash_table.Format import Format, Scheme
 
 from ridgeline.io.resolve import list_devices, list_models
 from viewer import ids
-from viewer.figures import CARD_TITLES, LABEL_OFFSET_PX, TABLE_COLUMNS
+from viewer.figures import CARD_TITLES, IO_NODE_PX, LABEL_OFFSET_PX, TABLE_COLUMNS, bound_caption
 from viewer.state import PAGE_TITLES, PAGES, Control, component_value, controls
 
 FORMATS = {
@@ -17,6 +17,7 @@ FORMATS = {
     "g": Format(precision=4, scheme=Scheme.decimal_or_exponent),
     "d": Format(precision=0, scheme=Scheme.fixed),
 }
+IO_FONT_PX = 13  # the layer input and KV cache boxes' labels, inside the box
 CYTO_STYLE = [
     # labels right of their node: the layout leaves that side free (figures.layer_elements)
     {
@@ -38,8 +39,9 @@ CYTO_STYLE = [
         "style": {
             "shape": "round-rectangle",
             "background-color": "#999",
-            "width": 70,
+            "width": IO_NODE_PX,
             "height": 22,
+            "font-size": IO_FONT_PX,
             "text-valign": "center",
             "text-halign": "center",
             "text-margin-x": 0,
@@ -185,7 +187,7 @@ def layer_page() -> html.Div:
     return html.Div(
         [
             *page_top(
-                "One decoder layer in data-flow order: colour = bound (red compute, blue memory), "
+                f"One decoder layer in data-flow order: {bound_caption()}, "
                 "size = time. Click an op for its numbers and its point on the roofline.",
                 "layer",
                 ids.LAYER_ERROR,
@@ -268,6 +270,12 @@ def validation_page() -> html.Div:
     )
 
 
+def priced_devices() -> list[str]:
+    from ridgeline.io.prices import price_list
+
+    return list(price_list()["usd_per_gpu_hour"])
+
+
 def serving_page() -> html.Div:
     return html.Div(
         [
@@ -280,6 +288,16 @@ def serving_page() -> html.Div:
             html.Div(id=ids.SERVING_SUMMARY),
             graph(ids.SERVING_LATENCY),
             graph(ids.SERVING_KV),
+            html.H3("Plan: the cheapest deployments that serve this load within its SLO"),
+            html.Div(
+                "ridgeline plan over a small space: the sidebar's model, prompt and generated tokens, the "
+                "form's max batch and token budget, KV fp16, datasheet rooflines; cost from the shipped price list.",
+                className="page-title",
+            ),
+            html.Div(section_controls("plan", {"plan_devices": priced_devices()}), className="page-controls"),
+            error_line(ids.PLAN_ERROR),
+            html.Div(id=ids.PLAN_SUMMARY),
+            graph(ids.PLAN_GRAPH),
         ]
     )
 
@@ -292,6 +310,18 @@ PAGE_BUILDERS = {
     "validation": validation_page,
     "serving": serving_page,
 }
+
+
+def not_found() -> html.Div:
+    """What a path that is no page shows (hidden otherwise): the pages, linked."""
+    links = [dcc.Link(PAGE_TITLES[p], href="/" if p == "analyze" else f"/{p}") for p in PAGES]
+    listed = [item for link in links for item in (link, ", ")][:-1]
+    return html.Div(
+        [html.H2("No such page"), html.P(["The pages: ", *listed, "."])],
+        id=ids.NOT_FOUND,
+        className="page",
+        style={"display": "none"},
+    )
 
 
 def build_layout() -> html.Div:
@@ -317,6 +347,7 @@ def build_layout() -> html.Div:
                     html.Main(
                         [
                             error_line(ids.URL_ERROR),
+                            not_found(),
                             *[
                                 html.Div(
                                     PAGE_BUILDERS[p](),

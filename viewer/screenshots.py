@@ -45,6 +45,10 @@ PAGES = {
         "#compare-graph .main-svg",
     ),
     "validation": ("?runs=cuda-nvidia-h100-80gb-hbm3", "#validation-message"),
+    "serving": (
+        "?model=llama-3-8b&device=h100-sxm&serving_rates=5,10,20,30&plan_devices=a100-80gb,h100-sxm,h200",
+        "#plan-graph .main-svg",
+    ),
 }
 
 
@@ -143,6 +147,7 @@ def take_screenshots(out: Path = SHOTS_DIR, dark: bool = False, width: int = 150
             wait_for(driver, ready)
             wait_idle(driver)
             time.sleep(1.5)
+            wait_idle(driver)  # a page's later callbacks (the Serving page's Plan) grow it
             path = out / f"{page}{'-dark' if dark else ''}.png"
             full_page_png(driver, path, width)
             written.append(path)

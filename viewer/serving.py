@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
-from dash import no_update
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
@@ -25,8 +26,9 @@ from ridgeline.errors import RidgelineError
 from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES, Scheduler
 from viewer import ids
-from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout
-from viewer.state import page_from_path, parse_query
+from viewer.data import hide_paths
+from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout, decades, number
+from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
 # the most work one page view may ask of the server: request-steps over every rate, each
@@ -101,14 +103,18 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
                     legendgroup=f"p{q}",
                     showlegend=col == 1,
                     line={"color": SERIES_COLORS[i]},
-                    hovertemplate=f"p{q} %{{y:.4g}} s at %{{x}}/s<extra></extra>",
+                    hovertemplate=f"p{q} %{{y:,.4r}} s at %{{x}}/s<extra></extra>",
                 ),
                 row=1,
                 col=col,
             )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
-        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
+        fig.update_yaxes(title_text="seconds", type="log", exponentformat="SI", row=1, col=col)
     base_layout(fig, "Latency percentiles against request rate", height)
+    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data])
+    ys = ys[np.isfinite(ys) & (ys > 0)]
+    if len(ys) and ys.max() >= 10 * ys.min():  # a decade or more: label the decades only
+        decades(fig, "y")
     return add_caption(fig, bands[0] if bands else None)
 
 
@@ -122,9 +128,9 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
                 x=line["start_s"],
                 y=100 * line["kv_fraction"],
                 mode="lines",
-                name=f"{rate:g}/s",
+                name=f"{number(rate)}/s",
                 line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
-                hovertemplate=f"{rate:g}/s: %{{y:.1f}} % at %{{x:.3g}} s<extra></extra>",
+                hovertemplate=f"{number(rate)}/s: %{{y:.1f}} % at %{{x:,.3r}} s<extra></extra>",
             )
         )
     fig.update_xaxes(title_text="seconds")
@@ -136,21 +142,42 @@ def summary_line(runs: list) -> str:
     rate, last, _ = runs[-1]
     s = last.summary
     return (
-        f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {rate:g} "
-        f"requests/s, {s['requests_per_s']:.3g} served/s, {s['output_tokens_per_s']:.4g} "
+        f"{last.meta['model']} on {last.meta['hardware']} ({last.meta['mode']}): at {number(rate)} "
+        f"requests/s, {number(s['requests_per_s'], 3)} served/s, {number(s['output_tokens_per_s'])} "
         f"output tokens/s, {s['preemptions']} preemptions, KV peak {s['kv_peak_fraction']:.0%}."
     )
+
+
+def section_defaults(state: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """``state`` with the controls of ``section`` (the page's own form) at their defaults."""
+    return {**state, **{c.key: c.default for c in controls() if c.section == section}}
+
+
+@lru_cache(maxsize=1)
+def default_runs() -> list:
+    """The default view's runs (every key at its default), computed once per process."""
+    return serving_runs(defaults())
+
+
+def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None) -> tuple[list, str]:
+    """(runs, error line). Bad input draws what the docs promise instead, with its error:
+    the form's defaults on the sidebar's deployment, else the default view."""
+    try:
+        return serving_runs(state, uploads), ""
+    except RidgelineError as err:
+        error = f"error: {hide_paths(str(err))}"
+    try:
+        return serving_runs(section_defaults(state, "serving"), uploads), f"{error}; the form's defaults are drawn"
+    except RidgelineError:
+        return default_runs(), f"{error}; the default view is drawn"
 
 
 def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
     """(error, summary line, latency figure, KV figure)."""
     if page_from_path(pathname) != "serving":
         raise PreventUpdate
-    try:
-        runs = serving_runs(parse_query(search), uploads)
-    except RidgelineError as err:
-        return f"error: {err}", no_update, no_update, no_update
-    return "", summary_line(runs), latency_figure(runs), kv_figure(runs)
+    runs, error = runs_or_defaults(parse_query(search), uploads)
+    return error, summary_line(runs), latency_figure(runs), kv_figure(runs)
 
 
 def register(app) -> None:

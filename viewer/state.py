@@ -9,6 +9,7 @@ from ``SETTING_CHOICES`` when it has a fixed set of values.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,6 +19,7 @@ from urllib.parse import parse_qs, urlencode
 from ridgeline.engine import workload
 from ridgeline.engine.units import DTYPE_BITS
 from ridgeline.engine.workload import Settings
+from ridgeline.io.prices import price_list
 from ridgeline.io.resolve import list_devices, list_models
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
@@ -44,6 +46,9 @@ class Control:
     section: str = "workload"  # workload | settings | layer | sweep | compare
     minimum: float | None = None
     help: str = ""
+    # numbers: the largest value the dashboard serves (the CLI has no such bound); lists:
+    # the most items. Every number and list has one (issue 30: bounded work per URL).
+    maximum: float | None = None
 
 
 # Settings fields with a fixed set of values: field -> (label, choices). Fields not named
@@ -69,6 +74,29 @@ SETTING_LABELS = {
 }
 
 
+# Numeric Settings fields: (least, most) the dashboard accepts. A field not named here gets
+# GENERIC_RANGE (ints from min(default, 1)).
+SETTING_RANGES: dict[str, tuple[float, float]] = {
+    "group_size": (0, 65_536),
+    "kv_block": (1, 4096),
+    "tp": (1, 1024),
+    "pp": (1, 1024),
+    "ep": (1, 1024),
+    "micro_batches": (1, 1024),
+    "link_bw_gb_s": (0, 100_000),
+    "link_latency_us": (-1, 1_000_000),
+    "memory_utilization": (0.01, 1),
+}
+GENERIC_RANGE = (-1_000_000, 1_000_000)
+
+
+def number_range(name: str, default: float) -> tuple[float, float]:
+    if name in SETTING_RANGES:
+        return SETTING_RANGES[name]
+    low = min(default, 1) if isinstance(default, int) else GENERIC_RANGE[0]
+    return low, GENERIC_RANGE[1]
+
+
 def setting_control(f: dataclasses.Field) -> Control:
     """The control for one field of ``Settings``."""
     default = f.default if f.default is not dataclasses.MISSING else None
@@ -81,10 +109,10 @@ def setting_control(f: dataclasses.Field) -> Control:
         return Control(f.name, label, "choice", default, DTYPES, "settings", help=hint)
     if isinstance(default, bool):
         return Control(f.name, label, "bool", default, section="settings", help=hint)
-    if isinstance(default, int):
-        return Control(f.name, label, "int", default, section="settings", minimum=min(default, 1), help=hint)
-    if isinstance(default, float):
-        return Control(f.name, label, "float", default, section="settings", help=hint)
+    if isinstance(default, (int, float)):
+        low, high = number_range(f.name, default)
+        kind = "int" if isinstance(default, int) else "float"
+        return Control(f.name, label, kind, default, section="settings", minimum=low, maximum=high, help=hint)
     return Control(f.name, label, "text", default, section="settings", help=hint)
 
 
@@ -102,15 +130,16 @@ BASE_CONTROLS = (
         "spec",
         help="spec: datasheet peaks; a profile: ceilings measured by 'ridgeline calibrate'",
     ),
-    Control("batch", "batch", "int", 1, minimum=1),
-    Control("seq_len", "prompt tokens", "int", 512, minimum=1),
-    Control("generate", "generated tokens", "int", 128, minimum=0),
+    Control("batch", "batch", "int", 1, minimum=1, maximum=65_536),
+    Control("seq_len", "prompt tokens", "int", 512, minimum=1, maximum=4_194_304),
+    Control("generate", "generated tokens", "int", 128, minimum=0, maximum=1_048_576),
 )
+SERVING_HELP = "Poisson arrival rates to simulate, comma-separated"
 PAGE_CONTROLS = (
     Control("stage", "stage", "choice", "decode", ("prefill", "decode"), "layer"),
     Control("sweep_x", "sweep over", "choice", "batch", ("batch", "seq_len"), "sweep"),
-    Control("sweep_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), DTYPES, "sweep"),
-    Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"), section="compare"),
+    Control("sweep_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), DTYPES, "sweep", maximum=6),
+    Control("devices", "devices", "multi", ("a6000", "a100-80gb", "h100-sxm", "l40s"), section="compare", maximum=8),
     Control(
         "runs",
         "measured on",
@@ -119,16 +148,18 @@ PAGE_CONTROLS = (
         section="validation",
         help="one device's validation and e2e results, or all of them",
     ),
+    Control("serving_rates", "request rates (/s)", "text", "1,2,4,8,16", section="serving", help=SERVING_HELP),
+    Control("serving_requests", "requests per rate", "int", 300, section="serving", minimum=1, maximum=100_000),
     Control(
-        "serving_rates",
-        "request rates (/s)",
-        "text",
-        "1,2,4,8,16",
+        "serving_max_batch",
+        "max batch",
+        "int",
+        256,
         section="serving",
-        help="Poisson arrival rates to simulate, comma-separated",
+        minimum=1,
+        maximum=4096,
+        help="sequences per step",
     ),
-    Control("serving_requests", "requests per rate", "int", 300, section="serving", minimum=1),
-    Control("serving_max_batch", "max batch", "int", 256, section="serving", minimum=1, help="sequences per step"),
     Control(
         "serving_budget",
         "token budget",
@@ -136,9 +167,26 @@ PAGE_CONTROLS = (
         2048,
         section="serving",
         minimum=1,
+        maximum=65_536,
         help="tokens per step (prefill chunks + decodes)",
     ),
+    Control(
+        "plan_devices",
+        "devices to price",
+        "multi",
+        ("a100-80gb", "h100-sxm"),
+        section="plan",
+        maximum=4,
+        help="devices with a price in the shipped price list",
+    ),
+    Control("plan_counts", "devices per deployment", "multi", ("1", "2"), ("1", "2", "4", "8"), "plan", maximum=4),
+    Control("plan_w_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), ("fp16", "int8", "int4"), "plan"),
+    Control("plan_rate", "request rate (/s)", "float", 4.0, section="plan", minimum=0.01, maximum=1000),
+    Control("plan_requests", "requests", "int", 200, section="plan", minimum=2, maximum=10_000),
+    Control("plan_ttft", "TTFT SLO (s)", "float", 0.5, section="plan", minimum=0.001, maximum=600),
+    Control("plan_tpot", "TPOT SLO (s)", "float", 0.05, section="plan", minimum=0.0001, maximum=60),
 )
+MOST_TEXT = 200  # characters of a text field (the rates: 12 numbers at most)
 
 
 @lru_cache(maxsize=1)
@@ -164,17 +212,28 @@ UPLOAD_PREFIX = "upload:"  # a model or device uploaded in this browser session
 QUERY_ALIASES = {"hardware": "device"}  # the CLI's word for it
 
 
+UPLOADABLE = ("model", "device", "devices")
+
+
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, tuple[str, ...]]:
     devices = (*list_devices(), "host")
-    return {"model": tuple(list_models()), "device": devices, "devices": devices}
+    priced = tuple(price_list()["usd_per_gpu_hour"])
+    return {"model": tuple(list_models()), "device": devices, "devices": devices, "plan_devices": priced}
 
 
 def allowed(c: Control, value: str) -> bool:
     """Whether a choice is one of the control's options; models and devices: a catalog name
     or an upload (which is checked where it is resolved)."""
     names = c.options or _catalog().get(c.key)
-    return not names or value in names or (c.key in _catalog() and value.startswith(UPLOAD_PREFIX))
+    return not names or value in names or (c.key in UPLOADABLE and value.startswith(UPLOAD_PREFIX))
+
+
+def within(c: Control, value: float) -> bool:
+    """Whether a number is finite and inside the control's range."""
+    low = -math.inf if c.minimum is None else c.minimum
+    high = math.inf if c.maximum is None else c.maximum
+    return math.isfinite(value) and low <= value <= high
 
 
 def coerce(c: Control, raw: Any) -> Any:
@@ -184,8 +243,8 @@ def coerce(c: Control, raw: Any) -> Any:
     try:
         if c.kind == "multi":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
-            items = tuple(i for i in items if i and allowed(c, i))
-            return items or c.default
+            items = tuple(dict.fromkeys(i for i in items if i and allowed(c, i)))  # once each, in order
+            return items[: int(c.maximum)] if c.maximum and items else items or c.default
         if c.kind == "bool":
             if isinstance(raw, (list, tuple)):
                 return c.key in raw or True in raw
@@ -196,9 +255,11 @@ def coerce(c: Control, raw: Any) -> Any:
                 if value != int(value):
                     return c.default
                 value = int(value)
-            return value if c.minimum is None or value >= c.minimum else c.default
+            return value if within(c, value) else c.default
         value = str(raw)
-        return value if c.kind != "choice" or allowed(c, value) else c.default
+        if c.kind == "text":
+            return value if len(value) <= MOST_TEXT else c.default
+        return value if allowed(c, value) else c.default
     except (TypeError, ValueError):
         return c.default
 
@@ -218,6 +279,11 @@ def parse_query(search: str | None) -> dict[str, Any]:
     return {c.key: coerce(c, query[c.key]) if c.key in query else c.default for c in controls()}
 
 
+def plain(value: float) -> str:
+    """1000000 -> '1,000,000', 0.001 -> '0.001': never an exponent."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:.6f}".rstrip("0")
+
+
 def expected(c: Control) -> str:
     """What a control's URL value must be, for the message about a bad one."""
     if c.key == "model":
@@ -225,20 +291,26 @@ def expected(c: Control) -> str:
     if c.key == "device":
         return "a catalog device, host, or one uploaded in this session"
     if c.key == "devices":
-        return "catalog devices, host, or ones uploaded in this session"
-    if c.kind == "int":
-        return f"a whole number of at least {c.minimum:g}" if c.minimum is not None else "a whole number"
-    if c.kind == "float":
-        return "a number"
+        return f"at most {c.maximum:g} catalog devices, host, or ones uploaded in this session; the CLI takes more"
+    if c.key == "plan_devices":
+        return f"at most {c.maximum:g} of {', '.join(_catalog()['plan_devices'])} (the priced devices)"
+    if c.kind in ("int", "float"):
+        what = "a whole number" if c.kind == "int" else "a number"
+        return f"{what} from {plain(c.minimum)} to {plain(c.maximum)}; the CLI takes more"
+    if c.kind == "text":
+        return f"at most {MOST_TEXT} characters"
     shown = ", ".join(map(str, c.options[:16])) + (", ..." if len(c.options) > 16 else "")
-    return f"{'items' if c.kind == 'multi' else 'one'} of {shown}"
+    if c.kind == "multi":
+        return f"{f'at most {c.maximum:g} ' if c.maximum else ''}items of {shown}"
+    return f"one of {shown}"
 
 
 def is_bad(c: Control, raw: str) -> bool:
     """Whether ``coerce`` had to drop or replace (part of) a non-empty URL value."""
     value = coerce(c, raw)
     if c.kind == "multi":
-        return any(i not in value for i in raw.split(",") if i)
+        items = [i for i in raw.split(",") if i]
+        return any(i not in value for i in items)
     if c.kind == "bool" or raw == "" or value != c.default:
         return False
     try:
@@ -247,11 +319,16 @@ def is_bad(c: Control, raw: str) -> bool:
         return True
 
 
+def shortened(raw: str, most: int = 60) -> str:
+    """A URL value as the error line quotes it: at most ``most`` characters."""
+    return raw if len(raw) <= most else raw[: most - 3] + "..."
+
+
 def query_problems(search: str | None) -> list[str]:
     """One phrase per URL value that was not understood (its default is shown instead)."""
     query = read_query(search)
     return [
-        f"{c.key}={query[c.key]!r} (expected {expected(c)})"
+        f"{c.key}={shortened(query[c.key])!r} (expected {expected(c)})"
         for c in controls()
         if c.key in query and is_bad(c, query[c.key])
     ]
@@ -270,9 +347,13 @@ def to_query(state: Mapping[str, Any]) -> str:
     return "?" + urlencode(pairs)
 
 
+NOT_FOUND = "not-found"  # what page_from_path calls a path that is no page
+
+
 def page_from_path(pathname: str | None) -> str:
+    """'/sweep' -> 'sweep', '/' -> 'analyze', a path that is no page -> NOT_FOUND."""
     name = (pathname or "/").strip("/").split("/")[-1]
-    return name if name in PAGES else "analyze"
+    return name if name in PAGES else "analyze" if name == "" else NOT_FOUND
 
 
 def settings_of(state: Mapping[str, Any]) -> Settings:

@@ -1,0 +1,188 @@
+"""The Serving page's Plan section: ``ridgeline.api.plan`` over a small space, its Pareto set
+(cost per million output tokens against goodput) and the chosen deployment.
+
+The sidebar's model, prompt and generated tokens, the Serving form's max batch and token
+budget, and the section's own controls (``plan_*`` in ``viewer.state``) come from the URL
+state. The search runs here, in the server's process (one worker), within the work budget
+``viewer.serving.MOST_REQUEST_STEPS``, counted over every deployment enumerated before any
+is simulated; ``ridgeline plan`` searches the full space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from dash import no_update
+from dash.exceptions import PreventUpdate
+
+from ridgeline.api import plan
+from ridgeline.errors import RidgelineError
+from ridgeline.serving.bounds import Load, Slo, Space
+from viewer import ids
+from viewer.data import hide_paths
+from viewer.figures import SERIES_COLORS, base_layout
+from viewer.serving import MOST_REQUEST_STEPS, section_defaults
+from viewer.state import page_from_path, parse_query, plain
+
+
+def plan_space(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The dimensions searched (``Space``'s): the chosen counts and weight types, KV fp16,
+    the Serving form's max batch and token budget."""
+    return {
+        "counts": tuple(sorted(int(c) for c in state["plan_counts"])),
+        "w_dtypes": tuple(state["plan_w_dtypes"]),
+        "kv_dtypes": ("fp16",),
+        "max_batches": (int(state["serving_max_batch"]),),
+        "token_budgets": (int(state["serving_budget"]),),
+    }
+
+
+def plan_load(state: Mapping[str, Any]) -> Load:
+    return Load(
+        rate=float(state["plan_rate"]),
+        prompt=int(state["seq_len"]),
+        output=max(int(state["generate"]), 1),
+        requests=int(state["plan_requests"]),
+    )
+
+
+def plan_work(state: Mapping[str, Any], deployments: int) -> int:
+    """Request-steps if every deployment enumerated were simulated: deployments x requests x
+    (prompt chunks + output tokens), as the Serving page counts its own."""
+    chunks = -(-int(state["seq_len"]) // int(state["serving_budget"]))
+    return deployments * int(state["plan_requests"]) * (chunks + max(int(state["generate"]), 1))
+
+
+def check_plan_work(state: Mapping[str, Any], deployments: int) -> None:
+    work = plan_work(state, deployments)
+    if work > MOST_REQUEST_STEPS:
+        raise RidgelineError(
+            f"this plan could simulate {deployments} deployments x {int(state['plan_requests']):,} requests = "
+            f"{work:,} request-steps; the dashboard serves at most {MOST_REQUEST_STEPS:,}: choose fewer devices, "
+            "counts, weight types or requests, or run 'ridgeline plan'"
+        )
+
+
+def run_plan(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None):
+    """``ridgeline.api.plan`` for the state (a ``PlanResult``), refused before any work
+    past the budget."""
+    from viewer.data import catalog_device, resolve_model
+
+    dimensions = plan_space(state)
+    devices = list(state["plan_devices"])
+    space = Space(tuple(catalog_device(name) for name in devices), **dimensions)
+    check_plan_work(state, space.size)
+    slo = Slo(ttft_s=float(state["plan_ttft"]), tpot_s=float(state["plan_tpot"]))
+    model = resolve_model(state["model"], uploads)
+    return plan(model, devices, plan_load(state), slo, executor="local", workers=1, **dimensions)
+
+
+def summary_line(result) -> str:
+    """What was enumerated, pruned and simulated, and the chosen deployment."""
+    counts = result.counts
+    pruned = sum(counts["pruned"].values())
+    line = (
+        f"{result.meta['model']}: {counts['enumerated']} deployments enumerated, {pruned} pruned "
+        f"(by the bounds, or dominated), {counts['simulated']} simulated on datasheet rooflines at "
+        f"{plain(result.meta['load']['rate'])} requests/s."
+    )
+    if result.chosen is None:
+        return line + " None can meet the SLO at this rate."
+    return f"{line} Chosen: {label(result.frame.loc[result.chosen])}."
+
+
+def update_plan(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
+    """(error, summary line, Pareto figure)."""
+    if page_from_path(pathname) != "serving":
+        raise PreventUpdate
+    state = parse_query(search)
+    try:
+        result = run_plan(state, uploads)
+    except RidgelineError as err:  # the section's defaults, as the Serving form does
+        try:
+            result = run_plan(section_defaults(state, "plan"), uploads)
+        except RidgelineError:
+            return f"error: {hide_paths(str(err))}", no_update, no_update
+        return (
+            f"error: {hide_paths(str(err))}; the section's defaults are drawn",
+            summary_line(result),
+            plan_figure(result),
+        )
+    return "", summary_line(result), plan_figure(result)
+
+
+def register(app) -> None:
+    from dash import Input, Output, State
+
+    app.callback(
+        Output(ids.PLAN_ERROR, "children"),
+        Output(ids.PLAN_SUMMARY, "children"),
+        Output(ids.PLAN_GRAPH, "figure"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        State(ids.UPLOADS, "data"),
+    )(update_plan)
+
+
+def plan_figure(result, height: int = 420) -> go.Figure:
+    """Every simulated deployment (cost per million output tokens, goodput), the Pareto front
+    as a line through its points, and the chosen deployment as a star."""
+    frame = result.frame
+    done = frame[frame["reason"] == ""]
+    fig = go.Figure()
+    for i, (device, group) in enumerate(done.groupby("device", sort=True)):
+        fig.add_trace(
+            go.Scatter(
+                x=group["usd_per_million_tokens"],
+                y=group["goodput_rps"],
+                mode="markers",
+                name=device,
+                meta=f"simulated:{device}",
+                marker={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "size": 9, "opacity": 0.7},
+                hovertext=[label(r) for _, r in group.iterrows()],
+                hoverinfo="text",
+            )
+        )
+    front = frame.loc[result.pareto]
+    fig.add_trace(
+        go.Scatter(
+            x=front["usd_per_million_tokens"],
+            y=front["goodput_rps"],
+            mode="lines+markers",
+            name="Pareto set",
+            meta="pareto",
+            line={"color": "#444", "shape": "hv", "dash": "dot"},
+            marker={"symbol": "circle-open", "size": 14, "color": "#444", "line": {"width": 2}},
+            hovertext=[label(r) for _, r in front.iterrows()],
+            hoverinfo="text",
+        )
+    )
+    if result.chosen is not None:
+        row = frame.loc[result.chosen]
+        fig.add_trace(
+            go.Scatter(
+                x=[row["usd_per_million_tokens"]],
+                y=[row["goodput_rps"]],
+                mode="markers",
+                name="chosen",
+                meta="chosen",
+                marker={"symbol": "star", "size": 20, "color": "#ffbf00", "line": {"width": 1, "color": "#444"}},
+                hovertext=[label(row)],
+                hoverinfo="text",
+            )
+        )
+    fig.update_xaxes(title="USD per million output tokens", rangemode="tozero")
+    fig.update_yaxes(title="goodput (requests/s meeting the SLO)", rangemode="tozero")
+    return base_layout(fig, "Plan: cost against goodput (the Pareto set: nothing cheaper serves more)", height)
+
+
+def label(row: pd.Series) -> str:
+    """One deployment in words, as ``ridgeline plan`` names the chosen one."""
+    return (
+        f"{row['gpus']} x {row['device']} (tp {row['tp']}, pp {row['pp']}), weights {row['w_dtype']}, "
+        f"KV {row['kv_dtype']}, max batch {row['max_batch']}, chunk {row['token_budget']}: "
+        f"${row['usd_per_million_tokens']:.3f} per million output tokens, goodput {row['goodput_rps']:.2f} req/s"
+    )
