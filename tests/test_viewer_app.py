@@ -6,7 +6,6 @@ import base64
 import dataclasses
 import json
 import re
-import statistics
 import subprocess
 import sys
 
@@ -372,12 +371,14 @@ def test_create_app_registers_every_page():
         assert cid in outputs
 
 
-def test_full_analysis_callback_is_fast():
-    """Median of 20 direct calls of the Analyze update (engine + figures + table rows +
-    the JSON Dash sends). Goal: < 100 ms; the bound here is loose for a noisy shared CI box."""
+def test_the_callback_benchmark_times_every_call():
+    """``python -m viewer.bench`` times the Analyze update (engine + figures + table rows +
+    the JSON Dash sends); its goal (< 100 ms) is a benchmark's, reported, not asserted here
+    (no timing assertions in unit tests): this checks it runs and times each call."""
     from viewer.bench import time_analyze_callback
 
-    assert statistics.median(time_analyze_callback(repeats=20)) < 0.5
+    times = time_analyze_callback(repeats=3)
+    assert len(times) == 3 and all(t > 0 for t in times)
 
 
 def test_write_html_is_one_self_contained_file(tmp_path):
