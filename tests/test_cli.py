@@ -39,7 +39,18 @@ def test_analyze_json_matches_python_api():
     api = rl.analyze("llama-2-7b", "a6000", batch=8, seq_len=1024, generate=256).to_dict()
     assert data.pop("verdict")["largest_batch"] == rl.max_batch("llama-2-7b", "a6000", 1024, 256)
     assert data == json.loads(json.dumps(api))
-    assert set(data) == {"model", "hardware", "mode", "workload", "prefill", "decode", "generation", "memory", "basis"}
+    assert set(data) == {
+        "model",
+        "hardware",
+        "mode",
+        "workload",
+        "prefill",
+        "decode",
+        "generation",
+        "memory",
+        "basis",
+        "intervals",
+    }
     op = data["decode"]["ops"][0]
     for key in (
         "name",

@@ -71,7 +71,8 @@ def test_the_dashboard_reads_both_folders_and_says_so(tmp_path, monkeypatch):
     assert "cpu-mine-1t" in data.validation_devices()
     message = callbacks.update_validation("/validation", "?runs=cpu-mine-1t")[0]
     assert message.startswith("1 measured cases from 1 file(s) measured on cpu-mine-1t")
-    assert f"read from {VALIDATION_DIR}, {mine}" in message
+    # named as the repository and the user's folder name it, never the server's absolute paths
+    assert f"read from reports/validation, {mine.name}" in message and str(VALIDATION_DIR) not in message
 
 
 def test_the_gate_replays_only_tracked_snapshots(tmp_path):

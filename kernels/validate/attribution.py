@@ -10,6 +10,8 @@ archives (``gpu-runs/<run>/<part>/results.tar.gz``); the serving checks:
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +77,16 @@ def serving_entries(path: Path, name: str) -> list[dict[str, Any]]:
 
 
 def committed_waterfalls(folder: Path = SNAPSHOTS) -> list[dict[str, Any]]:
-    """Every committed check's waterfalls, e2e then serving, in file order."""
+    """Every committed check's waterfalls, e2e then serving, in file order (a fresh copy of
+    one computation per folder and set of files in a process: they are pure functions of
+    those files, and RESULTS.md, its check and the dashboard all ask)."""
+    files = tuple((str(p), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file())
+    return copy.deepcopy(_waterfalls(folder, files))
+
+
+@functools.lru_cache(maxsize=4)
+def _waterfalls(folder: Path, files: tuple) -> list[dict[str, Any]]:
+    del files  # part of the cache key only: a changed file computes again
     out = [entry for name, data in e2e_files(folder) for entry in e2e_entries(name, data)]
     for path in sorted((folder / "serving").glob("*.json")):
         out += serving_entries(path, str(path.relative_to(folder)))

@@ -522,7 +522,7 @@ def _stack(ops: Sequence[Op], field_name: str, ndim: int = 1) -> np.ndarray:
     scalars for every op get shape (ops, 1, ...) with ``ndim`` axes so they broadcast."""
     values = [getattr(op, field_name) for op in ops]
     shapes = [getattr(v, "shape", ()) for v in values]
-    if len(set(shapes)) == 1:  # every op has the same shape (all scalars in a single analysis)
+    if len(set(shapes)) <= 1:  # every op has the same shape (all scalars in a single analysis); or no op
         out = np.array(values, dtype=float)
     else:  # filled in place: cheaper than broadcasting every field to a view first
         ndim = max(map(len, shapes))
