@@ -519,7 +519,8 @@ def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
 
 def measured_peaks(kind: str) -> dict[str, Any] | None:
     """The measured-over-predicted peak memory ratios of ``kind``'s committed e2e runs."""
-    return (_spec_pools(*_version(SPEC_INTERVALS)).get("memory") or {}).get(kind)
+    peaks = (_spec_pools(*_version(SPEC_INTERVALS)).get("memory") or {}).get(kind)
+    return None if peaks is None else dict(peaks)  # the caller's own copy of the kept file
 
 
 def _version(path: Path) -> tuple[Path, int, int]:
