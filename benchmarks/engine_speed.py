@@ -1,5 +1,6 @@
-"""Engine speed: one generation analysis in-process, sweep points per second, and the
-analytical pass of ``ridgeline plan`` per deployment (the issue's example search).
+"""Engine speed: one generation analysis in-process, sweep points per second, an analysis
+with its intervals against one without, and the analytical pass of ``ridgeline plan`` per
+deployment (the issue's example search).
 
 Run: python benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
 """
@@ -37,7 +38,22 @@ def main() -> None:
             f"sweep of {batch.size * seq.size} points, generate {generate}: {t:.3f} s "
             f"-> {batch.size * seq.size / t:,.0f} points/s (goal >= 10,000)"
         )
+    intervals_cost(model, device)
     plan_pass()
+
+
+def intervals_cost(model, device) -> None:
+    """One analysis with its intervals (the device kind's spec residual pools, as
+    ``Deployment.intervals`` carries them) against one without (issue 27: within 2x)."""
+    with_intervals = rl.resolve(model, device)
+    without = rl.resolve(model, device, intervals=(None, ""))
+    times = {}
+    for name, d in (("with", with_intervals), ("without", without)):
+        times[name] = median_seconds(lambda d=d: rl.analyze(d, batch=1, seq_len=1024, generate=128), 100)
+    print(
+        f"analyze with intervals: {times['with'] * 1e3:.3f} ms, without: {times['without'] * 1e3:.3f} ms "
+        f"-> {times['with'] / times['without']:.2f}x (goal <= 2x; {with_intervals.intervals.basis})"
+    )
 
 
 def plan_pass() -> None:

@@ -9,7 +9,7 @@ import contextlib
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,12 +28,12 @@ from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import evaluate
-from ridgeline.engine.workload import Settings, Workload, check_slos
-from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
+from ridgeline.engine.workload import SETTING_NAMES, Settings, Workload, check_slos
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, keyword_names, takes_keywords
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import read_yaml
 from ridgeline.io.prices import prices_for
-from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve_each
+from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve, resolve_each
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
 from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
@@ -50,7 +50,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Number = Any
 
+# What ``**how`` passes on to ``resolve``: its keywords and the Settings fields. A keyword
+# that is none of them, nor the function's own, is refused naming the closest.
+HOW = (*(n for n in keyword_names(resolve) if n not in ("model", "hardware")), *SETTING_NAMES)
+SPACE = tuple(f.name for f in fields(Space) if f.name != "devices")  # plan's **dimensions
 
+
+@takes_keywords(*HOW)
 def analyze(
     model: Deployment | str | ModelConfig,
     hardware=None,
@@ -69,6 +75,7 @@ def analyze(
     return analyze_deployment(as_deployment(model, hardware, **how), batch, seq_len, generate)
 
 
+@takes_keywords(*HOW)
 def sweep(
     model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, **how: Any
 ) -> pd.DataFrame:
@@ -77,6 +84,7 @@ def sweep(
     return sweep_deployment(as_deployment(model, hardware, **how), batch, seq_len, generate)
 
 
+@takes_keywords(*HOW)
 def simulate(
     model: Deployment | str | ModelConfig,
     hardware,
@@ -158,6 +166,7 @@ def _together(target: dict, draft: dict) -> dict:
     return out
 
 
+@takes_keywords(*HOW)
 def speculative(
     model,
     hardware=None,
@@ -233,6 +242,7 @@ def speculative(
     )
 
 
+@takes_keywords(*HOW)
 def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how: Any) -> int:
     """Largest batch whose peak memory fits what the runtime may use on one device
     (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
@@ -249,6 +259,7 @@ def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how
     return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
 
 
+@takes_keywords(*HOW)
 def frontier(
     model,
     hardware=None,
@@ -290,6 +301,7 @@ def frontier(
     return frame, {"max_batch": top, "best": best, "mode": d.mode}
 
 
+@takes_keywords("profile", "transfer")
 def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512, generate: int = 128, **how: Any):
     """One row per deployment (device and settings variant): the key totals side by side,
     with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
@@ -297,6 +309,8 @@ def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int 
     (``how``: ``profile``, ``transfer``)."""
     import pandas as pd
 
+    if devices is None and (how or variants):
+        raise RidgelineError("Deployments already hold their devices, settings and ceilings; pass only the workload")
     deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
     rows = []
     for d in deployments:
@@ -372,6 +386,7 @@ def _no_progress(_total: int):
     yield None
 
 
+@takes_keywords()
 def simulate_serving(
     d: Deployment,
     scheduler: simulator.Scheduler,
@@ -589,6 +604,7 @@ def fleet_server(
     return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)
 
 
+@takes_keywords(*SPACE)
 def plan(
     model: str | ModelConfig,
     devices: list[str],

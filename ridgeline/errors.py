@@ -1,9 +1,16 @@
-"""Domain errors. Each carries the offending value and a fix; the CLI prints one line, exit 2."""
+"""Domain errors. Each carries the offending value and a fix; the CLI prints one line, exit 2.
+Also the check that turns a misspelt keyword into one (``takes_keywords``)."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class RidgelineError(Exception):
@@ -66,14 +73,47 @@ class InvalidWorkloadError(RidgelineError):
     """Zero or negative sizes, impossible combinations of settings."""
 
 
-class UnknownSettingError(InvalidWorkloadError):
-    """A keyword that names no ``Settings`` field (a misspelt ``w_dtpye=``)."""
+class UnknownKeywordError(InvalidWorkloadError):
+    """A keyword that ``where`` (a function, ``Settings``) does not take: a misspelt
+    ``w_dtpye=``. Names the closest valid one and all of them, as Python's own
+    TypeError does not."""
 
-    def __init__(self, name: str, choices: Iterable[str]):
+    def __init__(self, name: str, choices: Iterable[str], where: str):
         self.name = name
         choices = list(choices)
-        hint = _did_you_mean(name, choices) or f" Settings are: {', '.join(choices)}."
-        super().__init__(f"unknown setting '{name}'.{hint}")
+        close = difflib.get_close_matches(name.lower(), choices, n=1)
+        hint = f": did you mean '{close[0]}'?" if close else "."
+        super().__init__(f"unknown keyword '{name}' for {where}{hint} Valid names: {', '.join(choices)}")
+
+
+def check_keywords(where: str, given: Iterable[str], valid: Sequence[str]) -> None:
+    """Each of the ``given`` keyword names is one of ``valid``, else UnknownKeywordError."""
+    for name in given:
+        if name not in valid:
+            raise UnknownKeywordError(name, valid, where)
+
+
+def keyword_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of ``fn`` a caller may name (not ``*args`` or ``**kwargs``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds)
+
+
+def takes_keywords(*extra: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Refuse, with :class:`UnknownKeywordError`, a keyword that is neither a parameter of
+    the decorated function nor one of ``extra`` (what its ``**kwargs`` pass on)."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        valid = (*keyword_names(fn), *extra)
+
+        @functools.wraps(fn)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            check_keywords(fn.__name__, kwargs, valid)
+            return fn(*args, **kwargs)
+
+        return checked
+
+    return wrap
 
 
 class InvalidSettingError(InvalidWorkloadError):

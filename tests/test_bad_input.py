@@ -61,9 +61,9 @@ def test_ranges_still_expand():
 
 
 def test_a_misspelt_api_keyword_gets_did_you_mean():
-    with pytest.raises(rl.RidgelineError, match=r"unknown setting 'w_dtpye'. Did you mean: w_dtype"):
+    with pytest.raises(rl.RidgelineError, match=r"unknown keyword 'w_dtpye' for analyze: did you mean 'w_dtype'"):
         rl.analyze("llama-2-7b", "a6000", w_dtpye="int4")
-    with pytest.raises(rl.RidgelineError, match=r"unknown setting 'zzz'. Settings are: w_dtype, a_dtype"):
+    with pytest.raises(rl.RidgelineError, match=r"unknown keyword 'zzz' for analyze. Valid names: model, hardware"):
         rl.analyze("llama-2-7b", "a6000", zzz=1)
 
 

@@ -97,6 +97,29 @@ def test_readme_is_short_with_a_table_of_contents():
         assert f"(#{anchor})" in text, f"table of contents lacks {heading!r}"
 
 
+def test_the_readme_names_every_core_dependency():
+    """The Quickstart's list of what the core install pulls is pyproject's (issue 30 item 9)."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0] for dep in project["dependencies"]]
+    core = re.search(r"sets up the core \(([^)]*)\)", (ROOT / "README.md").read_text())
+    assert core, "the README's Quickstart no longer says what the core install sets up"
+    assert [n for n in names if n not in re.findall(r"[\w.-]+", core.group(1))] == []
+
+
+def test_a_benchmark_is_quoted_by_its_goal_never_a_measured_figure():
+    """A manual's line naming a benchmark script gives goals ('< 1 ms', 'at least 1.8x'):
+    the measured figures are the benchmark's own output (issue 30 item 9)."""
+    figure = r"\d[\d.,]*\s*(?:ms|µs|s|x|points/s|minutes)\b"
+    for page in PAGES:
+        for line in page.read_text().splitlines():
+            if "benchmarks/" not in line:
+                continue
+            prose = re.sub(r"`[^`]*`", "", line)  # commands and their arguments
+            prose = re.sub(rf"(?:<|≤|>|≥|at most|at least)\s*{figure}", "", prose)
+            assert not re.findall(figure, prose), f"{page.name} quotes a measured figure: {line}"
+
+
 @pytest.mark.parametrize("page", PAGES[1:], ids=lambda p: p.name)
 def test_manuals_are_short(page):
     assert len(page.read_bytes()) <= 15_000, f"{page.name} is over 15 KB: split it by topic"

@@ -5,7 +5,7 @@ Names and files become one in :mod:`ridgeline.io.resolve`; the engine takes it a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -17,7 +17,6 @@ from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, device_links, with_execution
 from ridgeline.engine.units import GIGA
 from ridgeline.engine.workload import Settings
-from ridgeline.errors import InvalidWorkloadError, UnknownSettingError
 
 
 @dataclass(frozen=True)
@@ -78,22 +77,12 @@ def default_dtype(device: DeviceSpec) -> tuple[str, str | None]:
 def make_settings(
     dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
 ) -> Settings:
-    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field."""
-    options = dict(options or {})
-    names = [f.name for f in fields(Settings)]
-    unknown = [k for k in options if k not in names]
-    if unknown:
-        raise UnknownSettingError(unknown[0], names)
+    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field (a
+    misspelt one is refused by ``Settings`` itself, naming the closest)."""
     if settings is None:
         base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
-        try:
-            return Settings(**{**base, **options})
-        except TypeError as err:
-            raise InvalidWorkloadError(f"unknown setting: {err}") from None
-    try:
-        return replace(settings, **options) if options else settings
-    except TypeError as err:
-        raise InvalidWorkloadError(f"unknown setting: {err}") from None
+        return Settings(**{**base, **(options or {})})
+    return replace(settings, **options) if options else settings
 
 
 def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:

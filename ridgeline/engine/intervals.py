@@ -19,13 +19,15 @@ assumption, said in the basis, not a measured figure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from ridgeline.engine.grid import outside_range, outside_spans
 from ridgeline.engine.ops import Op
 
 LEVELS = np.linspace(0.0, 1.0, 21)  # the stored quantile levels of each group
@@ -36,17 +38,23 @@ COVERAGES = (50, 80)  # the central intervals reported, in per cent
 POOL = "*"
 BYTE_BANDS = ((2**20, "small"), (2**26, "medium"))  # below each bound; 'large' above
 FEW_ROWS = 8  # matrix products with at most this many rows are matrix-vector-like
+MOST_KEPT = 512  # results a table keeps for the next analyses: draws (a stage's: ~60 KiB), op intervals
 
 
 def band(op: Op) -> str:
     """The size band of an op: its bytes (small < 1 MiB ≤ medium < 64 MiB ≤ large) and, for
     a matrix product, whether it has few rows (≤ 8: a matrix-vector product)."""
-    nbytes = float(np.max(op.bytes))
+    nbytes = _largest(op.bytes)
     size = next((name for bound, name in BYTE_BANDS if nbytes < bound), "large")
     rows = op.dims.get("m")
     if op.matrix and rows is not None:
-        return f"{size}/{'few-rows' if float(np.max(rows)) <= FEW_ROWS else 'many-rows'}"
+        return f"{size}/{'few-rows' if _largest(rows) <= FEW_ROWS else 'many-rows'}"
     return size
+
+
+def _largest(value) -> float:
+    """The largest of a number or an array (a plain number skips numpy's slow scalar path)."""
+    return float(value) if isinstance(value, (int, float)) else float(np.max(value))
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,24 @@ class IntervalTable:
 
     def quantiles(self, group: str) -> np.ndarray:
         return self.groups[group][1]
+
+    @cached_property
+    def medians(self) -> Mapping[str, float]:
+        """Each group's median log residual (its quantiles at 0.5)."""
+        return MappingProxyType({g: np.interp(0.5, LEVELS, q) for g, (_, q) in self.groups.items()})
+
+    @cached_property
+    def _kept(self) -> dict[tuple, Any]:
+        return {}
+
+    def kept(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per ``key`` and kept for the next analyses, whose draws
+        are the same (one seed); at most ``MOST_KEPT`` at a time."""
+        if key not in self._kept:
+            if len(self._kept) >= MOST_KEPT:
+                self._kept.clear()
+            self._kept[key] = make()
+        return self._kept[key]
 
     def count(self, group: str) -> int:
         return self.groups[group][0]
@@ -116,15 +142,26 @@ def widening(distance) -> np.ndarray:
 
 def op_draws(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray) -> np.ndarray:
     """Per op, its log factor at each class draw: ``u`` is (samples, classes) and each op's
-    class is its group's key (the part before '|'); shape (samples, ops)."""
+    class is its group's key (the part before '|'); shape (samples, ops). The ops of one
+    group share its quantiles at the draws, interpolated once and widened per op."""
+    names = tuple(dict.fromkeys(groups))
+    median = np.array([table.medians[g] for g in names])
+    drawn = table.kept(("draws", names, u.tobytes()), lambda: _drawn(table, names, u))
+    at = [names.index(g) for g in groups]
+    wide = np.array([widening(d) if d > 1 else 1.0 for d in distances])  # widening(1) is exactly 1
+    return np.ascontiguousarray(median[at] + wide * drawn[:, at])  # [samples, ops], C order as the matmul expects
+
+
+def _drawn(table: IntervalTable, groups: Sequence[str], u: np.ndarray) -> np.ndarray:
+    """Each group's log residual quantiles at the uniforms of its class, less its median:
+    (samples, groups) for ``u`` (samples, classes: the groups' keys in sorted order); the
+    interpolation is most of an analysis's intervals, so it is kept (read-only)."""
     classes = sorted({g.split("|")[0] for g in groups})
-    index = [classes.index(g.split("|")[0]) for g in groups]
-    out = np.empty((u.shape[0], len(groups)))
-    for j, group in enumerate(groups):
-        q = table.quantiles(group)
-        median = np.interp(0.5, LEVELS, q)
-        out[:, j] = median + widening(distances[j]) * (np.interp(u[:, index[j]], LEVELS, q) - median)
-    return out
+    columns = [u[:, classes.index(g.split("|")[0])] for g in groups]
+    drawn = np.column_stack([np.interp(c, LEVELS, table.quantiles(g)) for c, g in zip(columns, groups)])
+    drawn = drawn - np.array([table.medians[g] for g in groups])
+    drawn.setflags(write=False)
+    return drawn
 
 
 def pass_factors(weights, log_factors: np.ndarray) -> np.ndarray:
@@ -136,31 +173,41 @@ def pass_factors(weights, log_factors: np.ndarray) -> np.ndarray:
     return np.exp(log_factors) @ (w / total)
 
 
-def central(factors: np.ndarray, point: float) -> dict[str, list[float]]:
-    """The central ``COVERAGES`` intervals of ``point`` times ``factors``: {'80': [lo, hi]}."""
+def centrals(figures: Mapping[str, tuple[np.ndarray, float]]) -> dict[str, dict[str, list[float]]]:
+    """The central ``COVERAGES`` intervals of each figure's ``point`` times its ``factors``
+    ({name: (factors, point)}), all in one quantile pass: {name: {'80': [lo, hi], ...}}."""
+    ends = [end for c in COVERAGES for end in ((1 - c / 100) / 2, (1 + c / 100) / 2)]
+    q = np.quantile(np.column_stack([f for f, _ in figures.values()]), ends, axis=0)  # [ends, figures]
     out = {}
-    for c in COVERAGES:
-        lo, hi = np.quantile(factors, [(1 - c / 100) / 2, (1 + c / 100) / 2])
-        out[str(c)] = [float(point * lo), float(point * hi)]
+    for j, (name, (_, point)) in enumerate(figures.items()):
+        out[name] = {
+            str(c): [float(point * q[2 * i, j]), float(point * q[2 * i + 1, j])] for i, c in enumerate(COVERAGES)
+        }
     return out
 
 
 def residual_interval(table: IntervalTable, group: str, distance: float = 1.0) -> dict[str, list[float]]:
     """One op's central intervals as factors of its prediction (exp of the group's quantiles)."""
+    ends = table.kept(("op", group, float(distance)), lambda: _residual_ends(table, group, distance))
+    return {str(c): [ends[2 * i], ends[2 * i + 1]] for i, c in enumerate(COVERAGES)}
+
+
+def _residual_ends(table: IntervalTable, group: str, distance: float) -> tuple[float, ...]:
+    """(lo, hi) of each of ``COVERAGES`` in turn, as factors."""
     q = table.quantiles(group)
-    median = np.interp(0.5, LEVELS, q)
+    median = table.medians[group]
     w = widening(distance)
-    out = {}
+    ends = []
     for c in COVERAGES:
         lo, hi = np.interp([(1 - c / 100) / 2, (1 + c / 100) / 2], LEVELS, q)
-        out[str(c)] = [float(np.exp(median + w * (lo - median))), float(np.exp(median + w * (hi - median)))]
-    return out
+        ends += [float(np.exp(median + w * (lo - median))), float(np.exp(median + w * (hi - median)))]
+    return tuple(ends)
 
 
 def grid_distance(op: Op, ceilings) -> float:
     """How many times past its measured grid ``op`` lies, on its farthest dimension (1 inside)."""
-    from ridgeline.engine.grid import outside_range, outside_spans
-
+    if not (ceilings.attention_tables or ceilings.size_curves or ceilings.row_curves):
+        return 1.0  # no measured grid (the datasheet's roofs): nothing is past it
     far = 1.0
     for span in outside_spans(op, ceilings):
         lo, hi = outside_range(span)
@@ -213,18 +260,19 @@ def analysis_intervals(
     groups = {s: op_groups(ops[s], ceilings, table) for s in ops}
     u_of = shared_draws([g for g, _ in groups.values()])
     f = {s: pass_factors(np.ravel(weights[s]), op_draws(table, g, dist, u_of(g))) for s, (g, dist) in groups.items()}
-    out: dict[str, Any] = {}
+    figures: dict[str, tuple[np.ndarray, float]] = {}
     if "ttft_s" in points:
         ttft, total = float(points["ttft_s"]), float(points["total_s"])
         totals = ttft * f["prefill"] + (total - ttft) * f["decode"]
-        out["ttft_s"] = central(f["prefill"], ttft)
+        figures["ttft_s"] = (f["prefill"], ttft)
         if points.get("tpot_s") is not None:
-            out["tpot_s"] = central(f["decode"], float(points["tpot_s"]))
-        out["total_s"] = central(totals, 1.0)
-        out["tokens_per_s"] = central(float(points["tokens"]) / totals, 1.0)
+            figures["tpot_s"] = (f["decode"], float(points["tpot_s"]))
+        figures["total_s"] = (totals, 1.0)
+        figures["tokens_per_s"] = (float(points["tokens"]) / totals, 1.0)
     else:
-        out["prefill_s"] = central(f["prefill"], float(points["prefill_s"]))
-        out["decode_s"] = central(f["decode"], float(points["decode_s"]))
+        figures["prefill_s"] = (f["prefill"], float(points["prefill_s"]))
+        figures["decode_s"] = (f["decode"], float(points["decode_s"]))
+    out: dict[str, Any] = centrals(figures)
     out["ops"] = {s: [residual_interval(table, g, d) for g, d in zip(*groups[s])] for s in groups}
     every = [g for g, _ in groups.values()]
     far = sum(int(d > 1.0) for _, dist in groups.values() for d in dist)

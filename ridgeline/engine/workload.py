@@ -11,7 +11,7 @@ from typing import Union
 import numpy as np
 
 from ridgeline.engine.units import DTYPE_BITS
-from ridgeline.errors import InvalidSettingError, InvalidWorkloadError
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, check_keywords
 
 Number = Union[int, float, np.ndarray]
 
@@ -78,6 +78,13 @@ class Settings:
     )
     execution: str = setting("auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
 
+    def __new__(cls, *_args: object, **kwargs: object) -> Settings:
+        """A misspelt field (``Settings(w_dtpye=...)``) is one line naming the closest field,
+        not Python's bare TypeError; ``dataclasses.replace`` comes through here too."""
+        if not kwargs.keys() <= cls.__dataclass_fields__.keys():
+            check_keywords("Settings", kwargs, SETTING_NAMES)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         known = ", ".join(d for d in DTYPE_BITS if d != "tf32")
         for field in ("w_dtype", "a_dtype", "kv_dtype"):
@@ -106,6 +113,9 @@ class Settings:
             raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9")
         if self.link_bw_gb_s < 0:
             raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+
+
+SETTING_NAMES = tuple(f.name for f in dataclasses.fields(Settings))
 
 
 def check_slos(**slos: float | None) -> None:

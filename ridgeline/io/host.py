@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 from collections.abc import Mapping
@@ -160,6 +161,7 @@ def _cpu_host(info: Mapping[str, str], bandwidth: float, how: str) -> DeviceSpec
     vendor = info.get("vendor_id", platform.processor() or "unknown")
     cores = _physical_cores()
     clock = _max_clock_hz(info)
+    caches = cache_sizes()
     per_cycle = cpu_flops_per_cycle(flags, vendor, int(info.get("cpu family", 0) or 0))
     peaks = {dtype: rate * cores * clock for dtype, rate in per_cycle.items()}
     try:
@@ -176,8 +178,9 @@ def _cpu_host(info: Mapping[str, str], bandwidth: float, how: str) -> DeviceSpec
         matrix_peak=MappingProxyType(peaks),
         vector_peak=MappingProxyType({"fp32": peaks["fp32"]}),
         compute_units=cores,
-        l2_bytes=llc_bytes(),
-        sources=(f"detected: /proc/cpuinfo flags x cores x max clock; {how}",),
+        l1_bytes_per_unit=l1_data_bytes(caches),
+        l2_bytes=llc_bytes(caches),
+        sources=(f"detected: /proc/cpuinfo flags x cores x max clock; caches: sysfs; {how}",),
         extra={
             "clock_hz": clock,
             "flags_used": sorted(set(per_cycle)),
@@ -227,12 +230,14 @@ def cpu_key_name(info: Mapping[str, str] | None = None) -> str:
 
 def _fingerprint(info: Mapping[str, str]) -> tuple:
     """What the detected figures depend on: the CPU, its flags, the cores this process may
-    use, the clock and the memory size. A change of any of them is another host."""
+    use, the clock, the memory size and the caches. A change of any of them is another host
+    (a record written before the caches were read is too)."""
     try:
         pages = os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         pages = 0
-    return (platform.node(), cpu_name(info), info.get("flags", ""), _physical_cores(), _max_clock_hz(info), pages)
+    cpu = (cpu_name(info), info.get("flags", ""), _physical_cores(), _max_clock_hz(info))
+    return (platform.node(), *cpu, pages, tuple(sorted(cache_sizes().items())))
 
 
 def host_cache_path(key: tuple | None = None) -> Path:
@@ -285,14 +290,50 @@ def _replace_extra(device: DeviceSpec, extra: Mapping[str, Any]) -> DeviceSpec:
     return replace(device, extra=dict(extra))
 
 
-def llc_bytes() -> float:
-    """The last-level cache of this CPU in bytes (sysfs L3, else L2); 0 when unknown."""
-    for index in (3, 2):
-        path = Path(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size")
+CPU_SYSFS = Path("/sys/devices/system/cpu")
+SIZE_UNITS = {"K": KIB, "M": MIB, "G": GIB}
+
+
+def cache_size_bytes(text: str) -> float | None:
+    """A sysfs cache size ('32K', '1024K', '1M', a bare byte count) in bytes; None when
+    it is not one."""
+    text = text.strip().upper().removesuffix("B")
+    scale = SIZE_UNITS.get(text[-1:], 1)
+    try:
+        value = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        return None
+    return value if 0 < value < math.inf else None
+
+
+def cache_sizes(root: Path | None = None) -> dict[tuple[int, str], float]:
+    """The caches of CPU 0 by (level, type: 'Data', 'Instruction', 'Unified'), in bytes,
+    from sysfs (``cpu0/cache/index*/{level,type,size}``); a cache whose files are missing
+    or malformed is left out."""
+    root = CPU_SYSFS / "cpu0" / "cache" if root is None else root
+    found = {}
+    for index in sorted(root.glob("index*")):
         try:
-            text = path.read_text().strip()
-        except OSError:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = cache_size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
             continue
-        scale = {"K": KIB, "M": MIB}.get(text[-1], 1)
-        return float(text.rstrip("KM")) * scale
-    return 0.0
+        if size is not None:
+            found[(level, kind)] = size
+    return found
+
+
+def l1_data_bytes(caches: Mapping[tuple[int, str], float] | None = None) -> float:
+    """One core's L1 data cache in bytes (a unified L1 where there is no data cache); 0
+    when sysfs does not say."""
+    caches = cache_sizes() if caches is None else caches
+    return caches.get((1, "Data"), caches.get((1, "Unified"), 0.0))
+
+
+def llc_bytes(caches: Mapping[tuple[int, str], float] | None = None) -> float:
+    """The last-level cache of this CPU in bytes (the highest level's data or unified
+    cache in sysfs); 0 when unknown."""
+    caches = cache_sizes() if caches is None else caches
+    shared = [(level, size) for (level, kind), size in caches.items() if kind != "Instruction" and level > 1]
+    return max(shared)[1] if shared else 0.0

@@ -44,6 +44,7 @@ of is priced with the classes of a measured type of the same datasheet rate, wid
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -512,13 +513,35 @@ def profile_intervals(profile: Mapping[str, Any], where: str = "profile") -> tup
 
 def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
     """The spec residuals pooled over measured devices of ``kind`` ('cpu', 'gpu'), or why none."""
-    pools = read_yaml(SPEC_INTERVALS) if SPEC_INTERVALS.is_file() else {}
-    if kind not in (pools or {}):
-        return None, f"no measured interval: no {kind} device was measured"
-    return interval_table(pools[kind], f"{SPEC_INTERVALS.name}: {kind}"), ""
+    table = _spec_table(kind, *_version(SPEC_INTERVALS))
+    return (table, "") if table is not None else (None, f"no measured interval: no {kind} device was measured")
 
 
 def measured_peaks(kind: str) -> dict[str, Any] | None:
     """The measured-over-predicted peak memory ratios of ``kind``'s committed e2e runs."""
-    pools = read_yaml(SPEC_INTERVALS) if SPEC_INTERVALS.is_file() else {}
-    return ((pools or {}).get("memory") or {}).get(kind)
+    peaks = (_spec_pools(*_version(SPEC_INTERVALS)).get("memory") or {}).get(kind)
+    return None if peaks is None else dict(peaks)  # the caller's own copy of the kept file
+
+
+def _version(path: Path) -> tuple[Path, int, int]:
+    """A file with what tells its versions apart (modified time and size; 0, 0 when absent)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return path, 0, 0
+    return path, stat.st_mtime_ns, stat.st_size
+
+
+@functools.lru_cache(maxsize=2)
+def _spec_pools(path: Path, mtime_ns: int, _size: int) -> Mapping[str, Any]:
+    """The spec pools file, read once per version (a 50 KB YAML takes longer to parse than
+    an analysis takes to compute, and every resolve asks for it)."""
+    pools = read_yaml(path) if mtime_ns else {}
+    return pools if isinstance(pools, Mapping) else {}
+
+
+@functools.lru_cache(maxsize=4)
+def _spec_table(kind: str, path: Path, mtime_ns: int, size: int) -> IntervalTable | None:
+    """``kind``'s pooled table, one object per version of the file (it keeps its draws)."""
+    raw = _spec_pools(path, mtime_ns, size).get(kind)
+    return None if raw is None else interval_table(raw, f"{path.name}: {kind}")

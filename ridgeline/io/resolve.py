@@ -22,8 +22,14 @@ from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.engine.workload import Settings
-from ridgeline.errors import ProfileMismatchError, RidgelineError, UnknownDeviceError, UnknownModelError
+from ridgeline.engine.workload import SETTING_NAMES, Settings
+from ridgeline.errors import (
+    ProfileMismatchError,
+    RidgelineError,
+    UnknownDeviceError,
+    UnknownModelError,
+    takes_keywords,
+)
 from ridgeline.io import host
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import parse_json, parse_yaml
@@ -98,6 +104,7 @@ def resolve_ceilings(
     return profile_ceilings(raw, device, transfer=transfer, where=where or read_as)
 
 
+@takes_keywords(*SETTING_NAMES)
 def resolve(
     model: str | Path | ModelConfig,
     hardware: str | Path | DeviceSpec = "a6000",
