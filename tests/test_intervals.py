@@ -206,3 +206,13 @@ def test_the_memory_line_says_at_risk_between_the_prediction_and_the_largest_mea
     )
     assert out.exit_code == 0, out.output
     assert "at risk: fits as predicted, but at the largest measured peak ratio" in out.output.splitlines()[-1]
+
+
+def test_a_profile_without_its_calibration_rows_is_refused_in_one_line(tmp_path):
+    lonely = tmp_path / "lonely.yaml"
+    lonely.write_text(ZEN4.read_text())
+    for flag in (["--fit-intervals", "-o", str(tmp_path / "new.yaml")], ["--coverage"]):
+        out = CliRunner().invoke(app, ["validate", *flag, "--profile", str(lonely)])
+        assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+        assert f"no calibration rows at {tmp_path / 'lonely.calibration.csv'}" in out.output
+    assert not (tmp_path / "new.yaml").exists()

@@ -67,7 +67,14 @@ def cv_frame(path: Path, log: Callable[[str], None] = print) -> pd.DataFrame:
     """The leave-one-model-out residuals of a profile's calibration rows."""
     from kernels.calibrate.calibrate import calibration_rows
     from kernels.validate.validate import profile_cross_validation
+    from ridgeline.errors import RidgelineError
 
+    rows_path = Path(path).with_suffix(".calibration.csv")
+    if not rows_path.is_file():
+        raise RidgelineError(
+            f"no calibration rows at {rows_path}: intervals and their coverage are fitted from the "
+            "CSV that 'ridgeline calibrate' writes beside the profile"
+        )
     prof, ceilings = profile_ceilings_of(path)
     cv = profile_cross_validation(path, prof, recorded_device(prof, str(path)), log)
     rows = {r["name"]: r for r in calibration_rows(path)}
