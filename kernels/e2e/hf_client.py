@@ -181,7 +181,13 @@ def lm_head_inputs(model, batch: int, prompt: int, device: str):
     transformers' ``slice_logits_to_keep``, a [B, 1, H] view of the [B, S, H] last hidden
     state) and as a contiguous [B, H] matrix, as ridgeline's decoder passes it."""
     import torch
-    from transformers.modeling_utils import slice_logits_to_keep
+
+    try:
+        from transformers.modeling_utils import slice_logits_to_keep
+    except ImportError:  # transformers before 5.2x slices inline: hidden[:, -k:, :]
+
+        def slice_logits_to_keep(h, k):
+            return h[:, -k:, :]
 
     weight = model.lm_head.weight
     hidden = torch.randn(batch, prompt, weight.shape[1], dtype=weight.dtype, device=device)  # [B, S, H]
