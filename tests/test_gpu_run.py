@@ -312,13 +312,40 @@ RUN_PARTS = [f"{RUN}/run1/results.tar.gz", f"{RUN}/run2-serving/results.tar.gz",
 REGISTERED = "reports/predictions/h200-2026c3428ee8.json"
 
 
-def test_committed_h200_comparison_is_what_compare_writes(monkeypatch):
-    """Every figure of the H200 run's table (RESULTS.md, the docs) comes from the committed
+H100_RUN = "reports/validation/gpu-runs/cuda-nvidia-h100-80gb-hbm3-2026-11-26"
+H100_PARTS = [f"{H100_RUN}/{part}/results.tar.gz" for part in ("run1", "run2-hf", "run3-draw")]
+H100_REGISTERED = "reports/predictions/h100-sxm-2e5ce62da958.json"
+
+
+@pytest.mark.parametrize(
+    "run, parts, registered", [(RUN, RUN_PARTS, REGISTERED), (H100_RUN, H100_PARTS, H100_REGISTERED)]
+)
+def test_committed_comparison_is_what_compare_writes(monkeypatch, run, parts, registered):
+    """Every figure of a GPU run's table (RESULTS.md, the docs) comes from the committed
     archives and the predictions registered before the run, through today's code."""
     from kernels.gpu.register import compare, markdown
 
     monkeypatch.chdir(ROOT)
-    assert (ROOT / RUN / "compare.md").read_text() == markdown(compare(RUN_PARTS, REGISTERED))
+    assert (ROOT / run / "compare.md").read_text() == markdown(compare(parts, registered))
+
+
+def test_h100_run_figures(monkeypatch):
+    """The H100 run against the predictions registered before it (the H200's profile,
+    transferred): graph TPOT within 5 % on 4 of 6 rows, llama-2-7b batch 64 the worst."""
+    from kernels.gpu.register import compare
+
+    monkeypatch.chdir(ROOT)
+    table = compare(H100_PARTS, H100_REGISTERED)
+    graph = {
+        (r["model"], r["batch"]): r for r in table["e2e"] if r["client"] == "ridgeline" and r["execution"] == "graph"
+    }
+    within = sorted(k for k, r in graph.items() if abs(r["error_registered_tpot"]) <= 0.05)
+    assert len(graph) == 6 and within == [("llama-2-7b", 1), ("llama-2-7b", 8), ("llama-3-8b", 1), ("llama-3-8b", 8)]
+    assert graph[("llama-2-7b", 64)]["error_registered_tpot"] == pytest.approx(0.243, abs=0.001)
+    outside = {(r["model"], r["batch"], r["execution"]) for r in table["e2e"] if abs(r["error_peak"]) > 0.05}
+    assert len(table["e2e"]) == 15 and outside == {("llama-3-8b", 64, "graph"), ("llama-3-8b", 64, "eager")}
+    assert table["agreement"]["n"] == 16 and table["agreement"]["agree"] == 14
+    assert table["draw"]["all"]["n"] == 116
 
 
 def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
