@@ -299,10 +299,13 @@ def update_waterfall(key: str | None):
 
 
 def timing_note(frame) -> str:
-    """How each shown device's measurements were timed: eager events hold the host's
-    dispatch, so they are not device time (the H100's today)."""
-    labels = {key: data.timing_label(key) for key in sorted(frame["device"].unique())}
-    shown = [f"{key}: {label}" for key, label in labels.items() if label]
+    """How each shown device's measurements were timed, from its kernel rows' own methods
+    (eager events hold the host's dispatch, so they are not device time: the H100's of
+    2026-11-23), else from its profile."""
+    shown = []
+    for key in sorted(frame["device"].unique()):
+        labels = data.method_labels(frame.loc[frame["device"] == key, "method"]) or [data.timing_label(key)]
+        shown += [f"{key}: {' and '.join(label for label in labels if label)}"] if any(labels) else []
     return f" Timed by: {'; '.join(shown)}." if shown else ""
 
 

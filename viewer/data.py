@@ -349,6 +349,14 @@ def timing_label(device_key: str) -> str:
     return TIMINGS[timing] if timing else ""
 
 
+def method_labels(methods) -> list[str]:
+    """The words for how rows were timed (``roofline.TIMINGS``), from their ``method``s, in
+    the order eager, device, cpu; rows with no method (end to end) say nothing."""
+    from ridgeline.io.resolve import timings_of_methods
+
+    return [TIMINGS[t] for t in timings_of_methods(methods.dropna())]
+
+
 def validation_devices(folder: Path | None = None) -> list[str]:
     """'all' and every device key with results in ``reports/validation``."""
     frame, _ = load_validation(folder)

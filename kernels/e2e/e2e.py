@@ -522,12 +522,13 @@ def repredicted(
     data: dict[str, Any], source: str, hardware: str | None = None, profile: Path | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
     """A result's (meta, rows, profile note) predicted again in memory: its recorded spec
-    device (or ``hardware``), ``profile`` or its device key's; writes nothing."""
-    from ridgeline.io.resolve import load_model
+    device (or ``hardware``), ``profile``, else the committed profile it names, else its
+    device key's; writes nothing."""
+    from ridgeline.io.resolve import load_model, recorded_profile
 
     meta = dict(data["meta"])
     spec = recorded_spec(meta, hardware)
-    calibrated, used, note = calibrated_for(meta["device_key"], spec, profile)
+    calibrated, used, note = calibrated_for(meta["device_key"], spec, profile or recorded_profile(meta))
     rows = []
     for row in data["rows"]:
         row_spec = spec

@@ -111,9 +111,15 @@ def snapshots_of(device_key: str) -> list[Path]:
     return out
 
 
-def snapshot_frame(path: Path, ceilings: Ceilings) -> pd.DataFrame:
-    """A snapshot's held-out rows (split 'validation', ok), predicted by ``ceilings``."""
+def snapshot_frame(path: Path, ceilings: Ceilings, timing: str | None = None) -> pd.DataFrame:
+    """A snapshot's held-out rows (split 'validation', ok), predicted by ``ceilings``;
+    with ``timing``, only the rows timed that way (an eager-timed snapshot's host-inclusive
+    times say nothing of a device-time profile's intervals)."""
+    from ridgeline.io.profile import METHOD_TIMING
+
     rows = [r for r in json.loads(Path(path).read_text())["rows"] if r["status"] == "ok" and r["split"] == "validation"]
+    if timing is not None:
+        rows = [r for r in rows if METHOD_TIMING.get(str(r.get("method", "")).split("/")[0], timing) == timing]
     ops = [case_from_dict(r).op for r in rows]
     keep = [i for i, op in enumerate(ops) if priced(op, ceilings)]
     ops, rows = [ops[i] for i in keep], [rows[i] for i in keep]
@@ -198,15 +204,20 @@ def e2e_checks(
     """The committed end-to-end runs of ``device_key``: each row's measured TTFT and TPOT
     against the intervals of its calibrated prediction."""
     from kernels.validate.attribution import e2e_files
+    from ridgeline.errors import InvalidSettingError
 
-    rows, files = [], []
+    rows, files, unpriced = [], [], 0
     for name, data in e2e_files(VALIDATION_DIR):  # the top folder's, then the GPU runs' archives
         if data["meta"].get("device_key") != device_key:
             continue
         files.append(f"reports/validation/{name}")
         for row in data["rows"]:
-            rows += e2e_row_checks(row, ceilings, table, data["meta"])
-    log(f"e2e: {len(rows)} checks in {len(files)} files")
+            try:
+                rows += e2e_row_checks(row, ceilings, table, data["meta"])
+            except InvalidSettingError as err:  # an execution the profile measured no terms for
+                unpriced += 1
+                log(f"e2e: {name} {row['model']} batch {row['batch']} not checked: {err}")
+    log(f"e2e: {len(rows)} checks in {len(files)} files ({unpriced} rows the profile cannot price)")
     return pd.DataFrame(rows, columns=["figure", *[f"{p}{c}" for c in COVERAGES for p in ("in", "half")]]), files
 
 
@@ -291,7 +302,7 @@ def coverage(path: Path, log: Callable[[str], None] = print, frame: pd.DataFrame
     table = table_from(frame, "coverage")
     kernel_parts = [nested_lomo(frame, "coverage")]
     snaps = snapshots_of(key)
-    kernel_parts += [check_residuals(snapshot_frame(s, ceilings), table) for s in snaps]
+    kernel_parts += [check_residuals(snapshot_frame(s, ceilings, ceilings.timing or None), table) for s in snaps]
     calibration = (
         str(path.with_suffix(".calibration.csv").relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
     )

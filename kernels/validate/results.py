@@ -149,7 +149,10 @@ def timed_by(snap: dict[str, Any]) -> str:
     }
     timing = next((t for t in ("eager", "device", "cpu") if t in found), None)
     if timing is None:
-        path = PROFILES_DIR / Path(str(snap["meta"].get("profile") or "-")).name  # committed
+        named = str(snap["meta"].get("profile") or "-")  # a committed one: its path under profiles/
+        path = PROFILES_DIR / (
+            named.split("reports/profiles/", 1)[1] if "reports/profiles/" in named else Path(named).name
+        )
         try:
             timing = timing_of(load_profile(path), str(path)) if path.is_file() else None
         except RidgelineError:

@@ -40,7 +40,7 @@ Transfer = Annotated[
     bool,
     typer.Option(
         "--transfer",
-        help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: the committed H100 profile is eager CUDA events, host-inclusive, so eager execution only).",
+        help="Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: an eager-timed one, as the H100's of 2026-11-23, prices eager execution only).",
     ),
 ]
 TtftSlo = Annotated[float | None, typer.Option(help="Largest acceptable TTFT, seconds.")]

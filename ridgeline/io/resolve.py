@@ -10,7 +10,7 @@ a device, a profile or ceilings; ``analyze``, ``sweep``, ``speculative``, ``max_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -43,6 +43,7 @@ from ridgeline.io.hardware import (
 from ridgeline.io.host import detect_host
 from ridgeline.io.models import list_models, load_model
 from ridgeline.io.profile import (
+    METHOD_TIMING,
     list_profiles,
     load_profile,
     measured_peaks,
@@ -217,6 +218,13 @@ def recorded_ceilings(path: str | Path) -> tuple[DeviceSpec, dict[str, Any], Cei
     raw = load_profile(path)
     device = recorded_device(raw, str(path))
     return device, raw, resolve_ceilings(device, raw)[0]
+
+
+def timings_of_methods(methods: Iterable[Any]) -> list[str]:
+    """How rows were timed (keys of ``roofline.TIMINGS``, in the order eager, device, cpu),
+    from the ``method`` each records; rows without one (end to end) say nothing."""
+    found = {METHOD_TIMING.get(str(m).split("/")[0]) for m in methods}
+    return [t for t in ("eager", "device", "cpu") if t in found]
 
 
 def recorded_timing(key: str) -> str | None:
