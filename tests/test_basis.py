@@ -25,7 +25,7 @@ from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.profile import load_profile, timing_of
 from ridgeline.io.resolve import load_device, resolve
 
-H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
+H100 = str(PROFILES_DIR / "historical/cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml")  # eager-timed
 H200 = str(PROFILES_DIR / "cuda-nvidia-h200.yaml")
 CPU = str(PROFILES_DIR / "cpu-amd-epyc-1t.yaml")
 RUN = ["analyze", "llama-2-7b", "--seq-len", "512", "--generate", "128"]
@@ -263,10 +263,13 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
     ) in title
     refused = callbacks.update_analyze("/", query + "&execution=compiled", None)
     assert refused[0].startswith("error: the calibrated profile of h200 cannot price compiled")
-    h100 = "?model=llama-2-7b&device=h100-sxm&profile=cuda-nvidia-h100-80gb-hbm3"
-    assert "no device times for graph" in callbacks.update_analyze("/", h100 + "&execution=graph", None)[0]
+    h100 = "?model=llama-2-7b&device=h100-sxm&profile=cuda-nvidia-h100-80gb-hbm3"  # device time, eager terms
+    assert "no compiled host terms" in callbacks.update_analyze("/", h100 + "&execution=compiled", None)[0]
     message = callbacks.update_validation("/validation", "?runs=cuda-nvidia-h100-80gb-hbm3")[0]
-    assert "Timed by: cuda-nvidia-h100-80gb-hbm3: eager CUDA events, host-inclusive." in message
+    assert (  # the runs of 2026-11-23 by eager events, the draw of 2026-11-26 in device time
+        "Timed by: cuda-nvidia-h100-80gb-hbm3: eager CUDA events, host-inclusive and device time "
+        "(CUDA-graph replay / profiler kernel durations)."
+    ) in message
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -314,19 +317,21 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
 @pytest.mark.parametrize(
     "page, label",
     [
-        ("README.md", "an H100 (eager CUDA events, host-inclusive"),
+        ("README.md", "its first run eager CUDA events, host-inclusive"),
         ("docs/validation.md", "**H100 kernels (eager CUDA events, host-inclusive)**"),
         ("docs/e2e.md", "**H100 end to end (eager; calibrated from the eager, host-inclusive profile)**"),
-        ("docs/calibration.md", "the committed H100 profile is eager CUDA events, host-inclusive"),
-        ("docs/dashboard.md", "the H100's: eager CUDA events, host-inclusive"),
+        ("docs/calibration.md", "an eager-timed one (the H100's of 2026-11-23, in"),
+        ("docs/dashboard.md", "the H100's of 2026-11-23: eager CUDA events, host-inclusive"),
         ("docs/validation.md", "the H100 run measured directly (eager, host-inclusive)"),
         (
             "reports/RESULTS.md",
-            "profile `cuda-nvidia-h100-80gb-hbm3.yaml`; timed by eager CUDA events, host-inclusive.",
+            "profile `cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml`; timed by eager CUDA events, host-inclusive.",
         ),
         (
             "reports/RESULTS.md",
-            ("calibrated with profile `cuda-nvidia-h100-80gb-hbm3.yaml`, timed by eager CUDA events, host-inclusive."),
+            (
+                "calibrated with profile `cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml`, timed by eager CUDA events, host-inclusive."
+            ),
         ),
     ],
 )
@@ -334,18 +339,22 @@ def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
     assert label in flat(page)
 
 
-def test_every_h100_section_of_results_md_says_it_is_host_inclusive():
+def test_every_h100_section_of_results_md_says_how_it_was_timed():
+    """The H100's runs of 2026-11-23 were timed by eager events; its run of 2026-11-26 in
+    device time: each section says which, and never the other."""
     text = (ROOT / "reports/RESULTS.md").read_text()
     sections = re.split(r"\n##+ ", text)[1:]  # a section ends at the next heading of any level
-    h100 = [s for s in sections if "h100" in s.split("\n", 1)[0]]
-    assert len(h100) == 6
-    assert all("timed by eager CUDA events, host-inclusive" in s for s in h100)
-    assert not any("device time" in s for s in h100)
+    h100 = [s for s in sections if "h100" in s.split("\n", 1)[0] and "in figures" not in s.split("\n", 1)[0]]
+    eager = [s for s in h100 if "2026-11-23" in s.split("\n", 1)[0]]
+    device = [s for s in h100 if "2026-11-26" in s.split("\n", 1)[0]]
+    assert len(eager) == 6 and len(device) == 2
+    assert all("timed by eager CUDA events, host-inclusive" in s and "device time" not in s for s in eager)
+    assert all("device time" in s and "host-inclusive" not in s for s in device)
 
 
 def test_the_transfer_help_labels_the_h100_profile():
     out = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "400"}).output
-    assert "the committed H100 profile is eager CUDA events, host-inclusive" in " ".join(out.split())
+    assert "an eager-timed one, as the H100's of 2026-11-23, prices eager execution only" in " ".join(out.split())
 
 
 def test_sweep_and_frontier_carry_the_basis_in_their_notes():

@@ -233,7 +233,7 @@ def test_a_size_grid_alone_finds_its_overhead_between_its_knots():
 
 
 def test_the_cap_is_a_recorded_rule_that_a_committed_h100_profile_predates():
-    """The committed H100 profile was fitted before the cap (its meta records no fit rules),
+    """The H100 profile of 2026-11-23 was fitted before the cap (its meta records no fit rules),
     and some of its overheads exceed the fastest kernel of their class; refitted from its
     own rows under the rules a calibration now records, none does."""
     import copy
@@ -246,7 +246,7 @@ def test_the_cap_is_a_recorded_rule_that_a_committed_h100_profile_predates():
     from ridgeline.io.catalog import PROFILES_DIR
     from ridgeline.io.profile import recorded_device
 
-    path = PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"
+    path = PROFILES_DIR / "historical/cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml"
     committed = yaml.safe_load(path.read_text())
     assert recorded_rules(committed) == {"overhead_cap": False, "judge_between": False, "kind_classes": False}
     rows = [r for r in calibration_rows(path) if r["op_kind"] in ("elementwise", "norm", "softmax")]

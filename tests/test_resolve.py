@@ -16,7 +16,7 @@ from ridgeline.io.catalog import HARDWARE_DIR, PROFILES_DIR
 from ridgeline.io.profile import load_profile
 from ridgeline.io.resolve import load_device, resolve, resolve_each
 
-H100 = str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml")
+H100 = str(PROFILES_DIR / "historical/cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml")  # eager-timed
 CPU = str(PROFILES_DIR / "cpu-amd-epyc-1t.yaml")
 runner = CliRunner()
 
