@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from ridgeline.api import analyze_with_draft, compare_settings, sweep_settings
 from ridgeline.api import frontier as run_frontier
 from ridgeline.cli import options as opt
-from ridgeline.cli.app import app, check_format, check_transfer, deployment, emit, model_name, show_frame
+from ridgeline.cli.app import (
+    DeploymentCommand,
+    app,
+    check_format,
+    check_transfer,
+    deployment,
+    emit,
+    model_name,
+    show_frame,
+    values,
+)
 from ridgeline.cli.options import parse_values, setting_lists
 from ridgeline.errors import MissingDependencyError
 from ridgeline.report import ProgressAfter, deployment_notes, frontier_notes, render, rich_tables
 
 
-@app.command()
+@app.command(cls=DeploymentCommand)
 def analyze(
     ctx: typer.Context,
     model: opt.ModelArg = None,
@@ -30,31 +42,13 @@ def analyze(
     acceptance: opt.Acceptance = 0.7,
     profile: opt.Profile = None,
     transfer: opt.Transfer = False,
-    html: opt.Html = None,
+    html: Annotated[Path | None, typer.Option(help="Also write the charts to one self-contained HTML file.")] = None,
     fmt: opt.Format = "table",
     output: opt.Output = None,
-    w_bits: opt.WBits = None,
-    a_bits: opt.ABits = None,
-    kv_bits: opt.KvBits = None,
-    w_dtype: opt.WDtype = None,
-    a_dtype: opt.ADtype = None,
-    kv_dtype: opt.KvDtype = None,
-    group_size: opt.GroupSize = None,
-    attention: opt.Attention = None,
-    kv_block: opt.KvBlock = None,
-    tp: opt.Tp = None,
-    pp: opt.Pp = None,
-    ep: opt.Ep = None,
-    micro_batches: opt.MicroBatches = None,
-    link_bw: opt.LinkBw = None,
-    link_latency: opt.LinkLatency = None,
-    zero_points: opt.ZeroPoints = None,
-    memory_utilization: opt.MemoryUtilization = None,
-    execution: opt.Execution = None,
 ) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
     check_format(fmt)
-    d = deployment(ctx.params)
+    d = deployment(values(ctx))
     workload = {"batch": batch, "seq_len": seq_len, "generate": generate}
     result = analyze_with_draft(d, **workload, draft=draft, draft_tokens=draft_tokens, acceptance=acceptance)
     if html is not None:
@@ -73,42 +67,24 @@ def write_html(result, path) -> None:
     typer.echo(f"wrote {path}", err=True)
 
 
-@app.command()
+@app.command(cls=DeploymentCommand)
 def sweep(
     ctx: typer.Context,
     model: opt.ModelArg = None,
     config: opt.Config = None,
     hardware: opt.Hardware = "a6000",
-    batch: opt.Batches = "1",
-    seq_len: opt.SeqLens = "512",
+    batch: Annotated[str, typer.Option(help="Batch sizes, e.g. 1,2,4..256.")] = "1",
+    seq_len: Annotated[str, typer.Option(help="Prompt lengths, e.g. 512,1024..32768.")] = "512",
     generate: opt.Generate = 0,
     dtype: opt.Dtype = None,
     profile: opt.Profile = None,
     transfer: opt.Transfer = False,
     fmt: opt.Format = "table",
     output: opt.Output = None,
-    w_bits: opt.WBits = None,
-    a_bits: opt.ABits = None,
-    kv_bits: opt.KvBits = None,
-    w_dtype: opt.WDtype = None,
-    a_dtype: opt.ADtype = None,
-    kv_dtype: opt.KvDtype = None,
-    group_size: opt.GroupSize = None,
-    attention: opt.Attention = None,
-    kv_block: opt.KvBlock = None,
-    tp: opt.Tp = None,
-    pp: opt.Pp = None,
-    ep: opt.Ep = None,
-    micro_batches: opt.MicroBatches = None,
-    link_bw: opt.LinkBw = None,
-    link_latency: opt.LinkLatency = None,
-    zero_points: opt.ZeroPoints = None,
-    memory_utilization: opt.MemoryUtilization = None,
-    execution: opt.Execution = None,
 ) -> None:
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     check_format(fmt)
-    lists, batches, lengths = setting_lists(ctx.params), parse_values(batch), parse_values(seq_len)
+    lists, batches, lengths = setting_lists(values(ctx)), parse_values(batch), parse_values(seq_len)
     d = deployment(ctx.params, settings={})
     with ProgressAfter(1.0) as progress:
         frame = sweep_settings(d, lists, batches, lengths, generate, on_step=progress.step)
@@ -117,12 +93,12 @@ def sweep(
     show_frame(frame, fmt, output, title, deployment_notes(d, batches, lengths), mode=d.mode)
 
 
-@app.command()
+@app.command(cls=DeploymentCommand)
 def compare(
     ctx: typer.Context,
     model: opt.ModelArg = None,
     config: opt.Config = None,
-    hardware: opt.Devices = "a6000,h100-sxm",
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Devices, comma-separated.")] = "a6000,h100-sxm",
     batch: opt.Batch = 1,
     seq_len: opt.SeqLen = 512,
     generate: opt.Generate = 128,
@@ -131,28 +107,10 @@ def compare(
     transfer: opt.Transfer = False,
     fmt: opt.Format = "table",
     output: opt.Output = None,
-    w_bits: opt.WBits = None,
-    a_bits: opt.ABits = None,
-    kv_bits: opt.KvBits = None,
-    w_dtype: opt.WDtype = None,
-    a_dtype: opt.ADtype = None,
-    kv_dtype: opt.KvDtype = None,
-    group_size: opt.GroupSize = None,
-    attention: opt.Attention = None,
-    kv_block: opt.KvBlock = None,
-    tp: opt.Tp = None,
-    pp: opt.Pp = None,
-    ep: opt.Ep = None,
-    micro_batches: opt.MicroBatches = None,
-    link_bw: opt.LinkBw = None,
-    link_latency: opt.LinkLatency = None,
-    zero_points: opt.ZeroPoints = None,
-    memory_utilization: opt.MemoryUtilization = None,
-    execution: opt.Execution = None,
 ) -> None:
     """The same model and workload across devices and settings: one row each."""
     check_format(fmt)
-    lists = setting_lists(ctx.params)
+    lists = setting_lists(values(ctx))
     check_transfer(profile, transfer)
     devices = [x.strip() for x in hardware.split(",") if x.strip()]
     name = model_name(model, config)
@@ -161,7 +119,7 @@ def compare(
     show_frame(frame, fmt, output, f"{name}: batch {batch}, prompt {seq_len}, generate {generate}")
 
 
-@app.command()
+@app.command(cls=DeploymentCommand)
 def frontier(
     ctx: typer.Context,
     model: opt.ModelArg = None,
@@ -169,36 +127,18 @@ def frontier(
     hardware: opt.Hardware = "a6000",
     seq_len: opt.SeqLen = 1024,
     generate: opt.Generate = 256,
-    tpot_slo: opt.TpotSlo = None,
-    ttft_slo: opt.TtftSlo = None,
+    tpot_slo: Annotated[float | None, typer.Option(help="Largest acceptable TPOT, seconds.")] = None,
+    ttft_slo: Annotated[float | None, typer.Option(help="Largest acceptable TTFT, seconds.")] = None,
     dtype: opt.Dtype = None,
     profile: opt.Profile = None,
     transfer: opt.Transfer = False,
     fmt: opt.Format = "table",
     output: opt.Output = None,
-    w_bits: opt.WBits = None,
-    a_bits: opt.ABits = None,
-    kv_bits: opt.KvBits = None,
-    w_dtype: opt.WDtype = None,
-    a_dtype: opt.ADtype = None,
-    kv_dtype: opt.KvDtype = None,
-    group_size: opt.GroupSize = None,
-    attention: opt.Attention = None,
-    kv_block: opt.KvBlock = None,
-    tp: opt.Tp = None,
-    pp: opt.Pp = None,
-    ep: opt.Ep = None,
-    micro_batches: opt.MicroBatches = None,
-    link_bw: opt.LinkBw = None,
-    link_latency: opt.LinkLatency = None,
-    zero_points: opt.ZeroPoints = None,
-    memory_utilization: opt.MemoryUtilization = None,
-    execution: opt.Execution = None,
 ) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
     check_format(fmt)
-    d = deployment(ctx.params)
+    d = deployment(values(ctx))
     frame, best = run_frontier(d, seq_len=seq_len, generate=generate, tpot_slo=tpot_slo, ttft_slo=ttft_slo)
     title = f"{d.model.name} on {d.device.name} ({d.mode} roofline): prompt {seq_len}, generate {generate}"
     notes = frontier_notes(d, best, frame["batch"].to_numpy(), seq_len)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.cli.options import SETTING_FIELDS, settings_keywords
+from ridgeline.cli.options import DEPLOYMENT, SETTING_FIELDS, deployment_params, settings_keywords
 from ridgeline.errors import (
     InvalidSettingError,
     ProfileMismatchError,
@@ -60,6 +60,24 @@ def cli_advice(err: RidgelineError) -> str:
         home = "host" if err.home.startswith("the host") else err.home
         return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")
     return ""
+
+
+class DeploymentCommand(TyperCommand):
+    """A command that also takes the deployment options (options.deployment_options, declared
+    once), listed after its --output; ``values(ctx)`` gives them with the command's own."""
+
+    def __init__(self, *, params, **extra):
+        at = [p.name for p in params].index("output") + 1
+        super().__init__(params=[*params[:at], *deployment_params(), *params[at:]], **extra)
+
+    def invoke(self, ctx):
+        ctx.meta["deployment"] = {name: ctx.params.pop(name) for name in DEPLOYMENT}
+        return super().invoke(ctx)
+
+
+def values(ctx: typer.Context) -> dict[str, Any]:
+    """Every option a command was given, its deployment options included."""
+    return {**ctx.params, **ctx.meta.get("deployment", {})}
 
 
 app = typer.Typer(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from ridgeline.cli import options as opt
 from ridgeline.cli.app import hardware_app, models_app
 from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
 from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows
+
+HELP_REFRESH = "host: detect and measure again (the result is kept for later runs)."
 
 
 @hardware_app.command("list")
@@ -19,7 +22,10 @@ def hardware_list() -> None:
 
 
 @hardware_app.command("show")
-def hardware_show(name: opt.DeviceName, refresh: opt.Refresh = False) -> None:
+def hardware_show(
+    name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")],
+    refresh: Annotated[bool, typer.Option("--refresh", help=HELP_REFRESH)] = False,
+) -> None:
     """All fields of one device, in the units of its file."""
     if refresh and name != "host":
         raise typer.BadParameter("--refresh applies to 'host' only")
@@ -36,7 +42,7 @@ def models_list() -> None:
 
 
 @models_app.command("show")
-def models_show(name: opt.ModelName) -> None:
+def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a config.json path.")]) -> None:
     """The parsed ModelConfig and its parameter count."""
     for line in model_rows(load_model(name)):
         typer.echo(line)

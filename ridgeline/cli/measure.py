@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -13,6 +14,20 @@ from ridgeline.cli.app import app, echo_err, predictions_app
 from ridgeline.errors import require_torch
 from ridgeline.io.files import write_atomic
 from ridgeline.report import console, registered_line
+
+# help texts too long to sit in their option's line
+HELP = {
+    "results": "A run's OUT/results.tar.gz, or the folder it unpacks to; several for stages run again later (a later file of the same name replaces an earlier).",
+    "output": "Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml); its calibration rows go beside it, .calibration.csv for .yaml.",
+    "refit": "Measure nothing: fit this profile again from its stored calibration rows into a new file.",
+    "check": "Write nothing: measure the profile's own roofs again (about 20 s) and say whether this machine is still in the state they were measured in; exit 1 if one moved more than 10%.",
+    "output_dir": "Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).",
+    "repredict": "Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.",
+    "draw": "Measure a fresh held-out set drawn with this seed instead of the committed one: two catalog models, batch sizes and context lengths that calibration never uses (written as <stem>-draw<SEED>.*).",
+    "fit_intervals": "Fit interval tables instead of measuring: with --profile, the profile's from its leave-one-model-out residuals; without, the spec pools of the committed snapshots. Writes -o NEW.",
+    "coverage": "Check instead of measuring how often --profile's intervals hold on data left out of their fit (-o NEW.json to keep it).",
+    "transfer": "The profile is another GPU's of the same architecture: its fractions on this GPU's datasheet roofs (for a GPU with no device-time profile of its own).",
+}
 
 
 def check_device(device: str) -> None:
@@ -25,9 +40,9 @@ def calibrate(
     device: opt.MeasureDevice = "cpu",
     quick: opt.Quick = False,
     threads: opt.Threads = None,
-    output: opt.ProfileOutput = None,
-    refit: opt.Refit = None,
-    check: opt.Check = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help=HELP["output"])] = None,
+    refit: Annotated[Path | None, typer.Option(help=HELP["refit"])] = None,
+    check: Annotated[bool, typer.Option("--check", help=HELP["check"])] = False,
     profile: opt.Profile = None,
     quiet_wait: opt.QuietWait = 0.0,
 ) -> None:
@@ -61,12 +76,12 @@ def validate(
     quick: opt.Quick = False,
     threads: opt.Threads = None,
     profile: opt.Profile = None,
-    output_dir: opt.OutputDir = None,
-    repredict: opt.Repredict = None,
+    output_dir: Annotated[Path | None, typer.Option(help=HELP["output_dir"])] = None,
+    repredict: Annotated[Path | None, typer.Option(help=HELP["repredict"])] = None,
     quiet_wait: opt.QuietWait = 0.0,
-    draw: opt.DrawSeed = None,
-    fit_intervals: opt.FitIntervals = False,
-    coverage: opt.Coverage = False,
+    draw: Annotated[int | None, typer.Option(help=HELP["draw"])] = None,
+    fit_intervals: Annotated[bool, typer.Option("--fit-intervals", help=HELP["fit_intervals"])] = False,
+    coverage: Annotated[bool, typer.Option("--coverage", help=HELP["coverage"])] = False,
     output: opt.Output = None,
 ) -> None:
     """Measure held-out kernel shapes and compare them with the spec and calibrated predictions."""
@@ -90,8 +105,8 @@ def validate(
 def predictions_register(
     hardware: opt.Hardware = "h200",
     profile: opt.Profile = None,
-    sizes: opt.Sizes = "gpu",
-    transfer: opt.RegisterTransfer = False,
+    sizes: Annotated[str, typer.Option(help="The run's sizes preset (kernels/gpu/plan.py): gpu, or cpu-test.")] = "gpu",
+    transfer: Annotated[bool, typer.Option("--transfer", help=HELP["transfer"])] = False,
     output: opt.Output = None,
 ) -> None:
     """Before a GPU run: write what it will be checked against (e2e, transformers, serving, the draw's kernels)."""
@@ -110,7 +125,11 @@ def predictions_register(
 
 
 @predictions_app.command("compare")
-def predictions_compare(results: opt.Results, predictions: opt.Predictions, output: opt.Output = None) -> None:
+def predictions_compare(
+    results: Annotated[list[Path], typer.Argument(help=HELP["results"])],
+    predictions: Annotated[Path, typer.Option(help="The registered predictions (reports/predictions/*.json).")],
+    output: opt.Output = None,
+) -> None:
     """After a GPU run: measured beside the registered and the current code's predictions (Markdown; JSON beside -o)."""
     from kernels.gpu.register import compare, markdown
 

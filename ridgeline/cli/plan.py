@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ridgeline import api
 from ridgeline.cli import options as opt
 from ridgeline.cli.app import app, echo_err, write_text
-from ridgeline.errors import InvalidWorkloadError, UnwritableOutputError
-from ridgeline.report import console
+from ridgeline.errors import InvalidWorkloadError
+from ridgeline.io.files import check_writable
+from ridgeline.report import console, plan_view
 from ridgeline.serving.bounds import Load, Slo
 
 Workload = Annotated[
@@ -98,19 +97,6 @@ def names(text: str, option: str) -> list[str]:
     return out
 
 
-def check_writable(path: Path) -> None:
-    """Refuse an output path that cannot be written before the search spends its time."""
-    if path.is_dir():
-        raise UnwritableOutputError(path, "it is a folder")
-    folder = path.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UnwritableOutputError(path, f"{folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK):
-        raise UnwritableOutputError(path, f"no permission to write in {folder}")
-
-
 @app.command()
 def plan(
     model: opt.ModelArg = None,
@@ -148,61 +134,6 @@ def plan(
     )
     if output is not None:
         write_text(output, json.dumps(result.to_dict(), indent=1) + "\n")
-    show(result, top)
-
-
-COLUMNS = {
-    "device": ("device", "{}"),
-    "gpus": ("gpus", "{}"),
-    "tp": ("tp", "{}"),
-    "pp": ("pp", "{}"),
-    "w_dtype": ("weights", "{}"),
-    "kv_dtype": ("kv", "{}"),
-    "max_batch": ("max batch", "{}"),
-    "token_budget": ("chunk", "{}"),
-    "usd_per_hour": ("$/hour", "{:.2f}"),
-    "usd_per_million_tokens": ("$/M tokens", "{:.3f}"),
-    "goodput_rps": ("goodput req/s", "{:.2f}"),
-    "slo_attainment": ("met SLO", "{:.4f}"),
-    "ttft_p99_s": ("TTFT p99 s", "{:.3f}"),
-    "tpot_p99_s": ("TPOT p99 s", "{:.4f}"),
-}
-
-
-def table(frame, title: str) -> Table:
-    out = Table(title=title)
-    for header, _ in COLUMNS.values():
-        out.add_column(header, justify="right")
-    for _, row in frame.iterrows():
-        out.add_row(*(fmt.format(row[key]) for key, (_, fmt) in COLUMNS.items()))
-    return out
-
-
-def show(result, top: int) -> None:
-    counts, frame, meta = result.counts, result.frame, result.meta
-    bounds = {reason: n for reason, n in counts["pruned"].items() if reason != "dominated"}
-    pruned = ", ".join(f"{n} {reason}" for reason, n in bounds.items()) or "none"
     out = console()
-    out.print(
-        f"{meta['model']}: {counts['enumerated']} deployments enumerated; {sum(bounds.values())} pruned by the "
-        f"bounds ({pruned}); {counts['pruned'].get('dominated', 0)} dominated (they cost more than a simulated "
-        f"one that met the SLO for every request); {counts['simulated']} simulated on datasheet rooflines "
-        f"({meta['executor']} executor)",
-        soft_wrap=True,
-    )
-    if result.chosen is None:
-        out.print("no deployment survived the bounds: none can meet the SLO at this rate", soft_wrap=True)
-        return
-    out.print(table(frame.loc[result.pareto], "Pareto set: cost per million output tokens vs goodput"))
-    simulated = frame[frame["reason"] == ""].sort_values("rank_cost").head(top)
-    out.print(table(simulated, f"The {len(simulated)} cheapest simulated"))
-    row = frame.loc[result.chosen]
-    out.print(
-        f"chosen: {row['gpus']} x {row['device']} (tp {row['tp']}, pp {row['pp']}), weights {row['w_dtype']}, KV "
-        f"{row['kv_dtype']}, max batch {row['max_batch']}, chunk {row['token_budget']}: "
-        f"${row['usd_per_million_tokens']:.3f} per million output tokens, goodput {row['goodput_rps']:.2f} req/s "
-        f"({row['slo_attainment']:.4f} of requests met the SLO)",
-        soft_wrap=True,
-    )
-    for name, p in meta["prices"].items():
-        out.print(f"price of {name}: ${p['usd_per_gpu_hour']:.2f}/GPU-hour, {p['source']}", soft_wrap=True)
+    for item in plan_view(result, top):  # a line of text is never wrapped
+        out.print(item, soft_wrap=isinstance(item, str))

@@ -103,3 +103,16 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an output path that cannot be written before a long run spends its time on it."""
+    if path.is_dir():
+        raise UnwritableOutputError(path, "it is a folder")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UnwritableOutputError(path, f"{folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise UnwritableOutputError(path, f"no permission to write in {folder}")
