@@ -291,7 +291,7 @@ def test_an_e2e_row_keeps_its_measurement_when_the_profile_cannot_price_its_mode
     from ridgeline.io.resolve import calibrated_for, load_device, load_model
 
     spec = load_device("h100-sxm")
-    h100 = ROOT / "reports/profiles/cuda-nvidia-h100-80gb-hbm3.yaml"
+    h100 = ROOT / "reports/profiles/historical/cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml"  # eager-timed
     calibrated, _, _ = calibrated_for("cuda-nvidia-h100-80gb-hbm3", spec, h100)
     cols = predicted_columns(
         load_model("llama-2-7b"),
@@ -432,3 +432,22 @@ def test_results_md_quotes_the_compact_calibration_as_logged():
     assert gpu_run_figures()["compact calibration, as logged"] == (
         "450 of 455 cases in 147 s (0.33 s a case), 439 measured ok"
     )
+
+
+def test_each_gpu_run_transferred_from_the_other_gpus_profile(monkeypatch):
+    """The H100 run from the H200's device-time profile and the H200 run from the H100's,
+    as RESULTS.md quotes them: the draws' headline kernels and the graph TPOT rows."""
+    from kernels.validate.results import transfer_rows, transfer_section
+
+    monkeypatch.chdir(ROOT)
+    rows = {r["run"]: r for r in transfer_rows()}
+    h100, h200 = rows["cuda-nvidia-h100-80gb-hbm3-2026-11-26"], rows["cuda-nvidia-h200-2026-11-26"]
+    assert (h100["profile"], h200["profile"]) == ("cuda-nvidia-h200.yaml", "cuda-nvidia-h100-80gb-hbm3.yaml")
+    head = h100["kernels"]["split"]["headline"]
+    assert head["n"] == 116 and head["median"] == pytest.approx(0.146, abs=0.001)
+    head = h200["kernels"]["split"]["headline"]
+    assert head["n"] == 114 and head["median"] == pytest.approx(0.119, abs=0.001)
+    tpot = {(e["model"], e["batch"]): e["error_calibrated_tpot"] for e in h200["e2e"]}
+    assert len(tpot) == 6 and tpot[("llama-2-7b", 64)] == pytest.approx(0.283, abs=0.001)
+    text = (ROOT / "reports/RESULTS.md").read_text()
+    assert "\n".join(transfer_section()) in text

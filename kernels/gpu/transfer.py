@@ -71,11 +71,15 @@ def kernel_errors(snapshot: dict[str, Any], ceilings: Ceilings, device: DeviceSp
 
 def e2e_errors(path: Path, ceilings: Ceilings, device: DeviceSpec) -> list[dict[str, Any]]:
     """TTFT/TPOT of an e2e result file predicted with ``ceilings`` (its execution modes)."""
+    return e2e_row_errors(json.loads(path.read_text())["rows"], ceilings, device)
+
+
+def e2e_row_errors(rows: Sequence[dict[str, Any]], ceilings: Ceilings, device: DeviceSpec) -> list[dict[str, Any]]:
     from kernels.e2e.e2e import Case, predicted_columns, row_execution, truncate
     from ridgeline.io.resolve import load_model
 
     out = []
-    for row in json.loads(path.read_text())["rows"]:
+    for row in rows:
         config = truncate(load_model(row["model"]), row["layers"])
         case = Case(row["batch"], row["prompt"], row["generate"])
         cols = predicted_columns(config, device, case, row["dtype"], ceilings, row, row_execution(row))
@@ -114,6 +118,21 @@ def transfer_report(
         "kernels": kernel_errors(snapshot, ceilings, device),
         "e2e": [r for p in e2e for r in e2e_errors(p, ceilings, device)],
     }
+
+
+def run_transfer(parts: Sequence[Path], profile_path: Path) -> dict[str, Any]:
+    """A committed GPU run (its parts' ``results.tar.gz``) predicted from another GPU's
+    profile, transferred: its last draw's kernels and its graph-mode e2e rows."""
+    from kernels.gpu.register import read_results
+
+    found = {m: d for p in parts for m, d in read_results(p).items()}  # a later part's draw wins
+    draws = [d for m, d in found.items() if m.startswith("draw/") and d.get("rows")]
+    e2e = [r for m, d in found.items() if m.startswith("e2e-graph/") for r in d.get("rows", [])]
+    if not draws:
+        raise RidgelineError(f"no draw in {', '.join(map(str, parts))}")
+    device = load_device(draws[-1]["meta"]["spec_device"])
+    ceilings = transferred(load_profile(profile_path), device)
+    return {"kernels": kernel_errors(draws[-1], ceilings, device), "e2e": e2e_row_errors(e2e, ceilings, device)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -327,6 +327,53 @@ def anchor_cell(p: dict[str, Any], notes: list[str], where: str) -> str:
     return f"{ms(p['predicted_s'])} ({pct(p['error'], 1)}){mark}"
 
 
+def transfer_rows(folder: Path = SNAPSHOTS, profiles: Path = PROFILES) -> list[dict[str, Any]]:
+    """Each committed GPU run predicted from the other GPU's committed profile, where that
+    profile is device time (``kernels.gpu.transfer.run_transfer``)."""
+    from kernels.gpu.run import OTHER_GPU
+    from kernels.gpu.transfer import run_transfer
+    from ridgeline.io.profile import load_profile, timing_of
+
+    out = []
+    for run in sorted(p for p in (folder / "gpu-runs").glob("*") if p.is_dir()):
+        key = next((k for k in OTHER_GPU if run.name.startswith(f"{k}-20")), None)
+        other = profiles / f"{OTHER_GPU[key]}.yaml" if key else None
+        if other is None or not other.is_file() or timing_of(load_profile(other)) != "device":
+            continue
+        result = run_transfer(sorted(run.glob("*/results.tar.gz")), other)
+        out.append({"run": run.name, "profile": other.name, **result})
+    return out
+
+
+def transfer_section(folder: Path = SNAPSHOTS, profiles: Path = PROFILES) -> list[str]:
+    rows = transfer_rows(folder, profiles)
+    if not rows:
+        return []
+    out = [
+        "## Transfer between the GPUs",
+        "",
+        (
+            "Each GPU run's fresh draw and graph-mode end-to-end rows predicted from the other "
+            "GPU's device-time profile, `--transfer` (its measured fractions on this GPU's "
+            "datasheet roofs); |error| = |predicted / measured - 1|. "
+            "Goal: kernel median ≤ 10 %, e2e TPOT ≤ 10 %."
+        ),
+        "",
+        "| run | profile transferred | kernels (headline) n | median | p90 | graph TPOT within 10 % | graph TPOT errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        head = r["kernels"]["split"]["headline"]
+        tpot = [e for e in r["e2e"] if e.get("error_calibrated_tpot") is not None]
+        within = sum(abs(e["error_calibrated_tpot"]) <= 0.10 for e in tpot)
+        errors = ", ".join(f"{e['model']} b{e['batch']} {e['error_calibrated_tpot']:+.1%}" for e in tpot)
+        out.append(
+            f"| `{r['run']}` | `{r['profile']}` | {head['n']} | {head['median']:.1%} | {head['p90']:.1%} "
+            f"| {within} of {len(tpot)} | {errors} |"
+        )
+    return out + [""]
+
+
 def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
     """Published figures beside ridgeline's spec, calibrated and transferred predictions
     (``python -m kernels.validate.anchors`` writes ``anchors.json`` from ``reports/anchors.yaml``)."""
@@ -1038,6 +1085,7 @@ def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None
         *waterfall_section(committed_waterfalls(folder) if waterfalls is None else waterfalls),
         *coverage_section(folder),
         *gpu_run_section(folder),
+        *transfer_section(folder),
         *anchors_section(folder),
         *profiles_section(),
         *figures_section(folder),

@@ -15,7 +15,7 @@ from ridgeline.engine.workload import dtype_for_bits
 
 HELP_DTYPE = "Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4. Default: fp16, or bf16/fp32 on a device without fp16 matrix units (said in the output)."
 HELP_PROFILE = "Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own."
-HELP_TRANSFER = "Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: an eager-timed one, as the H100's of 2026-11-23, prices eager execution only)."
+HELP_TRANSFER = "Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: an eager-timed one, as the H100's of 2026-11-23, prices eager execution only). Its measured error between the H100 and the H200: reports/RESULTS.md, 'Transfer between the GPUs'."
 
 ModelArg = Annotated[str | None, typer.Argument(help="Catalog model name (see 'ridgeline models list').")]
 Config = Annotated[Path | None, typer.Option(help="A Hugging Face config.json instead of a catalog name.")]
