@@ -217,18 +217,19 @@ def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
 def fp32_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
     """``softmax(x, dtype=float32).to(x.dtype)`` on the masked scores ``x`` (``attn_mask``'s):
     a cast up (none with fp32 activations or ``p.half_to_float``), the softmax in fp32, a
-    cast back; ``attn_mask`` stays among the inputs while Python still holds it."""
+    cast back (a cast: 1 op per element, the conversion); ``attn_mask`` stays among the
+    inputs while Python still holds it."""
     el = dict(count=count, dtype=p.vector_dtype)
     if p.ab >= FP32:
         return [O.softmax(*shape, ab=p.ab, inputs=("attn_mask",), **el)]
     fused = p.half_to_float
-    up = O.score_pass("softmax_upcast", *shape, in_bytes=p.ab, out_bytes=FP32, flops=0, inputs=("attn_mask",), **el)
+    up = O.score_pass("softmax_upcast", *shape, in_bytes=p.ab, out_bytes=FP32, flops=1, inputs=("attn_mask",), **el)
     held = ("attn_mask",) if fused else ("softmax_upcast", "attn_mask")
     # priced at the activations' vector type: a profile's softmax class of that type prices
     # it (it computes in fp32: memory-bound at 5 ops per 8 bytes either way)
     soft = O.softmax(*shape, ab=p.ab if fused else FP32, out_bytes=FP32, inputs=held, **el)
     down = O.score_pass(
-        "softmax_downcast", *shape, in_bytes=FP32, out_bytes=p.ab, flops=0, inputs=("softmax", "attn_mask"), **el
+        "softmax_downcast", *shape, in_bytes=FP32, out_bytes=p.ab, flops=1, inputs=("softmax", "attn_mask"), **el
     )
     return [soft, down] if fused else [up, soft, down]
 
