@@ -146,6 +146,16 @@ def test_b200_notes_give_one_fp32_vector_rate():
     assert "fp32 vector 80" not in b200.notes
 
 
+def test_b200_prices_16_bit_element_wise_ops_at_its_16_bit_rate():
+    """Issue 26 item 7: b200 had no bf16 vector rate, so bf16 element-wise ops fell back to
+    fp32's 75 TFLOPS. NVIDIA publishes no non-tensor 16-bit B200 rate; the cited hmc-tech
+    listing gives 150.04 TFLOPS for fp16 and bf16 (2 x fp32, Hopper's ratio), said so in the
+    notes."""
+    b200 = rl.load_device("b200")
+    assert b200.vector_peak_for("bf16") == b200.vector_peak_for("fp16") == 150e12 == 2 * b200.vector_peak["fp32"]
+    assert "NVIDIA publishes no such B200 rate" in b200.notes and "hmc-tech" in b200.notes
+
+
 def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
     """runtime_reserve_gib 100 on an 80 GiB device left -28 GiB usable and exited 0;
     compute_units 13.7 was truncated to 13. Both: one line, exit 2."""

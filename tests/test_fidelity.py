@@ -106,22 +106,31 @@ def test_speculative_cli_headline_and_valid_json():
 
 def test_speculation_is_priced_on_plain_decodings_basis():
     """Issue 26, item 1: llama-2-7b (fp16, a6000), batch 16, prompt P = 512, N = 4096 output
-    tokens, draft llama-3.2-1b, k = 4, a = 0.7.
+    tokens, draft llama-3.2-1b, k = 4, a = 0.7. Attention is an a6000's ``auto``, transformers'
+    eager path (item 3: ``repeat_kv`` copies, fp32 softmax; tests/test_eager_attention.py).
 
     Memory at the last step: the last verify pass starts with P + N - 2 = 4606 tokens cached
     and writes k + 1 = 5, so both caches hold 4611 positions. KV per token: 2 x 32 layers x
     4096 x 2 B = 524,288 B (7B) and 2 x 16 layers x 8 KV heads x 64 x 2 B = 32,768 B (1B):
     (524,288 + 32,768) x 4611 x 16 = 41,097,363,456 B = 41.10 GB. Weights 2 x (6,738,415,616
-    + 1,235,814,400) = 15.95 GB, activations (the larger peak) 0.61 GB: 57.65 GB = 53.7 GiB,
-    against 0.9 x 48 GiB - 0.75 GiB = 42.45 GiB usable: short by 11.2 GiB (it said 19.7 GiB,
-    fits, with the cache at P + k + 1).
+    + 1,235,814,400) = 15.95 GB. Activations, the larger peak, the draft's prefill: 16 x 32
+    heads x 512^2 scores at 8 B each (fp16 masked scores, fp32 probabilities, fp16 copy) =
+    1,073,741,824, + K/V copies 2 x 16 x 32 x 512 x 64 x 2 B = 67,108,864, + the layer input
+    16 x 512 x 2048 x 2 B = 33,554,432: 1.17 GB. Total 58.22 GB = 54.2 GiB, against 0.9 x 48
+    GiB - 0.75 GiB = 42.45 GiB usable: short by 11.8 GiB (it said 19.7 GiB, fits, with the
+    cache at P + k + 1; 11.2 GiB short before item 3 priced eager attention's passes).
 
     Time on the same basis: step times are means over the cached lengths 512 .. 4606 (the
-    engine's closed-form sum / 4095), as plain TPOT is: target 45.84 ms (= plain TPOT),
-    draft 10.50 ms, verify (5 tokens) 48.59 ms; E = (1 - 0.7^5) / 0.3 = 2.7731 tokens/step;
-    TPOT = (4 x 10.50 + 48.59) / 2.7731 = 32.67 ms; speed-up 45.84 / 32.67 = 1.40 (it said
-    1.48 with both at 512 cached); tokens/s as plain decoding's, batch x N / (TTFT + (N - 1)
-    x TPOT) = 65,536 / (0.949 + 4095 x 0.03267) = 486.5 (it said 1022, batch / TPOT)."""
+    engine's closed-form sum / 4095), as plain TPOT is (mean attended length 2560): target
+    45.84 ms before item 3, + 16 x 32 x 2560 x 32 scores x 16.06 B more (fp16 on a GPU: 24 B
+    a score, not 8, + the mask's 2 B per key / 32 heads) / 768 GB/s = 0.88 ms: 46.72 ms (=
+    plain TPOT); draft 10.50 ms + the copies (K/V cache 1.342 GB read, 5.369 GB written) and
+    16 x 32 x 2560 x 16 scores x 16.06 B: 7.05 GB / 768 GB/s = 9.18 ms: 19.68 ms; verify (5
+    tokens) 48.59 + 5 x 0.88 = 52.98 ms; E = (1 - 0.7^5) / 0.3 = 2.7731 tokens/step; TPOT =
+    (4 x 19.68 + 52.98) / 2.7731 = 47.49 ms; speed-up 46.72 / 47.49 = 0.98 (1.40 before item
+    3; it said 1.48 with both at 512 cached): eager attention's cache copy makes the GQA
+    draft's step cost 1.9 times as much; tokens/s as plain decoding's, batch x N / (TTFT +
+    (N - 1) x TPOT) = 65,536 / (1.085 + 4095 x 0.04749) = 335.2 (it said 1022, batch / TPOT)."""
     args = ["analyze", "llama-2-7b", "-H", "a6000", "--dtype", "fp16", "--batch", "16", "--seq-len", "512"]
     args += ["--generate", "4096", "--draft", "llama-3.2-1b", "--draft-tokens", "4", "--acceptance", "0.7"]
     out = runner.invoke(app, [*args, "-f", "json"])
@@ -130,21 +139,21 @@ def test_speculation_is_priced_on_plain_decodings_basis():
     spec, gen, mem = data["speculative"], data["generation"], data["speculative"]["memory"]
     assert mem["kv_cache_bytes"] == (524_288 + 32_768) * 4611 * 16 == 41_097_363_456
     assert mem["weights_bytes"] == 2 * (6_738_415_616 + 1_235_814_400)
-    assert mem["activations_peak_bytes"] == pytest.approx(0.61e9, rel=0.01)
-    assert mem["peak_bytes"] / 2**30 == pytest.approx(53.7, abs=0.05)
+    assert mem["activations_peak_bytes"] == 1_073_741_824 + 67_108_864 + 33_554_432
+    assert mem["peak_bytes"] / 2**30 == pytest.approx(54.2, abs=0.05)
     assert mem["usable_bytes"] / 2**30 == pytest.approx(42.45, abs=0.005)
-    assert not mem["fits"] and mem["shortfall_bytes"] / 2**30 == pytest.approx(11.2, abs=0.05)
-    assert spec["target_step_s"] == pytest.approx(gen["tpot_s"], rel=1e-12) == pytest.approx(45.84e-3, rel=1e-3)
-    assert spec["draft_step_s"] == pytest.approx(10.50e-3, rel=1e-3)
-    assert spec["verify_s"] == pytest.approx(48.59e-3, rel=1e-3)
-    assert spec["tpot_s"] == pytest.approx((4 * 10.50e-3 + 48.59e-3) / 2.7731, rel=1e-3)  # 32.67 ms
-    assert spec["speedup"] == pytest.approx(gen["tpot_s"] / spec["tpot_s"], rel=1e-12) == pytest.approx(1.40, abs=0.005)
+    assert not mem["fits"] and mem["shortfall_bytes"] / 2**30 == pytest.approx(11.8, abs=0.05)
+    assert spec["target_step_s"] == pytest.approx(gen["tpot_s"], rel=1e-12) == pytest.approx(46.72e-3, rel=1e-3)
+    assert spec["draft_step_s"] == pytest.approx(19.68e-3, rel=1e-3)
+    assert spec["verify_s"] == pytest.approx(52.98e-3, rel=1e-3)
+    assert spec["tpot_s"] == pytest.approx((4 * 19.68e-3 + 52.98e-3) / 2.7731, rel=1e-3)  # 47.49 ms
+    assert spec["speedup"] == pytest.approx(gen["tpot_s"] / spec["tpot_s"], rel=1e-12) == pytest.approx(0.98, abs=0.005)
     assert spec["tokens_per_s"] == pytest.approx(16 * 4096 / (spec["ttft_s"] + 4095 * spec["tpot_s"]), rel=1e-12)
-    assert spec["tokens_per_s"] == pytest.approx(486.5, rel=1e-3)
-    assert gen["tokens_per_s"] == pytest.approx(347.6, rel=1e-3)  # plain: the same definition
+    assert spec["tokens_per_s"] == pytest.approx(335.2, rel=1e-3)
+    assert gen["tokens_per_s"] == pytest.approx(341.0, rel=1e-3)  # plain: the same definition
     table = runner.invoke(app, args)
     assert "4607 positions exceed llama-2-7b's max_position_embeddings (4096)" in table.stdout  # stays
-    assert "memory with the draft: 53.7GiB of 48GiB: does NOT fit: 11.2GiB over" in table.stdout
+    assert "memory with the draft: 54.2GiB of 48GiB: does NOT fit: 11.8GiB over" in table.stdout
 
 
 # --- parallelism -----------------------------------------------------------------------
@@ -203,27 +212,33 @@ def test_network_and_memory_seconds_are_separate_columns():
 
 def test_sliding_window_eager_prefill_is_full_then_masked():
     """Mistral-7B-v0.1 (window 4096), eager prefill of 16384: the full score matrix,
-    2 x 32 x 16384^2 x 128 operations, and K read at all 16384 positions (x 32 query heads
-    x 128 x 2: eager copies K/V per query head). Decode reads the cache, which the window
-    caps at 4096 positions."""
+    2 x 32 x 16384^2 x 128 operations, and K at all 16384 positions: the cache read once
+    (8 KV heads x 128 x 2 B), copied to the 32 query heads (``repeat_kv``) and the copy read
+    by the matmul beside q. Decode reads the cache, which the window caps at 4096 positions."""
     a = rl.analyze("mistral-7b-v0.1", "h100-sxm", seq_len=16384)
     pre, dec = rows(a, "prefill"), rows(a)
     assert pre["qk_matmul"]["flops"] == 2 * 32 * 16384 * 16384 * 128
-    assert pre["qk_matmul"]["kv_read_bytes"] == 16384 * 32 * 128 * 2
-    assert dec["qk_matmul"]["kv_read_bytes"] == 4096 * 32 * 128 * 2
+    assert pre["repeat_k"]["kv_read_bytes"] == 16384 * 8 * 128 * 2
+    assert pre["qk_matmul"]["act_read_bytes"] == 2 * 16384 * 32 * 128 * 2  # q and the K copy
+    assert dec["repeat_k"]["kv_read_bytes"] == 4096 * 8 * 128 * 2
+    assert dec["qk_matmul"]["act_read_bytes"] == 32 * 128 * 2 + 4096 * 32 * 128 * 2
     assert dec["qk_matmul"]["flops"] == 2 * 32 * 4096 * 128
 
 
-def test_eager_gqa_reads_kv_per_query_head():
+def test_eager_gqa_copies_kv_per_query_head():
     """Llama-3-8B (32 query heads, 8 KV heads, d 128), decode with 1024 cached: eager's
-    repeat_kv copies K and V to all 32 heads, so qk and sv each read 1025 x 32 x 128 x 2 =
-    8,396,800 bytes; flash reads each KV head once, 8 x 1025 x (128 + 128) x 2 = 4,198,400;
-    MHA (Llama-2-7B) is unchanged: 1025 x 32 x 128 x 2."""
+    repeat_kv reads each cached K and V head once, 1025 x 8 x 128 x 2 = 2,099,200 bytes, and
+    writes a copy per query head, 1025 x 32 x 128 x 2 = 8,396,800, which qk and sv read;
+    flash reads each KV head once, 8 x 1025 x (128 + 128) x 2 = 4,198,400; MHA (Llama-2-7B)
+    has no copy (``repeat_kv`` returns its input): the matmul reads 1025 x 32 x 128 x 2."""
     eager = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024))
-    assert eager["qk_matmul"]["kv_read_bytes"] == eager["sv_matmul"]["kv_read_bytes"] == 8_396_800
+    assert eager["repeat_k"]["kv_read_bytes"] == eager["repeat_v"]["kv_read_bytes"] == 2_099_200
+    assert eager["repeat_k"]["act_write_bytes"] == eager["repeat_v"]["act_write_bytes"] == 8_396_800
+    assert eager["qk_matmul"]["kv_read_bytes"] == eager["sv_matmul"]["kv_read_bytes"] == 0
     flash = rows(rl.analyze("llama-3-8b", "h100-sxm", seq_len=1024, attention="flash"))
     assert flash["attention"]["kv_read_bytes"] == 4_198_400
-    assert rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))["qk_matmul"]["kv_read_bytes"] == 1025 * 32 * 128 * 2
+    mha = rows(rl.analyze("llama-2-7b", "h100-sxm", seq_len=1024))
+    assert mha["qk_matmul"]["kv_read_bytes"] == 1025 * 32 * 128 * 2 and "repeat_k" not in mha
 
 
 def test_exponentials_bound_a_flash_attention_2_kernel():
@@ -391,7 +406,7 @@ def test_tensor_parallel_all_reduce_pays_nccl_base_latency():
     tp2, tp8 = (rl.analyze("llama-2-7b", "h100-sxm", tp=tp, **kw) for tp in (2, 8))
     assert rows(tp2)["attn_allreduce"]["time_s"] == pytest.approx(7.8364e-6, rel=1e-4)
     assert rows(tp8)["mlp_allreduce"]["time_s"] == pytest.approx(15.0637e-6, rel=1e-4)
-    assert tp2.generation["tpot_s"] == pytest.approx(2.537e-3, rel=3e-4)
+    assert tp2.generation["tpot_s"] == pytest.approx(2.539e-3, rel=3e-4)
     # prefill's 512 x 4096 x 2 = 4,194,304 B: ring Simple 8.4 + 6.8 + 4,194,304 / 450e9 =
     # 24.52 µs beats ring LL (7.8 + 18.64 = 26.44) and LL128 (17.8 + 10.13 = 27.93)
     assert rows(tp2, "prefill")["attn_allreduce"]["time_s"] == pytest.approx(24.521e-6, rel=1e-4)

@@ -36,13 +36,15 @@ def test_llama3_gqa_ops():
     assert pre["k_proj"]["flops"] == 2 * 1024 * 4096 * 1024
     assert pre["k_proj"]["weight_bytes"] == 4096 * 1024 * 2
     assert pre["qk_matmul"]["flops"] == 2 * 32 * 1024 * 1024 * 128
-    # eager GQA: repeat_kv copies K to all 32 query heads before the matmul
-    assert pre["qk_matmul"]["kv_read_bytes"] == 1024 * 32 * 128 * 2
-    assert pre["qk_matmul"]["act_read_bytes"] == 1024 * 32 * 128 * 2
+    # eager GQA: repeat_kv reads the 8 cached K heads and copies them to all 32 query heads;
+    # the matmul reads q and the copy
+    assert pre["repeat_k"]["kv_read_bytes"] == 1024 * 8 * 128 * 2
+    assert pre["repeat_k"]["act_write_bytes"] == 1024 * 32 * 128 * 2
+    assert pre["qk_matmul"]["act_read_bytes"] == 2 * 1024 * 32 * 128 * 2
     assert pre["rope"]["kv_write_bytes"] == 1024 * 8 * 128 * 2
-    assert dec["sv_matmul"]["kv_read_bytes"] == 1025 * 32 * 128 * 2
+    assert dec["sv_matmul"]["act_read_bytes"] == 32 * 1025 * 2 + 1025 * 32 * 128 * 2  # probabilities, V copy
     assert dec["lm_head"]["weight_bytes"] == 128256 * 4096 * 2
-    assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 32 * 128 * 2
+    assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 8 * 128 * 2  # the cache once, by the copies
     flash = rows(rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024, attention="flash"), "decode")
     assert flash["attention"]["kv_read_bytes"] == 8 * 1025 * 256 * 2  # fused: once per KV head
 
@@ -57,7 +59,8 @@ def test_falcon_mqa():
     dec = rows(a, "decode")
     assert dec["qk_matmul"]["flops"] == 2 * 71 * 2048 * 64
     # eager copies the one K head to all 71 query heads (repeat_kv) before the matmul
-    assert dec["qk_matmul"]["kv_read_bytes"] == 2048 * 71 * 64 * 2
+    assert dec["repeat_k"]["kv_read_bytes"] == 2048 * 64 * 2
+    assert dec["qk_matmul"]["act_read_bytes"] == 71 * 64 * 2 + 2048 * 71 * 64 * 2
     assert dec["qk_matmul"]["act_write_bytes"] == 71 * 2048 * 2
     assert "mlp_norm" not in dec and "gate_proj" not in dec  # one shared norm, plain MLP
 

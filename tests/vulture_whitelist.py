@@ -43,3 +43,6 @@ _upload  # viewer/callbacks.py
 user_folders, elsewhere, no_machine  # tests/conftest.py, tests/test_measure_nothing.py
 pytestmark, selenium  # tests/test_viewer_app.py, tests/test_viewer_browser.py
 out_dtype  # tests/test_viewer_app.py: a Settings-like field the test adds to see it appear
+
+# read by transformers' eager_attention_forward from the module it is given
+num_key_value_groups  # tests/test_eager_attention.py

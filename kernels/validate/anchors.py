@@ -34,7 +34,7 @@ from ridgeline.io.profile import load_profile
 ANCHORS = ROOT / "reports" / "anchors.yaml"
 OUTPUT = ROOT / "reports" / "validation" / "anchors.json"
 BASES = ("spec", "calibrated", "transferred")
-WORKLOAD_KEYS = ("model", "device", "batch", "prompt", "generate", "tp", "dtype")
+WORKLOAD_KEYS = ("model", "device", "batch", "prompt", "generate", "tp", "dtype", "attention")
 
 
 def load_anchors(path: Path = ANCHORS) -> dict[str, Any]:
@@ -82,6 +82,7 @@ def predict(anchor: Mapping[str, Any], basis: str) -> dict[str, Any]:
             dtype=anchor["dtype"],
             tp=anchor["tp"],
             execution="graph",
+            attention=anchor["attention"],
             **how,
         )
     except RidgelineError as err:
@@ -120,6 +121,7 @@ def predict_anchors(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "assumed": list(anchor.get("assumed") or []),
                 "workload": {k: anchor[k] for k in WORKLOAD_KEYS},
                 "execution": "graph",
+                "attention": anchor["attention"],
                 "predictions": bases,
             }
         )

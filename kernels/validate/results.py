@@ -404,7 +404,7 @@ def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
         w, p = a["workload"], a["predictions"]
         work = (
             f"{w['model']} on {w['device']}, batch {w['batch']}, prompt {w['prompt']}, "
-            f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}"
+            f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}, {w.get('attention', 'auto')} attention"
         )
         out.append(
             f"| {a['title']} | {work} | {ms(a['published']['value_s'])} | "

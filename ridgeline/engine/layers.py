@@ -45,7 +45,9 @@ class Plan:
     hb: float = 0.0  # bytes per embedding, norm, router and lm_head weight (0: ab)
     head_dtype: str = ""  # compute type of lm_head and the router ("": matrix_dtype)
     memory_utilization: float = 1.0  # fraction of device memory the runtime may use
-    expand_kv: bool = False  # eager GQA: K/V copied to every query head (repeat_kv)
+    # eager as transformers runs it: repeat_kv copies, scale and mask passes, fp32 softmax
+    transformers_eager: bool = False
+    half_to_float: bool = False  # that softmax reads fp16 itself (a GPU): no cast-up kernel
 
     @property
     def head_bytes(self) -> float:
@@ -155,25 +157,81 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
 
     Eager prefill computes the full q x S score matrix and masks it (a sliding window
     changes the mask, not the work), so flops and bytes both cover every position. Decode
-    reads the cache, which a window caps at W positions. With ``p.expand_kv`` (the eager
-    setting: Hugging Face's ``repeat_kv``) grouped K/V heads are copied to every query head
-    first, so K/V are read per query head; a Plan built without it times the grouped
-    kernels the microbenchmarks run (query heads folded onto one K/V head).
+    reads the cache, which a window caps at W positions. A Plan without
+    ``transformers_eager`` prices the three grouped kernels the microbenchmarks time (query
+    heads folded onto their K/V head, softmax in the activation type); with it, the kernels
+    transformers' ``eager_attention_forward`` runs (:func:`transformers_eager`).
     """
     kv = a.kv_len if a.prefill else kv_length(c, a.kv_len)
-    kw = dict(
-        ab=p.ab,
-        kvb=p.kvb,
-        count=a.count,
-        dtype=p.matrix_dtype,
-        expand_kv=p.expand_kv and not a.latent and a.kv_heads < a.heads,
-    )
+    if p.transformers_eager:
+        return transformers_eager(a, kv, p)
+    kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype)
     qk = O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, **kw)
     return [
         replace(qk, inputs=(a.q_from,)),
         O.softmax(a.batch, a.heads, a.q_len, kv, ab=p.ab, count=a.count, dtype=p.vector_dtype),
         O.sv_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.v_dim, **kw),
     ]
+
+
+FP32 = 4.0  # bytes of the fp32 the eager softmax computes in
+
+
+def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
+    """transformers' ``eager_attention_forward`` (models/llama/modeling_llama.py), kernel by
+    kernel: ``repeat_kv`` copies grouped K and V out to every query head (none when g = h:
+    it returns its input), ``matmul(q, k^T) * scaling`` (two kernels), ``+ attention_mask``
+    (the [b, 1, q, kv] mask in the activation type), ``softmax(dtype=float32).to(q.dtype)``,
+    ``matmul(p, v)``. ATen's softmax with a dtype (aten/src/ATen/native/SoftMax.cpp) casts
+    the input to fp32 in a kernel of its own, except fp16 on a GPU (one kernel reads fp16
+    and writes fp32: ``half_to_float``); ``.to`` casts back. Per score element, bf16: written
+    by the matmul 2, scale 2+2, mask 2+2, cast 2+4, softmax 4+4, cast back 4+2, read by the
+    second matmul 2: 32 B, against 8 in the grouped kernels. fp32 activations: no casts.
+
+    Liveness follows the Python frame (an op's ``inputs`` also name what it keeps alive): the
+    masked scores stay referenced (``attn_weights``) until the softmax line returns, so they,
+    the cast-up copy and the fp32 result are live at once, 10 B per element in bf16, beside
+    both K/V copies (``key_states`` lives until the function returns).
+    Left out: the mask's construction (once per forward) and the output's transpose copy."""
+    copy = not a.latent and a.kv_heads < a.heads
+    g = a.heads if copy else a.kv_heads
+    mm = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype, copied=copy)
+    el = dict(count=a.count, dtype=p.vector_dtype)
+    shape = (a.batch, a.heads, a.q_len, kv)
+    copies = [
+        O.repeat_kv(name, a.batch, a.heads, a.kv_heads, kv, dim, ab=p.ab, kvb=p.kvb, **el)
+        for name, dim in (("repeat_k", a.qk_dim), ("repeat_v", a.v_dim))
+    ]
+    ops = copies if copy else []
+    qk = O.qk_matmul(a.batch, a.heads, g, a.q_len, kv, a.qk_dim, **mm)
+    ops.append(replace(qk, inputs=(a.q_from, "repeat_k") if copy else (a.q_from,)))
+    ops.append(O.score_pass("attn_scale", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, inputs=("qk_matmul",), **el))
+    mask = dict(mask_bytes=p.ab, inputs=("attn_scale",))
+    ops.append(O.score_pass("attn_mask", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, **mask, **el))
+    ops += fp32_softmax(shape, a.count, p)
+    sv = O.sv_matmul(a.batch, a.heads, g, a.q_len, kv, a.v_dim, **mm)
+    held = ("repeat_v", "repeat_k") if copy else ()  # key_states lives until the function returns
+    return ops + [replace(sv, inputs=(ops[-1].name, *held))]
+
+
+def fp32_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
+    """``softmax(x, dtype=float32).to(x.dtype)`` on the masked scores ``x`` (``attn_mask``'s):
+    a cast up (none with fp32 activations or ``p.half_to_float``), the softmax in fp32, a
+    cast back (a cast: 1 op per element, the conversion); ``attn_mask`` stays among the
+    inputs while Python still holds it."""
+    el = dict(count=count, dtype=p.vector_dtype)
+    if p.ab >= FP32:
+        return [O.softmax(*shape, ab=p.ab, inputs=("attn_mask",), **el)]
+    fused = p.half_to_float
+    up = O.score_pass("softmax_upcast", *shape, in_bytes=p.ab, out_bytes=FP32, flops=1, inputs=("attn_mask",), **el)
+    held = ("attn_mask",) if fused else ("softmax_upcast", "attn_mask")
+    # priced at the activations' vector type: a profile's softmax class of that type prices
+    # it (it computes in fp32: memory-bound at 5 ops per 8 bytes either way)
+    soft = O.softmax(*shape, ab=p.ab if fused else FP32, out_bytes=FP32, inputs=held, **el)
+    down = O.score_pass(
+        "softmax_downcast", *shape, in_bytes=FP32, out_bytes=p.ab, flops=1, inputs=("softmax", "attn_mask"), **el
+    )
+    return [soft, down] if fused else [up, soft, down]
 
 
 def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:

@@ -180,21 +180,22 @@ def qk_matmul(
     kvb: float,
     count: int,
     dtype: str,
-    expand_kv: bool = False,
+    copied: bool = False,
 ) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
-    K is read once per KV head (grouped heads share it), or once per query head with
-    ``expand_kv`` (Hugging Face's eager path copies K/V to every query head with
-    ``repeat_kv`` first); the score matrix is written out.
+    K is read once per KV head (grouped heads share it) from the cache, or, ``copied``,
+    from :func:`repeat_kv`'s copy (an activation of ``kv_heads`` = heads); the score matrix
+    is written out.
     """
+    keys = batch * kv_len * kv_heads * head_dim * (ab if copied else kvb)
     return Op(
         "qk_matmul",
         "attention",
         count,
         flops=2 * batch * heads * q_len * kv_len * head_dim,
-        act_read_bytes=batch * q_len * heads * head_dim * ab,
-        kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
+        act_read_bytes=batch * q_len * heads * head_dim * ab + when(copied, keys),
+        kv_read_bytes=when(not copied, keys),
         act_write_bytes=batch * heads * q_len * kv_len * ab,
         matrix=True,
         dtype=dtype,
@@ -215,17 +216,18 @@ def sv_matmul(
     kvb: float,
     count: int,
     dtype: str,
-    expand_kv: bool = False,
+    copied: bool = False,
 ) -> Op:
-    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops (V per query
-    head with ``expand_kv``, as in :func:`qk_matmul`)."""
+    """out[b, h, q, d] = P[b, h, q, kv] @ V[b, g, kv, d]: 2*b*h*q*kv*d ops (V from the
+    cache, or from :func:`repeat_kv`'s copy when ``copied``, as in :func:`qk_matmul`)."""
+    values = batch * kv_len * kv_heads * head_dim * (ab if copied else kvb)
     return Op(
         "sv_matmul",
         "attention",
         count,
         flops=2 * batch * heads * q_len * kv_len * head_dim,
-        act_read_bytes=batch * heads * q_len * kv_len * ab,
-        kv_read_bytes=batch * kv_len * (heads if expand_kv else kv_heads) * head_dim * kvb,
+        act_read_bytes=batch * heads * q_len * kv_len * ab + when(copied, values),
+        kv_read_bytes=when(not copied, values),
         act_write_bytes=batch * q_len * heads * head_dim * ab,
         matrix=True,
         dtype=dtype,
@@ -234,9 +236,20 @@ def sv_matmul(
     )
 
 
-def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: float, count: int, dtype: str) -> Op:
+def softmax(
+    batch: Number,
+    heads: int,
+    q_len: Number,
+    kv_len: Number,
+    *,
+    ab: float,
+    count: int,
+    dtype: str,
+    out_bytes: float = 0.0,
+    inputs: tuple[str, ...] = ("qk_matmul",),
+) -> Op:
     """Row softmax over the score matrix: 5 ops per element (one of them an exponential),
-    read and written once."""
+    read once in ``ab`` bytes and written once in ``out_bytes`` (0: ``ab``)."""
     elems = batch * heads * q_len * kv_len
     return Op(
         "softmax",
@@ -245,9 +258,70 @@ def softmax(batch: Number, heads: int, q_len: Number, kv_len: Number, *, ab: flo
         flops=SOFTMAX_OPS * elems,
         exps=elems,
         act_read_bytes=elems * ab,
-        act_write_bytes=elems * ab,
+        act_write_bytes=elems * (out_bytes or ab),
         dtype=dtype,
-        inputs=("qk_matmul",),
+        inputs=inputs,
+        dims=_dims(rows=batch * heads * q_len, cols=kv_len),
+    )
+
+
+def repeat_kv(
+    name: str,
+    batch: Number,
+    heads: int,
+    kv_heads: int,
+    kv_len: Number,
+    head_dim: int,
+    *,
+    ab: float,
+    kvb: float,
+    count: int,
+    dtype: str,
+) -> Op:
+    """transformers' ``repeat_kv`` of K or V (``name``): ``expand`` then ``reshape`` copies
+    the g cached heads out to every query head, reading b*g*kv*d elements of the cache and
+    writing b*h*kv*d into a fresh tensor, which the attention matmul then reads. The copy is
+    in the activation type (a quantised cache hands transformers dequantised K/V)."""
+    return Op(
+        name,
+        "elementwise",
+        count,
+        flops=0,
+        kv_read_bytes=batch * kv_heads * kv_len * head_dim * kvb,
+        act_write_bytes=batch * heads * kv_len * head_dim * ab,
+        dtype=dtype,
+        dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, kv_len=kv_len, head_dim=head_dim),
+    )
+
+
+def score_pass(
+    name: str,
+    batch: Number,
+    heads: int,
+    q_len: Number,
+    kv_len: Number,
+    *,
+    in_bytes: float,
+    out_bytes: float,
+    flops: int,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    mask_bytes: float = 0.0,
+) -> Op:
+    """One element-wise kernel over the score matrix [b, h, q, kv]: ``flops`` per element,
+    each read in ``in_bytes`` and written in ``out_bytes`` (a scale, a mask add, a cast), plus
+    a mask [b, 1, q, kv] of ``mask_bytes`` per element, broadcast over the heads."""
+    elems = batch * heads * q_len * kv_len
+    return Op(
+        name,
+        "elementwise",
+        count,
+        flops=flops * elems,
+        act_read_bytes=elems * in_bytes + batch * q_len * kv_len * mask_bytes,
+        act_write_bytes=elems * out_bytes,
+        dtype=dtype,
+        inputs=inputs,
         dims=_dims(rows=batch * heads * q_len, cols=kv_len),
     )
 

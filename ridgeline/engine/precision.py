@@ -136,5 +136,6 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         hb=dtype_bytes(kept),
         head_dtype=_float_fallback(kept, device),
         memory_utilization=settings.memory_utilization,
-        expand_kv=attention == "eager",
+        transformers_eager=attention == "eager",
+        half_to_float=attention == "eager" and device.kind == "gpu" and a == "fp16",
     )

@@ -24,7 +24,10 @@ from ridgeline.engine.roofline import Ceilings, evaluate
 from ridgeline.serving.transformers_sdpa import GatherCost, build_gather_cost
 
 # ops whose work depends on each sequence's own query and cached lengths
-ATTENTION_OPS = ("qk_matmul", "softmax", "sv_matmul", "attention", "attn_combine")
+ATTENTION_OPS = (
+    *("repeat_k", "repeat_v", "qk_matmul", "attn_scale", "attn_mask"),
+    *("softmax_upcast", "softmax", "softmax_downcast", "sv_matmul", "attention", "attn_combine"),
+)
 HEAD_OPS = ("lm_head",)
 
 
