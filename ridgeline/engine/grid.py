@@ -60,6 +60,8 @@ class Span:
 def measured_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
     """The spans of the table that prices ``op`` (``Ceilings.row_fraction``'s choice of key),
     with the op's value on each; none where no table prices it."""
+    if not ceilings.measures_grid():
+        return ()
     for key in ceilings.keys(op):
         if key in ceilings.attention_tables:
             return _grid_spans(ceilings.attention_tables[key], op)

@@ -115,7 +115,7 @@ DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the 
 def when(flag, value):
     """``value`` where ``flag`` is set, else 0. ``flag`` may be an array: a plan whose data
     types are arrays prices several deployments in one evaluation (``ridgeline.serving.bounds``)."""
-    if np.ndim(flag) == 0:
+    if isinstance(flag, (bool, int, float, np.generic)) or np.ndim(flag) == 0:
         return value if flag else 0
     return np.where(flag, value, 0.0)
 
