@@ -76,6 +76,8 @@ def measured_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
 
 def outside_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
     """The spans ``op`` lies outside of, anywhere in its workload: where it is extrapolated."""
+    if not ceilings.measures_grid():
+        return ()
     return tuple(s for s in measured_spans(op, ceilings) if np.any(s.outside))
 
 

@@ -162,16 +162,16 @@ def op_draws(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarr
     return np.ascontiguousarray(median[at] + wide * drawn[:, at])  # [samples, ops], C order as the matmul expects
 
 
-def op_factors(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray) -> np.ndarray:
-    """``exp`` of :func:`op_draws`, kept (read-only): every analysis with these groups and
-    distances draws the same (one seed)."""
+def op_factors(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray, named: tuple) -> np.ndarray:
+    """``exp`` of :func:`op_draws`, kept (read-only): every analysis with these groups,
+    distances and uniforms (``named`` names them, as ``shared_draws`` gives it) draws the same."""
 
     def make() -> np.ndarray:
         factors = np.exp(op_draws(table, groups, distances, u))
         factors.setflags(write=False)
         return factors
 
-    return table.kept(("factors", tuple(groups), tuple(distances), u.tobytes()), make)
+    return table.kept(("factors", tuple(groups), tuple(distances), named), make)
 
 
 def _drawn(table: IntervalTable, groups: Sequence[str], u: np.ndarray) -> np.ndarray:
@@ -245,15 +245,23 @@ def op_groups(ops: Sequence[Op], ceilings, table: IntervalTable) -> tuple[list[s
 
 def shared_draws(groups_by_stage: Sequence[Sequence[str]], samples: int = SAMPLES, seed: int = SEED):
     """One draw per class shared by every stage (a class's error is one error): a function
-    giving the uniforms of a stage's groups, one column per class in sorted order."""
-    classes = sorted({g.split("|")[0] for groups in groups_by_stage for g in groups})
-    u = _uniforms(samples, len(classes), seed)
+    giving the uniforms of a stage's groups, one column per class in sorted order, and what
+    names them (samples, seed, every class, the stage's classes)."""
+    classes = tuple(sorted({g.split("|")[0] for groups in groups_by_stage for g in groups}))
 
-    def u_of(groups: Sequence[str]) -> np.ndarray:
-        own = sorted({g.split("|")[0] for g in groups})
-        return u[:, [classes.index(c) for c in own]]
+    def u_of(groups: Sequence[str]) -> tuple[np.ndarray, tuple]:
+        own = tuple(sorted({g.split("|")[0] for g in groups}))
+        return _class_uniforms(samples, seed, classes, own), (samples, seed, classes, own)
 
     return u_of
+
+
+@functools.lru_cache(maxsize=256)
+def _class_uniforms(samples: int, seed: int, classes: tuple[str, ...], own: tuple[str, ...]) -> np.ndarray:
+    """The columns of ``own``'s classes among ``classes``' seeded uniforms (read-only)."""
+    u = _uniforms(samples, len(classes), seed)[:, [classes.index(c) for c in own]]
+    u.setflags(write=False)
+    return u
 
 
 @functools.lru_cache(maxsize=64)
@@ -289,7 +297,7 @@ def analysis_intervals(
     (one pass each). Both stages share their classes' draws."""
     groups = {s: op_groups(ops[s], ceilings, table) for s in ops}
     u_of = shared_draws([g for g, _ in groups.values()])
-    f = {s: pass_factors(np.ravel(weights[s]), op_factors(table, g, dist, u_of(g))) for s, (g, dist) in groups.items()}
+    f = {s: pass_factors(np.ravel(weights[s]), op_factors(table, g, dist, *u_of(g))) for s, (g, dist) in groups.items()}
     figures: dict[str, tuple[np.ndarray, float]] = {}
     if "ttft_s" in points:
         ttft, total = float(points["ttft_s"]), float(points["total_s"])
@@ -326,7 +334,7 @@ def stage_factors(
         w = np.asarray(weights[s], dtype=float).reshape(len(g), -1)  # [ops, points]
         total = w.sum(axis=0)
         share = w / np.where(total > 0, total, 1.0)
-        f = op_factors(table, g, dist, u_of(g)) @ share  # [samples, points]
+        f = op_factors(table, g, dist, *u_of(g)) @ share  # [samples, points]
         f[:, total <= 0] = 1.0
         out[s] = f if np.ndim(weights[s]) > 1 else f[:, 0]
     return out

@@ -181,6 +181,7 @@ def qk_matmul(
     count: int,
     dtype: str,
     expand_kv: bool = False,
+    inputs: tuple[str, ...] = ("q",),
 ) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
@@ -198,7 +199,7 @@ def qk_matmul(
         act_write_bytes=batch * heads * q_len * kv_len * ab,
         matrix=True,
         dtype=dtype,
-        inputs=("q",),
+        inputs=inputs,
         dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim),
     )
 
@@ -307,13 +308,22 @@ def residual_add(
 
 
 def mlp_act(
-    tokens: Number, width: int, act: str, gated: bool, *, ab: float, count: int, dtype: str, inputs: tuple[str, ...]
+    tokens: Number,
+    width: int,
+    act: str,
+    gated: bool,
+    *,
+    ab: float,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    name: str = "mlp_act",
 ) -> Op:
     """act(gate) * up (gated) or act(up): ACT_OPS per element (+1 for the gate multiply)."""
     elems = tokens * width
     per_elem = ACT_OPS.get(act, 8) + (1 if gated else 0)
     return Op(
-        "mlp_act",
+        name,
         "elementwise",
         count,
         flops=per_elem * elems,
