@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from ridgeline.engine.analyze import deployment_basis
@@ -541,6 +540,8 @@ class ProgressAfter:
         if self.bar is None:
             elapsed = time.perf_counter() - self.start
             if done < total and elapsed / done * total > self.seconds:
+                from rich.progress import Progress  # here: a bar is rare, and its import costs every command
+
                 self.bar = Progress(transient=True, console=Console(stderr=True))
                 self.bar.start()
                 self.task = self.bar.add_task("sweep", total=total)
@@ -562,6 +563,8 @@ def simulation_progress(total: int):
     if total <= 20000:
         yield None
         return
+    from rich.progress import Progress  # here, as in ProgressAfter
+
     with Progress(transient=True) as progress:
         task = progress.add_task("simulating", total=total)
         yield lambda done, _total: progress.update(task, completed=done)

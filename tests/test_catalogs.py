@@ -181,3 +181,39 @@ def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
     spec.write_text("\n".join(f"{k}: {v}" for k, v in {**base, "runtime_reserve_gib": 100}.items()) + "\n")
     out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", str(spec)])
     assert out.exit_code == 2 and "runtime_reserve_gib" in out.output
+
+
+# --- YAML reading (libyaml's loader; issue 30's speed items) ---------------------------------
+
+
+def test_read_yaml_gives_what_safe_load_gives_for_every_committed_file():
+    """``read_yaml`` parses with libyaml's safe loader where PyYAML has it: the same values as
+    ``yaml.safe_load`` for every device, profile and the spec intervals."""
+    import yaml
+
+    from ridgeline.io.catalog import HARDWARE_DIR, PROFILES_DIR
+    from ridgeline.io.files import read_yaml
+    from ridgeline.io.profile import SPEC_INTERVALS
+
+    files = [*sorted(HARDWARE_DIR.glob("*.yaml")), *sorted(PROFILES_DIR.glob("*.yaml")), SPEC_INTERVALS]
+    assert len(files) > 20
+    for path in files:
+        assert read_yaml(path) == yaml.safe_load(path.read_text()), path
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a: [1, 2", "malformed YAML at line 1: expected ',' or ']', but got '<stream end>'"),
+        ("name: x\n  kind: [gpu", "malformed YAML at line 2: mapping values are not allowed here"),
+    ],
+)
+def test_malformed_yaml_keeps_pyyaml_s_own_message(text, line):
+    """libyaml words its errors otherwise (and puts the first at line 2): the message quoted is
+    PyYAML's, as before."""
+    from ridgeline.errors import InvalidSpecError
+    from ridgeline.io.files import parse_yaml
+
+    with pytest.raises(InvalidSpecError) as err:
+        parse_yaml(text, "bad.yaml")
+    assert str(err.value).endswith(line)

@@ -50,14 +50,29 @@ def test_roofline_bands_are_each_ops_perf_over_its_time_interval():
     assert caption(fig) == "bands: 80 % intervals from hand-made residuals"
 
 
-def test_breakdown_error_bars_add_each_kinds_ops():
-    a = rl.analyze(with_table(EVEN), batch=1, seq_len=256, generate=16)
+@pytest.mark.parametrize("generate", [0, 16])
+def test_breakdown_band_spans_its_bars_interval_in_ms(generate):
+    """One band per stacked bar, in the bar's milliseconds: the stage's own interval (TTFT
+    and TPOT with a generation, the passes without) scaled to the bar. Residuals centred on
+    0 (quantiles -0.24 and 0.24): the band straddles the bar's top, never a multiple of it."""
+    a = rl.analyze(with_table(EVEN), batch=1, seq_len=256, generate=generate)
     fig = figures.time_breakdown_figure(a)
+    intervals = a.extra["intervals"]
+    keys = {"prefill": "ttft_s", "decode": "tpot_s"} if generate else {"prefill": "prefill_s", "decode": "decode_s"}
+    points = {"prefill": a.prefill.total["time_s"], "decode": a.decode.total["time_s"]}
+    if generate:
+        points["decode"] = a.generation["tpot_s"]
+    for stage in ("prefill", "decode"):
+        ms = sum(t.y[0] for t in fig.data if str(t.meta).startswith(f"time:{stage}:"))
+        (band,) = [t for t in fig.data if t.meta == f"band:{stage}"]
+        lo, hi = intervals[keys[stage]]["80"]
+        assert list(band.x) == [stage, stage]
+        assert band.y == pytest.approx((ms * lo / points[stage], ms * hi / points[stage]), rel=1e-12)
+        assert band.y == pytest.approx((ms * np.exp(-0.24), ms * np.exp(0.24)), rel=0.03)
+        assert band.y[0] < ms < band.y[1]
+    assert all(t.error_y.array is None for t in fig.data)
     bar = next(t for t in fig.data if t.meta == "time:prefill:linear")
-    ms = bar.y[0]
-    assert bar.error_y.array[0] == pytest.approx(ms * (np.exp(0.24) - 1), rel=1e-9)
-    assert bar.error_y.arrayminus[0] == pytest.approx(ms * (1 - np.exp(-0.24)), rel=1e-9)
-    assert "80 %: " in bar.hovertemplate
+    assert "80 %: " in bar.hovertemplate  # each kind's own interval stays in its hover
     assert caption(fig).startswith("bands: 80 % intervals from hand-made residuals")
 
 
@@ -66,6 +81,7 @@ def test_no_table_no_bands_and_the_reason_shown():
     roof, breakdown = figures.roofline_figure(a), figures.time_breakdown_figure(a)
     assert not bands_of(roof) and caption(roof) == WHY
     assert all(t.error_y.array is None for t in breakdown.data) and caption(breakdown) == WHY
+    assert not [t for t in breakdown.data if str(t.meta).startswith("band:")]
     frame = rl.sweep(without_table(), batch=[1, 8], seq_len=[256], generate=16)
     frame.attrs["intervals"] = data.with_bands(frame, rl.api.sweep_bands(without_table(), frame, 16))
     assert frame.attrs["intervals"] == {"none": WHY}

@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 import ridgeline as rl  # noqa: E402
 from ridgeline.engine.workload import Settings
 from viewer import figures, ids  # noqa: E402
-from viewer.screenshots import chrome, chromium_paths, serve_in_thread, wait_for  # noqa: E402
+from viewer.screenshots import PAGES, chrome, chromium_paths, fit_to_page, serve_in_thread, wait_for, wait_idle  # noqa: E402
 
 if chromium_paths() is None:
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
@@ -196,3 +196,19 @@ def test_validation_page_draws_a_committed_run_s_waterfall(page):
     chosen = page.find_element(By.ID, ids.VALIDATION_WATERFALL_RUN).text
     assert chosen.startswith("gpu-runs/cuda-nvidia-h200")
     assert severe_logs(page) == []
+
+
+def test_screenshot_window_holds_the_whole_serving_page(page):
+    """What ``python -m viewer.screenshots`` captures of the Serving page reaches past the
+    bottom of its last chart, the Plan (the window's own bars once cut its foot off)."""
+    query, ready = PAGES["serving"]
+    page.get(f"{page.base}/serving{query}")
+    wait_for(page, ready)
+    wait_idle(page)
+    try:
+        fit_to_page(page, 1400)
+        script = "return [document.getElementById(arguments[0]).getBoundingClientRect().bottom, window.innerHeight]"
+        bottom, shown = page.execute_script(script, ids.PLAN_GRAPH)
+        assert bottom <= shown
+    finally:
+        page.set_window_size(1400, 1000)

@@ -422,9 +422,30 @@ def kind_intervals(analysis: Analysis) -> dict[str, pd.DataFrame]:
     return out
 
 
+# the analysis's interval behind each stage's bar: TTFT and TPOT with a generation, else the passes
+STAGE_FIGURES = {"prefill": ("ttft_s", "prefill_s"), "decode": ("tpot_s", "decode_s")}
+
+
+def stage_band(analysis: Analysis, stage: str) -> tuple[float, float] | None:
+    """The stage's ``BAND`` interval as factors of its time: the analysis's own interval of
+    TTFT or TPOT (of the pass without a generation), whose draws its ops' classes share;
+    None without one."""
+    intervals = analysis.extra.get("intervals") or {}
+    with_generation, one_pass = STAGE_FIGURES[stage]
+    if with_generation in intervals:
+        key, point = with_generation, analysis.generation[with_generation]
+    elif one_pass in intervals:
+        key, point = one_pass, getattr(analysis, stage).total["time_s"]
+    else:
+        return None
+    lo, hi = intervals[key][BAND]
+    return lo / point, hi / point
+
+
 def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     """Stacked bars: where a prefill pass and a decode step spend their time, by op kind;
-    with intervals, each kind's as an error bar on its segment."""
+    with intervals, one band beside each bar spanning the stage's interval in the bar's
+    milliseconds, and each kind's interval in its hover."""
     table = time_by_kind(analysis)
     ends = kind_intervals(analysis)
     fig = make_subplots(
@@ -452,24 +473,35 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
                     hovertemplate=f"{kind}: %{{y:,.4r}} ms ({100 * row[stage] / total:.1f}%)"
                     + (f", {BAND} %: {number(band['lo'])}–{number(band['hi'])} ms" if band is not None else "")
                     + "<extra></extra>",
-                    error_y=kind_error(band, row[stage] * 1e3),
                 ),
                 row=1,
                 col=col,
             )
+    for col, stage in enumerate(STAGES, start=1):
+        factors = stage_band(analysis, stage)
+        if factors is not None:
+            fig.add_trace(total_band(stage, table[stage].sum() * 1e3, factors), row=1, col=col)
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="time (ms)", row=1, col=1)
     base_layout(fig, "Time by op kind (count x time)", height, top=100)
     return add_caption(fig, analysis.extra.get("intervals"))
 
 
-def kind_error(band: pd.Series | None, value: float) -> dict[str, Any] | None:
-    """An error bar from ``band``'s lo and hi around ``value`` (each side at least 0: an
-    interval beside the point shows its nearer end at the point; the hover gives both ends)."""
-    if band is None:
-        return None
-    up, down = max(band["hi"] - value, 0.0), max(value - band["lo"], 0.0)
-    return {"type": "data", "symmetric": False, "array": [up], "arrayminus": [down], "color": "#333", "width": 3}
+def total_band(stage: str, ms: float, factors: tuple[float, float]) -> go.Scatter:
+    """A stage bar's interval: a capped line from lo to hi (ms) at the bar's x (the caption
+    names it; no legend entry)."""
+    lo, hi = ms * factors[0], ms * factors[1]
+    return go.Scatter(
+        x=[stage, stage],
+        y=[lo, hi],
+        mode="lines+markers",
+        name=f"{BAND} % interval",
+        showlegend=False,
+        meta=f"band:{stage}",
+        line={"color": "#333", "width": 3},
+        marker={"symbol": "line-ew-open", "size": 14, "color": "#333"},
+        hovertemplate=f"{stage}: {BAND} % {number(lo)}–{number(hi)} ms<extra></extra>",
+    )
 
 
 def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:

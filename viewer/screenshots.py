@@ -129,11 +129,29 @@ def wait_idle(driver, timeout: float = 20.0) -> None:
         time.sleep(0.1)
 
 
+# the page's full height and the height the window shows of it
+PAGE_HEIGHTS = (
+    "return [Math.max(document.body.scrollHeight, document.documentElement.scrollHeight), window.innerHeight]"
+)
+MAX_HEIGHT = 4000  # px: the tallest window a screenshot grows to
+
+
+def fit_to_page(driver, width: int, tries: int = 4) -> None:
+    """Grow the window until what it shows holds the whole page: the browser's own bars take
+    part of the window's height, and plotly re-lays out on resize (the page may grow)."""
+    for _ in range(tries):
+        page, shown = driver.execute_script(PAGE_HEIGHTS)
+        if shown >= page:
+            return
+        window = driver.get_window_size()["height"]
+        driver.set_window_size(width, min(window + int(page) - int(shown), MAX_HEIGHT))
+        time.sleep(0.8)
+        wait_idle(driver)
+
+
 def full_page_png(driver, path: Path, width: int) -> None:
-    """Grow the window to the page's height and save a PNG."""
-    height = driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
-    driver.set_window_size(width, min(int(height) + 40, 4000))
-    time.sleep(0.8)  # plotly re-lays out on resize
+    """Grow the window to the page (``fit_to_page``) and save a PNG."""
+    fit_to_page(driver, width)
     driver.save_screenshot(str(path))
 
 

@@ -140,6 +140,10 @@ def _affine_sum(y_lo, y_hi, n):
 def _positive_part_sum(w_lo, w_hi, lo, hi):
     """Sum over integers s in [lo, hi] of max(w(s), 0), w affine with w(lo)=w_lo, w(hi)=w_hi."""
     n = hi - lo + 1
+    both_pos = (w_lo >= 0) & (w_hi >= 0)
+    both_neg = (w_lo <= 0) & (w_hi <= 0)
+    if np.all(both_pos | both_neg):  # no op crosses zero inside the range (most analyses)
+        return np.where(both_pos, _affine_sum(w_lo, w_hi, n), 0.0)
     span = np.maximum(hi - lo, 1)
     slope = (w_hi - w_lo) / span
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -149,8 +153,6 @@ def _positive_part_sum(w_lo, w_hi, lo, hi):
     stop = np.where(w_lo > 0, np.clip(np.ceil(root) - 1, lo - 1, hi), hi)
     count = np.maximum(stop - start + 1, 0)
     partial = _affine_sum(w_lo + slope * (start - lo), w_lo + slope * (stop - lo), count)
-    both_pos = (w_lo >= 0) & (w_hi >= 0)
-    both_neg = (w_lo <= 0) & (w_hi <= 0)
     return np.where(both_pos, _affine_sum(w_lo, w_hi, n), np.where(both_neg, 0.0, partial))
 
 
@@ -166,6 +168,12 @@ def _sides(table: dict) -> tuple:
     )
 
 
+def _number(value):
+    """A numpy scalar or 0-d array as the Python number it holds (the ops' arithmetic on numpy
+    scalars is several times slower, with the same results); anything else as it is."""
+    return value.item() if isinstance(value, (np.ndarray, np.generic)) and value.ndim == 0 else value
+
+
 def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
     """Exact sum of decode-step times for cached lengths s = lo..hi (0 where hi < lo), each
     step over ``q_len`` new tokens per sequence (a speculative verify pass: k + 1).
@@ -176,8 +184,8 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     """
     hi_safe = np.maximum(hi, lo)
     if at_lo is None:
-        at_lo = evaluate(stage_ops(model, "decode", batch, lo, p, q_len), ceilings)
-    at_hi = evaluate(stage_ops(model, "decode", batch, hi_safe, p, q_len), ceilings)
+        at_lo = evaluate(stage_ops(model, "decode", batch, _number(lo), p, q_len), ceilings)
+    at_hi = evaluate(stage_ops(model, "decode", batch, _number(hi_safe), p, q_len), ceilings)
     n = hi_safe - lo + 1
     work_lo, move_lo = _sides(at_lo)
     work_hi, move_hi = _sides(at_hi)

@@ -60,6 +60,8 @@ class Span:
 def measured_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
     """The spans of the table that prices ``op`` (``Ceilings.row_fraction``'s choice of key),
     with the op's value on each; none where no table prices it."""
+    if not ceilings.measures_grid():
+        return ()
     for key in ceilings.keys(op):
         if key in ceilings.attention_tables:
             return _grid_spans(ceilings.attention_tables[key], op)
@@ -74,6 +76,8 @@ def measured_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
 
 def outside_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
     """The spans ``op`` lies outside of, anywhere in its workload: where it is extrapolated."""
+    if not ceilings.measures_grid():
+        return ()
     return tuple(s for s in measured_spans(op, ceilings) if np.any(s.outside))
 
 

@@ -19,6 +19,7 @@ assumption, said in the basis, not a measured figure.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -69,8 +70,17 @@ class IntervalTable:
         """The first group this table holds: the chain ``keys`` within the size band, the
         band's pool, the chain across bands, the whole pool (the size matters most: a small
         kernel's launch-bound residuals do not stand for a large one's)."""
-        order = [f"{key}|{size_band}" for key in keys] + [f"{POOL}|{size_band}", *keys]
-        return next((name for name in order if name in self.groups), POOL)
+        keys = tuple(keys)
+        found = self._found.get((keys, size_band))
+        if found is None:
+            order = [f"{key}|{size_band}" for key in keys] + [f"{POOL}|{size_band}", *keys]
+            found = self._found[keys, size_band] = next((name for name in order if name in self.groups), POOL)
+        return found
+
+    @cached_property
+    def _found(self) -> dict[tuple, str]:
+        """The groups ``group_of`` found, by its arguments (a few dozen: the classes and bands)."""
+        return {}
 
     def quantiles(self, group: str) -> np.ndarray:
         return self.groups[group][1]
@@ -152,6 +162,18 @@ def op_draws(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarr
     return np.ascontiguousarray(median[at] + wide * drawn[:, at])  # [samples, ops], C order as the matmul expects
 
 
+def op_factors(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray, named: tuple) -> np.ndarray:
+    """``exp`` of :func:`op_draws`, kept (read-only): every analysis with these groups,
+    distances and uniforms (``named`` names them, as ``shared_draws`` gives it) draws the same."""
+
+    def make() -> np.ndarray:
+        factors = np.exp(op_draws(table, groups, distances, u))
+        factors.setflags(write=False)
+        return factors
+
+    return table.kept(("factors", tuple(groups), tuple(distances), named), make)
+
+
 def _drawn(table: IntervalTable, groups: Sequence[str], u: np.ndarray) -> np.ndarray:
     """Each group's log residual quantiles at the uniforms of its class, less its median:
     (samples, groups) for ``u`` (samples, classes: the groups' keys in sorted order); the
@@ -164,13 +186,13 @@ def _drawn(table: IntervalTable, groups: Sequence[str], u: np.ndarray) -> np.nda
     return drawn
 
 
-def pass_factors(weights, log_factors: np.ndarray) -> np.ndarray:
-    """A pass's factor per draw: its ops' factors weighted by their share of its time."""
+def pass_factors(weights, factors: np.ndarray) -> np.ndarray:
+    """A pass's factor per draw: its ops' factors (``op_factors``) weighted by their share of its time."""
     w = np.asarray(weights, dtype=float)
     total = w.sum()
     if total <= 0:
-        return np.ones(log_factors.shape[0])
-    return np.exp(log_factors) @ (w / total)
+        return np.ones(factors.shape[0])
+    return factors @ (w / total)
 
 
 def centrals(figures: Mapping[str, tuple[np.ndarray, float]]) -> dict[str, dict[str, list[float]]]:
@@ -223,15 +245,31 @@ def op_groups(ops: Sequence[Op], ceilings, table: IntervalTable) -> tuple[list[s
 
 def shared_draws(groups_by_stage: Sequence[Sequence[str]], samples: int = SAMPLES, seed: int = SEED):
     """One draw per class shared by every stage (a class's error is one error): a function
-    giving the uniforms of a stage's groups, one column per class in sorted order."""
-    classes = sorted({g.split("|")[0] for groups in groups_by_stage for g in groups})
-    u = np.random.default_rng(seed).random((samples, len(classes)))
+    giving the uniforms of a stage's groups, one column per class in sorted order, and what
+    names them (samples, seed, every class, the stage's classes)."""
+    classes = tuple(sorted({g.split("|")[0] for groups in groups_by_stage for g in groups}))
 
-    def u_of(groups: Sequence[str]) -> np.ndarray:
-        own = sorted({g.split("|")[0] for g in groups})
-        return u[:, [classes.index(c) for c in own]]
+    def u_of(groups: Sequence[str]) -> tuple[np.ndarray, tuple]:
+        own = tuple(sorted({g.split("|")[0] for g in groups}))
+        return _class_uniforms(samples, seed, classes, own), (samples, seed, classes, own)
 
     return u_of
+
+
+@functools.lru_cache(maxsize=256)
+def _class_uniforms(samples: int, seed: int, classes: tuple[str, ...], own: tuple[str, ...]) -> np.ndarray:
+    """The columns of ``own``'s classes among ``classes``' seeded uniforms (read-only)."""
+    u = _uniforms(samples, len(classes), seed)[:, [classes.index(c) for c in own]]
+    u.setflags(write=False)
+    return u
+
+
+@functools.lru_cache(maxsize=64)
+def _uniforms(samples: int, classes: int, seed: int) -> np.ndarray:
+    """The seeded uniforms, (samples, classes): the same at every call, so made once (read-only)."""
+    u = np.random.default_rng(seed).random((samples, classes))
+    u.setflags(write=False)
+    return u
 
 
 def summary(table: IntervalTable, groups: Sequence[str], extrapolated: int) -> dict[str, Any]:
@@ -259,7 +297,7 @@ def analysis_intervals(
     (one pass each). Both stages share their classes' draws."""
     groups = {s: op_groups(ops[s], ceilings, table) for s in ops}
     u_of = shared_draws([g for g, _ in groups.values()])
-    f = {s: pass_factors(np.ravel(weights[s]), op_draws(table, g, dist, u_of(g))) for s, (g, dist) in groups.items()}
+    f = {s: pass_factors(np.ravel(weights[s]), op_factors(table, g, dist, *u_of(g))) for s, (g, dist) in groups.items()}
     figures: dict[str, tuple[np.ndarray, float]] = {}
     if "ttft_s" in points:
         ttft, total = float(points["ttft_s"]), float(points["total_s"])
@@ -296,7 +334,7 @@ def stage_factors(
         w = np.asarray(weights[s], dtype=float).reshape(len(g), -1)  # [ops, points]
         total = w.sum(axis=0)
         share = w / np.where(total > 0, total, 1.0)
-        f = np.exp(op_draws(table, g, dist, u_of(g))) @ share  # [samples, points]
+        f = op_factors(table, g, dist, *u_of(g)) @ share  # [samples, points]
         f[:, total <= 0] = 1.0
         out[s] = f if np.ndim(weights[s]) > 1 else f[:, 0]
     return out

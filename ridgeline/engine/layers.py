@@ -166,9 +166,8 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     if p.transformers_eager:
         return transformers_eager(a, kv, p)
     kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype)
-    qk = O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, **kw)
     return [
-        replace(qk, inputs=(a.q_from,)),
+        O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, inputs=(a.q_from,), **kw),
         O.softmax(a.batch, a.heads, a.q_len, kv, ab=p.ab, count=a.count, dtype=p.vector_dtype),
         O.sv_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.v_dim, **kw),
     ]
@@ -357,8 +356,8 @@ def dense_mlp(c: ModelConfig, tokens, width: int, p: Plan, source: str, count: i
     ops = [O.linear(names["gate_proj"], tokens, h, width, inputs=(source,), **lin)] if c.gated_mlp else []
     ops.append(O.linear(names["up_proj"], tokens, h, width, inputs=(source,), **lin))
     act_in = tuple(op.name for op in ops)
-    act = O.mlp_act(tokens, width, c.hidden_act, c.gated_mlp, ab=p.ab, count=count, dtype=p.vector_dtype, inputs=act_in)
-    ops.append(replace(act, name=names["mlp_act"]))
+    vec = dict(ab=p.ab, count=count, dtype=p.vector_dtype)
+    ops.append(O.mlp_act(tokens, width, c.hidden_act, c.gated_mlp, inputs=act_in, name=names["mlp_act"], **vec))
     ops.append(O.linear(names["down_proj"], tokens, width, h, inputs=(names["mlp_act"],), **lin))
     return ops
 

@@ -115,7 +115,7 @@ DEQUANT_OPS = 2  # per weight element: subtract the zero point, multiply by the 
 def when(flag, value):
     """``value`` where ``flag`` is set, else 0. ``flag`` may be an array: a plan whose data
     types are arrays prices several deployments in one evaluation (``ridgeline.serving.bounds``)."""
-    if np.ndim(flag) == 0:
+    if isinstance(flag, (bool, int, float, np.generic)) or np.ndim(flag) == 0:
         return value if flag else 0
     return np.where(flag, value, 0.0)
 
@@ -181,6 +181,7 @@ def qk_matmul(
     count: int,
     dtype: str,
     copied: bool = False,
+    inputs: tuple[str, ...] = ("q",),
 ) -> Op:
     """scores[b, h, q, kv] = Q[b, h, q, d] @ K[b, g, kv, d]^T: 2*b*h*q*kv*d ops.
 
@@ -199,7 +200,7 @@ def qk_matmul(
         act_write_bytes=batch * heads * q_len * kv_len * ab,
         matrix=True,
         dtype=dtype,
-        inputs=("q",),
+        inputs=inputs,
         dims=_dims(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim),
     )
 
@@ -381,13 +382,22 @@ def residual_add(
 
 
 def mlp_act(
-    tokens: Number, width: int, act: str, gated: bool, *, ab: float, count: int, dtype: str, inputs: tuple[str, ...]
+    tokens: Number,
+    width: int,
+    act: str,
+    gated: bool,
+    *,
+    ab: float,
+    count: int,
+    dtype: str,
+    inputs: tuple[str, ...],
+    name: str = "mlp_act",
 ) -> Op:
     """act(gate) * up (gated) or act(up): ACT_OPS per element (+1 for the gate multiply)."""
     elems = tokens * width
     per_elem = ACT_OPS.get(act, 8) + (1 if gated else 0)
     return Op(
-        "mlp_act",
+        name,
         "elementwise",
         count,
         flops=per_elem * elems,

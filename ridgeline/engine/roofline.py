@@ -8,6 +8,7 @@ peaks; ``calibrated`` ones come from a measured device profile (``ridgeline cali
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -307,7 +308,17 @@ class Ceilings:
     def vector_roof(self, dtype: str) -> float:
         return self.vector_peak.get(dtype) or self.vector_peak.get("fp32") or min(self.matrix_peak.values())
 
+    def roofs(self, op: Op) -> tuple[Any, Any, float]:
+        """The op's compute roof, memory roof and per-kernel overhead, with its class keys,
+        terms and measured fraction looked up once (what ``evaluate`` asks of every op)."""
+        keys = self.keys(op)
+        terms, fraction = self._terms(keys), self._row_fraction(op, keys)
+        return self._compute(op, terms, fraction), self._memory(op, terms, fraction), self._overhead(keys)
+
     def compute_roof(self, op: Op) -> float:
+        return self._compute(op, self.terms(op), self.row_fraction(op))
+
+    def _compute(self, op: Op, terms: Mapping[str, float], fraction) -> float:
         if op.matrix:
             table = self.matrix_peak
             peak = table.get(op.dtype)
@@ -317,19 +328,20 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
-        terms = self.terms(op)
         roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"), bool(terms.get("gemv")))
-        return _measured_or(self.row_fraction(op), peak, roof)
+        return _measured_or(fraction, peak, roof)
 
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
         a BLAS GEMV kernel may stream those at their own rate (``gemv_memory``)."""
-        terms = self.terms(op)
+        return self._memory(op, self.terms(op), self.row_fraction(op))
+
+    def _memory(self, op: Op, terms: Mapping[str, float], fraction):
         rate = self.bandwidth * terms.get("memory", 1.0)
         rows = tile_rows(op) if "gemv_memory" in terms else None
         if rows is not None:
             rate = np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
-        return _measured_or(self.row_fraction(op), self.bandwidth, rate)
+        return _measured_or(fraction, self.bandwidth, rate)
 
     def row_fraction(self, op: Op):
         """The class's measured fraction of the bound at the op's rows and shape, or None
@@ -339,7 +351,17 @@ class Ceilings:
         computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
         they are more (a prompt: the class's terms price it); an element-wise class's by the
         op's bytes."""
-        for key in self.keys(op):
+        return self._row_fraction(op, self.keys(op))
+
+    def measures_grid(self) -> bool:
+        """Whether any measured table (rows, sizes, attention) prices ops: datasheet roofs
+        and efficiency terms measure none."""
+        return bool(self.attention_tables or self.size_curves or self.row_curves)
+
+    def _row_fraction(self, op: Op, keys: tuple[str, ...]):
+        if not self.measures_grid():
+            return None
+        for key in keys:
             if key in self.attention_tables:
                 return self.attention_fraction(key, op)
             if key in self.size_curves and op.kind in SIZE_KINDS:
@@ -381,10 +403,16 @@ class Ceilings:
         return out if out.ndim else float(out)
 
     def overhead(self, op: Op) -> float:
-        for key in self.keys(op):
-            if key in self.overhead_s:
-                return self.overhead_s[key]
-        return self.overhead_s.get("default", 0.0)
+        return self._overhead(self.keys(op))
+
+    def _overhead(self, keys: tuple[str, ...]) -> float:
+        table = self.overhead_s
+        if table:
+            for key in keys:
+                if key in table:
+                    return table[key]
+            return table.get("default", 0.0)
+        return 0.0
 
     def class_dtype(self, dtype: str) -> str:
         """The data type whose measured classes price ``dtype``: itself when the profile
@@ -404,9 +432,14 @@ class Ceilings:
 
     def terms(self, op: Op) -> Mapping[str, float]:
         """The efficiency terms of the most specific key the table holds (see ``keys``)."""
-        for key in self.keys(op):
-            if key in self.efficiency:
-                return self.efficiency[key]
+        return self._terms(self.keys(op))
+
+    def _terms(self, keys: tuple[str, ...]) -> Mapping[str, float]:
+        table = self.efficiency
+        if table:
+            for key in keys:
+                if key in table:
+                    return table[key]
         return {}
 
 
@@ -470,6 +503,7 @@ def keys_for(op: Op) -> tuple[str, ...]:
     return class_keys(op.kind, op.name, op.dtype, op_variant(op))
 
 
+@functools.lru_cache(maxsize=4096)
 def class_keys(kind: str, name: str, dtype: str, variant: str = "") -> tuple[str, ...]:
     """The keys above; with a ``variant`` (the op's activation or norm kind) first the op's
     class of that kind ('elementwise:mlp_act_eager.gelu_tanh_mul@bf16') and the kind's class
@@ -541,23 +575,44 @@ def _per_op(values: list, shape: tuple) -> np.ndarray:
         return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape[1:]) for v in values])
 
 
+# the fields of every op ``evaluate`` reads, stacked into arrays (``_stack_fields``)
+STACKED = ("flops", *BYTE_FIELDS, "vector_flops", "comm_bytes", "comm_hops", "exps", "count")
+
+
+def _stack_fields(ops: Sequence[Op]) -> dict[str, np.ndarray]:
+    """``_stack`` of each of ``STACKED``, shaped as ``evaluate`` uses them: in one array call
+    when every field of every op is a scalar (a single analysis), else field by field."""
+    try:
+        scalars = np.array([[getattr(op, f) for op in ops] for f in STACKED], dtype=float)
+    except ValueError:  # arrays of several shapes beside scalars (a sweep)
+        scalars = None
+    if scalars is not None and scalars.ndim == 2:
+        return dict(zip(STACKED, scalars))
+    out = {f: _stack(ops, f) for f in ("flops", *BYTE_FIELDS)}
+    ndim = sum(out[f] for f in BYTE_FIELDS).ndim
+    out.update({f: _stack(ops, f, ndim) for f in STACKED[6:-1]})
+    out["count"] = np.array([op.count for op in ops], dtype=float).reshape((len(ops),) + (1,) * (ndim - 1))
+    return out
+
+
 def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     """Every op of a pass at once: bytes by destination, time, attainable perf and bound.
 
     Arrays have shape (ops, *workload shape); times are per instance (one of ``count``).
     """
-    table = {f: _stack(ops, f) for f in ("flops", *BYTE_FIELDS)}
+    fields = _stack_fields(ops)
+    table = {f: fields[f] for f in ("flops", *BYTE_FIELDS)}
     nbytes = sum(table[f] for f in BYTE_FIELDS)
     shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
-    compute = _per_op([ceilings.compute_roof(op) for op in ops], nbytes.shape)
-    memory = _per_op([ceilings.memory_roof(op) for op in ops], nbytes.shape)
-    overhead = np.array([ceilings.overhead(op) for op in ops]).reshape(shape)
+    compute, memory, overhead = zip(*map(ceilings.roofs, ops)) if ops else ((), (), ())
+    compute, memory = _per_op(list(compute), nbytes.shape), _per_op(list(memory), nbytes.shape)
+    overhead = np.array(overhead).reshape(shape)
     vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
-    flops, vector_flops = table["flops"], _stack(ops, "vector_flops", nbytes.ndim)
+    flops, vector_flops = table["flops"], fields["vector_flops"]
     compute_s = flops / compute + vector_flops / vector
     memory_s = nbytes / memory
-    network_s = _network_seconds(ops, ceilings, nbytes.ndim)
-    exp_s = _stack(ops, "exps", nbytes.ndim) / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
+    network_s = _network_seconds(ops, ceilings, fields["comm_bytes"], fields["comm_hops"])
+    exp_s = fields["exps"] / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
     first_touch = first_touch_seconds(ops, ceilings, nbytes.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
@@ -565,7 +620,7 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
         bytes=nbytes,
         intensity=intensity,
         vector_flops=vector_flops,
-        comm_bytes=_stack(ops, "comm_bytes", nbytes.ndim),
+        comm_bytes=fields["comm_bytes"],
         compute_s=compute_s,
         memory_s=memory_s,
         network_s=network_s,
@@ -575,7 +630,7 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
         time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch,
         perf=np.minimum(compute, intensity * memory),
         bound=_bound(compute_s, memory_s, network_s, exp_s),
-        count=np.array([op.count for op in ops], dtype=float).reshape(shape),
+        count=fields["count"],
     )
     return table
 
@@ -599,8 +654,7 @@ def _bound(*seconds):
     return np.asarray(BOUNDS)[np.argmax(stacked, axis=0)]
 
 
-def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.ndarray:
-    comm = _stack(ops, "comm_bytes", ndim)
+def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, comm: np.ndarray, hops: np.ndarray) -> np.ndarray:
     if not np.any(comm):
         return 0 * comm
     if not ceilings.link_bandwidth:
@@ -609,7 +663,6 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, ndim: int) -> np.nda
         raise InvalidSettingError(
             "link_bw_gb_s", f"{ceilings.device} has no interconnect bandwidth in its spec; give link_bw_gb_s"
         )
-    hops = _stack(ops, "comm_hops", ndim)
     # a point-to-point send uses one link; a collective the group's bandwidth
     groups = [2 if op.dims.get("collective") == "send" else op.dims.get("devices", 2) for op in ops]
     bandwidth = _per_op([ceilings.group_bandwidth(n) for n in groups], comm.shape)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ridgeline.errors import InvalidWorkloadError, MissingDependencyError, RidgelineError
@@ -31,6 +30,8 @@ def local(workers: int) -> Iterator[RunMany]:
     if workers == 1:
         yield _inline
         return
+    from concurrent.futures import ProcessPoolExecutor  # here: it imports multiprocessing, which `analyze` never needs
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         yield lambda fn, tasks: list(pool.map(fn, tasks))
 
