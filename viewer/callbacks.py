@@ -304,7 +304,8 @@ def timing_note(frame) -> str:
     2026-11-23), else from its profile."""
     shown = []
     for key in sorted(frame["device"].unique()):
-        labels = data.method_labels(frame.loc[frame["device"] == key, "method"]) or [data.timing_label(key)]
+        rows = frame.loc[frame["device"] == key]
+        labels = (data.method_labels(rows["method"]) if "method" in rows else []) or [data.timing_label(key)]
         shown += [f"{key}: {' and '.join(label for label in labels if label)}"] if any(labels) else []
     return f" Timed by: {'; '.join(shown)}." if shown else ""
 

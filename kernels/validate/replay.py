@@ -55,12 +55,13 @@ def relative_error(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
 def replay_snapshot(snapshot: Mapping[str, Any], margin: float = REPLAY_MARGIN) -> dict[str, Any]:
     """Recompute both modes' predictions for a snapshot's ok rows; list the cases whose
     |error| grew by more than ``margin``."""
-    rows = [r for r in snapshot["rows"] if r.get("status") == "ok"]
-    ops = [case_from_dict(r).op for r in rows]
-    measured = np.array([r["measured_s"] for r in rows], dtype=float)
+    ok = [r for r in snapshot["rows"] if r.get("status") == "ok"]
     worse, changed = [], 0
-    out: dict[str, Any] = {"cases": len(rows)}
+    out: dict[str, Any] = {"cases": len(ok)}
     for mode in MODES:
+        rows = [r for r in ok if r.get(f"error_{mode}") is not None]  # unpriced rows stay unpriced
+        ops = [case_from_dict(r).op for r in rows]
+        measured = np.array([r["measured_s"] for r in rows], dtype=float)
         ceilings = Ceilings.from_dict(snapshot["ceilings"][mode])
         now = relative_error(predict(ops, ceilings)["time_s"], measured)
         then = np.array([r[f"error_{mode}"] for r in rows], dtype=float)
