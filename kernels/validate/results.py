@@ -140,19 +140,13 @@ def timed_by(snap: dict[str, Any]) -> str:
     from ridgeline.engine.roofline import TIMINGS
     from ridgeline.errors import RidgelineError
     from ridgeline.io.catalog import PROFILES_DIR
-    from ridgeline.io.profile import METHOD_TIMING, load_profile, timing_of
+    from ridgeline.io.profile import load_profile, timing_of
+    from ridgeline.io.resolve import recorded_profile, timings_of_methods
 
-    found = {
-        METHOD_TIMING.get(str(r.get("method")).split("/")[0])
-        for r in snap.get("rows", [])
-        if r.get("status", "ok") == "ok"
-    }
-    timing = next((t for t in ("eager", "device", "cpu") if t in found), None)
+    found = timings_of_methods(r.get("method") for r in snap.get("rows", []) if r.get("status", "ok") == "ok")
+    timing = found[0] if found else None
     if timing is None:
-        named = str(snap["meta"].get("profile") or "-")  # a committed one: its path under profiles/
-        path = PROFILES_DIR / (
-            named.split("reports/profiles/", 1)[1] if "reports/profiles/" in named else Path(named).name
-        )
+        path = recorded_profile(snap["meta"]) or PROFILES_DIR / Path(str(snap["meta"].get("profile") or "-")).name
         try:
             timing = timing_of(load_profile(path), str(path)) if path.is_file() else None
         except RidgelineError:
