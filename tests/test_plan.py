@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline import api
 from ridgeline.cli import app
+from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.prices import price_list, prices_for
 from ridgeline.serving.arrivals import poisson
 from ridgeline.serving.bounds import Load, Slo, Space, analytic_pass
@@ -330,6 +331,24 @@ def _one_line_exit_2(args, says):
         (["--address", "10.0.0.1:6379"], "--address names a Ray cluster: add --executor ray"),
         (["--workers", "0"], "--workers must be a whole number >= 1, got 0"),
         (["--top", "0"], "--top must be at least 1, got 0"),
+        # the fleet dimensions, --profile
+        (["--drafts", "llama-9x:4:0.7"], "unknown model 'llama-9x'"),
+        (
+            ["--drafts", "qwen2-0.5b:4"],
+            "--drafts takes NAME:K:ACCEPTANCE items, e.g. llama-3.2-1b:4:0.7; got 'qwen2-0.5b:4'",
+        ),
+        (["--drafts", "qwen2-0.5b:4:nan"], "the draft qwen2-0.5b's acceptance must be between 0 and 1, got nan"),
+        (["--drafts", "qwen2-0.5b:4:1.5"], "the draft qwen2-0.5b's acceptance must be between 0 and 1, got 1.5"),
+        (["--drafts", "qwen2-0.5b:four:0.5"], "the draft qwen2-0.5b's k must be a whole number, got 'four'"),
+        (["--replicas", "3"], "replicas 3 divide none of the counts 1; a count of devices is split evenly"),
+        (["--replicas", "0"], "each of --replicas must be positive, got '0'"),
+        (["--pools", "2:1"], "pools 2:1 (3 servers) divide none of the counts 1"),
+        (["--pools", "2"], "--pools takes P:D items (prefill:decode servers), got '2'"),
+        (["--profile", "missing.yaml"], "missing.yaml"),
+        (
+            ["--profile", str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"), "--devices", "a100-80gb"],
+            "was measured on none of a100-80gb; add its device",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(change, says):

@@ -36,6 +36,20 @@ Workers = Annotated[
     int | None, typer.Option(help="Worker processes (local) or CPUs (a local Ray); default: this machine's CPUs.")
 ]
 Top = Annotated[int, typer.Option(help="Rows of the table of the cheapest deployments.")]
+Replicas = Annotated[
+    str, typer.Option(help="Replica counts R: each count as R replicas of count/R devices, least-outstanding routed.")
+]
+Pools = Annotated[
+    str | None,
+    typer.Option(help="Disaggregated P:D splits, comma-separated: P prefill + D decode servers of count/(P+D) each."),
+]
+Drafts = Annotated[
+    str | None, typer.Option(help="Draft models to speculate with, NAME:K:ACCEPTANCE comma-separated (and none).")
+]
+RateSearch = Annotated[
+    bool,
+    typer.Option("--rate-search", help="Also find each simulated deployment's highest rate meeting the SLO at p99."),
+]
 PlanOutput = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write every deployment, with the search's counts, as JSON.")
 ]
@@ -90,6 +104,30 @@ def parse_slo(text: str) -> Slo:
     return Slo(*(number(given[k], f"the {k} SLO") if k in given else None for k in ("ttft", "tpot")))
 
 
+def parse_drafts(text: str) -> list[tuple[str, int, float]]:
+    out = []
+    for item in names(text, "--drafts"):
+        name, k, a = (item.split(":") + [None, None])[:3]
+        if k is None or a is None or item.count(":") != 2:
+            raise InvalidWorkloadError(f"--drafts takes NAME:K:ACCEPTANCE items, e.g. llama-3.2-1b:4:0.7; got {item!r}")
+        try:
+            acceptance = float(a)
+        except ValueError:
+            raise InvalidWorkloadError(f"the draft {name}'s acceptance must be a number, got {a!r}") from None
+        out.append((name, int(number(k, f"the draft {name}'s k", whole=True)), acceptance))
+    return out
+
+
+def parse_pools(text: str) -> tuple[tuple[int, int], ...]:
+    def split(item: str) -> tuple[int, int]:
+        pre, sep, dec = item.partition(":")
+        if not sep:
+            raise InvalidWorkloadError(f"--pools takes P:D items (prefill:decode servers), got {item!r}")
+        return int(number(pre, "each pool's servers", whole=True)), int(number(dec, "each pool's servers", whole=True))
+
+    return tuple(split(item) for item in names(text, "--pools"))
+
+
 def names(text: str, option: str) -> list[str]:
     out = [n.strip() for n in text.split(",")]
     if not all(out):
@@ -110,6 +148,12 @@ def plan(
     workers: Workers = None,
     top: Top = 10,
     output: PlanOutput = None,
+    replicas: Replicas = "1",
+    pools: Pools = None,
+    drafts: Drafts = None,
+    profile: opt.Profile = None,
+    transfer: opt.Transfer = False,
+    rate_search: RateSearch = False,
 ) -> None:
     """Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."""
     if model is None:
@@ -120,6 +164,9 @@ def plan(
         check_writable(output)
     overrides = {k: number(v, f"the --price of {k}") for k, v in pairs(price, "--price").items()} if price else None
     sizes = tuple(int(number(c, "each of --counts", whole=True)) for c in names(counts, "--counts"))
+    fleet = {"replicas": tuple(int(number(r, "each of --replicas", whole=True)) for r in names(replicas, "--replicas"))}
+    fleet.update({"pools": parse_pools(pools)} if pools else {})
+    fleet.update({"drafts": parse_drafts(drafts)} if drafts else {})
     result = api.plan(
         model,
         names(devices, "--devices"),
@@ -130,6 +177,10 @@ def plan(
         workers=workers,
         address=address,
         counts=sizes,
+        profile=profile,
+        transfer=transfer,
+        rate_search=99.0 if rate_search else None,
+        **fleet,
         progress=lambda done, total: echo_err(f"price level {done} of {total} done"),
     )
     if output is not None:
