@@ -31,7 +31,7 @@ from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.workload import SETTING_NAMES, Settings, Workload, check_slos
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, keyword_names, takes_keywords
 from ridgeline.io.catalog import REPORTS_DIR
-from ridgeline.io.files import read_yaml
+from ridgeline.io.files import check_writable, read_yaml
 from ridgeline.io.prices import prices_for
 from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve, resolve_each
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
@@ -44,6 +44,7 @@ from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.speculative import Speculation, simulate_speculative
+from ridgeline.serving.workload_text import names, number, pairs, parse_slo, parse_workload
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -640,6 +641,38 @@ def plan(
         "workers": None if address else count,
     }
     return replace(result, meta={**meta, **result.meta})
+
+
+def plan_from_text(
+    model: str,
+    *,
+    devices: str,
+    workload: str,
+    slo: str,
+    price: str | None,
+    counts: str,
+    top: int,
+    output=None,
+    **how: Any,
+) -> PlanResult:
+    """:func:`plan` of the command line's text: ``workload`` 'poisson:rate=R,prompt=P,output=O,n=N',
+    ``slo`` 'ttft=0.5,tpot=0.05', ``price`` 'h100-sxm=3.5', ``devices`` and ``counts`` lists;
+    each checked (``top`` rows to show, ``output`` writable) before the search starts."""
+    if top < 1:
+        raise InvalidWorkloadError(f"--top must be at least 1, got {top}")
+    if output is not None:
+        check_writable(output)
+    overrides = {k: number(v, f"the --price of {k}") for k, v in pairs(price, "--price").items()} if price else None
+    sizes = tuple(int(number(c, "each of --counts", whole=True)) for c in names(counts, "--counts"))
+    return plan(
+        model,
+        names(devices, "--devices"),
+        parse_workload(workload),
+        parse_slo(slo),
+        prices=overrides,
+        counts=sizes,
+        **how,
+    )
 
 
 def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.cli.options import DEPLOYMENT, SETTING_FIELDS, deployment_params, settings_keywords
+from ridgeline.cli.options import params_of
 from ridgeline.errors import (
     InvalidSettingError,
     ProfileMismatchError,
@@ -20,6 +20,7 @@ from ridgeline.errors import (
 )
 from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.io.settings import SETTING_FIELDS, settings_keywords
 from ridgeline.report import console, frame_text, frame_view, to_terminal
 
 
@@ -62,22 +63,28 @@ def cli_advice(err: RidgelineError) -> str:
     return ""
 
 
-class DeploymentCommand(TyperCommand):
-    """A command that also takes the deployment options (options.deployment_options, declared
-    once), listed after its --output; ``values(ctx)`` gives them with the command's own."""
+class TableCommand(TyperCommand):
+    """A command taking the options ``names`` of options.py's table; its function takes only
+    ``ctx`` and reads them with ``values(ctx)``."""
+
+    names = ""
 
     def __init__(self, *, params, **extra):
-        at = [p.name for p in params].index("output") + 1
-        super().__init__(params=[*params[:at], *deployment_params(), *params[at:]], **extra)
+        super().__init__(params=[*params, *params_of(self.names)], **extra)
 
     def invoke(self, ctx):
-        ctx.meta["deployment"] = {name: ctx.params.pop(name) for name in DEPLOYMENT}
+        ctx.meta["values"], ctx.params = ctx.params, {}
         return super().invoke(ctx)
 
 
+def command(group: typer.Typer, names: str, name: str | None = None):
+    """Register a command of ``group`` that takes the options ``names`` ('deployment': that group)."""
+    return group.command(name, cls=type("Command", (TableCommand,), {"names": names}))
+
+
 def values(ctx: typer.Context) -> dict[str, Any]:
-    """Every option a command was given, its deployment options included."""
-    return {**ctx.params, **ctx.meta.get("deployment", {})}
+    """Every option a command was given."""
+    return ctx.meta["values"]
 
 
 app = typer.Typer(
