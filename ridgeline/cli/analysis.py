@@ -8,20 +8,10 @@ import typer
 
 from ridgeline.api import analyze_with_draft, compare_settings, sweep_settings
 from ridgeline.api import frontier as run_frontier
-from ridgeline.cli.app import (
-    app,
-    check_format,
-    check_transfer,
-    command,
-    deployment,
-    emit,
-    model_name,
-    show_frame,
-    values,
-)
+from ridgeline.cli.app import app, command, deployment, emit, show_frame, values
 from ridgeline.errors import MissingDependencyError
-from ridgeline.io.settings import parse_values, setting_lists
-from ridgeline.report import ProgressAfter, deployment_notes, frontier_notes, render, rich_tables
+from ridgeline.io.settings import check_transfer, model_name, parse_values, setting_lists
+from ridgeline.report import ProgressAfter, check_format, deployment_notes, frontier_notes, render, rich_tables
 
 SHARED = "dtype profile transfer fmt output deployment"
 ANALYZE = "model config hardware batch seq_len generate dtype draft draft_tokens acceptance profile transfer html fmt output deployment"

@@ -19,8 +19,8 @@ from ridgeline.errors import (
     UnknownModelError,
 )
 from ridgeline.io.files import write_atomic
-from ridgeline.io.resolve import Deployment, resolve
-from ridgeline.io.settings import SETTING_FIELDS, settings_keywords
+from ridgeline.io.resolve import Deployment
+from ridgeline.io.settings import SETTING_FIELDS, resolve_options
 from ridgeline.report import console, frame_text, frame_view, to_terminal
 
 
@@ -119,32 +119,9 @@ def write_text(path: Path, text: str) -> None:
     echo_err(f"wrote {path}")
 
 
-def model_name(model: str | None, config: Path | None) -> str:
-    if config is not None and model is not None:
-        raise typer.BadParameter("give a catalog model name or --config, not both")
-    if config is None and model is None:
-        raise typer.BadParameter("name a model (see 'ridgeline models list') or pass --config config.json")
-    return str(config) if config is not None else model
-
-
-def check_format(fmt: str) -> None:
-    if fmt not in ("table", "json", "csv"):
-        raise typer.BadParameter(f"--format must be one of table, json, csv, got '{fmt}'")
-
-
-def check_transfer(profile: Path | None, transfer: bool) -> None:
-    if transfer and profile is None:
-        raise typer.BadParameter("--transfer needs --profile")
-
-
 def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
-    """Resolve a command's model, hardware, dtype, profile and deployment options (or
-    ``settings``) once (ridgeline.io.resolve); print the notes it raised."""
-    check_transfer(params["profile"], params["transfer"])
-    name = model_name(params["model"], params["config"])
-    settings = settings_keywords(params) if settings is None else settings
-    how = {"dtype": params["dtype"], "profile": params["profile"], "transfer": params["transfer"]}
-    d = resolve(name, params["hardware"], **how, **settings)
+    """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
+    d = resolve_options(params, settings)
     for note in d.notes:
         echo_err(f"warning: {note}")
     return d

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import typer
 
-from ridgeline.cli.app import app, command, echo_err, echo_lines, model_name, values
+from ridgeline.cli.app import app, command, echo_err, echo_lines, values
 from ridgeline.errors import require_torch
 from ridgeline.io.resolve import load_model
+from ridgeline.io.settings import model_name
 
 E2E_OPTIONS = ("device", "batch", "prompt", "generate", "layers", "dtype", "compile", "repeats", "threads", "hardware")
 

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ridgeline.engine.workload import dtype_for_bits
 from ridgeline.errors import InvalidOptionError
+from ridgeline.io.resolve import Deployment, resolve
 
 # option -> the Settings field it sets, where the names differ (*_bits give a width -> a dtype)
 SETTING_FIELDS = {
@@ -82,6 +84,26 @@ def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str,
     return out
 
 
-def settings_keywords(params: dict[str, Any]) -> dict[str, Any]:
-    """A command's parameters -> the Settings keywords its deployment options set (one value each)."""
-    return {field: values[0] for field, values in setting_lists(params, allow_lists=False).items()}
+def model_name(model: str | None, config: Path | None) -> str:
+    """The model a command names: a catalog name or a config.json (--config), one of them."""
+    if config is not None and model is not None:
+        raise InvalidOptionError("give a catalog model name or --config, not both")
+    if config is None and model is None:
+        raise InvalidOptionError("name a model (see 'ridgeline models list') or pass --config config.json")
+    return str(config) if config is not None else model
+
+
+def check_transfer(profile: Path | None, transfer: bool) -> None:
+    if transfer and profile is None:
+        raise InvalidOptionError("--transfer needs --profile")
+
+
+def resolve_options(options: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
+    """A command's model, hardware, dtype, profile and deployment options (or ``settings``)
+    resolved once (ridgeline.io.resolve)."""
+    check_transfer(options["profile"], options["transfer"])
+    name = model_name(options["model"], options["config"])
+    if settings is None:  # one value each
+        settings = {field: values[0] for field, values in setting_lists(options, allow_lists=False).items()}
+    how = {key: options[key] for key in ("dtype", "profile", "transfer")}
+    return resolve(name, options["hardware"], **how, **settings)

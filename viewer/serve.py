@@ -1,0 +1,30 @@
+"""ridgeline serve: the dashboard built and served (Flask's server, or waitress), dash imported
+only when it runs, so that a missing extra is one line."""
+
+from __future__ import annotations
+
+from ridgeline.errors import MissingDependencyError, RidgelineError
+
+
+def run_dashboard(host: str, port: int, debug: bool, waitress: bool, threads: int, echo) -> None:
+    """Build the dashboard and serve it until stopped (needs the viewer extra); ``echo`` prints its URL."""
+    try:
+        from viewer.app import create_app
+    except ImportError as err:
+        raise MissingDependencyError("dash, plotly and dash-cytoscape", "viewer") from err
+    if waitress:
+        try:
+            from waitress import serve as wsgi_serve
+        except ImportError as err:
+            raise MissingDependencyError("waitress", "viewer") from err
+    dashboard = create_app()
+    shown = f"[{host}]" if ":" in host else host
+    echo(f"ridgeline dashboard on http://{shown}:{port}/ (Ctrl+C stops it)")
+    try:
+        if waitress:
+            wsgi_serve(dashboard.server, host=host, port=port, threads=threads)
+        else:
+            # no version check: it calls plotly.com, and the dashboard works offline
+            dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
+    except OSError as err:
+        raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); pick another --port") from None
