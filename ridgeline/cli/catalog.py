@@ -20,7 +20,7 @@ def hardware_list() -> None:
 @command(hardware_app, "name refresh", "show")
 def hardware_show(ctx: typer.Context) -> None:
     """All fields of one device, in the units of its file."""
-    name, refresh = values(ctx).values()
+    name, refresh = values(ctx)["name"], values(ctx)["refresh"]
     if refresh and name != "host":
         raise typer.BadParameter("--refresh applies to 'host' only")
     for line in device_rows(detect_host(refresh=True) if refresh else load_device(name)):

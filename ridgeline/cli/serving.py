@@ -1,11 +1,15 @@
 """simulate (the serving simulator), simulate-check (transformers' continuous batching against
-it) and serve (the dashboard)."""
+it), serve (the dashboard) and plan (the cheapest deployments that serve a workload within its
+SLO: docs/plan.md)."""
 
 from __future__ import annotations
 
+import json
+
 import typer
 
-from ridgeline.api import default_attention, options_scheduler, simulate_options
+from ridgeline import report
+from ridgeline.api import default_attention, options_scheduler, plan_from_text, simulate_options
 from ridgeline.cli.app import app, command, deployment, echo_err, emit, values, write_text
 from ridgeline.report import check_format, scenario_lines, simulation_progress, simulation_tables, simulation_text
 
@@ -48,3 +52,20 @@ def serve(ctx: typer.Context) -> None:
     from viewer.serve import run_dashboard
 
     run_dashboard(**v, echo=typer.echo)
+
+
+@command(app, "model workload slo devices counts price executor address workers top output__plan")
+def plan(ctx: typer.Context) -> None:
+    """Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."""
+    v = values(ctx)
+    if v["model"] is None:
+        raise typer.BadParameter("name a model (see 'ridgeline models list')")
+    text = {key: v[key] for key in ("devices", "workload", "slo", "price", "counts", "top", "output")}
+    how = {key: v[key] for key in ("executor", "workers", "address")}
+    progress = lambda done, total: echo_err(f"price level {done} of {total} done")  # noqa: E731
+    result = plan_from_text(v["model"], **text, **how, progress=progress)
+    if v["output"] is not None:
+        write_text(v["output"], json.dumps(result.to_dict(), indent=1) + "\n")
+    out = report.console()
+    for item in report.plan_view(result, v["top"]):  # a line of text is never wrapped
+        out.print(item, soft_wrap=isinstance(item, str))
