@@ -8,8 +8,7 @@ import typer
 
 from ridgeline.api import analyze_with_draft, compare_settings, sweep_settings
 from ridgeline.api import frontier as run_frontier
-from ridgeline.cli.app import app, command, deployment, emit, show_frame, values
-from ridgeline.errors import MissingDependencyError
+from ridgeline.cli.app import app, command, deployment, echo_err, emit, show_frame, values
 from ridgeline.io.settings import check_transfer, model_name, parse_values, setting_lists
 from ridgeline.report import ProgressAfter, check_format, deployment_notes, frontier_notes, render, rich_tables
 
@@ -26,19 +25,11 @@ def analyze(ctx: typer.Context) -> None:
     workload = {key: v[key] for key in ("batch", "seq_len", "generate", "draft", "draft_tokens", "acceptance")}
     result = analyze_with_draft(d, **workload)
     if v["html"] is not None:
-        write_html(result, v["html"])
+        from viewer.entry import write_html
+
+        write_html(result, v["html"], echo_err)
     text = render(result, v["fmt"])
     emit(text, rich_tables(result) if text is None else [], v["output"])
-
-
-def write_html(result, path) -> None:
-    """The dashboard's charts for one analysis, in one file (needs the viewer extra)."""
-    try:
-        from viewer.export import write_html as export
-    except ImportError as err:
-        raise MissingDependencyError("dash and plotly", "viewer") from err
-    export(result, path)
-    typer.echo(f"wrote {path}", err=True)
 
 
 @command(app, f"model config hardware batch__sweep seq_len__sweep generate {SHARED}")

@@ -49,7 +49,7 @@ def serve(ctx: typer.Context) -> None:
     v = values(ctx)
     if v["waitress"] and v["debug"]:
         raise typer.BadParameter("--debug runs Flask's development server; drop --debug or --waitress")
-    from viewer.serve import run_dashboard
+    from viewer.entry import run_dashboard
 
     run_dashboard(**v, echo=typer.echo)
 

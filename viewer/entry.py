@@ -1,5 +1,6 @@
-"""ridgeline serve: the dashboard built and served (Flask's server, or waitress), dash imported
-only when it runs, so that a missing extra is one line."""
+"""The viewer's commands, with dash imported only when they run (a missing extra is one line):
+ridgeline serve (the dashboard, on Flask's server or waitress) and analyze --html (one
+analysis's charts in a file)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,13 @@ def run_dashboard(host: str, port: int, debug: bool, waitress: bool, threads: in
             dashboard.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)
     except OSError as err:
         raise RidgelineError(f"cannot listen on {host}:{port} ({err.strerror or err}); pick another --port") from None
+
+
+def write_html(result, path, echo) -> None:
+    """The dashboard's charts for one analysis, in one self-contained file; ``echo`` says where."""
+    try:
+        from viewer.export import write_html as export
+    except ImportError as err:
+        raise MissingDependencyError("dash and plotly", "viewer") from err
+    export(result, path)
+    echo(f"wrote {path}")
