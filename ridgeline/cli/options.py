@@ -45,7 +45,7 @@ QuietWait = Annotated[
 TorchDevice = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when torch sees one).")]
 
 Text = str | None  # a deployment option is text, so that sweep and compare take lists ("16,8,4")
-HELP_ATTENTION = "auto (sdpa-gqa on a CPU, eager on a GPU), eager, sdpa-repeat, sdpa-gqa, flash, flash-decoding or paged: docs/model.md, Attention settings."
+HELP_ATTENTION = "auto (sdpa-gqa: transformers' sdpa path), eager, sdpa-repeat, sdpa-gqa, flash, flash-decoding or paged: docs/model.md, Attention settings."
 HELP_MEMORY = "Fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9)."
 HELP_EXECUTION = "graph, eager or compiled (auto: graph on a GPU, eager on a CPU); matters with a device-time profile."
 
