@@ -23,6 +23,7 @@ HELP = {
     "check": "Write nothing: measure the profile's own roofs again (about 20 s) and say whether this machine is still in the state they were measured in; exit 1 if one moved more than 10%.",
     "output_dir": "Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).",
     "repredict": "Measure nothing: predict this snapshot JSON again (with --profile or the profile it used) into <stem>-repredicted.*.",
+    "through": "kernels (default: the kernels called directly) or transformers: one decoder layer's attention and MLP modules as transformers builds them (random weights, its default attention), measured and predicted (written as <stem>-through-transformers.*).",
     "draw": "Measure a fresh held-out set drawn with this seed instead of the committed one: two catalog models, batch sizes and context lengths that calibration never uses (written as <stem>-draw<SEED>.*).",
     "fit_intervals": "Fit interval tables instead of measuring: with --profile, the profile's from its leave-one-model-out residuals; without, the spec pools of the committed snapshots. Writes -o NEW.",
     "coverage": "Check instead of measuring how often --profile's intervals hold on data left out of their fit (-o NEW.json to keep it).",
@@ -80,6 +81,7 @@ def validate(
     repredict: Annotated[Path | None, typer.Option(help=HELP["repredict"])] = None,
     quiet_wait: opt.QuietWait = 0.0,
     draw: Annotated[int | None, typer.Option(help=HELP["draw"])] = None,
+    through: Annotated[str, typer.Option(help=HELP["through"])] = "kernels",
     fit_intervals: Annotated[bool, typer.Option("--fit-intervals", help=HELP["fit_intervals"])] = False,
     coverage: Annotated[bool, typer.Option("--coverage", help=HELP["coverage"])] = False,
     output: opt.Output = None,
@@ -92,11 +94,15 @@ def validate(
 
     if draw is not None and (draw < 0 or repredict is not None):
         raise typer.BadParameter("--draw takes a seed >= 0 and measures: it does not go with --repredict")
+    if through not in ("kernels", "transformers") or (through != "kernels" and (draw, repredict) != (None, None)):
+        raise typer.BadParameter(
+            f"--through takes kernels or transformers (got {through!r}), without --draw or --repredict"
+        )
     if repredict is not None:
         result, paths = validation.repredict(repredict, profile, output_dir, log=echo_err)
     else:
         require_torch("'ridgeline validate'")
-        how = {"quick": quick, "threads": threads, "profile": profile, "output_dir": output_dir, "draw": draw}
+        how = dict(quick=quick, threads=threads, profile=profile, output_dir=output_dir, draw=draw, through=through)
         result, paths = validation.validate(device, **how, quiet_wait_s=quiet_wait, log=echo_err)
     raise typer.Exit(validation.report(result, paths, console(), echo_err))
 
