@@ -63,6 +63,12 @@ def validate(*, device, profile, repredict, quiet_wait, draw, fit_intervals, cov
 
     if draw is not None and (draw < 0 or repredict is not None):
         raise InvalidOptionError("--draw takes a seed >= 0 and measures: it does not go with --repredict")
+    if how["through"] not in ("kernels", "transformers") or (
+        how["through"] != "kernels" and (draw, repredict) != (None, None)
+    ):
+        raise InvalidOptionError(
+            f"--through takes kernels or transformers (got {how['through']!r}), without --draw or --repredict"
+        )
     if repredict is not None:
         result, paths = validation.repredict(repredict, profile, how["output_dir"], log=log)
     else:

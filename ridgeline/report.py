@@ -398,8 +398,7 @@ def attention_label(setting: str, resolved: str) -> str:
     """'sdpa-gqa attention (auto: ...)': the attention priced, and why where ``auto`` chose it."""
     if setting != "auto":
         return f"{resolved} attention"
-    why = "transformers' sdpa path on a CPU" if resolved == "sdpa-gqa" else "on a GPU"
-    return f"{resolved} attention (auto: {why})"
+    return f"{resolved} attention (auto: transformers' sdpa path)"
 
 
 def rich_tables(analysis: Analysis) -> list[Any]:
