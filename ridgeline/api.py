@@ -29,9 +29,16 @@ from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.workload import SETTING_NAMES, Settings, Workload, check_slos
-from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, keyword_names, takes_keywords
+from ridgeline.errors import (
+    InvalidOptionError,
+    InvalidSettingError,
+    InvalidWorkloadError,
+    RidgelineError,
+    keyword_names,
+    takes_keywords,
+)
 from ridgeline.io.catalog import REPORTS_DIR
-from ridgeline.io.files import read_yaml
+from ridgeline.io.files import check_writable, read_yaml
 from ridgeline.io.prices import prices_for
 from ridgeline.io.resolve import (
     Deployment,
@@ -47,12 +54,21 @@ from ridgeline.io.traces import load_trace, parse_prefix, parse_window
 from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
-from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
+from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.speculative import Speculation, simulate_speculative
+from ridgeline.serving.workload_text import (
+    names,
+    number,
+    pairs,
+    parse_drafts,
+    parse_pools,
+    parse_slo,
+    parse_workload,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -578,6 +594,54 @@ def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instance
     }
 
 
+SCHEDULER_OPTIONS = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "prefix_cache", "kv_blocks")
+ARRIVAL_OPTIONS = ("trace", "trace_window", "trace_log_type", "prefix", "time_scale", "rate", "requests", "prompt")
+
+
+def options_scheduler(*, step_overhead: float, request_overhead: float, **options: Any) -> simulator.Scheduler:
+    """The batching policy of ``simulate``'s options (host terms in seconds)."""
+    keys = (*SCHEDULER_OPTIONS, "admit_margin", "host_overlap", "batch_attention")
+    policy = {name: options[name] for name in keys}
+    return simulator.Scheduler(**policy, step_overhead_s=step_overhead, request_overhead_s=request_overhead)
+
+
+def simulate_options(d: Deployment, scheduler: simulator.Scheduler, pool, progress, **options: Any) -> dict[str, Any]:
+    """``simulate``'s options run: ``scenario`` (LoadGen's rules set the arrivals, lengths and
+    latency bounds: :func:`simulate_scenario`), or the arrivals served by one server of ``d``
+    or the fleet they describe (:func:`simulate_serving`, :func:`fleet_server`); ``pool(device)``
+    resolves a disaggregated pool's device on ``d``'s settings."""
+    if options["scenario"] is not None:
+        clash = [f"--{k.replace('_', '-')}" for k in ("trace", "search", "ttft_slo", "tpot_slo") if options[k]]
+        if clash:
+            raise InvalidOptionError(f"--scenario sets its own arrivals and latency bounds; drop {', '.join(clash)}")
+        keep = {k: options[k] for k in ("requests", "seed", "instances", "rate")}
+        return simulate_scenario(d, scheduler, options["scenario"], **keep, duration_s=options["duration"])
+    keys = {
+        name: options[name] for name in (*ARRIVAL_OPTIONS, "output_tokens", "seed", "search", "ttft_slo", "tpot_slo")
+    }
+    fleet = fleet_server(d, scheduler, **fleet_options(options, d, pool))
+    return simulate_serving(d, scheduler, **keys, percentile=options["percentile"], progress=progress, fleet=fleet)
+
+
+def fleet_options(options: dict[str, Any], d: Deployment, pool) -> dict[str, Any]:
+    """``simulate``'s fleet options as :func:`fleet_server`'s keywords; each pool's device resolved."""
+    keys = {name: options[name] for name in ("replicas", "route", "seed", "draft", "draft_tokens", "acceptance")}
+    counts = (options["prefill_replicas"], options["decode_replicas"])
+    if counts == (None, None):
+        if any(options[k] is not None for k in ("prefill_hardware", "decode_hardware", "kv_link")):
+            raise InvalidOptionError(
+                "--prefill-hardware, --decode-hardware and --kv-link need --prefill-replicas and --decode-replicas"
+            )
+        return keys
+    if None in counts:
+        raise InvalidOptionError("disaggregation needs both --prefill-replicas and --decode-replicas")
+    for name, n in zip(("prefill", "decode"), counts):
+        device = options[f"{name}_hardware"]
+        keys[name] = (n, d if device is None else pool(device))
+    keys["kv_link"] = parse_link(options["kv_link"]) if options["kv_link"] is not None else None
+    return keys
+
+
 def fleet_server(
     d: Deployment,
     scheduler: simulator.Scheduler,
@@ -692,6 +756,48 @@ def plan(
     if rate_search is not None:
         meta["rate_search_percentile"] = rate_search
     return replace(result, meta={**meta, **result.meta})
+
+
+def plan_from_text(
+    model: str,
+    *,
+    devices: str,
+    workload: str,
+    slo: str,
+    price: str | None,
+    counts: str,
+    top: int,
+    output=None,
+    replicas: str = "1",
+    pools: str | None = None,
+    drafts: str | None = None,
+    rate_search: bool = False,
+    **how: Any,
+) -> PlanResult:
+    """:func:`plan` of the command line's text: ``workload`` 'poisson:rate=R,prompt=P,output=O,n=N',
+    ``slo`` 'ttft=0.5,tpot=0.05', ``price`` 'h100-sxm=3.5', ``devices``, ``counts`` and
+    ``replicas`` lists, ``pools`` 'P:D,...', ``drafts`` 'NAME:K:A,...'; each checked (``top``
+    rows to show, ``output`` writable) before the search starts. ``rate_search``: at p99."""
+    if top < 1:
+        raise InvalidWorkloadError(f"--top must be at least 1, got {top}")
+    if output is not None:
+        check_writable(output)
+    overrides = {k: number(v, f"the --price of {k}") for k, v in pairs(price, "--price").items()} if price else None
+    sizes = tuple(int(number(c, "each of --counts", whole=True)) for c in names(counts, "--counts"))
+    fleet = {"replicas": tuple(int(number(r, "each of --replicas", whole=True)) for r in names(replicas, "--replicas"))}
+    fleet.update({"pools": parse_pools(pools)} if pools else {})
+    fleet.update({"drafts": parse_drafts(drafts)} if drafts else {})
+    return plan(
+        model,
+        names(devices, "--devices"),
+        parse_workload(workload),
+        parse_slo(slo),
+        prices=overrides,
+        counts=sizes,
+        rate_search=99.0 if rate_search else None,
+        **fleet,
+        **how,
+    )
 
 
 def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:

@@ -73,6 +73,14 @@ class InvalidWorkloadError(RidgelineError):
     """Zero or negative sizes, impossible combinations of settings."""
 
 
+class InvalidOptionError(InvalidWorkloadError):
+    """A value given as text (an option) that cannot be read; it reads as the command line's
+    own usage errors do ("Invalid value: ...")."""
+
+    def __str__(self) -> str:
+        return f"Invalid value: {super().__str__()}"
+
+
 class UnknownKeywordError(InvalidWorkloadError):
     """A keyword that ``where`` (a function, ``Settings``) does not take: a misspelt
     ``w_dtpye=``. Names the closest valid one and all of them, as Python's own

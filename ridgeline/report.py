@@ -21,6 +21,7 @@ from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.memory import active_parameters, total_parameters
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.units import GIB, GIGA, KIB, MIB, TERA, format_bytes, format_si, format_time
+from ridgeline.errors import InvalidOptionError
 from ridgeline.io.resolve import Deployment
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -397,8 +398,7 @@ def attention_label(setting: str, resolved: str) -> str:
     """'sdpa-gqa attention (auto: ...)': the attention priced, and why where ``auto`` chose it."""
     if setting != "auto":
         return f"{resolved} attention"
-    why = "transformers' sdpa path on a CPU" if resolved == "sdpa-gqa" else "on a GPU"
-    return f"{resolved} attention (auto: {why})"
+    return f"{resolved} attention (auto: transformers' sdpa path)"
 
 
 def rich_tables(analysis: Analysis) -> list[Any]:
@@ -491,6 +491,11 @@ def frame_table(frame, title: str) -> list:
 
 def console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=console_width())
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in ("table", "json", "csv"):
+        raise InvalidOptionError(f"--format must be one of table, json, csv, got '{fmt}'")
 
 
 def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None:

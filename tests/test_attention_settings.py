@@ -4,6 +4,8 @@ prediction that rests on another kernel's class says so."""
 
 from __future__ import annotations
 
+import json
+import tarfile
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +17,7 @@ from ridgeline.engine.basis import basis
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import Ceilings
 from ridgeline.engine.workload import ATTENTION_KERNELS, Settings, resolve_attention
+from ridgeline.io.catalog import ROOT
 
 
 def _attention(model: str, setting: str, hardware: str = "epyc-9654", **kw):
@@ -23,13 +26,28 @@ def _attention(model: str, setting: str, hardware: str = "epyc-9654", **kw):
     return a, [op for op in ops if op.kind == "attention"]
 
 
-def test_auto_is_transformers_sdpa_on_a_cpu_and_eager_on_a_gpu():
+def test_auto_is_transformers_sdpa_on_every_device():
     assert Settings().attention == "auto"
-    assert resolve_attention("auto", "cpu") == "sdpa-gqa"
-    assert resolve_attention("auto", "gpu") == "eager"
-    assert all(resolve_attention(k, "cpu") == k for k in ATTENTION_KERNELS if k != "auto")
-    a, ops = _attention("llama-3.2-1b", "auto")
-    assert a.plan.attention == "sdpa-gqa" and [op.name for op in ops] == ["sdpa_gqa"]
+    assert resolve_attention("auto") == "sdpa-gqa"
+    assert all(resolve_attention(k) == k for k in ATTENTION_KERNELS if k != "auto")
+    for hardware in ("epyc-9654", "h100-sxm", "tpu-v5e"):
+        a, ops = _attention("llama-3.2-1b", "auto", hardware)
+        assert a.plan.attention == "sdpa-gqa" and [op.name for op in ops] == ["sdpa_gqa"]
+
+
+def test_the_h100_run_recorded_transformers_taking_enable_gqa_at_every_prompt(tmp_path):
+    """The evidence for ``auto`` on a GPU: transformers' ``generate`` (default ``sdpa``) on
+    the H100 of 2026-11-26 called SDPA once per layer (32) at the prompt, each with
+    ``enable_gqa`` and no mask, at batch 1 and 8; the client priced the run as ``sdpa-gqa``.
+    Its decode steps passed a mask (the static cache) and repeated K/V."""
+    archive = ROOT / "reports/validation/gpu-runs/cuda-nvidia-h100-80gb-hbm3-2026-11-26/run2-hf/results.tar.gz"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    rows = json.loads((tmp_path / "hf-eager" / "hf-llama-3-8b-eager.json").read_text())["rows"]
+    assert [r["batch"] for r in rows] == [1, 8]
+    for row in rows:
+        assert row["attention_paths"] == {"prefill:enable_gqa": 32, "decode:repeat_kv+mask": 31 * 32}
+        assert row["attention_priced"] == resolve_attention("auto") == "sdpa-gqa"
 
 
 def test_cpu_default_follows_transformers_use_gqa_in_sdpa():
@@ -41,7 +59,7 @@ def test_cpu_default_follows_transformers_use_gqa_in_sdpa():
     k = torch.zeros(1, 8, 4, 64)
     assert sdpa.use_gqa_in_sdpa(None, k, k) is True
     assert sdpa.use_gqa_in_sdpa(torch.ones(1, 1, 4, 4, dtype=torch.bool), k, k) is False
-    assert resolve_attention("auto", "cpu") == "sdpa-gqa"
+    assert resolve_attention("auto") == "sdpa-gqa"
 
 
 def test_transformers_sdpa_forward_calls_enable_gqa_without_a_mask(monkeypatch):
@@ -119,3 +137,20 @@ def test_the_transformers_client_prices_the_path_its_prompt_took():
     assert priced_attention({"prefill:enable_gqa": 2, "decode:enable_gqa": 4}) == "sdpa-gqa"
     assert priced_attention({"prefill:repeat_kv+mask": 2, "decode:fold_gqa+mask": 4}) == "sdpa-repeat"
     assert priced_attention({"prefill:mha": 2, "decode:mha": 4}) == "flash"
+
+
+def test_the_simulator_prices_transformers_sdpa_path_as_attention():
+    """A simulated step prices ``sdpa_gqa`` per sequence, as attention (not as a token op):
+    on the datasheet roofs it has the fused kernel's flops and bytes, so every mix of
+    prompt chunks and decodes costs what ``flash`` costs."""
+    from ridgeline.io.resolve import resolve
+    from ridgeline.serving.step_cost import build_step_cost, step_time
+
+    costs = [
+        build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+        for d in (resolve("llama-3.2-1b", "a6000", attention=a) for a in ("auto", "flash"))
+    ]
+    for mix in (([], [], 2, 900.0), ([30], [], 1, 41.0), ([], [(16, 200)], 3, 3000.0)):
+        gqa, flash = (step_time(cost, *mix) for cost in costs)
+        assert gqa == pytest.approx(flash, rel=1e-12)
+    assert step_time(costs[0], [], [], 1, 4000.0) > step_time(costs[0], [], [], 1, 100.0)

@@ -52,7 +52,7 @@ def test_descending_empty_or_unbounded_ranges_are_refused(values, says):
 
 
 def test_ranges_still_expand():
-    from ridgeline.cli.options import parse_values
+    from ridgeline.io.settings import parse_values
 
     assert parse_values("1,2..16") == [1, 2, 4, 8, 16]
     assert parse_values("100,300..1000") == [100, 300, 900]  # 300 = 3 x 100: geometric

@@ -100,16 +100,17 @@ def test_analyze_csv_to_file(tmp_path):
     assert result.exit_code == 0, result.output
     lines = out.read_text().splitlines()
     assert lines[0].startswith("stage,name,kind,count,flops,bytes")
-    # 24 ops per stage (rope, eager attention's K/V copies and score passes included), 2 stage
-    # totals, TTFT/TPOT/total
-    assert len(lines) == 1 + 2 * 24 + 2 + 3
+    # 17 ops per stage (rope included; auto attention is transformers' sdpa, one fused
+    # `attention` op for this MHA model), 2 stage totals, TTFT/TPOT/total
+    assert len(lines) == 1 + 2 * 17 + 2 + 3
     assert lines[3].split(",")[1] == "q_proj"
 
 
 def test_analyze_table():
     result = run("analyze", "llama-2-7b", "--hardware", "a6000", "--seq-len", "2048", "--generate", "128")
     assert result.exit_code == 0
-    assert "qk_matmul" in result.stdout and "TTFT" in result.stdout and "fits" in result.stdout
+    assert "sdpa-gqa attention (auto: transformers' sdpa path)" in result.stdout
+    assert " attention " in result.stdout and "TTFT" in result.stdout and "fits" in result.stdout
 
 
 def test_catalog_listings():
@@ -402,7 +403,7 @@ def test_narrow_terminal_never_cuts_text(name):
 def test_frontier_pick_has_no_exponent():
     # the old note said 'TTFT 4.87e+03 ms'
     result = run_at(100, "frontier", "llama-2-7b")
-    assert "best throughput meeting the targets: batch 33, 538.8 tokens/s, TPOT 44.9 ms, TTFT 4.24 s" in result.output
+    assert "best throughput meeting the targets: batch 43, 634.9 tokens/s, TPOT 51.7 ms, TTFT 4.16 s" in result.output
     assert "the same in every row: prompt tokens 1024, weights 12.6 GiB, fits yes" in result.output
 
 
@@ -413,18 +414,18 @@ def test_analyze_verdict():
     # 2 (k, v) x 32 layers x 4096 x 512 tokens x 2 B = 0.27 GB: weights 98 % of the bytes
     largest = rl.api.max_batch("llama-2-7b", "a6000", 512, 128)
     assert verdict == [
-        "verdict: TTFT is compute-bound (76% of prefill time; linear ops do 98% of the "
+        "verdict: TTFT is compute-bound (89% of prefill time; linear ops do 99% of the "
         "operations), TPOT is memory-bound (100% of decode time; weights are 98% of the bytes "
         f"moved); largest batch that fits: {largest} (512 + 128 tokens each)"
     ]
     # 70B in fp16 (129 GiB) on a 48 GiB card. Batch 64 x 4096 cached tokens: the KV cache read
     # per step is 64 x 4096 x 524,288 B (2 x 32 layers x 4096 x 2 B per token) = 137 GB against
-    # 13.5 GB of weights: 137 / 150.5 = 91 %, and the activations' 7.2 GB make it 87 % (eager's
-    # score passes: 64 x 32 heads x 4097 x 32 layers x 24 B in fp16 on a GPU = 6.4 GB)
+    # 13.5 GB of weights: 137 / 150.5 = 91 % (auto attention is a fused SDPA kernel: no score
+    # matrix through memory)
     result = run_at(300, "analyze", "llama-2-70b", "-H", "a6000", "--generate", "16")
     assert "; not even batch 1 fits (512 + 16 tokens each)" in result.output
     result = run_at(300, "analyze", "llama-2-7b", "--batch", "64", "--seq-len", "4096", "--generate", "16")
-    assert "TPOT is memory-bound (100% of decode time; the KV cache is 87% of the bytes moved)" in result.output
+    assert "TPOT is memory-bound (100% of decode time; the KV cache is 91% of the bytes moved)" in result.output
     # the largest batch: it fits, one more does not
     assert rl.analyze("llama-2-7b", "a6000", batch=largest, generate=128).memory["fits"]
     assert not rl.analyze("llama-2-7b", "a6000", batch=largest + 1, generate=128).memory["fits"]
@@ -451,7 +452,7 @@ def test_analyze_csv_carries_the_totals():
             assert totals.loc[(stage, "total"), key] == pytest.approx(getattr(api, stage).total[key])
     for key in ("ttft", "tpot", "total"):
         assert totals.loc[("generation", key), "time_s"] == pytest.approx(api.generation[f"{key}_s"])
-    assert len(frame[frame["kind"] != "total"]) == 2 * 22  # the op rows are all still there
+    assert len(frame[frame["kind"] != "total"]) == 2 * 17  # the op rows are all still there
 
 
 def test_any_refused_file_is_one_line(monkeypatch, tmp_path):

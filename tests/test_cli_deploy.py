@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import ridgeline as rl
 from ridgeline.cli import app
-from ridgeline.cli.options import parse_values
+from ridgeline.io.settings import parse_values
 
 runner = CliRunner()
 

@@ -4,7 +4,7 @@ order, right after --output in each of the five commands that take them."""
 import typer
 
 from ridgeline.cli import app
-from ridgeline.cli.options import DEPLOYMENT
+from ridgeline.io.settings import DEPLOYMENT
 
 
 def test_the_deployment_group_follows_output_in_each_command_that_takes_it():

@@ -109,7 +109,7 @@ def test_kv_bits_change_only_kv_terms():
 
 
 def test_flash_prefill_has_no_score_matrix_and_skips_masked_half():
-    eager = rows(rl.analyze("llama-2-7b", "a6000", seq_len=2048), "prefill")
+    eager = rows(rl.analyze("llama-2-7b", "a6000", seq_len=2048, attention="eager"), "prefill")
     flash = rows(rl.analyze("llama-2-7b", "a6000", seq_len=2048, attention="flash"), "prefill")
     assert "softmax" not in flash and "qk_matmul" not in flash
     pairs = 2048 * 2049 / 2  # causal: query i sees i keys
@@ -185,7 +185,7 @@ def test_deepseek_mla_kv_bytes_per_token():
     """DeepSeek-V2-Lite: 27 layers x (kv_lora_rank 512 + rope 64) x 2 bytes; V3: 61 layers."""
     assert kv_bytes_per_token(rl.load_model("deepseek-v2-lite"), FP16) == 27 * 576 * 2
     assert kv_bytes_per_token(rl.load_model("deepseek-v3"), FP16) == 61 * 576 * 2
-    a = rl.analyze("deepseek-v2-lite", "h100-sxm", batch=1, seq_len=1023)
+    a = rl.analyze("deepseek-v2-lite", "h100-sxm", batch=1, seq_len=1023, attention="eager")
     assert rows(a)["qk_matmul"]["kv_read_bytes"] == 1024 * 576 * 2  # one latent, all heads
     assert round(weight_bytes(rl.load_model("deepseek-v3"), ONE_BYTE) / 1e9) == 671
 
@@ -203,7 +203,7 @@ def test_pipeline_decode_is_staggered_and_prefill_fills_and_drains():
     stage-steps every step). One micro-batch of 16 takes max(1, 4) = 4 stage-steps of
     12.08 + 4 x 0.47 = 13.96 ms = 55.8 ms, so micro-batching helps decode. Prefill keeps its
     fill and drain: (4 + 4 - 1) = 7 stage-steps, bubble 3/7."""
-    how = {"dtype": "bf16", "batch": 16, "seq_len": 512, "generate": 128, "pp": 4}
+    how = {"dtype": "bf16", "batch": 16, "seq_len": 512, "generate": 128, "pp": 4, "attention": "eager"}
     four = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=4, **how)
     one = rl.analyze("llama-2-70b", "h100-sxm", micro_batches=1, **how)
     assert four.decode.total["time_s"] == pytest.approx(4 * 11.27e-3, rel=1e-3)  # 45.1 ms

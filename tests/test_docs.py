@@ -201,7 +201,7 @@ PUBLISHED = (("Hugging Face eager", 38.96), ("vLLM", 90.05), ("FlashDecoding++",
 
 def test_validation_doc_works_the_published_ratios_from_the_quoted_prediction():
     """docs/validation.md's spec-vs-published table: the published tokens/s (issue 6) are
-    inputs; each ratio is worked from the prediction its first example prints (139.2 tokens/s)."""
+    inputs; each ratio is worked from the prediction its first example prints (141.2 tokens/s)."""
     text = (ROOT / "docs" / "validation.md").read_text()
     spec = rl.analyze("llama-2-7b", "a100-80gb", seq_len=1024, generate=128, dtype="fp16").generation["tokens_per_s"]
     assert f"{spec:.1f} tokens/s" in text
@@ -212,7 +212,7 @@ def test_validation_doc_works_the_published_ratios_from_the_quoted_prediction():
 def test_the_committed_numbers_are_not_quoted_in_the_manuals():
     """The manuals keep no measured percentage: only the goals, bounds and thresholds they
     are inputs for, and the hand-worked ratios checked above."""
-    allowed = {"0.1 %", "2 %", "5 %", "10 %", "15 %", "20%", "25 %", "45%", "70 %", "28%", "65%", "77%"}
+    allowed = {"0.1 %", "2 %", "5 %", "10 %", "15 %", "20%", "25 %", "45%", "70 %", "28%", "64%", "75%"}
     allowed |= {"50 %", "80 %", "90 %"}  # the intervals' nominal levels (issue 27), not measured figures
     for page in PAGES:
         found = set(re.findall(r"\d[\d.,]*\s?%", page.read_text()))

@@ -31,7 +31,7 @@ def test_llama3_parameters_and_kv_per_token():
 
 
 def test_llama3_gqa_ops():
-    a = rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024)
+    a = rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024, attention="eager")
     pre, dec = rows(a, "prefill"), rows(a, "decode")
     assert pre["k_proj"]["flops"] == 2 * 1024 * 4096 * 1024
     assert pre["k_proj"]["weight_bytes"] == 4096 * 1024 * 2
@@ -47,6 +47,11 @@ def test_llama3_gqa_ops():
     assert a.decode.total["kv_read_bytes"] == 32 * 2 * 1025 * 8 * 128 * 2  # the cache once, by the copies
     flash = rows(rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024, attention="flash"), "decode")
     assert flash["attention"]["kv_read_bytes"] == 8 * 1025 * 256 * 2  # fused: once per KV head
+    # the default, transformers' sdpa path: SDPA with enable_gqa reads the grouped K/V as they are
+    auto = rl.analyze("llama-3-8b", "h100-sxm", batch=1, seq_len=1024)
+    assert auto.plan.attention == "sdpa-gqa"
+    assert rows(auto, "decode")["sdpa_gqa"]["kv_read_bytes"] == 8 * 1025 * 256 * 2
+    assert auto.decode.total["kv_read_bytes"] == a.decode.total["kv_read_bytes"]
 
 
 def test_falcon_mqa():
@@ -55,7 +60,7 @@ def test_falcon_mqa():
     per_layer = 2 * 4544 * 4544 + 2 * 4544 * 64 + 2 * 4544 * 18176 + 4544
     assert weight_bytes(m, FP16) == 2 * (32 * per_layer + 65024 * 4544 + 4544)
     assert kv_cache_bytes(m, 1, 1, FP16) == 2 * 32 * 64 * 2  # 8 KiB per token
-    a = rl.analyze(m, "a100-80gb", batch=1, seq_len=2047)
+    a = rl.analyze(m, "a100-80gb", batch=1, seq_len=2047, attention="eager")
     dec = rows(a, "decode")
     assert dec["qk_matmul"]["flops"] == 2 * 71 * 2048 * 64
     # eager copies the one K head to all 71 query heads (repeat_kv) before the matmul

@@ -7,8 +7,8 @@ at the precision printed. Conventions that differ, and how the difference shows:
   so the paper's memory access equals act_read + act_write.
 - add: the paper counts one operand read; ridgeline reads both, so the paper's figure is
   act_read / 2 + act_write (intensity 0.25 there, 1/6 here).
-- softmax: the paper writes fp16 probabilities; transformers' eager attention (what an
-  A6000's ``auto`` prices) runs ``softmax(dtype=float32)``, on a GPU one kernel reading fp16
+- softmax: the paper writes fp16 probabilities; transformers' eager attention (the
+  paper's unfused attention, priced with ``attention="eager"``) runs ``softmax(dtype=float32)``, on a GPU one kernel reading fp16
   and writing fp32, so the paper's memory access equals act_read + act_write / 2. The
   eager path's scale, mask and cast-back kernels are ops the paper leaves out.
 - decode: ridgeline's decode step has 2048 tokens cached and attends over 2049; the
@@ -50,7 +50,7 @@ def matches_printed(value: float, cell: str) -> bool:
 
 @pytest.fixture(scope="module")
 def analysis():
-    return rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=2048, dtype="fp16")
+    return rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=2048, dtype="fp16", attention="eager")
 
 
 def paper_bytes(row) -> float:

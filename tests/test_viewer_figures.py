@@ -21,6 +21,12 @@ def analysis():
     return rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=512, generate=128)
 
 
+@pytest.fixture(scope="module")
+def unfused():
+    """The same with transformers' eager attention: the score passes are nodes of their own."""
+    return rl.analyze("llama-2-7b", "a6000", batch=1, seq_len=512, generate=128, attention="eager")
+
+
 def trace(fig, meta):
     hits = [t for t in fig.data if t.meta == meta]
     assert len(hits) == 1, f"{meta}: {[t.meta for t in fig.data]}"
@@ -204,7 +210,8 @@ def test_compare_figure_bars_match_each_device():
     assert "fp16" in tpu["error"] and "tpu-v5e" not in list(tpot.x)
 
 
-def test_layer_elements_follow_data_flow(analysis):
+def test_layer_elements_follow_data_flow(unfused):
+    analysis = unfused
     elements = figures.layer_elements(analysis, "decode")
     nodes = {e["data"]["id"]: e for e in elements if "source" not in e["data"]}
     edges = [e["data"] for e in elements if "source" in e["data"]]
@@ -305,9 +312,9 @@ def test_titles_sit_below_the_plot_toolbar(analysis):
         assert fig.layout.margin.t >= figures.MODEBAR_PX + 20 + (20 if subplot_titles else 0)
 
 
-def test_layer_elements_prefill_has_compute_bound_projections(analysis):
+def test_layer_elements_prefill_has_compute_bound_projections(unfused):
     nodes = {
-        e["data"]["id"]: e["data"] for e in figures.layer_elements(analysis, "prefill") if "source" not in e["data"]
+        e["data"]["id"]: e["data"] for e in figures.layer_elements(unfused, "prefill") if "source" not in e["data"]
     }
     assert nodes["down_proj"]["bound"] == "compute" and nodes["softmax"]["bound"] == "memory"
 

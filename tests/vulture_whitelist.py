@@ -9,17 +9,16 @@ decode_profile  # ridgeline/cli/decoder.py
 predictions_register, predictions_compare  # ridgeline/cli/measure.py
 simulate_check  # ridgeline/cli/serving.py
 
-# CLI parameters that typer must declare but the command reads through ctx.params (the
-# deployment options) or that only exist as the other spelling of an option
-w_bits, a_bits, kv_bits  # cli/analysis.py, cli/serving.py: *-bits twins of *-dtype
-step_overhead, request_overhead  # cli/serving.py: read from ctx.params (simulate_host)
-prompt_range, output_range  # cli/serving.py: simulate-check's ranges, read from ctx.params
-(
-    prefill_replicas,
-    decode_replicas,
-    prefill_hardware,
-    decode_hardware,
-)  # cli/serving.py: the pools, read from ctx.params (fleet_options)
+# the option table's lines (ridgeline/cli/options.py, options): typer reads the signature;
+# a command reads them by their plain name as text (values(ctx)["prompt_range"], setting_lists)
+w_bits, a_bits, kv_bits, step_overhead, request_overhead, prompt_range, output_range
+prefill_replicas, decode_replicas, prefill_hardware, decode_hardware
+batch__sweep, seq_len__sweep, hardware__compare, generate__compare, seq_len__frontier, generate__frontier
+name__show, batch__e2e, generate__e2e, dtype__e2e, execution__e2e, hardware__e2e, output__e2e, prompt__decode
+layers__decode, dtype__decode, threads__decode, device__calibrate, threads__calibrate, output__calibrate
+quiet_wait__calibrate, repredict__validate, hardware__register, transfer__register, output__plan, replicas__plan
+prompt__simulate, ttft_slo__simulate, tpot_slo__simulate, model__check, requests__check, rate__check
+repeats__check, seed__check, dtype__check, device__check, threads__serve, duration
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
 
 # Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts

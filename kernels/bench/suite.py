@@ -147,8 +147,7 @@ def op_fields(case: Case) -> dict[str, Any]:
 
 def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
     """Check, then time, one case. Never raises: problems become skipped/error rows."""
-    from kernels.bench.bench import Unsupported, make_bench, tolerance
-    from kernels.bench.timing import measure
+    from kernels.bench.bench import make_bench, tolerance
 
     row: dict[str, Any] = {
         **case.to_dict(),
@@ -158,13 +157,22 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
         "rel_error": None,
         "tolerance": tolerance(case),
     }
+    return run_bench(row, lambda: make_bench(case, cfg.device, cfg.cache_bytes), cfg)
+
+
+def run_bench(row: dict[str, Any], make: Callable[[], Any], cfg: RunConfig) -> dict[str, Any]:
+    """Build the bench (``make``), check it against its tolerance (``row["tolerance"]``),
+    then time it into ``row``. Never raises: problems become skipped/error rows."""
+    from kernels.bench.bench import Unsupported
+    from kernels.bench.timing import measure
+
     if cfg.quiet_wait_s:
         from kernels.e2e.e2e import wait_for_quiet
 
         row["quiet_waited_s"] = round(wait_for_quiet(cfg.quiet_wait_s), 2)
     bench, start = None, time.perf_counter()
     try:
-        bench = make_bench(case, cfg.device, cfg.cache_bytes)
+        bench = make()
         with bench.context():
             err = bench.check()
             row["rel_error"] = err
@@ -212,18 +220,19 @@ def run_case(case: Case, cfg: RunConfig) -> dict[str, Any]:
 
 
 def run_cases(
-    cases: Sequence[Case],
+    cases: Sequence[Any],
     cfg: RunConfig,
     *,
     label: str = "cases",
     progress: bool = True,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    run: Callable[[Any, RunConfig], dict[str, Any]] = run_case,
 ) -> list[dict[str, Any]]:
-    """All cases in order, with a rich progress bar and remaining-time estimate."""
+    """All cases in order (each by ``run``), with a rich progress bar and remaining-time estimate."""
     rows: list[dict[str, Any]] = []
     if not progress:
         for case in cases:
-            rows.append(run_case(case, cfg))
+            rows.append(run(case, cfg))
         return rows
     from rich.progress import (
         BarColumn,
@@ -247,7 +256,7 @@ def run_cases(
         task = bar.add_task(label, total=len(cases), case="")
         for case in cases:
             bar.update(task, case=case.name[-60:])
-            row = run_case(case, cfg)
+            row = run(case, cfg)
             rows.append(row)
             if on_row:
                 on_row(row)

@@ -287,10 +287,12 @@ def validate(
     progress: bool = True,
     quiet_wait_s: float = 0.0,
     draw: int | None = None,
+    through: str = "kernels",
     log: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the validation suite (with ``draw``, a fresh held-out set drawn with that seed:
-    ``cases.drawn_cases``); returns the result and the files written."""
+    ``cases.drawn_cases``; ``through="transformers"``, transformers' own modules instead of
+    the kernels: ``through.measure_modules``); returns the result and the files written."""
     from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
     from kernels.bench.suite import device_options, run_cases, setup
     from kernels.validate.state import describe, measure_state, state_record
@@ -304,14 +306,17 @@ def validate(
         log(f"warning: {note}")
     ceilings = {"spec": spec_ceilings(spec_device), "calibrated": calibrated}
     opts, skipped = device_options(device)
-    cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else drawn_cases(draw, opts)
-    check_disjoint(
-        suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True), cases
-    )  # held out in shape, model, batch, length and width
-    log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
-    cv = profile_cross_validation(prof_path, prof, spec_device, log)
     before = measure_state(cfg, prof, device)
-    rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
+    if through == "transformers":
+        rows, cv, drawn = through_rows(cfg, opts, ceilings, spec_device, quick, log), [], None
+    else:
+        cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else drawn_cases(draw, opts)
+        check_disjoint(
+            suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True), cases
+        )  # held out in shape, model, batch, length and width
+        log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
+        cv = profile_cross_validation(prof_path, prof, spec_device, log)
+        rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
     state = state_record(prof, [before, measure_state(cfg, prof, device)])
     log(("warning: " if state["drifted"] else "") + describe(state["ratios"], prof_path.name))
     summary = summarize(rows, cv, device)
@@ -328,6 +333,7 @@ def validate(
             "skipped": skipped,
             "machine_state": state,
             **({"draw": drawn} if drawn else {}),
+            **({"through": through} if through != "kernels" else {}),
         },
         "ceilings": {m: c.to_dict() for m, c in ceilings.items()},
         "summary": summary.to_dict("records"),
@@ -335,8 +341,19 @@ def validate(
         "cross_validation": cv,
     }
     stem = snapshot_stem(key) + ("-quick" if quick else "") + ("" if draw is None else f"-draw{draw}")
+    stem += "" if through == "kernels" else f"-through-{through}"
     folder = Path(output_dir) if output_dir else user_data_dir() / "validation"
     return result, write_snapshot(result, folder, stem)
+
+
+def through_rows(cfg, opts, ceilings: Mapping[str, Ceilings], spec_device, quick: bool, log) -> list[dict[str, Any]]:
+    """``--through transformers``: the module cases of ``through.MODELS`` (quick: the first)
+    in the float types this device runs natively, measured and predicted."""
+    from kernels.validate.through import MODELS, measure_modules
+
+    dtypes = [d for d in opts.dtypes if d in ("fp32", "bf16", "fp16")]
+    models = MODELS[:1] if quick else MODELS
+    return measure_modules(cfg, dtypes, ceilings, spec_device, models=models, quick=quick, log=log)
 
 
 def repredict(
@@ -351,6 +368,11 @@ def repredict(
     snapshot = Path(snapshot)
     result = read_result(snapshot, "validation snapshot", ("meta", "ceilings", "rows"))
     meta = result["meta"]
+    if meta.get("through", "kernels") != "kernels":
+        raise InvalidSpecError(
+            snapshot.name,
+            f"measured with --through {meta['through']}: --repredict cannot rebuild module rows yet; measure again",
+        )
     prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
     prof = load_profile(prof_path)
     check_same_device(prof, prof_path, meta, snapshot)

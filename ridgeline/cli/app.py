@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.cli.options import DEPLOYMENT, SETTING_FIELDS, deployment_params, settings_keywords
+from ridgeline.cli.options import params_of
 from ridgeline.errors import (
     InvalidSettingError,
     ProfileMismatchError,
@@ -19,7 +19,8 @@ from ridgeline.errors import (
     UnknownModelError,
 )
 from ridgeline.io.files import write_atomic
-from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.io.resolve import Deployment
+from ridgeline.io.settings import SETTING_FIELDS, resolve_options
 from ridgeline.report import console, frame_text, frame_view, to_terminal
 
 
@@ -62,22 +63,28 @@ def cli_advice(err: RidgelineError) -> str:
     return ""
 
 
-class DeploymentCommand(TyperCommand):
-    """A command that also takes the deployment options (options.deployment_options, declared
-    once), listed after its --output; ``values(ctx)`` gives them with the command's own."""
+class TableCommand(TyperCommand):
+    """A command taking the options ``names`` of options.py's table; its function takes only
+    ``ctx`` and reads them with ``values(ctx)``."""
+
+    names = ""
 
     def __init__(self, *, params, **extra):
-        at = [p.name for p in params].index("output") + 1
-        super().__init__(params=[*params[:at], *deployment_params(), *params[at:]], **extra)
+        super().__init__(params=[*params, *params_of(self.names)], **extra)
 
     def invoke(self, ctx):
-        ctx.meta["deployment"] = {name: ctx.params.pop(name) for name in DEPLOYMENT}
+        ctx.meta["values"], ctx.params = ctx.params, {}
         return super().invoke(ctx)
 
 
+def command(group: typer.Typer, names: str, name: str | None = None):
+    """Register a command of ``group`` that takes the options ``names`` ('deployment': that group)."""
+    return group.command(name, cls=type("Command", (TableCommand,), {"names": names}))
+
+
 def values(ctx: typer.Context) -> dict[str, Any]:
-    """Every option a command was given, its deployment options included."""
-    return {**ctx.params, **ctx.meta.get("deployment", {})}
+    """Every option a command was given."""
+    return ctx.meta["values"]
 
 
 app = typer.Typer(
@@ -112,32 +119,9 @@ def write_text(path: Path, text: str) -> None:
     echo_err(f"wrote {path}")
 
 
-def model_name(model: str | None, config: Path | None) -> str:
-    if config is not None and model is not None:
-        raise typer.BadParameter("give a catalog model name or --config, not both")
-    if config is None and model is None:
-        raise typer.BadParameter("name a model (see 'ridgeline models list') or pass --config config.json")
-    return str(config) if config is not None else model
-
-
-def check_format(fmt: str) -> None:
-    if fmt not in ("table", "json", "csv"):
-        raise typer.BadParameter(f"--format must be one of table, json, csv, got '{fmt}'")
-
-
-def check_transfer(profile: Path | None, transfer: bool) -> None:
-    if transfer and profile is None:
-        raise typer.BadParameter("--transfer needs --profile")
-
-
 def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
-    """Resolve a command's model, hardware, dtype, profile and deployment options (or
-    ``settings``) once (ridgeline.io.resolve); print the notes it raised."""
-    check_transfer(params["profile"], params["transfer"])
-    name = model_name(params["model"], params["config"])
-    settings = settings_keywords(params) if settings is None else settings
-    how = {"dtype": params["dtype"], "profile": params["profile"], "transfer": params["transfer"]}
-    d = resolve(name, params["hardware"], **how, **settings)
+    """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
+    d = resolve_options(params, settings)
     for note in d.notes:
         echo_err(f"warning: {note}")
     return d

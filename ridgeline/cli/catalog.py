@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from ridgeline.cli.app import hardware_app, models_app
+from ridgeline.cli.app import command, hardware_app, models_app, values
 from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
 from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows
-
-HELP_REFRESH = "host: detect and measure again (the result is kept for later runs)."
 
 
 @hardware_app.command("list")
@@ -21,12 +17,10 @@ def hardware_list() -> None:
         typer.echo(device_line(name, load_device(name)))
 
 
-@hardware_app.command("show")
-def hardware_show(
-    name: Annotated[str, typer.Argument(help="Catalog name, 'host', or a YAML file.")],
-    refresh: Annotated[bool, typer.Option("--refresh", help=HELP_REFRESH)] = False,
-) -> None:
+@command(hardware_app, "name refresh", "show")
+def hardware_show(ctx: typer.Context) -> None:
     """All fields of one device, in the units of its file."""
+    name, refresh = values(ctx)["name"], values(ctx)["refresh"]
     if refresh and name != "host":
         raise typer.BadParameter("--refresh applies to 'host' only")
     for line in device_rows(detect_host(refresh=True) if refresh else load_device(name)):
@@ -41,8 +35,8 @@ def models_list() -> None:
         typer.echo(model_line(name, load_model(name)))
 
 
-@models_app.command("show")
-def models_show(name: Annotated[str, typer.Argument(help="Catalog name or a config.json path.")]) -> None:
+@command(models_app, "name__show", "show")
+def models_show(ctx: typer.Context) -> None:
     """The parsed ModelConfig and its parameter count."""
-    for line in model_rows(load_model(name)):
+    for line in model_rows(load_model(values(ctx)["name"])):
         typer.echo(line)

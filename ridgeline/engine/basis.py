@@ -28,8 +28,10 @@ from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_
 from ridgeline.engine.units import format_bytes, format_time
 
 # ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
-# to other kernels they are named (transformers' SDPA paths: many times the folded kernel's
-# time on a CPU, docs/model.md "Attention settings")
+# to other kernels they are named (transformers' SDPA paths, docs/model.md "Attention
+# settings": on a CPU many times the folded kernel's time; on CUDA ``enable_gqa`` goes to the
+# backend SDPA's dispatch picks, cuDNN on the H100 (its calibration's gqa rows match the cudnn
+# rows), not the flash backend a GPU profile's ``attention`` class forces)
 OWN_CLASS = frozenset({"sdpa_gqa", "sdpa_repeat_kv"})
 
 

@@ -114,7 +114,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
     kept = unquantised_dtype(a)
-    attention = resolve_attention(settings.attention, device.kind)
+    attention = resolve_attention(settings.attention)
     return Plan(
         wb=dtype_bytes(w),
         ab=ab,

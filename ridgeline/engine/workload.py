@@ -41,7 +41,7 @@ def _check_positive(field: str, value: Number) -> None:
 
 # The attention settings (docs/model.md, "Attention settings"): how a framework computes
 # attention, each priced as the kernels it runs. ``auto`` is the path transformers' ``sdpa``
-# attention takes on the device (``resolve_attention``).
+# attention takes (``resolve_attention``).
 ATTENTION_KERNELS = ("auto", "eager", "sdpa-repeat", "sdpa-gqa", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
 EXECUTIONS = ("graph", "eager", "compiled")  # how kernels are launched
@@ -63,7 +63,7 @@ class Settings:
     group_size: int = setting(0, "quantisation group along k; 0 = one scale per output channel")
     attention: str = setting(
         "auto",
-        "auto | eager | sdpa-repeat | sdpa-gqa | flash | flash-decoding | paged; auto: sdpa-gqa on a CPU, eager on a GPU",
+        "auto | eager | sdpa-repeat | sdpa-gqa | flash | flash-decoding | paged; auto: sdpa-gqa, transformers' sdpa path",
     )
     kv_block: int = setting(16, "tokens per KV block (paged attention)")
     tp: int = setting(1, "tensor-parallel devices")
@@ -127,15 +127,15 @@ def check_slos(**slos: float | None) -> None:
             raise InvalidSettingError(name, f"{name} must be a positive number of seconds, got {value!r}; e.g. 0.5")
 
 
-def resolve_attention(attention: str, device_kind: str) -> str:
-    """The attention setting ``auto`` stands for on a device of ``device_kind``: on a CPU the
-    path transformers' ``sdpa_attention_forward`` takes for a batch without padding
-    (``use_gqa_in_sdpa``: no mask, so grouped K/V go to SDPA with ``enable_gqa=True``); on an
-    accelerator ``eager`` (``repeat_kv``, the score matrix through memory), as before the
-    setting existed, until a GPU run measures the sdpa paths end to end. Others are kept."""
-    if attention != "auto":
-        return attention
-    return "sdpa-gqa" if device_kind == "cpu" else "eager"
+def resolve_attention(attention: str) -> str:
+    """The attention setting ``auto`` stands for: the path transformers' default attention
+    (``attn_implementation="sdpa"``, ``sdpa_attention_forward``) takes for a batch without
+    padding, on every device. ``use_gqa_in_sdpa`` sees no mask (and head_dim <= 256), so
+    grouped K/V go to SDPA with ``enable_gqa=True``: ``sdpa-gqa``. The H100 run of 2026-11-26
+    recorded this path at every prompt (``reports/validation/gpu-runs/cuda-nvidia-h100-80gb-
+    hbm3-2026-11-26/run2-hf``); on CUDA, SDPA's cuDNN and flash backends take grouped K/V
+    without copies. Others are kept."""
+    return "sdpa-gqa" if attention == "auto" else attention
 
 
 def dtype_for_bits(bits: int, what: str) -> str:

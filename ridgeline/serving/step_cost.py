@@ -27,6 +27,7 @@ from ridgeline.serving.transformers_sdpa import GatherCost, build_gather_cost
 ATTENTION_OPS = (
     *("repeat_k", "repeat_v", "qk_matmul", "attn_scale", "attn_mask"),
     *("softmax_upcast", "softmax", "softmax_downcast", "sv_matmul", "attention", "attn_combine"),
+    *("sdpa_gqa", "sdpa_repeat_kv"),  # transformers' sdpa paths (docs/model.md, "Attention settings")
 )
 HEAD_OPS = ("lm_head",)
 
@@ -154,8 +155,8 @@ def build_step_cost(
         fresh=(gather(fresh_ops, fresh, "compute_s", max_tokens), gather(fresh_ops, fresh, "memory_s", max_tokens)),
         chunk=(chunk_c[0], chunk_c[1], chunk_m[0], chunk_m[1]),
         decode=(dec_c[0], dec_c[1] / per_seq, dec_m[0], dec_m[1] / per_seq),
-        fresh_has=np.array([any(op.name == n for op in fresh_ops) for n in names]),
-        cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names]),
+        fresh_has=np.array([any(op.name == n for op in fresh_ops) for n in names], dtype=bool),
+        cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names], dtype=bool),
         overhead_s=overhead,
         count=np.array([float(info[n].count) for n in names]),
         window=config.sliding_window,

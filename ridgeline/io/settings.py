@@ -1,0 +1,109 @@
+"""Deployment settings written as text, as the command line takes them: '16,8,4' or
+'1,2,4..256' lists, *_bits widths as types, each option named by the Settings field it sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ridgeline.engine.workload import dtype_for_bits
+from ridgeline.errors import InvalidOptionError
+from ridgeline.io.resolve import Deployment, resolve
+
+# option -> the Settings field it sets, where the names differ (*_bits give a width -> a dtype)
+SETTING_FIELDS = {
+    "w_bits": "w_dtype",
+    "a_bits": "a_dtype",
+    "kv_bits": "kv_dtype",
+    "link_bw": "link_bw_gb_s",
+    "link_latency": "link_latency_us",
+}
+NUMBERS = {"link_bw": float, "link_latency": float, "memory_utilization": float}
+INTEGERS = ("group_size", "kv_block", "tp", "pp", "ep", "micro_batches")
+# the deployment options of analyze, sweep, compare, frontier and simulate, in their help's order
+DEPLOYMENT = (
+    *("w_bits", "a_bits", "kv_bits", "w_dtype", "a_dtype", "kv_dtype", "group_size", "attention", "kv_block"),
+    *("tp", "pp", "ep", "micro_batches", "link_bw", "link_latency", "zero_points", "memory_utilization", "execution"),
+)
+
+MAX_LIST_VALUES = 100_000  # values one list option may expand to
+
+
+def parse_values(text: str, cast=int) -> list:
+    """'1,2,4..256' -> 1 2 4 8 ... 256 (geometric when the last two values given double or
+    multiply evenly, else arithmetic); '16,8,4' -> the values as given."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        if parts and ".." in parts[-1]:
+            last, stop = parts[-1].split("..")
+            given = [cast(p) for p in parts[:-1]] + [cast(last)]
+            stop = cast(stop)
+            if len(given) < 2:
+                raise ValueError
+            a, b = given[-2], given[-1]
+            if not a < b <= stop:
+                raise InvalidOptionError(
+                    f"the range '{text}' does not rise to its end: its last two values must increase "
+                    f"and the end be at least the last, e.g. 1,2,4..256"
+                )
+            geometric = a > 0 and b % a == 0 and b // a >= 2 if cast is int else False
+            values = list(given)
+            while True:
+                nxt = values[-1] * (b // a) if geometric else values[-1] + (b - a)
+                if nxt > stop:
+                    return values
+                if len(values) >= MAX_LIST_VALUES:
+                    raise InvalidOptionError(
+                        f"the range '{text}' gives more than {MAX_LIST_VALUES:,} values; use a coarser step"
+                    )
+                values.append(nxt)
+        if not parts:
+            raise ValueError
+        return [cast(p) for p in parts]
+    except (ValueError, ZeroDivisionError):
+        raise InvalidOptionError(f"cannot read the list '{text}': write values like 1,2,4..256") from None
+
+
+def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str, list]:
+    """A command's parameters -> {Settings field: [values]} for each deployment option given
+    (one value each unless lists are allowed)."""
+    out: dict[str, list] = {}
+    for name in DEPLOYMENT:
+        text, field, option = params.get(name), SETTING_FIELDS.get(name, name), f"--{name.replace('_', '-')}"
+        if text is None:
+            continue
+        if field in out:
+            raise InvalidOptionError(f"give {option} or its *-dtype/*-bits twin, not both")
+        cast = int if name in INTEGERS or name.endswith("_bits") else NUMBERS.get(name, str)
+        values = parse_values(text, cast) if cast is not str else [v.strip() for v in str(text).split(",")]
+        if name.endswith("_bits"):
+            values = [dtype_for_bits(v, name.split("_")[0]) for v in values]
+        if len(values) > 1 and not allow_lists:
+            raise InvalidOptionError(f"{option} takes one value here; use 'ridgeline sweep' for lists")
+        out[field] = values
+    return out
+
+
+def model_name(model: str | None, config: Path | None) -> str:
+    """The model a command names: a catalog name or a config.json (--config), one of them."""
+    if config is not None and model is not None:
+        raise InvalidOptionError("give a catalog model name or --config, not both")
+    if config is None and model is None:
+        raise InvalidOptionError("name a model (see 'ridgeline models list') or pass --config config.json")
+    return str(config) if config is not None else model
+
+
+def check_transfer(profile: Path | None, transfer: bool) -> None:
+    if transfer and profile is None:
+        raise InvalidOptionError("--transfer needs --profile")
+
+
+def resolve_options(options: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
+    """A command's model, hardware, dtype, profile and deployment options (or ``settings``)
+    resolved once (ridgeline.io.resolve)."""
+    check_transfer(options["profile"], options["transfer"])
+    name = model_name(options["model"], options["config"])
+    if settings is None:  # one value each
+        settings = {field: values[0] for field, values in setting_lists(options, allow_lists=False).items()}
+    how = {key: options[key] for key in ("dtype", "profile", "transfer")}
+    return resolve(name, options["hardware"], **how, **settings)
