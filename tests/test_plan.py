@@ -193,7 +193,7 @@ def _task_of(row):
     )
 
 
-def _plan(executor="local", workers=1):
+def _plan(executor="local", workers=1, **more):
     return api.plan(
         "llama-3.2-1b",
         ["h100-sxm", "a100-80gb"],
@@ -202,7 +202,12 @@ def _plan(executor="local", workers=1):
         executor=executor,
         workers=workers,
         **SMALL,
+        **more,
     ).to_dict()
+
+
+# the fleet dimensions: replicas, pools (each pool's device either) and a draft
+FLEET = {"replicas": (1, 2), "pools": ((1, 1),), "drafts": [("qwen2-0.5b", 2, 0.9)]}
 
 
 @pytest.fixture(scope="module")
@@ -210,17 +215,27 @@ def one_worker():
     return _plan()
 
 
-def test_two_local_workers_give_the_same_answer(one_worker):
-    assert _plan(workers=2) == {**one_worker, "meta": {**one_worker["meta"], "workers": 2}}
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "fleet"])
+def answer(request):
+    """One worker's answer, without and with the fleet dimensions."""
+    more = FLEET if request.param else {}
+    return _plan(**more), more
+
+
+def test_two_local_workers_give_the_same_answer(answer):
+    one, more = answer
+    assert _plan(workers=2, **more) == {**one, "meta": {**one["meta"], "workers": 2}}
 
 
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="ray is not installed: pip install 'ridgeline[cluster]'"
 )
-def test_a_local_ray_cluster_gives_the_same_answer(one_worker):
+def test_a_local_ray_cluster_gives_the_same_answer(answer):
     """ray.init(num_cpus=2) on this machine, the tasks fanned out to it."""
-    got = _plan("ray", 2)
-    assert got == {**one_worker, "meta": {**one_worker["meta"], "workers": 2, "executor": "ray"}}
+    one, more = answer
+    got = _plan("ray", 2, **more)
+    assert got == {**one, "meta": {**one["meta"], "workers": 2, "executor": "ray"}}
+    assert not more or one["meta"]["fleet"]["route"] == "least-outstanding"
 
 
 def test_the_json_counts_add_up_and_costs_follow_the_prices(one_worker):
@@ -283,6 +298,17 @@ def test_the_cli_prints_counts_pareto_and_the_chosen_deployment(tmp_path):
     )
     assert "Pareto set" in result.output and "chosen: 1 x h100-sxm" in result.output
     assert "https://www.crusoe.ai/cloud/pricing, read 2026-09-20" in result.output
+
+
+def test_the_cli_searches_fleets_and_names_them():
+    args = [*PLAN, "--replicas", "1,2", "--pools", "1:1", "--drafts", "qwen2-0.5b:2:0.9"]
+    args[args.index("--counts") + 1] = "1,2"
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    first = next(line for line in result.output.splitlines() if line.startswith("llama-3.2-1b:"))
+    # 1 device: count 1 as one server; 2 as 2 splits, 2 replicas or 1 + 1 pooled: 5 shapes x 2 drafts x 36
+    assert first.startswith("llama-3.2-1b: 360 deployments enumerated")
+    assert "fleet" in result.output and "chosen: " in result.output
 
 
 def _one_line_exit_2(args, says):

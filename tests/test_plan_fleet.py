@@ -4,15 +4,11 @@ Pareto set by brute force, the executors agreeing, and bad input as one line wit
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import ridgeline as rl
 from ridgeline import api
-from ridgeline.cli import app
 from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.serving.bounds import FLEET, Draft, Load, Slo, Space, analytic_pass
 from ridgeline.serving.fanout import local
@@ -138,41 +134,6 @@ def test_a_pool_costs_each_pools_devices_at_their_price():
     assert row.usd_per_hour == pytest.approx(3.9 + 2.3) and row.fleet == "1x1 prefill + 1x1 decode on a100-80gb"
 
 
-def _plan(executor="local", workers=1, **more):
-    return api.plan(
-        "llama-3.2-1b",
-        ["h100-sxm", "a100-80gb"],
-        Load(30, 256, 32, 120),
-        Slo(0.05, 0.01),
-        executor=executor,
-        workers=workers,
-        **SMALL,
-        token_budgets=(512,),
-        replicas=(1, 2),
-        pools=((1, 1),),
-        drafts=[("qwen2-0.5b", 2, 0.9)],
-        **more,
-    ).to_dict()
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    return _plan()
-
-
-def test_a_fleet_search_on_two_workers_gives_the_same_answer(one_worker):
-    assert one_worker["meta"]["fleet"]["route"] == "least-outstanding"
-    assert _plan(workers=2) == {**one_worker, "meta": {**one_worker["meta"], "workers": 2}}
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None, reason="ray is not installed: pip install 'ridgeline[cluster]'"
-)
-def test_a_fleet_search_on_a_local_ray_cluster_gives_the_same_answer(one_worker):
-    got = _plan("ray", 2)
-    assert got == {**one_worker, "meta": {**one_worker["meta"], "workers": 2, "executor": "ray"}}
-
-
 def test_the_rate_search_is_the_simulators_on_the_same_arrivals():
     """--rate-search's figure for one server is ``simulate --search``'s: the same search,
     from the offered rate, on the same seeded arrivals."""
@@ -219,27 +180,3 @@ def test_a_profile_prices_the_devices_it_was_measured_on_and_says_so():
     d = rl.resolve("llama-3.2-1b", "h100-sxm", w_dtype="fp16", kv_dtype="fp16", attention="flash", profile=PROFILE)
     assert row.ttft_bound_s == pytest.approx(rl.analyze(d, batch=1, seq_len=256).prefill.total["time_s"], rel=1e-12)
     assert all(r["basis"] in ("calibrated", "spec") for r in out.to_dict()["deployments"])
-
-
-runner = CliRunner()
-PLAN = [
-    "plan",
-    "llama-3.2-1b",
-    "--workload",
-    "poisson:rate=5,prompt=128,output=16,n=20",
-    "--devices",
-    "h100-sxm",
-    "--counts",
-    "1,2",
-    "--workers",
-    "1",
-]
-
-
-def test_the_cli_searches_fleets_and_names_them():
-    result = runner.invoke(app, [*PLAN, "--replicas", "1,2", "--pools", "1:1", "--drafts", "qwen2-0.5b:2:0.9"])
-    assert result.exit_code == 0, result.output
-    first = next(line for line in result.output.splitlines() if line.startswith("llama-3.2-1b:"))
-    # 1 device: count 1 as one server; 2 as 2 splits, 2 replicas or 1 + 1 pooled: 5 shapes x 2 drafts x 36
-    assert first.startswith("llama-3.2-1b: 360 deployments enumerated")
-    assert "fleet" in result.output and "chosen: " in result.output
