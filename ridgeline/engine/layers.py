@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -58,11 +59,11 @@ class Plan:
     def head_matrix_dtype(self) -> str:
         return self.head_dtype or self.matrix_dtype
 
-    @property
+    @cached_property  # each linear op asks: made once per plan
     def quant(self) -> Quant:
         return Quant(self.wb, self.scale_bytes, self.group_size, self.dequant)
 
-    @property
+    @cached_property
     def unquantised(self) -> Quant:
         return Quant(self.head_bytes)
 
