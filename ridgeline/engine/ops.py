@@ -11,7 +11,7 @@ weights read, activations read, activations written, KV cache read, KV cache wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -139,6 +139,11 @@ class Op:
     def intensity(self) -> Number:
         """Arithmetic intensity: operations per byte moved to and from device memory."""
         return self.flops / self.bytes
+
+
+def replaced(op: Op, **changes: Any) -> Op:
+    """``dataclasses.replace`` for an Op, without its per-field checks (a pass replaces a few)."""
+    return Op(**{**vars(op), **changes})
 
 
 def _dims(**kwargs: Any) -> Mapping[str, Any]:
@@ -544,9 +549,9 @@ def repeat_kv_attention(op: Op, kv_len: Number, kv_read_positions: Number, kvb: 
     row = d["head_dim"] + d["v_dim"]
     mask = batch * q_len * kv_len
     if heads <= kv_heads:
-        return replace(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
+        return replaced(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
     copies = batch * heads * kv_len * row * kvb
-    return replace(
+    return replaced(
         op,
         name="sdpa_repeat_kv",
         kv_read_bytes=batch * kv_heads * kv_len * row * kvb,
