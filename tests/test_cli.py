@@ -512,3 +512,13 @@ def test_calibrate_help_says_where_a_refit_and_its_rows_go():
     text = " ".join(run("calibrate", "--help").stdout.split())
     assert "with --refit: ./<stem>.refit.yaml" in text
     assert "its calibration rows go beside it, .calibration.csv for .yaml" in text
+
+
+def test_a_headline_interval_has_no_exponent():
+    """An interval past 1000 of the point's unit read '80 %: 1.4e+03–3.09e+03' (issue 30 item
+    11's exponent notation, in the CLI's headline): whole numbers there, as plain_number writes."""
+    args = ["analyze", "llama-2-7b", "--seq-len", "4096", "--generate", "128", "--attention", "eager"]
+    ttft = next(line for line in run(*args).stdout.splitlines() if line.startswith("TTFT "))
+    lo, hi = (v * 1e3 for v in json.loads(run(*args, "-f", "json").stdout)["intervals"]["ttft_s"]["80"])
+    assert hi >= 1000 and "e+" not in ttft
+    assert f"(80 %: {lo:.0f}–{hi:.0f})" in ttft
