@@ -311,7 +311,7 @@ def band_text(intervals: dict, key: str, point: float | None, rate: bool = False
         return f" (80 %: {plain_number(pair[0], 3)}–{plain_number(pair[1], 3)})"
     unit = format_time(point).split(" ")[1]
     scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
-    return f" (80 %: {pair[0] / scale:.3g}–{pair[1] / scale:.3g})"
+    return f" (80 %: {plain_number(pair[0] / scale, 3)}–{plain_number(pair[1] / scale, 3)})"
 
 
 def interval_basis(intervals: dict) -> str:

@@ -29,6 +29,19 @@ def test_slos_must_be_positive_seconds(flag, value):
         rl.frontier("llama-2-7b", "a6000", **{name: float(value)})
 
 
+@pytest.mark.parametrize("slo", ["--tpot-slo", "--ttft-slo"])
+def test_a_nan_slo_is_refused_without_a_search_too(slo):
+    """Issue 30 item 4: ``--tpot-slo nan`` once said "100.0 % met the SLOs"."""
+    _one_line_exit_2([*SIM, slo, "nan"], f"{slo[2:].replace('-', '_')} must be a positive number of seconds, got nan")
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_plan_slos_are_validated_the_same_way(value):
+    args = ["plan", "llama-3-8b", "--workload", "poisson:rate=20,prompt=512,output=256,n=100", "--devices", "h100-sxm"]
+    _one_line_exit_2([*args, "--slo", f"ttft={value},tpot=0.05"], f"the ttft SLO must be positive, got '{value}'")
+    _one_line_exit_2([*args, "--slo", f"ttft=0.5,tpot={value}"], f"the tpot SLO must be positive, got '{value}'")
+
+
 def test_a_rate_search_needs_a_target_and_no_target_claims_no_goodput():
     _one_line_exit_2([*SIM, "--search"], "the rate search needs a latency target: ttft_slo or tpot_slo")
     plain = CliRunner().invoke(app, SIM)
@@ -79,5 +92,19 @@ def test_a_snapshot_is_not_repredicted_with_another_devices_profile(tmp_path):
         args,
         "cpu-amd-epyc-f25m17-1t.yaml: measured on cpu-amd-epyc-f25m17-1t, but "
         "cpu-intel-r-xeon-r-processor-f6m207-1t-2026-11-25.json was measured on cpu-intel-r-xeon-r-processor-f6m207-1t",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_gpu_snapshot_is_not_repredicted_with_the_other_gpus_profile(tmp_path):
+    """Issue 30 item 6 on the GPUs: the H100's snapshot with the H200's profile."""
+    from ridgeline.io.catalog import PROFILES_DIR, VALIDATION_DIR
+
+    snapshot = VALIDATION_DIR / "cuda-nvidia-h100-80gb-hbm3-2026-11-23.json"
+    args = ["validate", "--repredict", str(snapshot), "--profile", str(PROFILES_DIR / "cuda-nvidia-h200.yaml")]
+    _one_line_exit_2(
+        [*args, "--output-dir", str(tmp_path)],
+        "cuda-nvidia-h200.yaml: measured on cuda-nvidia-h200, but cuda-nvidia-h100-80gb-hbm3-2026-11-23.json was "
+        "measured on cuda-nvidia-h100-80gb-hbm3: re-predict it with a profile of cuda-nvidia-h100-80gb-hbm3",
     )
     assert list(tmp_path.iterdir()) == []

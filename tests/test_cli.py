@@ -495,3 +495,30 @@ def test_json_carries_the_verdict_the_table_prints():
     verdict = json.loads(run(*args, "-f", "json").stdout)["verdict"]
     assert verdict["text"] == line.removeprefix("verdict: ")
     assert (verdict["prefill_bound"], verdict["decode_bound"], verdict["largest_batch"]) == ("compute", "memory", 0)
+
+
+def test_csv_counts_are_whole_numbers_as_in_json():
+    """Issue 30 item 9: ``count`` was 1.0 in the CSV and 1 in the JSON."""
+    csv_lines = run("analyze", "llama-2-7b", "--format", "csv").stdout.splitlines()
+    column = csv_lines[0].split(",").index("count")
+    counts = [line.split(",")[column] for line in csv_lines[1:] if ",total,total," not in line]
+    assert counts[:2] == ["1", "32"] and all(c.isdigit() for c in counts)
+    ops = json.loads(run("analyze", "llama-2-7b", "--format", "json").stdout)["prefill"]["ops"]
+    assert [str(op["count"]) for op in ops] == counts[: len(ops)]
+
+
+def test_calibrate_help_says_where_a_refit_and_its_rows_go():
+    """Issue 30 item 9: ``--refit`` writes ./<stem>.refit.yaml, which ``--help`` did not say."""
+    text = " ".join(run("calibrate", "--help").stdout.split())
+    assert "with --refit: ./<stem>.refit.yaml" in text
+    assert "its calibration rows go beside it, .calibration.csv for .yaml" in text
+
+
+def test_a_headline_interval_has_no_exponent():
+    """An interval past 1000 of the point's unit read '80 %: 1.4e+03–3.09e+03' (issue 30 item
+    11's exponent notation, in the CLI's headline): whole numbers there, as plain_number writes."""
+    args = ["analyze", "llama-2-7b", "--seq-len", "4096", "--generate", "128", "--attention", "eager"]
+    ttft = next(line for line in run(*args).stdout.splitlines() if line.startswith("TTFT "))
+    lo, hi = (v * 1e3 for v in json.loads(run(*args, "-f", "json").stdout)["intervals"]["ttft_s"]["80"])
+    assert hi >= 1000 and "e+" not in ttft
+    assert f"(80 %: {lo:.0f}–{hi:.0f})" in ttft

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,11 @@ def test_host_is_detected_once_and_kept_with_its_provenance(monkeypatch, tmp_pat
     result = CliRunner().invoke(app, ["hardware", "show", "host", "--refresh"])
     assert result.exit_code == 0 and "bandwidth              34 GB/s" in result.output
     assert hw.detect_host(gpu=False).memory_bandwidth == 34e9
+
+
+def test_the_suite_writes_nothing_under_the_testers_home():
+    """Issue 30 item 3: the run once wrote ``~/.cache/ridgeline/host-*.json``; conftest points
+    both user folders at a temporary one for the whole session."""
+    home = Path.home()
+    for folder in (user_data_dir(), user_cache_dir()):
+        assert not folder.is_relative_to(home) or folder.is_relative_to(Path(tempfile.gettempdir())), folder

@@ -71,6 +71,11 @@ def test_every_number_and_list_has_a_range():
         ("?memory_utilization=2", "memory_utilization", "(expected a number from 0.01 to 1; the CLI takes more)"),
         ("?serving_rates=" + "1," * 150, "serving_rates", "(expected at most 200 characters)"),
         ("?plan_rate=1e9", "plan_rate", "(expected a number from 0.01 to 1,000; the CLI takes more)"),
+        (  # the one-request denial of service
+            "?serving_requests=100000000",
+            "serving_requests",
+            "serving_requests='100000000' (expected a whole number from 1 to 100,000; the CLI takes more)",
+        ),
     ],
 )
 def test_out_of_range_values_are_named_and_the_default_shown(raw, key, message):

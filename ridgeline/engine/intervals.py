@@ -36,6 +36,7 @@ MIN_COUNT = 20  # fewest residuals a group needs to stand on its own
 SAMPLES = 512  # class-level draws behind an analysis's intervals
 SEED = 0
 COVERAGES = (50, 80)  # the central intervals reported, in per cent
+COVERAGE_KEYS = tuple(str(c) for c in COVERAGES)  # their names in the JSON
 POOL = "*"
 BYTE_BANDS = ((2**20, "small"), (2**26, "medium"))  # below each bound; 'large' above
 FEW_ROWS = 8  # matrix products with at most this many rows are matrix-vector-like
@@ -46,7 +47,11 @@ def band(op: Op) -> str:
     """The size band of an op: its bytes (small < 1 MiB ≤ medium < 64 MiB ≤ large) and, for
     a matrix product, whether it has few rows (≤ 8: a matrix-vector product)."""
     nbytes = _largest(op.bytes)
-    size = next((name for bound, name in BYTE_BANDS if nbytes < bound), "large")
+    size = "large"
+    for bound, name in BYTE_BANDS:
+        if nbytes < bound:
+            size = name
+            break
     rows = op.dims.get("m")
     if op.matrix and rows is not None:
         return f"{size}/{'few-rows' if _largest(rows) <= FEW_ROWS else 'many-rows'}"
@@ -211,7 +216,7 @@ def centrals(figures: Mapping[str, tuple[np.ndarray, float]]) -> dict[str, dict[
 def residual_interval(table: IntervalTable, group: str, distance: float = 1.0) -> dict[str, list[float]]:
     """One op's central intervals as factors of its prediction (exp of the group's quantiles)."""
     ends = table.kept(("op", group, float(distance)), lambda: _residual_ends(table, group, distance))
-    return {str(c): [ends[2 * i], ends[2 * i + 1]] for i, c in enumerate(COVERAGES)}
+    return {c: [ends[2 * i], ends[2 * i + 1]] for i, c in enumerate(COVERAGE_KEYS)}
 
 
 def _residual_ends(table: IntervalTable, group: str, distance: float) -> tuple[float, ...]:

@@ -10,7 +10,8 @@ reads (``inputs``), in data-flow order, which is what the memory tracker's liven
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -58,11 +59,11 @@ class Plan:
     def head_matrix_dtype(self) -> str:
         return self.head_dtype or self.matrix_dtype
 
-    @property
+    @cached_property  # each linear op asks: made once per plan
     def quant(self) -> Quant:
         return Quant(self.wb, self.scale_bytes, self.group_size, self.dequant)
 
-    @property
+    @cached_property
     def unquantised(self) -> Quant:
         return Quant(self.head_bytes)
 
@@ -203,14 +204,14 @@ def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
     ]
     ops = copies if copy else []
     qk = O.qk_matmul(a.batch, a.heads, g, a.q_len, kv, a.qk_dim, **mm)
-    ops.append(replace(qk, inputs=(a.q_from, "repeat_k") if copy else (a.q_from,)))
+    ops.append(O.replaced(qk, inputs=(a.q_from, "repeat_k") if copy else (a.q_from,)))
     ops.append(O.score_pass("attn_scale", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, inputs=("qk_matmul",), **el))
     mask = dict(mask_bytes=p.ab, inputs=("attn_scale",))
     ops.append(O.score_pass("attn_mask", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, **mask, **el))
     ops += fp32_softmax(shape, a.count, p)
     sv = O.sv_matmul(a.batch, a.heads, g, a.q_len, kv, a.v_dim, **mm)
     held = ("repeat_v", "repeat_k") if copy else ()  # key_states lives until the function returns
-    return ops + [replace(sv, inputs=(ops[-1].name, *held))]
+    return ops + [O.replaced(sv, inputs=(ops[-1].name, *held))]
 
 
 def fp32_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
@@ -260,9 +261,9 @@ def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     if p.attention == "sdpa-repeat":
         return [O.repeat_kv_attention(ops[0], keys if not a.prefill else a.kv_len, positions, p.kvb)]
     if p.attention == "sdpa-gqa" and a.kv_heads < a.heads and not a.latent:
-        return [replace(ops[0], name="sdpa_gqa")]  # a kernel of its own: no fold of the group
+        return [O.replaced(ops[0], name="sdpa_gqa")]  # a kernel of its own: no fold of the group
     if p.attention == "paged" and not a.prefill:  # the block table: 4 bytes per block
-        ops[0] = replace(ops[0], act_read_bytes=ops[0].act_read_bytes + a.batch * keys / p.kv_block * 4)
+        ops[0] = O.replaced(ops[0], act_read_bytes=ops[0].act_read_bytes + a.batch * keys / p.kv_block * 4)
     if p.attention == "flash-decoding" and not a.prefill:
         splits = np.maximum(1, np.ceil(p.compute_units / (a.batch * a.heads)))
         ops.append(O.split_combine(a.batch, a.heads, splits, a.v_dim, count=a.count, dtype=p.vector_dtype))
@@ -329,7 +330,7 @@ def latent_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, pr
         ops.append(O.linear("q_proj", tokens, h, s.heads * (nope + rope_d), inputs=("attn_norm",), **lin))
     ops.append(O.linear("kv_a_proj", tokens, h, r + rope_d, inputs=("attn_norm",), out_kv_bytes=p.kvb, **lin))
     rope = O.rope(tokens, s.heads, 1, rope_d, ab=p.ab, kvb=0, count=L, dtype=p.vector_dtype)
-    ops.append(replace(rope, inputs=("q_proj", "kv_a_proj")))
+    ops.append(O.replaced(rope, inputs=("q_proj", "kv_a_proj")))
     if prefill:
         ops.append(O.linear("kv_b_proj", tokens, r, s.heads * (nope + v_d), inputs=("kv_a_proj",), **lin))
         core = attention_core(
@@ -395,7 +396,7 @@ def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
     for i, op in enumerate(experts):
         if op.kind == "linear":
             n_in, n_out = op.dims["k"], op.dims["n"]
-            experts[i] = replace(
+            experts[i] = O.replaced(
                 O.linear(
                     op.name,
                     routed,

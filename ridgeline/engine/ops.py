@@ -11,7 +11,7 @@ weights read, activations read, activations written, KV cache read, KV cache wri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -54,31 +54,77 @@ ROPE_OPS = 3  # x*cos + rotate_half(x)*sin per element
 BYTE_FIELDS = ("weight_bytes", "act_read_bytes", "act_write_bytes", "kv_read_bytes", "kv_write_bytes")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Op:
-    """One operator instance: what it computes and which bytes it moves."""
+    """One operator instance: what it computes and which bytes it moves (the defaults are
+    ``__init__``'s)."""
 
     name: str
     kind: str  # linear | attention | softmax | norm | elementwise | embed
     count: int  # instances per forward pass (num_layers for layer ops)
     flops: Number
-    weight_bytes: Number = 0
-    act_read_bytes: Number = 0
-    act_write_bytes: Number = 0
-    kv_read_bytes: Number = 0
-    kv_write_bytes: Number = 0
-    vector_flops: Number = 0  # vector-unit work beside the matrix work (dequantising, fused softmax)
-    comm_bytes: Number = 0  # bytes each device sends over the interconnect
-    comm_hops: Number = 0  # sequential link hops of a collective (each costs the link latency)
-    exps: Number = 0  # exponentials (softmax), run on the special-function units
-    matrix: bool = False  # runs on matrix units (GEMM/GEMV) rather than vector units
-    dtype: str = "fp16"  # data type the arithmetic runs in
-    inputs: tuple[str, ...] = ()  # producers of the activations it reads (liveness)
-    dims: Mapping[str, Any] = field(default_factory=dict)  # kernel shape, for benchmarks
+    weight_bytes: Number
+    act_read_bytes: Number
+    act_write_bytes: Number
+    kv_read_bytes: Number
+    kv_write_bytes: Number
+    vector_flops: Number  # vector-unit work beside the matrix work (dequantising, fused softmax)
+    comm_bytes: Number  # bytes each device sends over the interconnect
+    comm_hops: Number  # sequential link hops of a collective (each costs the link latency)
+    exps: Number  # exponentials (softmax), run on the special-function units
+    matrix: bool  # runs on matrix units (GEMM/GEMV) rather than vector units
+    dtype: str  # data type the arithmetic runs in
+    inputs: tuple[str, ...]  # producers of the activations it reads (liveness)
+    dims: Mapping[str, Any]  # kernel shape, for benchmarks
     # bytes of each fresh tensor the kernel allocates (None: one, its output, act_write_bytes);
     # a CPU pays the operating system's first touch of those above the allocator's mmap
     # threshold (``ridgeline.engine.roofline.Ceilings.first_touch_rate``)
-    alloc_bytes: tuple[Number, ...] | None = None
+    alloc_bytes: tuple[Number, ...] | None
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        count: int,
+        flops: Number,
+        weight_bytes: Number = 0,
+        act_read_bytes: Number = 0,
+        act_write_bytes: Number = 0,
+        kv_read_bytes: Number = 0,
+        kv_write_bytes: Number = 0,
+        vector_flops: Number = 0,
+        comm_bytes: Number = 0,
+        comm_hops: Number = 0,
+        exps: Number = 0,
+        matrix: bool = False,
+        dtype: str = "fp16",
+        inputs: tuple[str, ...] = (),
+        dims: Mapping[str, Any] | None = None,
+        alloc_bytes: tuple[Number, ...] | None = None,
+    ) -> None:
+        # one update of the instance's dict: a frozen dataclass's own __init__ sets each of the
+        # 18 fields through object.__setattr__, which made building the ops most of the cost
+        # of listing a pass (an analysis builds about 80)
+        vars(self).update(
+            name=name,
+            kind=kind,
+            count=count,
+            flops=flops,
+            weight_bytes=weight_bytes,
+            act_read_bytes=act_read_bytes,
+            act_write_bytes=act_write_bytes,
+            kv_read_bytes=kv_read_bytes,
+            kv_write_bytes=kv_write_bytes,
+            vector_flops=vector_flops,
+            comm_bytes=comm_bytes,
+            comm_hops=comm_hops,
+            exps=exps,
+            matrix=matrix,
+            dtype=dtype,
+            inputs=inputs,
+            dims={} if dims is None else dims,
+            alloc_bytes=alloc_bytes,
+        )
 
     @property
     def allocations(self) -> tuple[Number, ...]:
@@ -93,6 +139,11 @@ class Op:
     def intensity(self) -> Number:
         """Arithmetic intensity: operations per byte moved to and from device memory."""
         return self.flops / self.bytes
+
+
+def replaced(op: Op, **changes: Any) -> Op:
+    """``dataclasses.replace`` for an Op, without its per-field checks (a pass replaces a few)."""
+    return Op(**{**vars(op), **changes})
 
 
 def _dims(**kwargs: Any) -> Mapping[str, Any]:
@@ -498,9 +549,9 @@ def repeat_kv_attention(op: Op, kv_len: Number, kv_read_positions: Number, kvb: 
     row = d["head_dim"] + d["v_dim"]
     mask = batch * q_len * kv_len
     if heads <= kv_heads:
-        return replace(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
+        return replaced(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
     copies = batch * heads * kv_len * row * kvb
-    return replace(
+    return replaced(
         op,
         name="sdpa_repeat_kv",
         kv_read_bytes=batch * kv_heads * kv_len * row * kvb,

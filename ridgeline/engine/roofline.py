@@ -328,8 +328,11 @@ class Ceilings:
                 raise UnsupportedDtypeError(op.dtype, self.device, sorted(table))
         else:
             peak = self.vector_roof(op.dtype)
-        roof = peak * terms.get("compute", 1.0) * _tile_fill(op, terms.get("rows_half"), bool(terms.get("gemv")))
-        return _measured_or(fraction, peak, roof)
+        rows_half = terms.get("rows_half")
+        roof = peak * terms.get("compute", 1.0)
+        if rows_half:  # else a fill of 1
+            roof = roof * _tile_fill(op, rows_half, bool(terms.get("gemv")))
+        return roof if fraction is None else _measured_or(fraction, peak, roof)
 
     def memory_roof(self, op: Op):
         """Bandwidth times the class's memory efficiency; a class whose one-row products run
@@ -341,7 +344,7 @@ class Ceilings:
         rows = tile_rows(op) if "gemv_memory" in terms else None
         if rows is not None:
             rate = np.where(np.asarray(rows) == 1, self.bandwidth * terms["gemv_memory"], rate)
-        return _measured_or(fraction, self.bandwidth, rate)
+        return rate if fraction is None else _measured_or(fraction, self.bandwidth, rate)
 
     def row_fraction(self, op: Op):
         """The class's measured fraction of the bound at the op's rows and shape, or None
@@ -646,12 +649,13 @@ def first_touch_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> 
 
 
 BOUNDS = ("compute", "memory", "network", "exp")
+BOUND_NAMES = np.asarray(BOUNDS)
 
 
 def _bound(*seconds):
     """Name of the largest term; ties go to the earlier name (compute before memory)."""
     stacked = np.stack(np.broadcast_arrays(*seconds))
-    return np.asarray(BOUNDS)[np.argmax(stacked, axis=0)]
+    return BOUND_NAMES[np.argmax(stacked, axis=0)]
 
 
 def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, comm: np.ndarray, hops: np.ndarray) -> np.ndarray:

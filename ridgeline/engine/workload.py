@@ -27,11 +27,16 @@ class Workload:
     def __post_init__(self) -> None:
         for field in ("batch", "seq_len"):
             _check_positive(field, getattr(self, field))
-        if np.any(np.asarray(self.generate) < 0):
+        generate = self.generate
+        if (generate < 0) if type(generate) is int else np.any(np.asarray(generate) < 0):
             raise InvalidWorkloadError(f"generate must be >= 0, got {self.generate!r}")
 
 
 def _check_positive(field: str, value: Number) -> None:
+    if type(value) is int:  # one analysis's plain number: no array to make
+        if value <= 0:
+            raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
+        return
     arr = np.asarray(value)
     if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
