@@ -40,18 +40,35 @@ from ridgeline.errors import (
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import check_writable, read_yaml
 from ridgeline.io.prices import prices_for
-from ridgeline.io.resolve import Deployment, as_deployment, load_device, load_model, resolve, resolve_each
+from ridgeline.io.resolve import (
+    Deployment,
+    as_deployment,
+    ceilings_where_measured,
+    load_device,
+    load_model,
+    read_profile,
+    resolve,
+    resolve_each,
+)
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
 from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
-from ridgeline.serving.bounds import Load, Slo, Space
+from ridgeline.serving.bounds import Draft, Load, Slo, Space
 from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.speculative import Speculation, simulate_speculative
-from ridgeline.serving.workload_text import names, number, pairs, parse_slo, parse_workload
+from ridgeline.serving.workload_text import (
+    names,
+    number,
+    pairs,
+    parse_drafts,
+    parse_pools,
+    parse_slo,
+    parse_workload,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -61,7 +78,7 @@ Number = Any
 # What ``**how`` passes on to ``resolve``: its keywords and the Settings fields. A keyword
 # that is none of them, nor the function's own, is refused naming the closest.
 HOW = (*(n for n in keyword_names(resolve) if n not in ("model", "hardware")), *SETTING_NAMES)
-SPACE = tuple(f.name for f in fields(Space) if f.name != "devices")  # plan's **dimensions
+SPACE = tuple(f.name for f in fields(Space) if f.name not in ("devices", "roofs"))  # plan's **dimensions
 
 
 @takes_keywords(*HOW)
@@ -660,6 +677,28 @@ def fleet_server(
     return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)
 
 
+def _drafts(given) -> tuple[Draft, ...]:
+    """Drafts as :class:`Draft` s, or (catalog name, k, acceptance) triples."""
+    return tuple(d if isinstance(d, Draft) else Draft(load_model(str(d[0])), *d[1:]) for d in given)
+
+
+def plan_roofs(devices: list, profile, transfer: bool) -> tuple[tuple, dict[str, Any]]:
+    """Each device's roofs: the profile's where it was measured (or transferred, when asked;
+    :func:`~ridgeline.io.resolve.ceilings_where_measured`), the datasheet's elsewhere; and
+    what they rest on, for the meta block."""
+    raw, where = read_profile(profile)
+    found = [ceilings_where_measured(d, raw, transfer=transfer) for d in devices]
+    modes = {d.name: c.mode for d, (c, _) in zip(devices, found)}
+    if set(modes.values()) == {"spec"}:
+        hint = "" if transfer else " (or add --transfer for another GPU of its architecture)"
+        raise InvalidWorkloadError(
+            f"the profile {where} was measured on none of {', '.join(modes)}; add its device to --devices{hint}"
+        )
+    notes = sorted({n for _, ns in found for n in ns})
+    about = {"basis": f"profile {where} where it applies, datasheet elsewhere", "roofs": modes, "notes": notes}
+    return tuple(c for c, _ in found), about
+
+
 @takes_keywords(*SPACE)
 def plan(
     model: str | ModelConfig,
@@ -672,29 +711,50 @@ def plan(
     workers: int | None = None,
     address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    profile=None,
+    transfer: bool = False,
+    rate_search: float | None = None,
     **dimensions: Any,
 ) -> PlanResult:
-    """The deployments of ``model`` on ``devices`` (x count x split x types x server limits:
-    :class:`~ridgeline.serving.bounds.Space`'s ``dimensions``) that serve ``load`` within
-    ``slo`` cheapest (:func:`ridgeline.serving.plan.search`), priced from the shipped price
-    list or ``prices`` (USD per GPU-hour by device), simulated on ``executor``."""
+    """The deployments of ``model`` on ``devices`` (x count x split x types x server limits,
+    and the opt-in fleet dimensions ``replicas``, ``pools`` and ``drafts`` — Draft s or
+    (name, k, acceptance): :class:`~ridgeline.serving.bounds.Space`'s ``dimensions``) that
+    serve ``load`` within ``slo`` cheapest (:func:`ridgeline.serving.plan.search`), priced
+    from the shipped price list or ``prices`` (USD per GPU-hour by device), simulated on
+    ``executor``. ``profile`` prices the devices it was measured on (``transfer``: or
+    transferred to) with its roofs. ``rate_search`` (a percentile, e.g. 99): each simulated
+    deployment's highest rate meeting the SLO at it (the simulator's ``max_rate``)."""
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
     if len(set(devices)) != len(devices):
         raise InvalidWorkloadError(f"a device is named twice in {', '.join(devices)}")
-    space = Space(tuple(load_device(name) for name in devices), **dimensions)
+    if rate_search is not None and not 0 < rate_search <= 100:  # also refuses NaN
+        raise InvalidWorkloadError(f"the rate search's percentile must be in (0, 100], got {rate_search!r}")
+    if transfer and profile is None:
+        raise InvalidWorkloadError("--transfer applies a --profile to another GPU of its architecture: give --profile")
+    if "drafts" in dimensions:
+        dimensions["drafts"] = _drafts(dimensions["drafts"])
+    specs = tuple(load_device(name) for name in devices)
+    roofs, about = plan_roofs(list(specs), profile, transfer) if profile is not None else ((), {})
+    space = Space(specs, **dimensions, roofs=roofs)
     cited = prices_for(list(devices), prices)
     count = fanout.check_executor(executor, workers, address)
+    usd = {k: p.usd_per_gpu_hour for k, p in cited.items()}
     with fanout.executor(executor, workers, address) as run_many:
-        result = search(config, space, load, slo, {k: p.usd_per_gpu_hour for k, p in cited.items()}, run_many, progress)
+        result = search(config, space, load, slo, usd, run_many, progress, rate_search)
     meta = {
         "model": config.name,
         "basis": "spec: every device's datasheet roofline",
+        **about,
         "load": asdict(load),
         "slo": asdict(slo),
         "prices": {k: asdict(p) for k, p in cited.items()},
         "executor": executor,
         "workers": None if address else count,
     }
+    if space.fleet:
+        meta["fleet"] = {"route": "least-outstanding", "kv_link": asdict(KvLink())}
+    if rate_search is not None:
+        meta["rate_search_percentile"] = rate_search
     return replace(result, meta={**meta, **result.meta})
 
 
@@ -708,17 +768,25 @@ def plan_from_text(
     counts: str,
     top: int,
     output=None,
+    replicas: str = "1",
+    pools: str | None = None,
+    drafts: str | None = None,
+    rate_search: bool = False,
     **how: Any,
 ) -> PlanResult:
     """:func:`plan` of the command line's text: ``workload`` 'poisson:rate=R,prompt=P,output=O,n=N',
-    ``slo`` 'ttft=0.5,tpot=0.05', ``price`` 'h100-sxm=3.5', ``devices`` and ``counts`` lists;
-    each checked (``top`` rows to show, ``output`` writable) before the search starts."""
+    ``slo`` 'ttft=0.5,tpot=0.05', ``price`` 'h100-sxm=3.5', ``devices``, ``counts`` and
+    ``replicas`` lists, ``pools`` 'P:D,...', ``drafts`` 'NAME:K:A,...'; each checked (``top``
+    rows to show, ``output`` writable) before the search starts. ``rate_search``: at p99."""
     if top < 1:
         raise InvalidWorkloadError(f"--top must be at least 1, got {top}")
     if output is not None:
         check_writable(output)
     overrides = {k: number(v, f"the --price of {k}") for k, v in pairs(price, "--price").items()} if price else None
     sizes = tuple(int(number(c, "each of --counts", whole=True)) for c in names(counts, "--counts"))
+    fleet = {"replicas": tuple(int(number(r, "each of --replicas", whole=True)) for r in names(replicas, "--replicas"))}
+    fleet.update({"pools": parse_pools(pools)} if pools else {})
+    fleet.update({"drafts": parse_drafts(drafts)} if drafts else {})
     return plan(
         model,
         names(devices, "--devices"),
@@ -726,6 +794,8 @@ def plan_from_text(
         parse_slo(slo),
         prices=overrides,
         counts=sizes,
+        rate_search=99.0 if rate_search else None,
+        **fleet,
         **how,
     )
 

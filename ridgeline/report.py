@@ -810,8 +810,9 @@ def registered_line(data: dict, path) -> str:
     )
 
 
-PLAN_COLUMNS = {
+PLAN_COLUMNS = {  # the optional ones (fleet, basis, max rate) where the search has them
     "device": ("device", "{}"),
+    "fleet": ("fleet", "{}"),
     "gpus": ("gpus", "{}"),
     "tp": ("tp", "{}"),
     "pp": ("pp", "{}"),
@@ -825,16 +826,19 @@ PLAN_COLUMNS = {
     "slo_attainment": ("met SLO", "{:.4f}"),
     "ttft_p99_s": ("TTFT p99 s", "{:.3f}"),
     "tpot_p99_s": ("TPOT p99 s", "{:.4f}"),
+    "max_rate_rps": ("max rate req/s", "{:.2f}"),
+    "basis": ("basis", "{}"),
 }
 
 
 def plan_table(frame, title: str) -> Table:
     """Deployments of a plan, one row each (the columns of PLAN_COLUMNS)."""
     out = Table(title=title)
-    for header, _ in PLAN_COLUMNS.values():
+    shown = {key: how for key, how in PLAN_COLUMNS.items() if key in frame}
+    for header, _ in shown.values():
         out.add_column(header, justify="right")
     for _, row in frame.iterrows():
-        out.add_row(*(fmt.format(row[key]) for key, (_, fmt) in PLAN_COLUMNS.items()))
+        out.add_row(*(fmt.format(row[key]) for key, (_, fmt) in shown.items()))
     return out
 
 
@@ -847,8 +851,8 @@ def plan_view(result, top: int) -> list[Any]:
     view: list[Any] = [
         f"{meta['model']}: {counts['enumerated']} deployments enumerated; {sum(bounds.values())} pruned by the "
         f"bounds ({pruned}); {counts['pruned'].get('dominated', 0)} dominated (they cost more than a simulated "
-        f"one that met the SLO for every request); {counts['simulated']} simulated on datasheet rooflines "
-        f"({meta['executor']} executor)"
+        f"one that met the SLO for every request); {counts['simulated']} simulated on "
+        f"{'datasheet rooflines' if 'roofs' not in meta else meta['basis']} ({meta['executor']} executor)"
     ]
     if result.chosen is None:
         return [*view, "no deployment survived the bounds: none can meet the SLO at this rate"]
@@ -856,8 +860,9 @@ def plan_view(result, top: int) -> list[Any]:
     simulated = frame[frame["reason"] == ""].sort_values("rank_cost").head(top)
     view.append(plan_table(simulated, f"The {len(simulated)} cheapest simulated"))
     row = frame.loc[result.chosen]
+    fleet = f" as {row['fleet']}" if row.get("fleet") else ""
     view.append(
-        f"chosen: {row['gpus']} x {row['device']} (tp {row['tp']}, pp {row['pp']}), weights {row['w_dtype']}, KV "
+        f"chosen: {row['gpus']} x {row['device']}{fleet} (tp {row['tp']}, pp {row['pp']}), weights {row['w_dtype']}, KV "
         f"{row['kv_dtype']}, max batch {row['max_batch']}, chunk {row['token_budget']}: "
         f"${row['usd_per_million_tokens']:.3f} per million output tokens, goodput {row['goodput_rps']:.2f} req/s "
         f"({row['slo_attainment']:.4f} of requests met the SLO)"

@@ -103,8 +103,8 @@ ENTRY_POINTS = {
     "plan": (
         lambda d: api.plan("llama-3-8b", ["h100-sxm"], Load(20, 512, 256, 100), Slo(0.5, 0.05), max_batch=(64,)),
         "unknown keyword 'max_batch' for plan: did you mean 'max_batches'? Valid names: model, devices, load, "
-        "slo, prices, executor, workers, address, progress, counts, w_dtypes, kv_dtypes, max_batches, "
-        "token_budgets, attention",
+        "slo, prices, executor, workers, address, progress, profile, transfer, rate_search, counts, w_dtypes, "
+        "kv_dtypes, max_batches, token_budgets, attention, replicas, pools, drafts",
     ),
     "resolve": (
         lambda d: rl.resolve("llama-2-7b", "a6000", tp_=2),

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline import api
 from ridgeline.cli import app
+from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.prices import price_list, prices_for
 from ridgeline.serving.arrivals import poisson
 from ridgeline.serving.bounds import Load, Slo, Space, analytic_pass
@@ -192,7 +193,7 @@ def _task_of(row):
     )
 
 
-def _plan(executor="local", workers=1):
+def _plan(executor="local", workers=1, **more):
     return api.plan(
         "llama-3.2-1b",
         ["h100-sxm", "a100-80gb"],
@@ -201,7 +202,12 @@ def _plan(executor="local", workers=1):
         executor=executor,
         workers=workers,
         **SMALL,
+        **more,
     ).to_dict()
+
+
+# the fleet dimensions: replicas, pools (each pool's device either) and a draft
+FLEET = {"replicas": (1, 2), "pools": ((1, 1),), "drafts": [("qwen2-0.5b", 2, 0.9)]}
 
 
 @pytest.fixture(scope="module")
@@ -209,17 +215,27 @@ def one_worker():
     return _plan()
 
 
-def test_two_local_workers_give_the_same_answer(one_worker):
-    assert _plan(workers=2) == {**one_worker, "meta": {**one_worker["meta"], "workers": 2}}
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "fleet"])
+def answer(request):
+    """One worker's answer, without and with the fleet dimensions."""
+    more = FLEET if request.param else {}
+    return _plan(**more), more
+
+
+def test_two_local_workers_give_the_same_answer(answer):
+    one, more = answer
+    assert _plan(workers=2, **more) == {**one, "meta": {**one["meta"], "workers": 2}}
 
 
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="ray is not installed: pip install 'ridgeline[cluster]'"
 )
-def test_a_local_ray_cluster_gives_the_same_answer(one_worker):
+def test_a_local_ray_cluster_gives_the_same_answer(answer):
     """ray.init(num_cpus=2) on this machine, the tasks fanned out to it."""
-    got = _plan("ray", 2)
-    assert got == {**one_worker, "meta": {**one_worker["meta"], "workers": 2, "executor": "ray"}}
+    one, more = answer
+    got = _plan("ray", 2, **more)
+    assert got == {**one, "meta": {**one["meta"], "workers": 2, "executor": "ray"}}
+    assert not more or one["meta"]["fleet"]["route"] == "least-outstanding"
 
 
 def test_the_json_counts_add_up_and_costs_follow_the_prices(one_worker):
@@ -284,6 +300,17 @@ def test_the_cli_prints_counts_pareto_and_the_chosen_deployment(tmp_path):
     assert "https://www.crusoe.ai/cloud/pricing, read 2026-09-20" in result.output
 
 
+def test_the_cli_searches_fleets_and_names_them():
+    args = [*PLAN, "--replicas", "1,2", "--pools", "1:1", "--drafts", "qwen2-0.5b:2:0.9"]
+    args[args.index("--counts") + 1] = "1,2"
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    first = next(line for line in result.output.splitlines() if line.startswith("llama-3.2-1b:"))
+    # 1 device: count 1 as one server; 2 as 2 splits, 2 replicas or 1 + 1 pooled: 5 shapes x 2 drafts x 36
+    assert first.startswith("llama-3.2-1b: 360 deployments enumerated")
+    assert "fleet" in result.output and "chosen: " in result.output
+
+
 def _one_line_exit_2(args, says):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
@@ -330,6 +357,24 @@ def _one_line_exit_2(args, says):
         (["--address", "10.0.0.1:6379"], "--address names a Ray cluster: add --executor ray"),
         (["--workers", "0"], "--workers must be a whole number >= 1, got 0"),
         (["--top", "0"], "--top must be at least 1, got 0"),
+        # the fleet dimensions, --profile
+        (["--drafts", "llama-9x:4:0.7"], "unknown model 'llama-9x'"),
+        (
+            ["--drafts", "qwen2-0.5b:4"],
+            "--drafts takes NAME:K:ACCEPTANCE items, e.g. llama-3.2-1b:4:0.7; got 'qwen2-0.5b:4'",
+        ),
+        (["--drafts", "qwen2-0.5b:4:nan"], "the draft qwen2-0.5b's acceptance must be between 0 and 1, got nan"),
+        (["--drafts", "qwen2-0.5b:4:1.5"], "the draft qwen2-0.5b's acceptance must be between 0 and 1, got 1.5"),
+        (["--drafts", "qwen2-0.5b:four:0.5"], "the draft qwen2-0.5b's k must be a whole number, got 'four'"),
+        (["--replicas", "3"], "replicas 3 divide none of the counts 1; a count of devices is split evenly"),
+        (["--replicas", "0"], "each of --replicas must be positive, got '0'"),
+        (["--pools", "2:1"], "pools 2:1 (3 servers) divide none of the counts 1"),
+        (["--pools", "2"], "--pools takes P:D items (prefill:decode servers), got '2'"),
+        (["--profile", "missing.yaml"], "missing.yaml"),
+        (
+            ["--profile", str(PROFILES_DIR / "cuda-nvidia-h100-80gb-hbm3.yaml"), "--devices", "a100-80gb"],
+            "was measured on none of a100-80gb; add its device",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(change, says):

@@ -16,7 +16,7 @@ prefill_replicas, decode_replicas, prefill_hardware, decode_hardware
 batch__sweep, seq_len__sweep, hardware__compare, generate__compare, seq_len__frontier, generate__frontier
 name__show, batch__e2e, generate__e2e, dtype__e2e, execution__e2e, hardware__e2e, output__e2e, prompt__decode
 layers__decode, dtype__decode, threads__decode, device__calibrate, threads__calibrate, output__calibrate
-quiet_wait__calibrate, repredict__validate, hardware__register, transfer__register, output__plan
+quiet_wait__calibrate, repredict__validate, hardware__register, transfer__register, output__plan, replicas__plan
 prompt__simulate, ttft_slo__simulate, tpot_slo__simulate, model__check, requests__check, rate__check
 repeats__check, seed__check, dtype__check, device__check, threads__serve, duration
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)

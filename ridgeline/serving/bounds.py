@@ -42,7 +42,7 @@ from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import spec_ceilings
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
 
@@ -105,9 +105,33 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """A draft model the decodes may speculate with (:mod:`ridgeline.serving.speculative`):
+    ``tokens`` (k) a step, each accepted with probability ``acceptance``."""
+
+    model: ModelConfig
+    tokens: int = 4
+    acceptance: float = 0.7
+
+    def __post_init__(self) -> None:
+        _whole(f"the draft {self.model.name}'s tokens k", self.tokens)
+        if isinstance(self.acceptance, bool) or not 0 <= self.acceptance <= 1:  # also refuses NaN
+            raise InvalidWorkloadError(
+                f"the draft {self.model.name}'s acceptance must be between 0 and 1, got {self.acceptance!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.name}:{self.tokens}:{self.acceptance:g}"
+
+
+@dataclass(frozen=True)
 class Space:
     """The dimensions searched: devices x count x every tp x pp split of the count x weight
-    type x KV type x max batch x token budget."""
+    type x KV type x max batch x token budget; opt-in, the count as ``replicas`` behind a
+    least-outstanding router or as prefill + decode ``pools`` (each pool's device any of
+    ``devices``), and decodes speculating with each of ``drafts``. ``roofs``: each device's
+    ceilings (default: its datasheet's)."""
 
     devices: tuple[DeviceSpec, ...]
     counts: tuple[int, ...] = COUNTS
@@ -116,6 +140,10 @@ class Space:
     max_batches: tuple[int, ...] = MAX_BATCHES
     token_budgets: tuple[int, ...] = TOKEN_BUDGETS
     attention: str = "flash"  # vLLM V1's, the simulator's default policy
+    replicas: tuple[int, ...] = (1,)  # R: R replicas of count / R devices each
+    pools: tuple[tuple[int, int], ...] = ()  # (P, D): P prefill and D decode servers of count / (P + D)
+    drafts: tuple[Draft, ...] = ()  # each besides no draft
+    roofs: tuple[Ceilings, ...] = ()  # one per device, in order; none: the datasheets'
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -126,6 +154,23 @@ class Space:
                 raise InvalidWorkloadError(f"the search's {name.replace('_', ' ')} are empty")
             for value in values:
                 _whole(f"each of the search's {name.replace('_', ' ')}", value)
+        for value in self.replicas:
+            _whole("each of the search's replicas", value)
+        for pool in self.pools:
+            if len(pool) != 2:
+                raise InvalidWorkloadError(f"a pool split is (prefill servers, decode servers), got {pool!r}")
+            for value in pool:
+                _whole("each pool's servers", value)
+        for servers, what in [(r, f"replicas {r}") for r in self.replicas] + [
+            (p + d, f"pools {p}:{d} ({p + d} servers)") for p, d in self.pools
+        ]:
+            if not any(n % servers == 0 for n in self.counts):
+                raise InvalidWorkloadError(
+                    f"{what} divide none of the counts {', '.join(map(str, self.counts))}; "
+                    "a count of devices is split evenly over its servers"
+                )
+        if self.roofs and len(self.roofs) != len(self.devices):
+            raise InvalidWorkloadError("give one set of roofs per device searched")
         if self.size > MOST_DEPLOYMENTS:
             raise InvalidWorkloadError(
                 f"the search would enumerate {self.size:,} deployments, over {MOST_DEPLOYMENTS:,}; "
@@ -138,9 +183,31 @@ class Space:
         return [(n, tp, n // tp) for n in self.counts for tp in range(1, n + 1) if n % tp == 0]
 
     @property
+    def shapes(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(count, replicas R, prefill servers P, decode servers D, tp, pp): each count as R
+        replicas or P + D pooled servers (P = D = 0: not pooled), where they divide it, each
+        server split every tp x pp way."""
+        out = []
+        for n in self.counts:
+            for r, p, d in [(r, 0, 0) for r in self.replicas] + [(1, p, d) for p, d in self.pools]:
+                each = n // (p + d or r)
+                if n % (p + d or r) == 0:
+                    out += [(n, r, p, d, tp, each // tp) for tp in range(1, each + 1) if each % tp == 0]
+        return out
+
+    @property
+    def fleet(self) -> bool:
+        """Whether any fleet dimension (replicas, pools, drafts) is searched."""
+        return self.replicas != (1,) or bool(self.pools) or bool(self.drafts)
+
+    @property
     def size(self) -> int:
         per_split = len(self.w_dtypes) * len(self.kv_dtypes) * len(self.max_batches) * len(self.token_budgets)
-        return len(self.devices) * len(self.splits) * per_split
+        placed = sum(len(self.devices) ** (2 if shape[2] else 1) for shape in self.shapes)
+        return placed * (1 + len(self.drafts)) * per_split
+
+    def roofs_of(self, device: DeviceSpec) -> Ceilings:
+        return self.roofs[self.devices.index(device)] if self.roofs else spec_ceilings(device)
 
 
 DTYPE_FIELDS = ("wb", "kvb", "scale_bytes", "dequant")  # what the types change in a plan
@@ -166,12 +233,28 @@ def _blocks(tokens, model: ModelConfig, block: int) -> int:
 
 
 def bound_plans(
-    model: ModelConfig, device: DeviceSpec, p: Plan, settings: Settings, space: Space, load: Load, slo: Slo
+    model: ModelConfig,
+    device: DeviceSpec,
+    p: Plan,
+    settings: Settings,
+    space: Space,
+    load: Load,
+    slo: Slo,
+    part: str = "both",
+    draft: tuple[Draft, Plan] | None = None,
 ):
     """The bounds of the variants of ``p`` (its type fields columns of V variants), as
     arrays [V, max batch, token budget]: the reason each is discarded ("" kept), TTFT of
-    one prompt alone, and the decode tokens/s of the largest batch that fits."""
-    roofs = with_links(spec_ceilings(device), device, settings)
+    one prompt alone, and the decode tokens/s of the largest batch that fits.
+
+    ``part``: a prefill-pool server computes prompts and emits first tokens only (no TPOT);
+    a decode-pool server only decodes (no prompt arithmetic, no TTFT). ``draft`` (a draft
+    and its plan, stacked like ``p``): its weights and KV share the memory; a verify step
+    yields at most k + 1 tokens a sequence and costs at least a decode step, so the decode
+    rates and the step time a TPOT allows are k + 1 times the plain ones (a bound that
+    holds whatever the acceptance)."""
+    prompts, decodes = part != "decode", part != "prefill"
+    roofs = with_links(space.roofs_of(device), device, settings)
     budgets = np.array(space.token_budgets)
     lengths = np.concatenate([[load.prompt], budgets])[None, :]  # [1, 1 + T]
     ops = stage_ops(model, "prefill", 1, lengths, p)
@@ -182,36 +265,44 @@ def bound_plans(
     factor, _ = pipeline_factors(p, "prefill")
     compute = factor * _columns(np.sum(table["count"] * table["compute_s"], axis=0), shape)[:, 0]
     room = _columns(memory_totals(model, device, Workload(1, lengths, 0), p, ops)["kv_capacity_bytes"], shape)[:, 1:]
-    per_block = p.kv_block * _columns(kv_bytes_per_token(model, p), (v, 1))
-    blocks = np.maximum(np.floor(room / per_block), 0)  # [V, T]
-    fits = blocks >= max(_blocks(load.prompt + load.output - 1, model, p.kv_block), 1)
+    per_token = _columns(kv_bytes_per_token(model, p), (v, 1))
+    gain = 1
+    if draft is not None:  # as kv_blocks_with_draft: the draft's weights out of the room, its KV per token beside
+        small, dp = draft
+        room = room - _columns(memory_totals(small.model, device, Workload(1, 1, 0), dp)["weights_bytes"], (v, 1))
+        per_token = per_token + _columns(kv_bytes_per_token(small.model, dp), (v, 1))
+        gain = small.tokens + 1
+    blocks = np.maximum(np.floor(room / (p.kv_block * per_token)), 0)  # [V, T]
+    longest = load.prompt + load.output - 1 if decodes else load.prompt
+    fits = blocks >= max(_blocks(longest, model, p.kv_block), 1)
     held = blocks // _blocks(load.prompt + 1, model, p.kv_block)  # decoding requests the cache holds
-    demand = load.rate * (load.output - 1)  # decode tokens per second
+    demand = load.rate * (load.output - 1) if decodes else 0.0  # decode tokens per second
     cap = np.minimum(np.array(space.max_batches)[None, :, None], held[:, None, :])  # [V, B, T]
-    at_slo = np.ceil(demand * slo.tpot_s) if slo.tpot_s is not None else np.inf
+    at_slo = np.ceil(demand * slo.tpot_s) if slo.tpot_s is not None and decodes else np.inf
     little = np.minimum(cap, at_slo)
     grid = np.unique(np.maximum(np.concatenate([cap.ravel(), little.ravel()]), 1))
     mean_cached = load.prompt + max(load.output - 2, 0) / 2  # a decode's cached length, on average
     steps, table = stage_totals(stage_ops(model, "decode", grid[None, :], mean_cached, p), roofs, p, "decode")
     factor, _ = pipeline_factors(p, "decode")
     work = factor * _columns(np.sum(table["count"] * table["compute_s"], axis=0), (v, grid.size))  # [V, G]
-    rate = grid[None, :] / _columns(steps["time_s"], (v, grid.size))  # [V, G] decode tokens/s
+    rate = gain * grid[None, :] / _columns(steps["time_s"], (v, grid.size))  # [V, G] decode tokens/s
 
     def at(values, batch):
         """``values`` [V, G] at each variant's batches ``batch`` [V, ...] (grid points)."""
         where = np.searchsorted(grid, np.maximum(batch, 1)).reshape(v, -1)
         return np.take_along_axis(values, where, 1).reshape(batch.shape)
 
-    prefill_share = load.rate * compute  # [V] seconds of prompt arithmetic per second
+    prefill_share = load.rate * compute * prompts  # [V] seconds of prompt arithmetic per second
     busy = prefill_share + demand * np.min(work / grid[None, :], axis=1)  # arithmetic seconds per second
     top = np.where(cap >= 1, at(rate, cap), 0.0)
     # a step of the Little's-law batch also carries its share of the prompts' arithmetic
-    slow = at(work, little) > np.nan_to_num(slo.tpot_s or np.inf) * (1 - prefill_share)[:, None, None]
+    allowed = gain * np.nan_to_num(slo.tpot_s or np.inf) * (1 - prefill_share)[:, None, None]
+    slow = (at(work, little) > allowed) & decodes
     reason = np.full(cap.shape, "", dtype=object)
     checks = [
         ("tpot", (at(rate, little) < demand) | slow),
         ("throughput", (top < demand) | (busy >= 1)[:, None, None]),
-        ("ttft", (ttft > slo.ttft_s if slo.ttft_s is not None else np.zeros(v, bool))[:, None, None]),
+        ("ttft", (ttft > slo.ttft_s if slo.ttft_s is not None and prompts else np.zeros(v, bool))[:, None, None]),
         ("memory", ~fits[:, None, :]),
     ]
     for name, failed in checks:  # the last applied wins: the first in REASONS
@@ -219,35 +310,90 @@ def bound_plans(
     return reason, np.broadcast_to(ttft[:, None, None], cap.shape), top
 
 
-def analytic_pass(model: ModelConfig, space: Space, load: Load, slo: Slo) -> pd.DataFrame:
-    """Every deployment of ``space`` with its bounds: a row each, ``reason`` "" where it
-    survives to the simulation."""
-    rows = []
+def _rank(reason: str) -> int:
+    return next((i for i, r in enumerate(REASONS) if reason.startswith(r)), len(REASONS))
+
+
+def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element by element, the reason that comes first in REASONS ("" last)."""
+    return np.where(np.vectorize(_rank, otypes=[int])(a) <= np.vectorize(_rank, otypes=[int])(b), a, b)
+
+
+def _variant_bounds(model, space: Space, load: Load, slo: Slo, device, tp: int, pp: int, part: str, draft):
+    """{(w, kv): (reason, ttft, top)}, arrays [max batch, token budget], for one device, split,
+    part and draft (None: none)."""
     variants = list(product(space.w_dtypes, space.kv_dtypes))
     sizes = (len(space.max_batches), len(space.token_budgets))
-    for device, (count, tp, pp) in product(space.devices, space.splits):
-        settings = [Settings(w_dtype=w, kv_dtype=kv, tp=tp, pp=pp, attention=space.attention) for w, kv in variants]
-        try:
-            plans = [make_plan(s, device, model.head_dim) for s in settings]
-            groups = [list(range(len(plans)))] if stacked(plans) is not None else [[i] for i in range(len(plans))]
-            out = {}
-            for group in groups:
-                p = stacked([plans[i] for i in group])
-                bounds = bound_plans(model, device, p, settings[group[0]], space, load, slo)
-                out.update(zip(group, zip(*bounds)))
-        except RidgelineError as err:
-            out = {
-                i: (np.full(sizes, f"settings: {err}", dtype=object), np.full(sizes, np.nan), np.zeros(sizes))
-                for i in range(len(variants))
-            }
-        for i, (w, kv) in enumerate(variants):
-            reason, ttft, top = out[i]
-            for (b, mb), (t, budget) in product(enumerate(space.max_batches), enumerate(space.token_budgets)):
-                rows.append((device.name, count, tp, pp, w, kv, mb, budget, reason[b, t], ttft[b, t], top[b, t]))
+    settings = [Settings(w_dtype=w, kv_dtype=kv, tp=tp, pp=pp, attention=space.attention) for w, kv in variants]
+    try:
+        plans = [make_plan(s, device, model.head_dim) for s in settings]
+        smalls = [make_plan(s, device, draft.model.head_dim) for s in settings] if draft else plans
+        together = stacked(plans) is not None and stacked(smalls) is not None
+        groups = [list(range(len(plans)))] if together else [[i] for i in range(len(plans))]
+        out = {}
+        for group in groups:
+            p = stacked([plans[i] for i in group])
+            dp = (draft, stacked([smalls[i] for i in group])) if draft else None
+            bounds = bound_plans(model, device, p, settings[group[0]], space, load, slo, part, dp)
+            out.update(zip(group, zip(*bounds)))
+    except RidgelineError as err:
+        out = {
+            i: (np.full(sizes, f"settings: {err}", dtype=object), np.full(sizes, np.nan), np.zeros(sizes))
+            for i in range(len(variants))
+        }
+    return {variant: out[i] for i, variant in enumerate(variants)}
+
+
+FLEET = ["replicas", "prefill_servers", "decode_servers", "decode_device", "draft"]  # columns of a fleet search
+
+
+def analytic_pass(model: ModelConfig, space: Space, load: Load, slo: Slo) -> pd.DataFrame:
+    """Every deployment of ``space`` with its bounds: a row each, ``reason`` "" where it
+    survives to the simulation. A fleet search (``Space.fleet``) adds the ``FLEET`` columns.
+
+    Replicas: a replica is bounded as one server at rate / R. Its decode tokens/s,
+    b / step(b), is concave in its batch b, so with the Little's-law batch split unevenly
+    over the replicas they produce no more than split evenly (Jensen): what the even split
+    cannot produce, no routing can. Pools: the prefill pool's servers are bounded at rate / P
+    as prefill-only servers (memory for a prompt, TTFT, prompt arithmetic), the decode
+    pool's at rate / D as decode-only ones (memory for a request, throughput, TPOT); the KV
+    transfer only adds time, so leaving it out keeps the bound sound."""
+    rows = []
+    drafts = [None, *space.drafts]
+    memo: dict = {}
+
+    def bounds(device, r, tp, pp, part, draft):
+        key = (device.name, r, tp, pp, part, draft.label if draft else "")
+        if key not in memo:
+            at = replace(load, rate=load.rate / r)
+            memo[key] = _variant_bounds(model, space, at, slo, device, tp, pp, part, draft)
+        return memo[key]
+
+    for device, (count, r, pre, dec, tp, pp) in product(space.devices, space.shapes):
+        for other, draft in product(space.devices if pre else [device], drafts):
+            if pre:
+                first, second = (
+                    bounds(device, pre, tp, pp, "prefill", draft),
+                    bounds(other, dec, tp, pp, "decode", draft),
+                )
+                out = {k: (_first(first[k][0], second[k][0]), first[k][1], second[k][2] * dec) for k in first}
+            else:
+                out = {
+                    k: (reason, ttft, top * r)
+                    for k, (reason, ttft, top) in bounds(device, r, tp, pp, "both", draft).items()
+                }
+            fleet = (r, pre, dec, other.name if pre else "", draft.label if draft else "")
+            for (w, kv), (reason, ttft, top) in out.items():
+                for (b, mb), (t, budget) in product(enumerate(space.max_batches), enumerate(space.token_budgets)):
+                    rows.append(
+                        (device.name, count, tp, pp, w, kv, mb, budget, reason[b, t], ttft[b, t], top[b, t], *fleet)
+                    )
     columns = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget", "reason"]
     import pandas as pd  # only when a search runs: the CLI's import stays light
 
-    frame = pd.DataFrame(rows, columns=[*columns, "ttft_bound_s", "decode_tokens_per_s_bound"])
+    frame = pd.DataFrame(rows, columns=[*columns, "ttft_bound_s", "decode_tokens_per_s_bound", *FLEET])
+    if not space.fleet:
+        frame = frame.drop(columns=FLEET)
     frame["why"] = frame["reason"].where(frame["reason"].str.startswith("settings: "), "").str[len("settings: ") :]
     frame["reason"] = frame["reason"].where(~frame["reason"].str.startswith("settings"), "settings")
     return frame

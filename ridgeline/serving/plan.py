@@ -17,6 +17,8 @@ levels run in the same order whatever executes them: the answer is the same, see
 
 from __future__ import annotations
 
+import copyreg
+import io
 import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -30,20 +32,24 @@ from ridgeline.engine.deployment import Deployment, with_links
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import spec_ceilings
+from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidWorkloadError
-from ridgeline.serving.arrivals import poisson
-from ridgeline.serving.bounds import REASONS, Load, Slo, Space, analytic_pass
+from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.bounds import REASONS, Draft, Load, Slo, Space, analytic_pass
+from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
 from ridgeline.serving.fanout import RunMany
+from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.scheduler import Scheduler
-from ridgeline.serving.simulator import goodput, simulate_deployment
+from ridgeline.serving.simulator import SimResult, goodput, max_rate, simulate_deployment
+from ridgeline.serving.speculative import Speculation, simulate_speculative
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 MOST_REQUEST_RUNS = 50_000_000  # simulated requests a search may cost at most (survivors x n)
 KEY = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget"]
+ROUTE = "least-outstanding"  # replicas' and pools' router: it sends work where the queue is shortest
 
 
 def portable(device: DeviceSpec) -> dict[str, Any]:
@@ -55,9 +61,38 @@ def restored(device: dict[str, Any]) -> DeviceSpec:
     return DeviceSpec(**{k: MappingProxyType(v) if isinstance(v, dict) else v for k, v in device.items()})
 
 
+def read_only(mapping: dict) -> MappingProxyType:
+    return MappingProxyType(mapping)
+
+
+def packed(roofs: Ceilings) -> bytes:
+    """Ceilings pickled with their read-only mappings as plain ones (unpickled as read-only)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out)
+    pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: lambda m: (read_only, (dict(m),))}
+    pickler.dump(roofs)
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where a pool's servers run: a device (portable) and its roofs (packed; None: datasheet)."""
+
+    device: dict[str, Any]
+    roofs: bytes | None = None
+
+    def deployment(self, model: ModelConfig, s: Settings) -> Deployment:
+        device = restored(self.device)
+        roofs = pickle.loads(self.roofs) if self.roofs is not None else spec_ceilings(device)
+        return Deployment(model, device, s, make_plan(s, device, model.head_dim), with_links(roofs, device, s))
+
+
 @dataclass(frozen=True)
 class Task:
-    """One simulation: everything a worker needs, nothing it must load."""
+    """One simulation: everything a worker needs, nothing it must load. Fleet fields:
+    ``replicas`` behind the router, or ``pools`` (prefill, decode servers) with the decode
+    pool on ``decode``; a ``draft`` to speculate with; ``percentile``: search the highest
+    rate whose TTFT and TPOT at it meet the SLO (None: no search)."""
 
     model: ModelConfig
     device: dict[str, Any]  # portable(DeviceSpec)
@@ -65,21 +100,46 @@ class Task:
     scheduler: Scheduler
     load: Load
     slo: Slo
+    roofs: bytes | None = None  # packed(Ceilings); None: the datasheet's
+    replicas: int = 1
+    pools: tuple[int, int] | None = None
+    decode: Server | None = None
+    draft: Draft | None = None
+    percentile: float | None = None
+
+
+def serve(task: Task, arrivals: Arrivals) -> SimResult:
+    """Serve ``arrivals`` on the task's deployment: one server, replicas, or two pools."""
+    d = Server(task.device, task.roofs).deployment(task.model, task.settings)
+    spec = None
+    if task.draft is not None:
+        draft = task.draft
+        spec = Speculation(d.with_model(draft.model), draft.tokens, draft.acceptance, task.load.seed)
+    s, how = task.scheduler, {"route": ROUTE, "seed": task.load.seed, "speculation": spec}
+    if task.pools is not None and task.decode is not None:
+        pools = Pool(d, task.pools[0], s), Pool(task.decode.deployment(task.model, task.settings), task.pools[1], s)
+        return simulate_disaggregated(*pools, arrivals, link=KvLink(), **how)
+    if task.replicas > 1:
+        return simulate_replicas(d, arrivals, s, replicas=task.replicas, **how)
+    if spec is not None:
+        return simulate_speculative(d, arrivals, spec, s)
+    return simulate_deployment(d, arrivals, s)
 
 
 def run_task(task: Task) -> dict[str, Any]:
-    """Simulate one deployment on its datasheet roofline; the figures the search ranks by."""
-    device = restored(task.device)
-    s = task.settings
-    d = Deployment(
-        task.model, device, s, make_plan(s, device, task.model.head_dim), with_links(spec_ceilings(device), device, s)
-    )
+    """Simulate one deployment (on its roofs); the figures the search ranks by."""
     load = task.load
-    result = simulate_deployment(
-        d, poisson(load.rate, load.requests, load.prompt, load.output, load.seed), task.scheduler
-    )
+
+    def at(rate: float) -> SimResult:
+        return serve(task, poisson(rate, load.requests, load.prompt, load.output, load.seed))
+
+    result = at(load.rate)
     good = goodput(result, task.slo.ttft_s, task.slo.tpot_s)
     summary = result.summary
+    found = {}
+    if task.percentile is not None:  # the simulator's rate search (as simulate --search)
+        searched = max_rate(at, task.slo.ttft_s, task.slo.tpot_s, task.percentile, start=load.rate)
+        found = {"max_rate_rps": searched["max_rate"], "rate_runs": len(searched["tried"])}
     return {
         "duration_s": summary["duration_s"],
         "steps": summary["steps"],
@@ -90,6 +150,7 @@ def run_task(task: Task) -> dict[str, Any]:
         "tpot_p50_s": summary["tpot_s"]["p50"],
         "tpot_p99_s": summary["tpot_s"]["p99"],
         "slo_attainment": good["slo_attainment"],
+        **found,
     }
 
 
@@ -150,13 +211,28 @@ def search(
     prices: dict[str, float],
     run_many: RunMany,
     progress: Callable[[int, int], None] | None = None,
+    percentile: float | None = None,
 ) -> PlanResult:
-    """Enumerate, bound, simulate the survivors a price level at a time, and rank."""
+    """Enumerate, bound, simulate the survivors a price level at a time, and rank. With
+    ``percentile``, each simulated deployment also gets the highest rate whose TTFT and TPOT
+    at that percentile meet the SLO (``max_rate_rps``); the ranking stays at the offered rate."""
     missing = [d.name for d in space.devices if d.name not in prices]
     if missing:
         raise InvalidWorkloadError(f"no price for {', '.join(missing)}")
     frame = analytic_pass(model, space, load, slo)
     frame["usd_per_hour"] = frame["device"].map(prices) * frame["gpus"]
+    if space.fleet:  # pools: each pool's servers at its own device's price
+        each = frame["tp"] * frame["pp"]
+        pooled = frame["decode_servers"] > 0
+        split = (
+            frame["device"].map(prices) * frame["prefill_servers"] * each
+            + frame["decode_device"].map(lambda name: prices.get(name, np.nan)) * frame["decode_servers"] * each
+        )
+        frame["usd_per_hour"] = frame["usd_per_hour"].where(~pooled, split)
+    if space.fleet:
+        frame["fleet"] = [fleet_of(row) for _, row in frame.iterrows()]
+    if space.roofs:
+        frame["basis"] = basis(frame, {d.name: space.roofs_of(d).mode for d in space.devices})
     survivors = frame.index[frame["reason"] == ""]
     if len(survivors) * load.requests > MOST_REQUEST_RUNS:
         raise InvalidWorkloadError(
@@ -167,7 +243,7 @@ def search(
     span = float(arrivals.time_s[-1] - arrivals.time_s[0])
     per_million = load.requests * load.output / 1e6
     floor = frame["usd_per_hour"] * span / 3600 / per_million  # no run is shorter than its arrivals
-    devices = {d.name: portable(d) for d in space.devices}
+    devices = {d.name: Server(portable(d), packed(space.roofs_of(d)) if space.roofs else None) for d in space.devices}
     results: dict[int, dict] = {}
     moved: dict[str, int] = {}  # bytes one task and one result take over the wire (pickled)
     best = np.inf  # cheapest cost per million tokens that met the SLO for every request
@@ -176,7 +252,7 @@ def search(
         rows = [i for i in survivors if frame.at[i, "usd_per_hour"] == level]
         frame.loc[[i for i in rows if floor[i] >= best], "reason"] = "dominated"
         rows = [i for i in rows if floor[i] < best]
-        tasks = [make_task(frame.loc[i], model, devices, space, load, slo) for i in rows]
+        tasks = [make_task(frame.loc[i], model, devices, space, load, slo, percentile) for i in rows]
         for i, task, out in zip(rows, tasks, run_many(run_task, tasks)):
             results[i] = out
             moved = moved or {"task_bytes": len(pickle.dumps(task)), "result_bytes": len(pickle.dumps(out))}
@@ -188,7 +264,29 @@ def search(
     return _ranked(frame, results, per_million, (len(arrivals) - 1) / span, moved)
 
 
-def make_task(row, model, devices, space: Space, load, slo) -> Task:
+def fleet_of(row) -> str:
+    """A deployment's fleet in words: one server, R replicas, or P prefill + D decode servers."""
+    each = row["tp"] * row["pp"]
+    if row["decode_servers"]:
+        text = (
+            f"{row['prefill_servers']}x{each} prefill + {row['decode_servers']}x{each} decode on {row['decode_device']}"
+        )
+    else:
+        text = f"{row['replicas']} replicas of {each}" if row["replicas"] > 1 else "one server"
+    return text + (f", draft {row['draft']}" if row["draft"] else "")
+
+
+def basis(frame: pd.DataFrame, modes: dict[str, str]) -> pd.Series:
+    """What each deployment's prices rest on: its device's roofs (``spec``, ``calibrated``,
+    ``transferred``), a pool's each."""
+    own = frame["device"].map(modes)
+    if "decode_device" not in frame:
+        return own
+    pooled = frame["decode_servers"] > 0
+    return own.where(~pooled, "prefill " + own + ", decode " + frame["decode_device"].map(modes).fillna(""))
+
+
+def make_task(row, model, devices: dict[str, Server], space: Space, load, slo, percentile=None) -> Task:
     settings = Settings(
         w_dtype=row["w_dtype"],
         kv_dtype=row["kv_dtype"],
@@ -197,7 +295,15 @@ def make_task(row, model, devices, space: Space, load, slo) -> Task:
         attention=space.attention,
     )
     scheduler = Scheduler(max_batch=int(row["max_batch"]), token_budget=int(row["token_budget"]))
-    return Task(model, devices[row["device"]], settings, scheduler, load, slo)
+    own = devices[row["device"]]
+    fleet: dict[str, Any] = {"roofs": own.roofs, "percentile": percentile}
+    if space.fleet:
+        drafts = {d.label: d for d in space.drafts}
+        fleet.update(replicas=int(row["replicas"]), draft=drafts.get(row["draft"]))
+        if row["decode_servers"]:
+            fleet.update(pools=(int(row["prefill_servers"]), int(row["decode_servers"])))
+            fleet.update(decode=devices[row["decode_device"]])
+    return Task(model, own.device, settings, scheduler, load, slo, **fleet)
 
 
 def _ranked(frame: pd.DataFrame, results: dict[int, dict], per_million: float, offered: float, meta) -> PlanResult:

@@ -63,3 +63,30 @@ def names(text: str, option: str) -> list[str]:
     if not all(out):
         raise InvalidWorkloadError(f"{option} takes names separated by commas, got {text!r}")
     return out
+
+
+def parse_drafts(text: str) -> list[tuple[str, int, float]]:
+    """'NAME:K:A,...' -> [(name, k, acceptance)]."""
+    out = []
+    for item in names(text, "--drafts"):
+        name, k, a = (item.split(":") + [None, None])[:3]
+        if k is None or a is None or item.count(":") != 2:
+            raise InvalidWorkloadError(f"--drafts takes NAME:K:ACCEPTANCE items, e.g. llama-3.2-1b:4:0.7; got {item!r}")
+        try:
+            acceptance = float(a)
+        except ValueError:
+            raise InvalidWorkloadError(f"the draft {name}'s acceptance must be a number, got {a!r}") from None
+        out.append((name, int(number(k, f"the draft {name}'s k", whole=True)), acceptance))
+    return out
+
+
+def parse_pools(text: str) -> tuple[tuple[int, int], ...]:
+    """'P:D,...' -> ((P, D), ...): prefill and decode servers."""
+
+    def split(item: str) -> tuple[int, int]:
+        pre, sep, dec = item.partition(":")
+        if not sep:
+            raise InvalidWorkloadError(f"--pools takes P:D items (prefill:decode servers), got {item!r}")
+        return int(number(pre, "each pool's servers", whole=True)), int(number(dec, "each pool's servers", whole=True))
+
+    return tuple(split(item) for item in names(text, "--pools"))
