@@ -54,18 +54,29 @@ def serve(ctx: typer.Context) -> None:
     run_dashboard(**v, echo=typer.echo)
 
 
-@command(
-    app,
-    "model workload slo devices counts price executor address workers top output__plan replicas__plan pools drafts "
-    "profile transfer rate_search",
+PLAN = "model workload slo devices counts price executor address workers top output__plan replicas__plan pools drafts"
+PLAN_TEXT = (
+    "devices",
+    "workload",
+    "slo",
+    "price",
+    "counts",
+    "top",
+    "output",
+    "replicas",
+    "pools",
+    "drafts",
+    "rate_search",
 )
+
+
+@command(app, f"{PLAN} profile transfer rate_search")
 def plan(ctx: typer.Context) -> None:
     """Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."""
     v = values(ctx)
     if v["model"] is None:
         raise typer.BadParameter("name a model (see 'ridgeline models list')")
-    text = {key: v[key] for key in ("devices", "workload", "slo", "price", "counts", "top", "output")}
-    text.update({key: v[key] for key in ("replicas", "pools", "drafts", "rate_search")})
+    text = {key: v[key] for key in PLAN_TEXT}
     how = {key: v[key] for key in ("executor", "workers", "address", "profile", "transfer")}
     progress = lambda done, total: echo_err(f"price level {done} of {total} done")  # noqa: E731
     result = plan_from_text(v["model"], **text, **how, progress=progress)
