@@ -194,7 +194,10 @@ def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
     assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed
     stored = json.loads((VALIDATION_DIR / f"coverage-{key}.json").read_text())
     assert json.loads(json.dumps(coverage(path, lambda _m: None, frame))) == stored
-    assert stored["fitted"] == [f"reports/profiles/{key}.calibration.csv"]
+    assert stored["fitted"][0] == f"reports/profiles/{key}.calibration.csv"
+    for name in stored["levels"]["serving"]["checked"]:  # held out: host terms from another run
+        source = (json.loads((REPORTS_DIR.parent / name).read_text()).get("overhead") or {}).get("from")
+        assert source != name and (source is None or source in stored["fitted"])
     for name in (f for level in stored["levels"].values() for f in level["checked"]):
         path = REPORTS_DIR.parent / name  # a GPU run's results sit in its part's archive
         assert path.exists() or any((p / "results.tar.gz").is_file() for p in path.parents), name
@@ -216,3 +219,82 @@ def test_a_profile_without_its_calibration_rows_is_refused_in_one_line(tmp_path)
         assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
         assert f"no calibration rows at {tmp_path / 'lonely.calibration.csv'}" in out.output
     assert not (tmp_path / "new.yaml").exists()
+
+
+def test_a_serving_check_simulates_the_run_as_resimulate_does():
+    """The serving level's point is ``simulate-check --resimulate``'s simulation (its profile,
+    scheduler and recorded host terms), and its intervals hold the point."""
+    from kernels.servecheck.cb_server import SERVING_DIR, _load_run, resimulate
+    from kernels.validate.serving_coverage import run_intervals
+    from ridgeline.engine.intervals import IntervalTable
+
+    path = SERVING_DIR / "serving-cpu-amd-epyc-1t-qwen2-0.5b-1rps-2026-11-23.json"
+    profile = PROFILES_DIR / "cpu-amd-epyc-1t.yaml"
+    table = IntervalTable.from_dict(yaml.safe_load(profile.read_text())["intervals"])
+    point, intervals = run_intervals(path, _load_run(path), profile, table)
+    again = resimulate(path, profile=profile)["comparison"]["calibrated+overhead"]["ttft_s"]["simulated"]
+    for stat in ("p50", "p90"):
+        assert point.summary["ttft_s"][stat] == again[stat]
+        for figure in ("ttft_s", "tpot_s"):
+            lo, hi = intervals[figure][stat]["80"]
+            assert lo <= point.summary[figure][stat] <= hi and intervals[figure][stat]["50"][0] >= lo
+
+
+def test_measured_tpot_is_the_time_after_the_first_token_over_the_tokens_after_it():
+    from kernels.validate.serving_coverage import measured_tpot
+
+    data = {
+        "measured": {"ttft_s": [0.5, 1.0, 0.2], "latency_s": [2.5, 1.0, 0.2]},
+        "trace": {"output_tokens": [5, 1, 1]},
+    }
+    tpot = measured_tpot(data)
+    assert tpot[0] == pytest.approx(0.5)  # (2.5 - 0.5) / (5 - 1)
+    assert np.isnan(tpot[1:]).all()  # one token: no TPOT
+
+
+def miss_checks(ratios, lo, hi):
+    """Checks of ``ratios`` against one interval [lo, hi] at both coverages."""
+    import pandas as pd
+
+    r = np.asarray(ratios, dtype=float)
+    side = np.where(r > hi, 1, np.where(r < lo, -1, 0))
+    cols = {f"{p}{c}": v for c in (50, 80) for p, v in (("in", side == 0), ("half", (hi - lo) / 2), ("side", side))}
+    return pd.DataFrame({"figure": "tpot_s", "where": ["a"] * (len(r) - 2) + ["b", "b"], "ratio": r, **cols})
+
+
+def test_a_one_sided_miss_is_quoted_as_a_bias_with_where_it_lies():
+    from kernels.validate.intervals import level_summary
+    from kernels.validate.misses import level_misses
+
+    checks = miss_checks([1.5] * 8 + [1.0, 1.0], 0.9, 1.1)  # 8 of 10 above the interval
+    misses = level_misses("serving", checks, level_summary(checks, "x", []), "fit on 3 models")
+    assert [(m["figure"], m["value"]) for m in misses] == [("50 % interval", 0.2), ("80 % interval", 0.2)]
+    assert misses[1]["cause"] == (
+        "biased: 8 of 8 outside measured slower than its upper end; median measured / predicted ×1.5 "
+        "against a median half-width of 10.0%, and the central 80 % of measured / predicted spans ×1–×1.5; "
+        "most in a (8 of the 8 measured slower than its upper end; 8 checks there, median measured / predicted "
+        "×1.5); fit on 3 models"
+    )
+
+
+def test_the_lomo_cause_names_each_models_median_and_spread():
+    import pandas as pd
+
+    from kernels.validate.misses import by_model
+
+    frame = pd.DataFrame({"model": ["a"] * 10 + ["b"] * 10, "r": [np.log(2.0)] * 10 + [0.0] * 10})
+    assert by_model(frame) == (
+        "per model, median measured / predicted (central 80 %): a ×2 (×2–×2, 10 rows), b ×1 (×1–×1, 10 rows)"
+    )
+
+
+def test_an_interval_holding_every_check_is_too_wide_and_a_wide_one_misses_the_width_goal():
+    from kernels.validate.intervals import level_summary
+    from kernels.validate.misses import level_misses
+
+    checks = miss_checks([1.0, 1.02] * 5, 0.7, 1.3)  # all inside a ±30 % interval
+    misses = level_misses("e2e", checks, level_summary(checks, "x", []), "r")
+    assert [m["figure"] for m in misses] == ["50 % interval", "80 % interval", "median 80 % half-width of TPOT"]
+    assert misses[1]["cause"].startswith("too wide: median half-width 30.0%, while the central 80 % of")
+    assert misses[2]["band"] == "≤ 15%" and misses[2]["value"] == pytest.approx(0.3)
+    assert misses[2]["cause"].startswith("the intervals are wider than the measurements' scatter")

@@ -501,3 +501,52 @@ def test_the_third_cpu_fresh_draw():
     assert fig["worst case"] == f"`{worst}` {pct(err[worst])}"
     act = min(v for k, v in err.items() if "/prefill/" in k and k.endswith("mlp_act/fp32"))
     assert fig["prompt SiLU × mul in fp32, most too fast"] == pct(act)
+
+
+# Coverage: the serving level and the misses (issue 27)
+
+
+def coverage_row(key: str, level: str) -> list[str]:
+    """The coverage table's row of ``key`` at ``level``."""
+    table = TEXT.split("## Intervals: coverage on held-out data")[1].split("\n### ")[0]
+    (row,) = [r for r in cells(table, key) if r[1] == level]
+    return row
+
+
+def test_the_serving_coverage_recomputed_from_the_runs():
+    """The H200's serving checks, simulated again here: its measured TTFT and TPOT p50 and
+    p90 against the simulator's intervals, as the coverage table gives them."""
+    from kernels.servecheck.cb_server import _load_run
+    from kernels.validate.serving_coverage import measured_tpot, run_intervals
+    from ridgeline.engine.intervals import IntervalTable
+    from ridgeline.serving.simulator import percentiles
+
+    profile = PROFILES / f"{H200}.yaml"
+    table = IntervalTable.from_dict(yaml.safe_load(profile.read_text())["intervals"])
+    inside = []
+    for path in sorted(SERVING.glob(f"serving-{H200}-*.json")):
+        data = _load_run(path)
+        _, intervals = run_intervals(path, data, profile, table)
+        measured = {"ttft_s": np.asarray(data["measured"]["ttft_s"], float), "tpot_s": measured_tpot(data)}
+        for figure, values in measured.items():
+            for stat in ("p50", "p90"):
+                lo, hi = intervals[figure][stat]["80"]
+                inside.append(lo <= percentiles(values)[stat] <= hi)
+    row = coverage_row(H200, "serving")
+    assert row[2] == str(len(inside)) == "8"
+    assert row[5] == f"{np.mean(inside):.0%}" + ("" if 0.7 <= np.mean(inside) <= 0.9 else " (misses)")
+
+
+def test_every_miss_of_the_coverage_files_is_printed_with_its_cause():
+    printed = TEXT.split("### Misses and their causes")[1].split("\n## ")[0]
+    for path in sorted(VALIDATION.glob("coverage-*.json")):
+        data = load(path)
+        for miss in data["misses"]:
+            assert (
+                f"| {data['device_key']} | {miss['level']} | {miss['figure']} | {miss['band']} | "
+                f"{miss['value']:.1%} | {miss['cause'].replace('|', '/')} |" in printed
+            )
+        for name, level in data["levels"].items():  # a level outside a band is a miss, and only then
+            for c in (50, 80):
+                listed = any(m["level"] == name and m["figure"] == f"{c} % interval" for m in data["misses"])
+                assert listed == (level["n"] > 0 and not level[f"holds_{c}"])

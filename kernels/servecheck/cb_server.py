@@ -461,17 +461,24 @@ def simulations(
     roofs = mode_roofs(spec, calibrated)
     scheds = {"": sched}
     if overhead:
-        scheds["+overhead"] = replace(
-            sched,
-            step_overhead_s=overhead["step_overhead_s"],
-            request_overhead_s=overhead["request_overhead_s"],
-            host_overlap=bool(overhead.get("host_overlap", False)),
-        )
+        scheds["+overhead"] = with_host(sched, overhead)
     return {
         mode + tag: simulate(config, spec, arrivals, s, settings=engine_settings(dtype, execution), ceilings=r)
         for mode, r in roofs.items()
         for tag, s in scheds.items()
     }
+
+
+def with_host(sched: Scheduler, host: dict[str, float] | None) -> Scheduler:
+    """``sched`` with the host seconds per step and per request of ``host`` (None: as it is)."""
+    if not host:
+        return sched
+    return replace(
+        sched,
+        step_overhead_s=host["step_overhead_s"],
+        request_overhead_s=host["request_overhead_s"],
+        host_overlap=bool(host.get("host_overlap", False)),
+    )
 
 
 def step_breakdown(runs: list[dict[str, list]], deployments: dict[str, Any], server: ServerSettings) -> dict[str, Any]:
@@ -860,24 +867,17 @@ def waterfall_means(served: Served, host: dict[str, float] | None) -> dict[str, 
     alone; then the trace with enough KV blocks for all and with the run's own."""
     spec_roofs = spec_ceilings(served.spec)
     roofs = served.calibrated or spec_roofs
-    with_host = served.sched
-    if host:
-        with_host = replace(
-            served.sched,
-            step_overhead_s=host["step_overhead_s"],
-            request_overhead_s=host["request_overhead_s"],
-            host_overlap=bool(host.get("host_overlap", False)),
-        )
+    hosted = with_host(served.sched, host)
     a = served.arrivals
-    unbounded = simulated_means(served, roofs, replace(with_host, kv_blocks=enough_blocks(served)), a)
-    recorded = simulated_means(served, roofs, with_host, a)
+    unbounded = simulated_means(served, roofs, replace(hosted, kv_blocks=enough_blocks(served)), a)
+    recorded = simulated_means(served, roofs, hosted, a)
     kernels = None
     if served.calibrated is not None:
         kernels = simulated_means(served, without_launch(roofs), served.sched, a, True)
     return {
         "spec_alone": simulated_means(served, spec_roofs, served.sched, a, True)["all"],
         "kernels_alone": kernels["all"] if kernels else {"ttft": None, "latency": None},
-        "host_alone": simulated_means(served, roofs, with_host, a, True)["all"],
+        "host_alone": simulated_means(served, roofs, hosted, a, True)["all"],
         "service": unbounded["service"],
         "unbounded": unbounded["all"],
         "recorded": recorded["all"],

@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from kernels.bench.cases import case_from_dict
+from kernels.validate.misses import by_model, level_misses
 from kernels.validate.replay import predict
+from kernels.validate.serving_coverage import serving_checks
 from ridgeline.engine.intervals import COVERAGES, IntervalTable, band, fit_table, grid_distance, residual_interval
 from ridgeline.engine.roofline import Ceilings
 from ridgeline.io.catalog import REPORTS_DIR, VALIDATION_DIR
@@ -167,14 +169,21 @@ def committed_snapshots() -> list[Path]:
 def check_residuals(frame: pd.DataFrame, table: IntervalTable) -> pd.DataFrame:
     """Per residual: inside each central interval, and that interval's half-width (a
     fraction of the prediction)."""
-    out = {}
+    ratio = np.exp(frame["r"].to_numpy(dtype=float))
+    out: dict[str, Any] = {
+        "ratio": ratio,
+        "where": [f"{chain[-1]} {b}" for chain, b in zip(frame["chain"], frame["band"])],
+    }
     for c in COVERAGES:
-        inside, half = [], []
-        for chain, size_band, distance, r in zip(frame["chain"], frame["band"], frame["distance"], frame["r"]):
-            lo, hi = residual_interval(table, table.group_of(chain, size_band), distance)[str(c)]
-            inside.append(lo <= np.exp(r) <= hi)
-            half.append((hi - lo) / 2)
-        out[f"in{c}"], out[f"half{c}"] = inside, half
+        bounds = np.array(
+            [
+                residual_interval(table, table.group_of(chain, size_band), distance)[str(c)]
+                for chain, size_band, distance in zip(frame["chain"], frame["band"], frame["distance"])
+            ]
+        ).reshape(-1, 2)
+        out[f"in{c}"] = (bounds[:, 0] <= ratio) & (ratio <= bounds[:, 1])
+        out[f"half{c}"] = (bounds[:, 1] - bounds[:, 0]) / 2
+        out[f"side{c}"] = np.where(ratio > bounds[:, 1], 1, np.where(ratio < bounds[:, 0], -1, 0))
     return pd.DataFrame(out, index=frame.index)
 
 
@@ -218,7 +227,10 @@ def e2e_checks(
                 unpriced += 1
                 log(f"e2e: {name} {row['model']} batch {row['batch']} not checked: {err}")
     log(f"e2e: {len(rows)} checks in {len(files)} files ({unpriced} rows the profile cannot price)")
-    return pd.DataFrame(rows, columns=["figure", *[f"{p}{c}" for c in COVERAGES for p in ("in", "half")]]), files
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS), files
+
+
+CHECK_COLUMNS = ["figure", "where", "ratio", *[f"{p}{c}" for c in COVERAGES for p in ("in", "half", "side")]]
 
 
 def row_analysis(row: dict, meta: dict, ceilings: Ceilings | None, table: IntervalTable | None = None):
@@ -284,10 +296,12 @@ def e2e_row_checks(row: dict, ceilings: Ceilings, table: IntervalTable, meta: di
         measured, point = row.get(f"measured_{figure}"), result.generation[figure]
         if measured is None or point is None:
             continue
-        check = {"figure": figure}
+        where = f"{figure[:-2].upper()} ({result.settings.execution})"
+        check = {"figure": figure, "where": where, "ratio": measured / point}
         for c in COVERAGES:
             lo, hi = result.extra["intervals"][figure][str(c)]
             check[f"in{c}"], check[f"half{c}"] = lo <= measured <= hi, (hi - lo) / (2 * point)
+            check[f"side{c}"] = 1 if measured > hi else -1 if measured < lo else 0
         out.append(check)
     return out
 
@@ -308,26 +322,48 @@ def coverage(path: Path, log: Callable[[str], None] = print, frame: pd.DataFrame
     )
     shown = [str(s.relative_to(ROOT)) for s in snaps]
     e2e, e2e_files = e2e_checks(key, table, ceilings, log)
+    serving, serving_files, host_fits = serving_checks(key, path, table, log)
+    models = sorted(set(frame["model"]))
+    fit = f"a table of {len(frame)} kernel residuals of {len(models)} models ({', '.join(models)})"
+    checks = {
+        "kernel-lomo": (
+            kernel_parts[0],
+            f"each fold's table fitted without its model, from {fit} in all; {by_model(frame)}",
+        ),
+        "kernel-snapshots": (
+            pd.concat(kernel_parts[1:]) if snaps else pd.DataFrame(columns=kernel_parts[0].columns),
+            f"checked against {fit}",
+        ),
+        "e2e": (e2e, f"checked against {fit}"),
+        "serving": (serving, f"checked against {fit}; the simulated step adds the host terms a run records"),
+    }
+    levels = {
+        "kernel-lomo": level_summary(checks["kernel-lomo"][0], "kernels, nested leave-one-model-out", [calibration]),
+        "kernel-snapshots": level_summary(
+            checks["kernel-snapshots"][0], "kernels, held-out rows of the validation snapshots", shown
+        ),
+        "e2e": level_summary(e2e, "end-to-end TTFT and TPOT", e2e_files),
+        "serving": level_summary(serving, SERVING_WHAT, serving_files),
+    }
     return {
         "device_key": key,
         "profile": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name,
-        "fitted": [calibration],
+        "fitted": [calibration, *host_fits],
         "method": (
             "kernel: nested leave-one-model-out over the calibration rows (each model's residuals "
             "against a table fitted without it), then the held-out rows of the validation "
             "snapshots against the table of every model; e2e: measured TTFT and TPOT of the "
-            "committed end-to-end runs against the intervals of their calibrated predictions"
+            "committed end-to-end runs against the intervals of their calibrated predictions; "
+            "serving: measured TTFT and TPOT p50 and p90 of the committed serving runs against the "
+            "simulator's intervals, each run simulated again as simulate-check --resimulate does "
+            "(fitted: the calibration rows, and the runs the host terms were fitted to)"
         ),
-        "levels": {
-            "kernel-lomo": level_summary(kernel_parts[0], "kernels, nested leave-one-model-out", [calibration]),
-            "kernel-snapshots": level_summary(
-                pd.concat(kernel_parts[1:]) if snaps else pd.DataFrame(columns=kernel_parts[0].columns),
-                "kernels, held-out rows of the validation snapshots",
-                shown,
-            ),
-            "e2e": level_summary(e2e, "end-to-end TTFT and TPOT", e2e_files),
-        },
+        "levels": levels,
+        "misses": [m for name, (c, rests) in checks.items() for m in level_misses(name, c, levels[name], rests)],
     }
+
+
+SERVING_WHAT = "serving TTFT and TPOT p50 and p90 (kernels.validate.serving_coverage)"
 
 
 # --- writing -------------------------------------------------------------------------
@@ -413,4 +449,8 @@ def coverage_lines(result: dict[str, Any]) -> list[str]:
             for c in COVERAGES
         ]
         out.append(f"  {name} (n={level['n']}): " + "; ".join(parts))
+    for miss in result.get("misses", []):
+        out.append(
+            f"  miss: {miss['level']} {miss['figure']} {miss['value']:.1%} (band {miss['band']}): {miss['cause']}"
+        )
     return out
