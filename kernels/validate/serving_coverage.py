@@ -93,12 +93,12 @@ def serving_checks(
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The checks of every held-out serving run of ``device_key``; the files checked, and the
     runs their host terms were fitted to."""
-    from kernels.validate.intervals import ROOT
     from ridgeline.errors import RidgelineError
+    from ridgeline.io.catalog import REPORTS_DIR
 
     rows, checked, fitted = [], [], []
     for path, data in serving_runs(device_key):
-        name = str(path.relative_to(ROOT))
+        name = str(path.relative_to(REPORTS_DIR.parent))
         source = (data.get("overhead") or {}).get("from")
         if source and Path(source).name == path.name:
             log(f"serving: {name} not checked: its host terms were fitted to its own steps")
