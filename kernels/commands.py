@@ -26,11 +26,14 @@ def check_profile(profile: Path | None) -> None:
         raise InvalidOptionError(f"--profile {profile}: no such file")
 
 
-def calibrate(*, device, quick, threads, output, refit, check, profile, quiet_wait, log: Log) -> int:
-    """calibrate: measure this machine into a profile, fit one again (``refit``) or ``check`` one."""
+def calibrate(*, device, quick, threads, output, refit, extend, check, profile, quiet_wait, log: Log) -> int:
+    """calibrate: measure this machine into a profile, fit one again (``refit``), add the cases
+    it lacks (``extend``) or ``check`` one."""
     check_device(device)
     if profile is not None and not check:
         raise InvalidOptionError("--profile goes with --check (calibrate measures this machine into --output)")
+    if extend is not None and (check or refit is not None or quick):
+        raise InvalidOptionError("--extend measures a profile's missing cases: drop --check, --refit and --quick")
     if check:
         return check_state(device, threads, profile, refit is not None or output is not None, log)
     from kernels.calibrate import calibrate as measure
@@ -39,6 +42,12 @@ def calibrate(*, device, quick, threads, output, refit, check, profile, quiet_wa
         measure.refit(refit, output, log=log)
         return 0
     require_torch("'ridgeline calibrate'")
+    if extend is not None:
+        from kernels.validate.state import check
+
+        held = lambda path: not check(device, threads, path, log=log)["drifted"]  # noqa: E731
+        measure.extend(extend, device, threads, in_state=held, output=output, quiet_wait_s=quiet_wait, log=log)
+        return 0
     measure.calibrate(device, quick=quick, threads=threads, output=output, quiet_wait_s=quiet_wait, log=log)
     return 0
 

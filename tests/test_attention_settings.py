@@ -154,3 +154,40 @@ def test_the_simulator_prices_transformers_sdpa_path_as_attention():
         gqa, flash = (step_time(cost, *mix) for cost in costs)
         assert gqa == pytest.approx(flash, rel=1e-12)
     assert step_time(costs[0], [], [], 1, 4000.0) > step_time(costs[0], [], [], 1, 100.0)
+
+
+def test_the_cpu_grids_measure_masked_mha_decodes_and_prompts():
+    """The decode grid times transformers' masked path (repeat_kv) from one query row per K/V
+    head (an MHA model's padded batch: no copy, a mask) and enable_gqa only where heads are
+    grouped; the prompt grid is causal over its own prompt, at the same lengths for every
+    data type, and every case is built as the engine prices it (its class key and pairs)."""
+    from kernels.bench.cases import PREFILL_GRID_LENGTHS, attention_grid_cases, prefill_grid_cases
+    from ridgeline.engine.layers import causal_pairs
+    from ridgeline.engine.roofline import keys_for
+
+    decode = attention_grid_cases(("bf16",), backends=("flash", "gqa", "repeat_kv"))
+    rows = {b: {c.recipe["rows"] for c in decode if c.backend == b} for b in ("gqa", "repeat_kv")}
+    assert rows == {"gqa": {2, 4, 8, 16}, "repeat_kv": {1, 2, 4, 8, 16}}
+    prompts = prefill_grid_cases(("fp32", "bf16"), ("flash", "gqa", "repeat_kv"))
+    assert {c.stage for c in prompts} == {"prefill"}
+    for dtype in ("fp32", "bf16"):
+        assert sorted({c.recipe["q_len"] for c in prompts if c.dtype == dtype}) == list(PREFILL_GRID_LENGTHS)
+    assert all(c.recipe["q_len"] == c.recipe["kv_len"] for c in prompts)
+    # the CPU flash kernel's 512-key blocks: 1024 tokens compute 0.75 of the full square
+    long = next(c.op for c in prompts if c.recipe["q_len"] == 1024 and c.backend == "flash")
+    assert long.dims["pairs"] == causal_pairs(1024, 512) == 0.75 * 1024**2
+    keys = {(c.backend, keys_for(c.op)[0]) for c in prompts if c.dtype == "bf16"}
+    assert keys == {
+        ("flash", "attention:attention@bf16"),
+        ("gqa", "attention:sdpa_gqa@bf16"),
+        ("repeat_kv", "attention:sdpa_repeat_kv@bf16"),
+    }
+
+
+def test_calibrate_extend_refuses_other_modes_in_one_line(tmp_path):
+    for extra in (["--check"], ["--refit", "x.yaml"], ["--quick"]):
+        r = CliRunner().invoke(app, ["calibrate", "--extend", str(tmp_path / "p.yaml"), *extra])
+        assert r.exit_code == 2
+        assert r.output.strip().splitlines() == [
+            "error: Invalid value: --extend measures a profile's missing cases: drop --check, --refit and --quick"
+        ]

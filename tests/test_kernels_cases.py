@@ -261,9 +261,9 @@ def test_a_seed_draws_the_same_workloads_whatever_the_device_runs():
 
 def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     cal = suite_cases("calibration", Options(), False)
-    attention = [c for c in cal if c.recipe.get("builder") == "attention_grid"]
+    attention = [c for c in cal if c.recipe.get("builder") == "attention_grid" and c.stage == "decode"]
     assert sorted({c.recipe["head_dim"] for c in attention}) == [64, 96, 128, 256]
-    # per data type (fp32, bf16): 3 kernels x 2 cache lengths x 12 row counts at head_dim 256
+    # decode, per data type (fp32, bf16): 3 kernels x 2 cache lengths x 12 row counts at head_dim 256
     assert sum(c.recipe["head_dim"] == 256 for c in attention) == 2 * 3 * 2 * 12
     long_k = [c for c in cal if (c.recipe.get("k"), c.recipe.get("n")) == (28672, 8192)]
     by_kind = {}
@@ -273,7 +273,9 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     assert sorted(by_kind[("grid", "fp32")]) == [*range(1, 17), 24]
     assert sorted(by_kind[("grid", "bf16")]) == list(K.GRID_M)
     assert len(by_kind[("qgrid", "bf16")]) == 2 * len(K.QUANT_GRID_M)  # int8 and int4 weight-only
-    assert len(cal) == 1996  # 1,636 before: + 144 attention + 81 products + 135 activation and norm kinds
+    # 1,636 before: + 144 attention + 81 products + 135 activation and norm kinds + 80 flash
+    # prompts (2 data types x 4 head_dims x 5 lengths x 2 row counts)
+    assert len(cal) == 2076
     assert len(suite_cases("calibration", Options(), True)) == 479  # the quick set unchanged
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]

@@ -435,8 +435,6 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
     cases keep fitted terms, and an array of query lengths takes each where it applies."""
     from kernels.bench.cases import attention_grid_cases
-    from ridgeline.io.profile import calibrated_ceilings
-    from ridgeline.io.resolve import load_device
 
     def fraction(rows, d):  # one row slow, a dip at 4, and head_dim 128 half as fast
         base = 0.1 if rows == 1 else 0.3 if rows == 4 else 0.5
@@ -474,16 +472,7 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     # one case per knot: any overhead reproduces them, and the fraction takes what is left
     assert entries[128]["fraction"] == pytest.approx([fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
     assert key in fit.efficiency  # prefill: fitted terms
-    profile = {
-        "bandwidth_gb_s": 40,
-        "matrix_peak_tops": {"fp32": 0.2},
-        "timing": "device",
-        "vector_peak_tops": {"fp32": 0.2},
-        "row_curves": fit.row_curves,
-        "efficiency": fit.efficiency,
-        "overhead_us": {key: fit.overhead_s[key] * 1e6},
-    }
-    c = calibrated_ceilings(profile, load_device("a6000"))
+    c = fitted_ceilings(fit, key, "device")
     for op, t in zip(ops[: len(grid)], decode_t):
         assert float(time_op(op, c)["time_s"]) == pytest.approx(t, rel=2e-3)
     assert np.isnan(c.row_fraction(prefill[0]))  # a prompt: the table does not apply
@@ -493,3 +482,58 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     roof = c.compute_roof(both)
     table_part = CEIL.matrix_peak["fp32"] * c.row_fraction(ops[0])
     assert roof[0] == pytest.approx(table_part) and roof[1] != pytest.approx(table_part)
+
+
+def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table():
+    """A CPU attention class measured on the decode grid (two cache lengths) and the prompt
+    grid (five lengths): decodes become a row table by (rows per K/V head, head_dim), prompts
+    a prefill attention table by (rows, prompt, head_dim); the engine reads each op from its
+    own, and the extrapolation check names each table's spans."""
+    from kernels.bench.cases import PREFILL_GRID_LENGTHS, attention_grid_cases, prefill_grid_cases
+    from ridgeline.engine.grid import outside_spans
+
+    def decode_fraction(rows, d):
+        return (0.1 if rows == 1 else 0.4) / (2 if d == 128 else 1)
+
+    def prefill_fraction(q):  # a short prompt fills its blocks worse
+        return 0.2 + 0.5 * np.log2(q / 64) / np.log2(PREFILL_GRID_LENGTHS[-1] / 64)
+
+    decode = [c.op for c in attention_grid_cases(("fp32",), quick=True) if c.kernel == "sdpa"]
+    prefill = [c.op for c in prefill_grid_cases(("fp32",)) if c.backend == "flash"]
+    ops = decode + prefill
+    compute, _, memory = roof_seconds(ops, CEIL)
+    bound, overhead = np.maximum(compute, memory), OVERHEAD_GRID[15]
+    truth = [
+        bound[i] / decode_fraction(op.dims["heads"] / op.dims["kv_heads"], op.dims["head_dim"]) + overhead
+        for i, op in enumerate(decode)
+    ] + [bound[len(decode) + i] / prefill_fraction(op.dims["q_len"]) + overhead for i, op in enumerate(prefill)]
+    rows = [{"measured_s": t, "recipe": {"builder": "attention_grid"}} for t in truth]
+    fit = fit_profile_terms(rows, ops, CEIL, cpu=True)
+    key = "attention:attention@fp32"
+    assert list(fit.attention_tables[key]) == ["prefill"] and key in fit.row_curves
+    c = fitted_ceilings(fit, key, "cpu")
+    got = [float(time_op(op, c)["time_s"]) for op in ops]
+    assert got == pytest.approx(truth, rel=0.02)
+    assert outside_spans(decode[0], c) == () and outside_spans(prefill[0], c) == ()
+    # a 4096-token prompt lies past the prompt grid: its context span says so
+    long = build_op({**dict(prefill_grid_cases(("bf16",))[0].recipe), "q_len": 4096, "kv_len": 4096, "dtype": "fp32"})
+    assert [s.dimension for s in outside_spans(long, c)] == ["context"]
+
+
+def fitted_ceilings(fit, key: str, timing: str):
+    """The ceilings of a profile holding ``fit``'s tables and terms on ``CEIL``'s roofs, with
+    class ``key``'s overhead."""
+    from ridgeline.io.profile import calibrated_ceilings
+    from ridgeline.io.resolve import load_device
+
+    profile = {
+        "bandwidth_gb_s": 40,
+        "matrix_peak_tops": {"fp32": 0.2},
+        "timing": timing,
+        "vector_peak_tops": {"fp32": 0.2},
+        "row_curves": fit.row_curves,
+        **({"attention_tables": fit.attention_tables} if fit.attention_tables else {}),
+        "efficiency": fit.efficiency,
+        "overhead_us": {key: fit.overhead_s[key] * 1e6},
+    }
+    return calibrated_ceilings(profile, load_device("a6000"))

@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import product
 from types import MappingProxyType
 from typing import Any
 
 from ridgeline.engine import ops as O
-from ridgeline.engine.layers import Plan, stage_ops
+from ridgeline.engine.layers import Plan, causal_pairs, stage_ops
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.precision import SCALE_BYTES, ZERO_POINT_BYTES, attention_key_block
 from ridgeline.engine.units import dtype_bytes
@@ -116,7 +117,16 @@ WEIGHT_ONLY = {
 ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
 ATTENTION_GRID_HEAD_DIMS = (64, 96, 128, 256)
 ATTENTION_GRID_KV = (512, 2048)
-GROUP_GRID_ROWS = (2, 4, 8, 16)  # transformers' grouped paths (sdpa_gqa, sdpa_repeat_kv): fewer rows
+# transformers' two paths, fewer rows: enable_gqa (sdpa_gqa) from 2 rows (at 1 transformers
+# calls plain SDPA); the masked path (sdpa_repeat_kv) from 1 (an MHA model's padded batch)
+GROUP_GRID_ROWS = {"gqa": (2, 4, 8, 16), "repeat_kv": (1, 2, 4, 8, 16)}
+# Prompt attention on a grid (full calibration): causal over its own prompt at 5 lengths x
+# head_dim, per kernel and data type, 2 sequences x 2 K/V heads (the same lengths for every
+# data type: a draw avoids the calibration's lengths, whatever types the device runs)
+PREFILL_GRID_ROWS = {"attention": (1, 4), "gqa": (2, 4, 8), "repeat_kv": (1, 4)}
+PREFILL_GRID_LENGTHS = (64, 128, 256, 512, 1024)
+PREFILL_GRID_HEAD_DIMS = (64, 96, 128, 256)
+PREFILL_GRID_KV_HEADS = 2
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
 QUICK_ATTENTION_GRID_KV = (512,)
@@ -384,14 +394,15 @@ def _attention_grid(r: Mapping[str, Any]) -> Op:
     attention (fused: SDPA through one backend, ``rename`` saying which) or repeat_kv (Hugging
     Face's masked path: K/V copied to every query head, then SDPA with a boolean mask),
     ``rows`` query heads per K/V head. Decode has one query token; with ``q_len`` (a prompt
-    over itself, ``q_len`` = ``kv_len``) the kernel is causal."""
+    over itself, ``q_len`` = ``kv_len``) the kernel is causal, its keys in whole blocks of
+    ``key_block`` where the recipe has one (as the engine prices a CPU's prompts)."""
     b, g, kv, d = (int(r[k]) for k in ("batch", "kv_heads", "kv_len", "head_dim"))
     q = int(r.get("q_len", 1))
     h, ab = g * int(r["rows"]), dtype_bytes(r["dtype"])
     kw = dict(ab=ab, kvb=ab, count=1, dtype=r["dtype"])
     if r["kernel"] in ("attention", "repeat_kv"):
         causal = q > 1
-        pairs = q * (q + 1) / 2 if causal else q * kv
+        pairs = causal_pairs(q, int(r.get("key_block", 0))) if causal else q * kv
         positions = max(pairs / Plan.tile_rows, kv) if causal else kv
         op = O.flash_attention(b, h, g, q, pairs, positions, d, d, inputs=(), **kw)
         if r["kernel"] == "repeat_kv":
@@ -469,7 +480,10 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
         if backend == "math":
             add("sdpa", "attention", "sdpa", {"builder": "sdpa_math", **base}, backend)
         elif backend in TRANSFORMERS_PATHS:
-            add("sdpa", "attention", "sdpa", transformers_recipe(base, backend), backend)
+            recipe = transformers_recipe(base, backend)
+            if stage == "prefill" and attention_key_block(opts.device):  # as the engine prices it
+                recipe["key_block"] = attention_key_block(opts.device)
+            add("sdpa", "attention", "sdpa", recipe, backend)
         else:
             rename = {"flash": None}.get(backend, f"sdpa_{backend}")
             recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention"}
@@ -615,7 +629,7 @@ def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: I
     and data type (calibration only): the kernels switch paths by rows and head_dim, so the
     decode rate is measured there, not assumed (``kernels.calibrate.fit`` makes it a row table).
     With ``backends`` naming transformers' paths (``TRANSFORMERS_PATHS``), those kernels too,
-    at grouped rows only (with one row per K/V head transformers calls plain SDPA)."""
+    at their ``GROUP_GRID_ROWS``."""
     rows, dims, kvs = (
         (QUICK_ATTENTION_GRID_ROWS, QUICK_ATTENTION_GRID_HEAD_DIMS, QUICK_ATTENTION_GRID_KV)
         if quick
@@ -629,7 +643,7 @@ def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: I
         for name, (kernel, backend) in kernels.items():
             for d in dims:
                 for kv in kvs:
-                    for r in rows if backend not in paths else [r for r in rows if r > 1 and r in GROUP_GRID_ROWS]:
+                    for r in rows if backend not in paths else [r for r in rows if r in GROUP_GRID_ROWS[backend]]:
                         recipe = {
                             "builder": "attention_grid",
                             "kernel": name.split("/")[0],
@@ -654,6 +668,48 @@ def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: I
                                 stage="decode",
                             )
                         )
+    return cases
+
+
+def prefill_grid_cases(dtypes: Iterable[str], backends: Iterable[str] = (), device: str = "cpu") -> list[Case]:
+    """Prompt attention on a grid of prompt lengths x head_dim, per fused kernel (SDPA's
+    flash and transformers' two paths in ``backends``) and data type, causal over its own
+    prompt (full calibration only): a CPU's flash kernel walks query and key blocks whose
+    fill changes with the length, so the prompt rate is a measured table
+    (``kernels.calibrate.fit``: a prefill attention table), not the decode terms."""
+    kernels = {"attention": ("attention", "flash", None)}
+    kernels.update({b: (k, b, TRANSFORMERS_PATHS[b]) for b, k in (("gqa", "attention"), ("repeat_kv", "repeat_kv"))})
+    cases = []
+    for dtype in dtypes:
+        for name, (kernel, backend, rename) in kernels.items():
+            if backend != "flash" and backend not in backends:
+                continue
+            for d, length, r in product(PREFILL_GRID_HEAD_DIMS, PREFILL_GRID_LENGTHS, PREFILL_GRID_ROWS[name]):
+                recipe = {
+                    "builder": "attention_grid",
+                    "kernel": kernel,
+                    "rows": r,
+                    "batch": ATTENTION_GRID_BATCH,
+                    "kv_heads": PREFILL_GRID_KV_HEADS,
+                    "kv_len": length,
+                    "q_len": length,
+                    "head_dim": d,
+                    "dtype": dtype,
+                    **({"rename": rename} if rename else {}),
+                    **({"key_block": attention_key_block(device)} if attention_key_block(device) else {}),
+                }
+                cases.append(
+                    Case(
+                        f"pgrid/{name}/r{r}xd{d}xq{length}/{dtype}/{backend}",
+                        "attention",
+                        "sdpa",
+                        dtype,
+                        MappingProxyType(recipe),
+                        backend,
+                        split="calibration",
+                        stage="prefill",
+                    )
+                )
     return cases
 
 
@@ -753,6 +809,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
         )
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick, opts.sdpa_backends)
+            cases += [] if quick else prefill_grid_cases(opts.dtypes, opts.sdpa_backends, opts.device)
     else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)

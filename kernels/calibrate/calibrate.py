@@ -444,6 +444,71 @@ def refit(path: Path, output: Path | None = None, log: Callable[[str], None] = p
     return target, profile
 
 
+def extend(
+    path: Path,
+    device: str,
+    threads: int | None,
+    *,
+    in_state: Callable[[Path], bool],
+    output: Path | None = None,
+    quiet_wait_s: float = 0.0,
+    log: Callable[[str], None] = print,
+) -> tuple[Path, dict[str, Any]]:
+    """Measure the calibration cases this version has that a profile's stored rows lack
+    (cases added since it was measured, or whose recipe changed: their rows are replaced),
+    on the machine it was measured on and in the state
+    it was measured in (``in_state``: ``--check``'s test, a roof that moved more than 10 % refuses),
+    then fit it again from all its rows. Writes ``output`` (default:
+    ``<stem>.extended.yaml`` in the current folder) and its rows beside it, never the input."""
+    import json
+    import os
+
+    import pandas as pd
+
+    from ridgeline.errors import RidgelineError
+    from ridgeline.io.profile import load_profile, recorded_device
+
+    path = Path(path)
+    target = Path(output) if output else Path.cwd() / f"{path.stem}.extended.yaml"
+    if target.resolve() == path.resolve():
+        raise RidgelineError(f"--extend writes a new profile, not over its input {path}; pass -o NEW.yaml")
+    profile = load_profile(path)
+    calibration_rows(path)  # refuses rows without their recipes
+    if not in_state(path):
+        raise RidgelineError(f"this machine is not in the state {path.name} was measured in; calibrate it afresh")
+    quick = profile["meta"].get("mode") == "quick"
+    cfg = setup(device, threads, quick, quiet_wait_s)
+    old = pd.read_csv(path.with_suffix(".calibration.csv"), keep_default_na=False)
+    have = dict(zip(old["name"], old["recipe_json"]))
+    cases = [
+        c
+        for c in suite_cases("calibration", device_options(device)[0], quick)
+        if c.name not in have or json.loads(have[c.name]) != json.loads(json.dumps(dict(c.recipe)))
+    ]
+    log(f"extending {path.name}: {len(cases)} calibration cases to measure (missing, or their recipe changed)")
+    rows = run_cases(cases, cfg, label="calibration") if cases else []
+    frames = [old[~old["name"].isin({c.name for c in cases})]]  # a changed case's row: replaced
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if rows:
+        frames.append(pd.read_csv(io.StringIO(rows_csv(rows)), keep_default_na=False))
+    write_atomic(target.with_suffix(".calibration.csv"), pd.concat(frames).to_csv(index=False))
+    added = ok_rows(rows)
+    meta = profile["meta"]
+    kept = sum(r["status"] == "ok" for r in frames[0].to_dict("records"))
+    meta["calibration_cases"], meta["calibration_ok"] = len(frames[0]) + len(rows), kept + len(added)
+    meta.setdefault("extended", []).append(
+        {"date": collect_date(), "commit": _commit(), "from": str(path), "cases": len(rows), "ok": len(added),
+         "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    )  # fmt: skip
+    fit_profile(profile, calibration_rows(target), recorded_device(profile, str(path)))
+    profile["problems"] = list(profile.get("problems") or []) + [
+        {"case": r["name"], "status": r["status"], "reason": r["reason"]} for r in rows if r["status"] != "ok"
+    ]
+    write_atomic(target, yaml_text(profile))
+    log(f"wrote {target} ({len(added)}/{len(rows)} new cases ok, {len(profile['efficiency'])} classes)")
+    return target, profile
+
+
 def calibration_rows(profile_path: Path) -> list[dict[str, Any]]:
     """The ok calibration rows stored beside a profile, each with its case recipe."""
     import json

@@ -336,6 +336,7 @@ def fit_attention_tables(
     ops: Sequence,
     points: Mapping[str, np.ndarray],
     weights: np.ndarray | None = None,
+    overheads: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """A class's fraction of the roofline bound on its measured attention grid, one table
     per stage in ``points`` (``attention_grid_points``), and its overhead.
@@ -350,7 +351,7 @@ def fit_attention_tables(
     head_dim), predict the points between and the class's model-shape cases with the least
     weighted squared log error - the fixed cost that leaves the rate smoothest in context.
     ``covered`` marks the cases the tables price; ``wanted`` lists the cells whose median is
-    above 1."""
+    above 1. ``overheads`` fixes the choice (a CPU class's decode row table chose it)."""
     b, t = np.asarray(bound_s, dtype=float), np.asarray(measured_s, dtype=float)
     w = np.ones_like(t) if weights is None else np.asarray(weights, dtype=float)
     decode, xyz = _table_coords(ops)
@@ -362,7 +363,7 @@ def fit_attention_tables(
         for stage, mask in points.items()
     }
     best = (np.inf, None)
-    for oh in capped_overheads(t):
+    for oh in capped_overheads(t) if overheads is None else overheads:
         busy = t - oh
         if (busy[covered] <= 0).any():
             break
@@ -549,7 +550,8 @@ def fit_profile_terms(
         )
         if points:  # attention on a measured grid: a table per stage (GPU calibration)
             bound = roofline_time(compute_s[idx] + vector_s[idx], memory_s[idx])
-            fitted = fit_attention_tables(bound, measured[idx], [ops[i] for i in idx], points, weights[idx])
+            table_fit = (bound, measured[idx], [ops[i] for i in idx], points, weights[idx])
+            fitted = fit_attention_tables(*table_fit)
             tables[key] = {stage: t.to_dict() for stage, t in fitted["tables"].items()}
             overhead[key] = fitted["overhead_s"]
             report[key + " (attention table)"] = {k: fitted[k] for k in ("cases", "median_abs_error", "max_abs_error")}
@@ -567,6 +569,8 @@ def fit_profile_terms(
                 continue
             idx = idx[rest]
             class_rows = None if class_rows is None else class_rows[rest]
+        decode = _decode_grid(key, [ops[i] for i in idx])
+        if points and decode is None:  # the rest of a class priced by tables: by its terms
             terms = _fit_terms(
                 key,
                 idx,
@@ -600,8 +604,8 @@ def fit_profile_terms(
                 for k, n, m, f in table["wanted"]
             ]
             continue
-        decode = _decode_grid(key, [ops[i] for i in idx])
         if decode is not None:  # decode attention: a row table by (rows per K/V head, head_dim)
+            # (beside a prefill table: a CPU measures prompts on a grid, decodes at two lengths)
             table_idx, dims = idx[decode[0]], decode[1]
             bound = roofline_time(compute_s[table_idx] + vector_s[table_idx], memory_s[table_idx])
             table = fit_row_table(bound, measured[table_idx], dims, weights[table_idx], least=MIN_DECODE_GRID_ROWS)
@@ -616,6 +620,13 @@ def fit_profile_terms(
                 }
                 for k, _, m, f in table["wanted"]
             ]
+            if points:  # the prompt tables again, at the one overhead of the class: the decodes'
+                fitted = fit_attention_tables(*table_fit, overheads=[table["overhead_s"]])
+                if fitted["tables"]:
+                    tables[key] = {stage: t.to_dict() for stage, t in fitted["tables"].items()}
+                    report[key + " (attention table)"] = {
+                        k: fitted[k] for k in ("cases", "median_abs_error", "max_abs_error")
+                    }
             idx = idx[~decode[0]]
             class_rows = None if class_rows is None else class_rows[~decode[0]]
             if not idx.size:

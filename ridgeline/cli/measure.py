@@ -7,7 +7,9 @@ import typer
 
 from ridgeline.cli.app import app, command, echo_err, predictions_app, values
 
-CALIBRATE = "device__calibrate quick threads__calibrate output__calibrate refit check profile quiet_wait__calibrate"
+CALIBRATE = (
+    "device__calibrate quick threads__calibrate output__calibrate refit extend check profile quiet_wait__calibrate"
+)
 VALIDATE = "device__calibrate quick threads__calibrate profile output_dir repredict__validate quiet_wait__calibrate draw through fit_intervals coverage output"
 
 

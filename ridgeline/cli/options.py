@@ -88,6 +88,7 @@ def options(
     threads__calibrate: Annotated[int | None, typer.Option("--threads", help="torch CPU threads, fixed for the run (default: all cores this process may use).")] = None,
     output__calibrate: Annotated[Path | None, typer.Option("--output", "-o", help="Profile path (default: <user data folder>/profiles/<device>.yaml; with --refit: ./<stem>.refit.yaml); its calibration rows go beside it, .calibration.csv for .yaml.")] = None,
     refit: Annotated[Path | None, typer.Option(help="Measure nothing: fit this profile again from its stored calibration rows into a new file.")] = None,
+    extend: Annotated[Path | None, typer.Option(help="Measure only the calibration cases this version has that this profile's rows lack, on the machine and in the state it was measured in (--check's test first), and fit it again from all its rows into -o NEW (default: ./<stem>.extended.yaml).")] = None,
     check: Annotated[bool, typer.Option("--check", help="Write nothing: measure the profile's own roofs again (about 20 s) and say whether this machine is still in the state they were measured in; exit 1 if one moved more than 10%.")] = False,
     quiet_wait__calibrate: Annotated[float, typer.Option("--quiet-wait", help="CPU: before each case, wait up to this many seconds for other processes to go idle.")] = 0.0,
     output_dir: Annotated[Path | None, typer.Option(help="Folder for the JSON/CSV/HTML (default: <user data folder>/validation; with --repredict: the current folder).")] = None,

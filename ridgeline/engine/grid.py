@@ -8,7 +8,7 @@ these dimensions:
 - a product's row table: rows (``m``) up to ``max_rows``, and the span of its (K, N) shapes;
 - a decode attention row table (CPU): rows per K/V head from the fewest measured at the op's
   head_dim, and head_dim over its shapes (where its rows are read);
-- an attention grid table (GPU): rows, context and head_dim over its knots, per stage;
+- an attention grid table (GPU; a CPU's prompts): rows, context and head_dim over its knots, per stage;
 - an element-wise size table: the op's bytes between its smallest and largest size.
 
 Datasheet roofs and efficiency terms measure no grid: nothing is extrapolated there.
@@ -64,7 +64,9 @@ def measured_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
         return ()
     for key in ceilings.keys(op):
         if key in ceilings.attention_tables:
-            return _grid_spans(ceilings.attention_tables[key], op)
+            tables = ceilings.attention_tables[key]
+            rows = key in ceilings.row_curves and "decode" not in tables  # a CPU: decodes by rows
+            return _grid_spans(tables, op) + (_decode_spans(ceilings.row_curves[key], op) if rows else ())
         if key in ceilings.size_curves and op.kind in SIZE_KINDS:
             return _size_spans(ceilings.size_curves, key, op)
         if key in ceilings.row_curves:
@@ -99,6 +101,14 @@ def _row_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
             Span("head_dim", np.where(read, float(d["head_dim"]), np.nan), min(ks), max(ks)),
         )
     return ()
+
+
+def _decode_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
+    """``_row_spans`` of the op's decodes only (its prompts: the prefill table's)."""
+    coords = attention_coords(op)
+    if coords is None:
+        return ()
+    return tuple(Span(s.dimension, np.where(coords[0], s.value, np.nan), s.low, s.high) for s in _row_spans(table, op))
 
 
 def _grid_spans(tables: Mapping[str, GridTable], op: Op) -> tuple[Span, ...]:

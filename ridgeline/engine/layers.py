@@ -123,17 +123,24 @@ def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool, 
     ceil(S / B)) compute min(S, (b + 1) B) keys each, B^2 n(n-1)/2 + (S - (n-1)B) S in all
     (S^2 up to S = B). PyTorch's CPU flash kernel has B = 512 (its key split): with
     ``is_causal`` it took as long as without it up to S = 512 on the development EPYC, and
-    0.76 of it at S = 1024 (this formula: 0.75)."""
+    0.76 of it at S = 1024 (this formula: 0.75). A window past the prompt changes nothing;
+    one within it is counted exactly."""
     if not causal:
         return q_len * kv_length(c, kv_len)
-    full = q_len * (q_len + 1) / 2
-    if key_block and not c.sliding_window:
-        n = np.ceil(np.asarray(q_len, dtype=float) / key_block)
-        return key_block**2 * n * (n - 1) / 2 + (q_len - (n - 1) * key_block) * q_len
+    prompt = causal_pairs(q_len, key_block)  # a window longer than the prompt masks nothing
     if not c.sliding_window:
-        return full
+        return prompt
     w = c.sliding_window
-    return np.where(q_len > w, w * (w + 1) / 2 + (q_len - w) * w, full)
+    return np.where(q_len > w, w * (w + 1) / 2 + (q_len - w) * w, prompt)
+
+
+def causal_pairs(q_len: Number, key_block: int = 0) -> Number:
+    """(query, key) pairs a causal prompt of ``q_len`` tokens computes over itself: S(S+1)/2,
+    or in whole blocks of ``key_block`` keys (``attended_pairs``)."""
+    if not key_block:
+        return q_len * (q_len + 1) / 2
+    n = np.ceil(np.asarray(q_len, dtype=float) / key_block)
+    return key_block**2 * n * (n - 1) / 2 + (q_len - (n - 1) * key_block) * q_len
 
 
 @dataclass(frozen=True)

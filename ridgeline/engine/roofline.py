@@ -349,11 +349,12 @@ class Ceilings:
     def row_fraction(self, op: Op):
         """The class's measured fraction of the bound at the op's rows and shape, or None
         when its most specific key has efficiency terms only (or the op has no such shape):
-        a GEMM's (m, k, n); an attention op's (query rows per K/V head, head_dim) where those
-        rows are within the measured ones (a decode, a few tokens of a step; the CPU kernel
-        computes whole 512-key blocks, so a short causal chunk is the same work), NaN where
-        they are more (a prompt: the class's terms price it); an element-wise class's by the
-        op's bytes."""
+        a GEMM's (m, k, n); an attention op's from its stage's measured table (a GPU's; a
+        CPU's prompts), else by (query rows per K/V head, head_dim) where those rows are
+        within the measured ones (a decode, a few tokens of a step; the CPU kernel computes
+        whole 512-key blocks, so a short causal chunk is the same work), NaN where they are
+        more (a prompt with no table: the class's terms price it); an element-wise class's
+        by the op's bytes."""
         return self._row_fraction(op, self.keys(op))
 
     def measures_grid(self) -> bool:
@@ -366,7 +367,10 @@ class Ceilings:
             return None
         for key in keys:
             if key in self.attention_tables:
-                return self.attention_fraction(key, op)
+                table = self.attention_fraction(key, op)
+                if key not in self.row_curves or table is None:
+                    return table
+                return np.where(np.isnan(table), self._attention_rows(key, op), table)  # a CPU's decodes
             if key in self.size_curves and op.kind in SIZE_KINDS:
                 long_rows = self.size_curves.get(key + SOFTMAX_LONG)
                 if long_rows is not None and "cols" in op.dims:
@@ -381,13 +385,18 @@ class Ceilings:
                 if "m" in dims and "k" in dims and "n" in dims:
                     return self.row_curves[key].at(dims["m"], dims["k"], dims["n"])
                 if "q_len" in dims and "head_dim" in dims:
-                    table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
-                    fraction = table.at(rows, dims["head_dim"], 1.0)
-                    return np.where(rows <= table.max_rows, fraction, np.nan)
+                    return self._attention_rows(key, op)
                 return None
             if key in self.efficiency:
                 return None
         return None
+
+    def _attention_rows(self, key: str, op: Op):
+        """An attention op's fraction from the class's row table (decode: rows per K/V head
+        x head_dim), NaN past its rows."""
+        table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
+        fraction = table.at(rows, op.dims["head_dim"], 1.0)
+        return np.where(rows <= table.max_rows, fraction, np.nan)
 
     def attention_fraction(self, key: str, op: Op):
         """The class's measured fraction of the bound at the op's rows, context and head_dim,
