@@ -74,3 +74,12 @@ def test_extend_refuses_a_machine_out_of_its_state_and_its_own_input(stood_in, t
     assert r.exit_code == 2 and r.output.count("\n") == 1
     assert "not in the state" in r.output and seen["measured"] == []
     assert not (tmp_path / "x.yaml").exists() and not (tmp_path / "x.calibration.csv").exists()
+
+
+def test_extend_refuses_an_unwritable_output_before_measuring(stood_in, tmp_path):
+    copy, _, seen = stood_in
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    r = CliRunner().invoke(app, ["calibrate", "--extend", str(copy), "-o", str(blocked / "x.yaml")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "Traceback" not in r.output
+    assert seen["measured"] == []

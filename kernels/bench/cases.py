@@ -476,19 +476,15 @@ def _stage_cases(model: str, stage: str, batch: int, length: int, dtype: str, sp
     add("qk_matmul", "attention", "qk_matmul", {"builder": "engine", **base, "op": "qk_matmul"})
     add("softmax", "softmax", "softmax", {"builder": "engine", **base, "op": "softmax"})
     add("sv_matmul", "attention", "sv_matmul", {"builder": "engine", **base, "op": "sv_matmul"})
+    block = prompt_key_block(opts.device) if stage == "prefill" else {}  # a prompt as the engine prices it
     for backend in opts.sdpa_backends:
         if backend == "math":
             add("sdpa", "attention", "sdpa", {"builder": "sdpa_math", **base}, backend)
         elif backend in TRANSFORMERS_PATHS:
-            recipe = transformers_recipe(base, backend)
-            if stage == "prefill" and attention_key_block(opts.device):  # as the engine prices it
-                recipe["key_block"] = attention_key_block(opts.device)
-            add("sdpa", "attention", "sdpa", recipe, backend)
+            add("sdpa", "attention", "sdpa", {**transformers_recipe(base, backend), **block}, backend)
         else:
             rename = {"flash": None}.get(backend, f"sdpa_{backend}")
-            recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention"}
-            if stage == "prefill" and attention_key_block(opts.device):
-                recipe["key_block"] = attention_key_block(opts.device)
+            recipe = {"builder": "engine", **base, "attention": "flash", "op": "attention", **block}
             if rename:
                 recipe["rename"] = rename
             add("sdpa", "attention", "sdpa", recipe, backend)
@@ -671,6 +667,13 @@ def attention_grid_cases(dtypes: Iterable[str], quick: bool = False, backends: I
     return cases
 
 
+def prompt_key_block(device: str) -> dict[str, int]:
+    """A prompt recipe's ``key_block`` on ``device`` (its fused kernel's causal key block), or
+    nothing where the kernel is exactly causal."""
+    block = attention_key_block(device)
+    return {"key_block": block} if block else {}
+
+
 def prefill_grid_cases(dtypes: Iterable[str], backends: Iterable[str] = (), device: str = "cpu") -> list[Case]:
     """Prompt attention on a grid of prompt lengths x head_dim, per fused kernel (SDPA's
     flash and transformers' two paths in ``backends``) and data type, causal over its own
@@ -696,7 +699,7 @@ def prefill_grid_cases(dtypes: Iterable[str], backends: Iterable[str] = (), devi
                     "head_dim": d,
                     "dtype": dtype,
                     **({"rename": rename} if rename else {}),
-                    **({"key_block": attention_key_block(device)} if attention_key_block(device) else {}),
+                    **prompt_key_block(device),
                 }
                 cases.append(
                     Case(

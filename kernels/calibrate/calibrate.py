@@ -472,6 +472,7 @@ def extend(
     target = Path(output) if output else Path.cwd() / f"{path.stem}.extended.yaml"
     if target.resolve() == path.resolve():
         raise RidgelineError(f"--extend writes a new profile, not over its input {path}; pass -o NEW.yaml")
+    target.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder refuses before minutes of measuring
     profile = load_profile(path)
     calibration_rows(path)  # refuses rows without their recipes
     if not in_state(path):
@@ -488,7 +489,6 @@ def extend(
     log(f"extending {path.name}: {len(cases)} calibration cases to measure (missing, or their recipe changed)")
     rows = run_cases(cases, cfg, label="calibration") if cases else []
     frames = [old[~old["name"].isin({c.name for c in cases})]]  # a changed case's row: replaced
-    target.parent.mkdir(parents=True, exist_ok=True)
     if rows:
         frames.append(pd.read_csv(io.StringIO(rows_csv(rows)), keep_default_na=False))
     write_atomic(target.with_suffix(".calibration.csv"), pd.concat(frames).to_csv(index=False))
