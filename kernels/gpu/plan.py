@@ -134,6 +134,21 @@ SIZES: dict[str, dict[str, Any]] = {
         },
     },
 }
+# The second GPU run on a GPU that has one already (2026-11-27): models, prompt, batches and
+# draw seed that no GPU run has measured, so every row is held out from the profile and from
+# the earlier runs. Its own stage list: STAGES=e2e-graph,e2e-eager,hf-eager,hf-compiled,draw,transfer
+SIZES["gpu-heldout"] = {
+    **SIZES["gpu"],
+    "e2e": {
+        **SIZES["gpu"]["e2e"],
+        "models": ["mistral-7b", "phi-3-mini", "qwen2-7b"],
+        "batches": [1, 16, 64],
+        "prompt": 1024,
+    },
+    "hf": {**SIZES["gpu"]["hf"], "model": "qwen2-7b", "prompt": 1024},
+    "draw_seed": 2711,
+    "caps": {**SIZES["gpu"]["caps"], "e2e-graph": 120, "e2e-eager": 70, "hf-eager": 45, "hf-compiled": 80, "draw": 150},
+}
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return transfer(Path(args[1]), Path(args[2]))
         if len(args) != 1:
             print(
-                "usage: python -m kernels.gpu.run OUT  (SIZES=gpu|cpu-test, STAGES=a,b, "
+                "usage: python -m kernels.gpu.run OUT  (SIZES=gpu|gpu-heldout|cpu-test, STAGES=a,b, "
                 "ORDER=auto|profiled|unprofiled)",
                 file=sys.stderr,
             )
