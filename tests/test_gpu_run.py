@@ -317,8 +317,22 @@ H100_PARTS = [f"{H100_RUN}/{part}/results.tar.gz" for part in ("run1", "run2-hf"
 H100_REGISTERED = "reports/predictions/h100-sxm-2e5ce62da958.json"
 
 
+HELDOUT_RUN = "reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-27-heldout"
+HELDOUT_PARTS = [
+    f"{HELDOUT_RUN}/run1/results.tar.gz",
+    f"{HELDOUT_RUN}/run2-e2e/results.tar.gz",
+    f"{HELDOUT_RUN}/run3-qwen2-eager",
+]
+HELDOUT_REGISTERED = "reports/predictions/h200-279028980a8e.json"
+
+
 @pytest.mark.parametrize(
-    "run, parts, registered", [(RUN, RUN_PARTS, REGISTERED), (H100_RUN, H100_PARTS, H100_REGISTERED)]
+    "run, parts, registered",
+    [
+        (RUN, RUN_PARTS, REGISTERED),
+        (H100_RUN, H100_PARTS, H100_REGISTERED),
+        (HELDOUT_RUN, HELDOUT_PARTS, HELDOUT_REGISTERED),
+    ],
 )
 def test_committed_comparison_is_what_compare_writes(monkeypatch, run, parts, registered):
     """Every figure of a GPU run's table (RESULTS.md, the docs) comes from the committed
@@ -346,6 +360,27 @@ def test_h100_run_figures(monkeypatch):
     assert len(table["e2e"]) == 15 and outside == {("llama-3-8b", 64, "graph"), ("llama-3-8b", 64, "eager")}
     assert table["agreement"]["n"] == 16 and table["agreement"]["agree"] == 14
     assert table["draw"]["all"]["n"] == 116
+
+
+def test_heldout_h200_run_figures(monkeypatch):
+    """Models, prompt, batches and draw seed no GPU run had measured, against the predictions
+    registered before it: graph TPOT within 10 % on 7 of 9 rows, the two outside phi-3-mini
+    (multi-head attention) at batches 16 and 64, predicted slow; eager TPOT predicted fast."""
+    from kernels.gpu.register import compare
+
+    monkeypatch.chdir(ROOT)
+    table = compare(HELDOUT_PARTS, HELDOUT_REGISTERED)
+    rows = [r for r in table["e2e"] if r["client"] == "ridgeline"]
+    graph = {(r["model"], r["batch"]): r["error_registered_tpot"] for r in rows if r["execution"] == "graph"}
+    outside = sorted(k for k, e in graph.items() if abs(e) > 0.10)
+    assert len(graph) == 9 and outside == [("phi-3-mini", 16), ("phi-3-mini", 64)]
+    assert graph[("phi-3-mini", 64)] == pytest.approx(0.273, abs=0.001)
+    eager = [r["error_registered_tpot"] for r in rows if r["execution"] == "eager"]
+    assert len(eager) == 11 and sum(e < -0.30 for e in eager) == 10  # two qwen2-7b rows measured twice
+    hf = {(r["execution"], r["batch"]): r["error_registered_tpot"] for r in table["e2e"] if r["client"] != "ridgeline"}
+    assert hf[("graph", 1)] == pytest.approx(-0.228, abs=0.001)
+    assert table["draw"]["all"]["n"] == 116
+    assert table["draw"]["all"]["registered"]["median"] == pytest.approx(0.136, abs=0.001)
 
 
 def test_h200_run_figures_quoted_in_the_docs(monkeypatch):

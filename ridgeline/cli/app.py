@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.cli.options import params_of
+from ridgeline.cli.options import params_of, path_options
 from ridgeline.errors import (
     InvalidSettingError,
     ProfileMismatchError,
@@ -73,8 +73,17 @@ class TableCommand(TyperCommand):
         super().__init__(params=[*params, *params_of(self.names)], **extra)
 
     def invoke(self, ctx):
-        ctx.meta["values"], ctx.params = ctx.params, {}
+        ctx.meta["values"] = {k: as_path(v) if k in path_options() else v for k, v in ctx.params.items()}
+        ctx.params = {}
         return super().invoke(ctx)
+
+
+def as_path(value: Any) -> Any:
+    """A path option as ``pathlib.Path``: typer converts click's path strings in the wrapper
+    that ``TableCommand`` skips, and some typers (0.27) leave them strings."""
+    if value is None:
+        return None
+    return [Path(v) for v in value] if isinstance(value, list | tuple) else Path(value)
 
 
 def command(group: typer.Typer, names: str, name: str | None = None):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args, get_type_hints
 
 import typer
 
@@ -184,6 +184,13 @@ def option_params() -> dict[str, typer.core.TyperOption | typer.core.TyperArgume
     for key, param in params.items():
         param.name = key.split("__")[0]
     return params
+
+
+@cache
+def path_options() -> frozenset[str]:
+    """The options declared as paths: typer hands them over as Paths, or (0.27) as strings."""
+    hints = get_type_hints(options)
+    return frozenset(name.split("__")[0] for name, hint in hints.items() if Path in (hint, *get_args(hint)))
 
 
 def params_of(names: str) -> list:
