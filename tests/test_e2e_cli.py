@@ -139,6 +139,14 @@ def test_e2e_errors_are_one_line(extra, message, tmp_path):
     assert message in result.output and len(result.output.strip().splitlines()) == 1
 
 
+def test_e2e_refuses_an_unwritable_output_before_timing(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    result = CliRunner().invoke(app, [*ARGS, "--output", str(blocked / "o.json")])
+    assert result.exit_code == 2 and "measuring" not in result.output
+    assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1
+
+
 def test_e2e_refuses_what_does_not_fit():
     result = CliRunner().invoke(app, ["e2e", "llama-3.1-405b", "--device", "cpu", "--dtype", "bf16"])
     assert result.exit_code == 2

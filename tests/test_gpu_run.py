@@ -190,6 +190,7 @@ def test_compare_refuses_what_is_not_a_run(tmp_path):
     preds.write_text(json.dumps({"meta": {"kind": "registered predictions", "hardware": "h200"}}))
     result = CliRunner().invoke(app, ["predictions", "compare", str(bad), "--predictions", str(preds)])
     assert result.exit_code == 2 and "not a run's results archive" in result.output
+    assert len(result.output.strip().splitlines()) == 1  # tarfile's own message is a line per method
     result = CliRunner().invoke(app, ["predictions", "compare", str(tmp_path), "--predictions", str(bad)])
     assert result.exit_code == 2 and "cannot read registered predictions" in result.output
 

@@ -389,7 +389,8 @@ def run_e2e(
 
     if device == "cpu":
         torch.set_flush_denormal(True)
-    path = Path(output) if output else default_path(key, config, meta["date"][:10])  # typer may pass a str
+    path = Path(output) if output else default_path(key, config, meta["date"][:10])  # the API may pass a str
+    path.parent.mkdir(parents=True, exist_ok=True)  # an unwritable path refuses before any timing
     log(f"building {config.name} ({config.num_layers} layers, {dtype}) on {device}")
     model = Decoder(config, dtype, device, max_batch=max_batch, max_len=max_len, seed=seed)
     rows = []

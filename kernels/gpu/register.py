@@ -235,7 +235,10 @@ def read_results(path: Path) -> dict[str, Any]:
                 if m.isfile() and m.name.endswith(".json")
             }
     except (tarfile.TarError, json.JSONDecodeError, OSError) as err:
-        raise RidgelineError(f"{path}: not a run's results archive ({err})") from None
+        why = str(err).splitlines()[0].rstrip(":")  # tarfile lists every method it tried, a line each
+        raise RidgelineError(
+            f"{path}: not a run's results archive ({why}); give OUT/results.tar.gz or its folder"
+        ) from None
 
 
 def read_predictions(path: Path) -> dict[str, Any]:

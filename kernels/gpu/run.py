@@ -149,12 +149,16 @@ def run_stage(stage: Stage, out: Path, kept: Path, seconds: float, device: str, 
 
 def with_profile(cmd: Sequence[str], log) -> list[str]:
     """The command without ``--profile P`` when P does not exist (this run's calibration
-    was cut): it then predicts without a calibrated profile, and says so."""
+    was cut, or not run): it then falls back to the device's committed profile, as any
+    measuring command does, and names the profile it used."""
     cmd = list(cmd)
     if "--profile" in cmd:
         at = cmd.index("--profile")
         if not Path(cmd[at + 1]).is_file():
-            log(f"no profile at {cmd[at + 1]}: calibrated predictions stay empty")
+            log(
+                f"no profile at {cmd[at + 1]}: running without --profile (the command then uses the "
+                "device's committed profile, and names it, or predicts from the datasheet alone)"
+            )
             del cmd[at : at + 2]
     return cmd
 
