@@ -281,3 +281,16 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]
     check_disjoint(cal, val)
     assert not any(K.held_out_overlap(cal, val).values())
+
+
+def test_an_int4_product_takes_the_largest_group_that_divides_its_k():
+    assert [K.int4_group(k) for k in (4096, 4544, 4576, 4100)] == [128, 64, 32, None]
+    # falcon-7b's projections over its 4,544-wide hidden state: 71 groups of 64, as AWQ and
+    # GPTQ quantise it (torch's int4 kernel refuses a K that is not whole groups)
+    cases = K._stage_cases("falcon-7b", "decode", 12, 1088, "bf16", "validation", Options())
+    int4 = {
+        c.name.split("/")[3]: (c.recipe["group_size"], c.op.dims["k"]) for c in cases if c.kernel == "int4_weight_only"
+    }
+    assert int4["o_proj.int4wo"] == (64, 4544)
+    assert all(k % g == 0 for g, k in int4.values())
+    assert int4["down_proj.int4wo"] == (128, 18176)

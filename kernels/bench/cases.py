@@ -144,6 +144,10 @@ SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu
 ACT_KERNELS = ("silu", "gelu", "gelu_tanh", "relu")  # kernels.bench.bench.ACTIVATIONS
 SIZE_GRID_MAX_BYTES = 256 * 2**20
 SIZE_GRID_ROPE = (32, 8, 64)  # heads, K/V heads, head_dim (llama-3.2-1b)
+# A size-grid case's temporaries reach 32 MiB, where malloc's state decides their cost: timed
+# with it steady (``kernels.bench.suite.steady_heap``). Rows measured before carry no mark, so
+# ``calibrate --extend`` measures them again.
+HEAP = {"heap": "steady"}
 
 OP_CLASSES = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "quant", "sweep")
 # Kernels no serving stack runs for speed: measured and shown, but reported apart from the
@@ -503,6 +507,13 @@ def model_kernels(model: str) -> tuple[str, str]:
     return cfg.norm, O.act_kernel(cfg.hidden_act, cfg.gated_mlp)
 
 
+def int4_group(k: int) -> int | None:
+    """The int4 group size of a product over ``k``: 128, or the largest of 64 and 32 that
+    divides it (falcon-7b's 4,544 = 71 x 64, as AWQ and GPTQ quantise it); None if neither
+    does (the kernel needs whole groups)."""
+    return next((g for g in (INT4_GROUP, 64, 32) if k % g == 0), None)
+
+
 def _quant_cases(add: Any, base: Mapping[str, Any], stage: str, dtype: str, opts: Options, names: list[str]) -> None:
     """The weight-only quantised products of a bf16 decode and the int8 (fp8) products of a
     bf16 prompt, at the shapes of the layers ``names``."""
@@ -514,20 +525,22 @@ def _quant_cases(add: Any, base: Mapping[str, Any], stage: str, dtype: str, opts
                 "int8_weight_only",
                 {"builder": "engine", **base, "op": name, "w_dtype": "int8", "rename": "int8_weight_only"},
             )
-            add(
-                f"{name}.int4wo",
-                "quant",
-                "int4_weight_only",
-                {
-                    "builder": "engine",
-                    **base,
-                    "op": name,
-                    "w_dtype": "int4",
-                    "group_size": INT4_GROUP,
-                    "rename": "int4_weight_only",
-                },
-                f"g{INT4_GROUP}",
-            )
+            group = int4_group(int(_engine_op({**base, "op": name}).dims["k"]))
+            if group:
+                add(
+                    f"{name}.int4wo",
+                    "quant",
+                    "int4_weight_only",
+                    {
+                        "builder": "engine",
+                        **base,
+                        "op": name,
+                        "w_dtype": "int4",
+                        "group_size": group,
+                        "rename": "int4_weight_only",
+                    },
+                    f"g{group}",
+                )
     if dtype == "bf16" and stage == "prefill" and opts.int8:
         for name in names:
             op = _engine_op({**base, "op": name})
@@ -755,7 +768,7 @@ def size_grid_series(kernel: str, width: int, dtype: str, tokens: Iterable[int],
     """One element-wise kernel at one width over growing token counts, up to ``max_bytes`` moved."""
     cases = []
     for t in tokens:
-        recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype}
+        recipe = {"builder": "size_grid", "kernel": kernel, "tokens": t, "width": width, "dtype": dtype, **HEAP}
         if _size_grid(recipe).bytes > max_bytes:
             break
         name = f"sgrid/{kernel}/t{t}xw{width}/{dtype}"

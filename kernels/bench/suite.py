@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import platform
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from ridgeline.engine.ops import BYTE_FIELDS
 
 QUICK_BUDGET_S = 0.08  # timing budget per case (seconds of repetitions)
 FULL_BUDGET_S = 0.25
+# glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: malloc's mmap threshold starts at 128 KiB and
+# rises to the size of each mmapped block freed, up to this
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class RunConfig:
     budget_s: float
     min_reps: int
     quiet_wait_s: float = 0.0  # CPU: before each case, wait up to this long for other load to go
+    heap: str = ""  # the allocator's state the cases are timed in (steady_heap)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +44,7 @@ class RunConfig:
             "budget_s": self.budget_s,
             "min_reps": self.min_reps,
             "quiet_wait_s": self.quiet_wait_s,
+            "heap": self.heap,
         }
 
 
@@ -78,7 +84,28 @@ def setup(device: str = "cpu", threads: int | None = None, quick: bool = False, 
         QUICK_BUDGET_S if quick else FULL_BUDGET_S,
         5 if quick else 7,
         quiet_wait_s if device == "cpu" else 0.0,
+        steady_heap() if device == "cpu" else "",
     )
+
+
+def steady_heap() -> str:
+    """Put glibc's malloc where a framework's process settles before any case is timed.
+
+    A kernel's temporaries (an fp32 copy of a bf16 norm's input, an activation's output) come
+    from the heap below malloc's mmap threshold and from fresh pages above it, which a CPU
+    faults in at its first-touch rate. The threshold starts at 128 KiB and rises with each
+    mmapped block the process frees, up to 32 MiB, so without this a kernel's time depended on
+    which cases ran before it (RMSNorm bf16 over 1953 x 2048: 27 ms from a fresh process, 5 ms
+    after one 32 MiB block was freed). A process that has run a model's forward once has freed
+    such blocks; freeing one here puts every case in that state, the one the engine prices
+    (temporaries above 32 MiB first-touched: ``Ceilings.mmap_threshold``)."""
+    if platform.libc_ver()[0] != "glibc":
+        return f"{platform.libc_ver()[0] or 'unknown libc'}: left as it is"
+    import torch
+
+    block = torch.empty(GLIBC_MMAP_THRESHOLD_MAX - 2**16, dtype=torch.uint8)  # above 128 KiB: mmapped
+    del block  # freed: the threshold rises to its size, the most glibc allows
+    return "glibc: mmap threshold raised to its 32 MiB maximum before timing"
 
 
 def _matmul_seconds(dtype, device: str, n: int = 512, reps: int = 2) -> float:
