@@ -187,9 +187,13 @@ def test_grid_measures_every_row_count_to_16_then_log_steps_to_256():
         steps = np.diff(np.log(rows[15:]))
         assert steps.max() <= np.log(1.5) + 1e-9  # 16, 24, 32, 48, ...: at most x1.5
     assert {c.split for c in grid} == {"calibration"}
-    # fp32 stops where one product would pass 12 GFLOP (3584 x 18944: m <= 88)
-    big = [c.op.dims["m"] for c in grid if c.dtype == "fp32" and c.op.dims["k"] == 3584]
-    assert max(big) == 64 and 2 * 64 * 3584 * 18944 <= K.GRID_MAX_FP32_FLOPS
+    # fp32 stops where one product would pass 40 GFLOP: 3584 x 18944 and 4608 x 15360 reach
+    # 256 rows (a prompt's product is not read from a 64-row point), 28672 x 8192 stops at 64
+    for k, top in ((3584, 256), (4608, 256), (15360, 256), (28672, 64)):
+        rows = [c.op.dims["m"] for c in grid if c.dtype == "fp32" and c.op.dims["k"] == k]
+        n = next(c.op.dims["n"] for c in grid if c.op.dims["k"] == k)
+        assert max(rows) == top and 2 * top * k * n <= K.GRID_MAX_FP32_FLOPS
+    assert 2 * 96 * 28672 * 8192 > K.GRID_MAX_FP32_FLOPS
 
 
 def test_quant_grid_is_the_model_cases_kernels_on_the_row_grid():
@@ -269,13 +273,16 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     by_kind = {}
     for c in long_k:
         by_kind.setdefault((c.name.split("/")[0], c.dtype), []).append(c.recipe["m"])
-    # fp32 stops at 24 rows (2 x 24 x 28672 x 8192 = 11.3 GFLOP <= GRID_MAX_FP32_FLOPS)
-    assert sorted(by_kind[("grid", "fp32")]) == [*range(1, 17), 24]
+    # fp32 stops at 64 rows (2 x 64 x 28672 x 8192 = 30.1 GFLOP <= GRID_MAX_FP32_FLOPS)
+    assert sorted(by_kind[("grid", "fp32")]) == [*range(1, 17), 24, 32, 48, 64]
     assert sorted(by_kind[("grid", "bf16")]) == list(K.GRID_M)
     assert len(by_kind[("qgrid", "bf16")]) == 2 * len(K.QUANT_GRID_M)  # int8 and int4 weight-only
     # 1,636 before: + 144 attention + 81 products + 135 activation and norm kinds + 80 flash
-    # prompts (2 data types x 4 head_dims x 5 lengths x 2 row counts)
-    assert len(cal) == 2076
+    # prompts (2 data types x 4 head_dims x 5 lengths x 2 row counts); + 185: 4608 x 15360 both
+    # ways (bf16 and fp32 products at 24 row counts, int8 and int4 weight-only at 20: 176) and
+    # fp32 rows past 12 GFLOP (96, 192, 256 at 3584 x 18944 both ways, 32 to 64 at 28672 x 8192;
+    # 128 rows there is a qwen2-7b prompt's own case)
+    assert len(cal) == 2261
     assert len(suite_cases("calibration", Options(), True)) == 479  # the quick set unchanged
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]

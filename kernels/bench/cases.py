@@ -89,7 +89,8 @@ SWEEP_KN = 4096
 # type, at (K, N) shapes of calibration models spanning their widths, long K and long N
 # (``ridgeline.engine.roofline.RowTable`` interpolates them), and the catalog's longest common
 # K: a 70B Llama's down_proj (28672 x 8192: 0.94 GB of fp32 weights, 0.47 GB in bf16; 28672 is
-# no validation or draw width); fp32 rows stop at GRID_MAX_FP32_FLOPS (there: 24 rows)
+# no validation or draw width); fp32 rows stop at GRID_MAX_FP32_FLOPS (there: 64 rows; the
+# 18-19K-wide shapes reach 256, so a prompt's product is not read from a 64-row point held flat)
 GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
 QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
 GRID_KN = (
@@ -101,9 +102,11 @@ GRID_KN = (
     (3584, 18944),
     (18944, 3584),
     (28672, 8192),
+    (4608, 15360),  # the 13-18K-wide MLPs of 7-13B models (GPT-J, Falcon, Llama 2 13B, Llama 3 8B),
+    (15360, 4608),  # at widths no catalog model has, so every draw stays held out
 )
 QUICK_GRID_KN = ((2048, 2048), (2048, 8192), (8192, 2048))
-GRID_MAX_FP32_FLOPS = 1.2e10
+GRID_MAX_FP32_FLOPS = 4e10
 # weight-only int8 / int4 products (bf16 activations) on the row grid up to the decode batches
 QUANT_GRID_M = (*range(1, 17), 24, 32, 48, 64)
 QUICK_QUANT_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
