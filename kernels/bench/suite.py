@@ -18,12 +18,10 @@ from typing import Any
 
 from kernels.bench.cases import Case, Options, _plain
 from ridgeline.engine.ops import BYTE_FIELDS
+from ridgeline.engine.roofline import MMAP_THRESHOLD  # glibc's most: DEFAULT_MMAP_THRESHOLD_MAX
 
 QUICK_BUDGET_S = 0.08  # timing budget per case (seconds of repetitions)
 FULL_BUDGET_S = 0.25
-# glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: malloc's mmap threshold starts at 128 KiB and
-# rises to the size of each mmapped block freed, up to this
-GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ def steady_heap() -> str:
         return f"{platform.libc_ver()[0] or 'unknown libc'}: left as it is"
     import torch
 
-    block = torch.empty(GLIBC_MMAP_THRESHOLD_MAX - 2**16, dtype=torch.uint8)  # above 128 KiB: mmapped
+    block = torch.empty(MMAP_THRESHOLD - 2**16, dtype=torch.uint8)  # above 128 KiB: mmapped
     del block  # freed: the threshold rises to its size, the most glibc allows
     return "glibc: mmap threshold raised to its 32 MiB maximum before timing"
 
