@@ -6,8 +6,10 @@ import contextlib
 import io
 import json
 import math
+import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from ridgeline.engine.memory import active_parameters, total_parameters
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.units import GIB, GIGA, KIB, MIB, TERA, format_bytes, format_si, format_time
 from ridgeline.errors import InvalidOptionError
+from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import Deployment
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -512,6 +515,42 @@ def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None
 
 def frame_view(frame, title: str, notes=()) -> list:
     return [*frame_table(frame, title), *notes]
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a result file atomically and say so on stderr."""
+    write_atomic(path, text)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def print_lines(lines) -> None:
+    for line in lines:
+        print(line)
+
+
+def show(items: list[Any], piped: bool = True) -> None:
+    """Print rich renderables; a line of text is never wrapped when ``piped`` (grep and tail get it whole)."""
+    out = console()
+    for item in items:
+        out.print(item, soft_wrap=piped and isinstance(item, str))
+
+
+def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
+    """A result: ``text`` (JSON or CSV) to stdout or ``output``; else, the table view's renderables."""
+    if text is None:
+        if output is not None:
+            raise InvalidOptionError("--output needs --format json or csv")
+        show(renderables, piped=not to_terminal())
+    elif output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        write_text(output, text)
+
+
+def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
+    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
+    text = frame_text(frame, fmt, notes, mode)
+    emit(text, frame_view(frame, title, notes) if text is None else [], output)
 
 
 def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:

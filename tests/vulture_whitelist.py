@@ -6,8 +6,6 @@ This file is never imported."""
 # CLI commands registered by typer's decorators (`@hardware_app.command("list")` etc.)
 hardware_list, hardware_show, models_list, models_show  # ridgeline/cli/catalog.py
 decode_profile  # ridgeline/cli/decoder.py
-predictions_register, predictions_compare  # ridgeline/cli/measure.py
-simulate_check  # ridgeline/cli/serving.py
 
 # the option table's lines (ridgeline/cli/options.py, options): typer reads the signature;
 # a command reads them by their plain name as text (values(ctx)["prompt_range"], setting_lists)
@@ -19,6 +17,7 @@ layers__decode, dtype__decode, threads__decode, device__calibrate, threads__cali
 quiet_wait__calibrate, repredict__validate, hardware__register, transfer__register, output__plan, replicas__plan
 prompt__simulate, ttft_slo__simulate, tpot_slo__simulate, model__check, requests__check, rate__check
 repeats__check, seed__check, dtype__check, device__check, threads__serve, duration
+_.__signature__  # cli/options.py: typer reads the settings table's signature (inspect.signature)
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
 
 # Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts

@@ -8,9 +8,9 @@ import typer
 
 from ridgeline.api import analyze_with_draft, compare_settings, sweep_settings
 from ridgeline.api import frontier as run_frontier
-from ridgeline.cli.app import app, command, deployment, echo_err, emit, show_frame, values
+from ridgeline.cli.app import app, command, deployment, echo_err, pick, values
 from ridgeline.io.settings import check_transfer, model_name, parse_values, setting_lists
-from ridgeline.report import ProgressAfter, check_format, deployment_notes, frontier_notes, render, rich_tables
+from ridgeline.report import ProgressAfter, deployment_notes, emit, frontier_notes, render, rich_tables, show_frame
 
 SHARED = "dtype profile transfer fmt output deployment"
 ANALYZE = "model config hardware batch seq_len generate dtype draft draft_tokens acceptance profile transfer html fmt output deployment"
@@ -20,10 +20,8 @@ ANALYZE = "model config hardware batch seq_len generate dtype draft draft_tokens
 def analyze(ctx: typer.Context) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
     v = values(ctx)
-    check_format(v["fmt"])
-    d = deployment(v)
     workload = {key: v[key] for key in ("batch", "seq_len", "generate", "draft", "draft_tokens", "acceptance")}
-    result = analyze_with_draft(d, **workload)
+    result = analyze_with_draft(deployment(v), **workload)
     if v["html"] is not None:
         from viewer.entry import write_html
 
@@ -36,7 +34,6 @@ def analyze(ctx: typer.Context) -> None:
 def sweep(ctx: typer.Context) -> None:
     """Every combination of the listed values, batch x length in one vectorised pass each."""
     v = values(ctx)
-    check_format(v["fmt"])
     lists, batches, lengths = setting_lists(v), parse_values(v["batch"]), parse_values(v["seq_len"])
     d = deployment(v, settings={})
     with ProgressAfter(1.0) as progress:
@@ -49,16 +46,12 @@ def sweep(ctx: typer.Context) -> None:
 @command(app, f"model config hardware__compare batch seq_len generate__compare {SHARED}")
 def compare(ctx: typer.Context) -> None:
     """The same model and workload across devices and settings: one row each."""
-    v = values(ctx)
-    check_format(v["fmt"])
-    lists = setting_lists(v)
+    v, lists = values(ctx), setting_lists(values(ctx))
     check_transfer(v["profile"], v["transfer"])
     devices = [x.strip() for x in v["hardware"].split(",") if x.strip()]
-    workload = {key: v[key] for key in ("batch", "seq_len", "generate", "profile", "transfer")}
-    frame = compare_settings(model_name(v["model"], v["config"]), devices, lists, v["dtype"], **workload)
-    title = (
-        f"{model_name(v['model'], v['config'])}: batch {v['batch']}, prompt {v['seq_len']}, generate {v['generate']}"
-    )
+    name, workload = model_name(v["model"], v["config"]), pick(v, "batch seq_len generate profile transfer")
+    frame = compare_settings(name, devices, lists, v["dtype"], **workload)
+    title = f"{name}: batch {v['batch']}, prompt {v['seq_len']}, generate {v['generate']}"
     show_frame(frame, v["fmt"], v["output"], title)
 
 
@@ -67,9 +60,8 @@ def frontier(ctx: typer.Context) -> None:
     """Latency against throughput across batch sizes up to the largest that fits, and the
     best throughput meeting --tpot-slo / --ttft-slo."""
     v = values(ctx)
-    check_format(v["fmt"])
     d = deployment(v)
-    frame, best = run_frontier(d, **{key: v[key] for key in ("seq_len", "generate", "tpot_slo", "ttft_slo")})
+    frame, best = run_frontier(d, **pick(v, "seq_len generate tpot_slo ttft_slo"))
     title = f"{d.model.name} on {d.device.name} ({d.mode} roofline): prompt {v['seq_len']}, generate {v['generate']}"
     notes = frontier_notes(d, best, frame["batch"].to_numpy(), v["seq_len"])
     show_frame(frame, v["fmt"], v["output"], title, notes, mode=d.mode)

@@ -1,9 +1,10 @@
-"""The typer application, its one error handler, and what every command shares: resolving
-the deployment it names and printing or writing the result."""
+"""The typer application, its one error handler, and what every command shares: the options
+it takes (options.py) and the deployment it names. Output is ridgeline.report's."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,9 @@ from ridgeline.errors import (
     UnknownDeviceError,
     UnknownModelError,
 )
-from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import SETTING_FIELDS, resolve_options
-from ridgeline.report import console, frame_text, frame_view, to_terminal
+from ridgeline.report import check_format
 
 
 class OneLineErrors(TyperGroup):
@@ -74,6 +74,8 @@ class TableCommand(TyperCommand):
 
     def invoke(self, ctx):
         ctx.meta["values"] = {k: as_path(v) if k in path_options() else v for k, v in ctx.params.items()}
+        if "fmt" in ctx.params:  # --format is checked before any work
+            check_format(ctx.params["fmt"])
         ctx.params = {}
         return super().invoke(ctx)
 
@@ -94,6 +96,23 @@ def command(group: typer.Typer, names: str, name: str | None = None):
 def values(ctx: typer.Context) -> dict[str, Any]:
     """Every option a command was given."""
     return ctx.meta["values"]
+
+
+def delegate(group: typer.Typer, name: str, names: str, run: Callable[..., int], help: str, echo: bool = True) -> None:
+    """A command ``name`` of ``group`` that hands its options ``names`` to ``run`` (one of
+    kernels/commands.py's, which import torch when they need it) and exits with its code."""
+
+    def body(ctx: typer.Context) -> None:
+        printing = {"echo": typer.echo} if echo else {}
+        raise typer.Exit(run(**values(ctx), **printing, log=echo_err))
+
+    body.__doc__ = help
+    command(group, names, name)(body)
+
+
+def pick(v: dict[str, Any], names: str) -> dict[str, Any]:
+    """The options ``names`` ('batch seq_len') of ``v``, as keywords."""
+    return {name: v[name] for name in names.split()}
 
 
 app = typer.Typer(
@@ -118,40 +137,9 @@ def echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def echo_lines(lines) -> None:
-    for line in lines:
-        typer.echo(line)
-
-
-def write_text(path: Path, text: str) -> None:
-    write_atomic(path, text)
-    echo_err(f"wrote {path}")
-
-
 def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
     """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
     d = resolve_options(params, settings)
     for note in d.notes:
         echo_err(f"warning: {note}")
     return d
-
-
-def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
-    """Print or write the result; the table view prints rich renderables."""
-    if text is None:
-        if output is not None:
-            raise typer.BadParameter("--output needs --format json or csv")
-        out, piped = console(), not to_terminal()
-        for item in renderables:  # piped, a line of text is never wrapped: grep and tail get it whole
-            out.print(item, soft_wrap=piped and isinstance(item, str))
-        return
-    if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    else:
-        write_text(output, text)
-
-
-def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
-    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
-    text = frame_text(frame, fmt, notes, mode)
-    emit(text, frame_view(frame, title, notes) if text is None else [], output)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import typer
 
-from ridgeline.cli.app import app, command, echo_err, echo_lines, values
+from ridgeline.cli.app import app, command, echo_err, values
 from ridgeline.errors import require_torch
 from ridgeline.io.resolve import load_model
 from ridgeline.io.settings import model_name
+from ridgeline.report import print_lines
 
 E2E_OPTIONS = ("device", "batch", "prompt", "generate", "layers", "dtype", "compile", "repeats", "threads", "hardware")
 
@@ -28,7 +29,7 @@ def e2e(ctx: typer.Context) -> None:
     name = model_name(v["model"], v["config"]) if repredict is None else None  # a file names its models
     options = {key: v[key] for key in (*E2E_OPTIONS, "profile", "output")}
     files = {"repredict_path": repredict, "quiet_wait_s": v["quiet_wait"], "executions": tuple(v["execution"] or ())}
-    echo_lines(run_command(name, **options, **files, log=echo_err))
+    print_lines(run_command(name, **options, **files, log=echo_err))
 
 
 @command(
@@ -43,4 +44,4 @@ def decode_profile(ctx: typer.Context) -> None:
     from kernels.e2e.decode_profile import run
 
     options = {key: v[key] for key in ("batch", "prompt", "steps", "layers", "dtype", "device", "ops", "threads")}
-    echo_lines(run(load_model(model_name(v["model"], v["config"])), **options))
+    print_lines(run(load_model(model_name(v["model"], v["config"])), **options))

@@ -5,13 +5,16 @@ command (another default or help) is a variant ``name__command``: its flag is th
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from functools import cache
 from pathlib import Path
 from typing import Annotated, get_args, get_type_hints
 
 import typer
 
-from ridgeline.io.settings import DEPLOYMENT
+from ridgeline.engine.workload import Settings
+from ridgeline.io.settings import DEPLOYMENT, SETTING_FIELDS
 from ridgeline.io.traces import CHECK_OUTPUT_RANGE, CHECK_PROMPT_RANGE
 
 Text = str | None  # a deployment option is text, so that sweep and compare take lists ("16,8,4")
@@ -22,21 +25,6 @@ def options(
     w_bits: Annotated[Text, typer.Option(help="Weight bits: 16, 8, 4, 2, 1 (integers below 16).")] = None,
     a_bits: Annotated[Text, typer.Option(help="Activation bits: 16 or 8.")] = None,
     kv_bits: Annotated[Text, typer.Option(help="KV-cache bits: 16, 8, 4, 2, 1.")] = None,
-    w_dtype: Annotated[Text, typer.Option(help="Weight type, e.g. fp8_e4m3, bf16, int4.")] = None,
-    a_dtype: Annotated[Text, typer.Option(help="Activation type.")] = None,
-    kv_dtype: Annotated[Text, typer.Option(help="KV-cache type.")] = None,
-    group_size: Annotated[Text, typer.Option(help="Quantisation group size (0: per channel).")] = None,
-    attention: Annotated[Text, typer.Option(help="auto (sdpa-gqa: transformers' sdpa path), eager, sdpa-repeat, sdpa-gqa, flash, flash-decoding or paged: docs/model.md, Attention settings.")] = None,
-    kv_block: Annotated[Text, typer.Option(help="Tokens per KV block (paged).")] = None,
-    tp: Annotated[Text, typer.Option(help="Tensor-parallel devices.")] = None,
-    pp: Annotated[Text, typer.Option(help="Pipeline-parallel stages.")] = None,
-    ep: Annotated[Text, typer.Option(help="Expert-parallel devices (MoE).")] = None,
-    micro_batches: Annotated[Text, typer.Option(help="Pipeline micro-batches.")] = None,
-    link_bw: Annotated[Text, typer.Option(help="Interconnect GB/s per direction (overrides the catalog).")] = None,
-    link_latency: Annotated[Text, typer.Option(help="Interconnect latency per hop, µs.")] = None,
-    zero_points: Annotated[Text, typer.Option(help="Integer weights' zero points: fp16 or packed (AWQ/GPTQ, at the weight's width).")] = None,
-    memory_utilization: Annotated[Text, typer.Option(help="Fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9).")] = None,
-    execution: Annotated[Text, typer.Option(help="graph, eager or compiled (auto: graph on a GPU, eager on a CPU); matters with a device-time profile.")] = None,
     model: Annotated[str | None, typer.Argument(help="Catalog model name (see 'ridgeline models list').")] = None,
     config: Annotated[Path | None, typer.Option(help="A Hugging Face config.json instead of a catalog name.")] = None,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Catalog device, 'host', or a device YAML file.")] = "a6000",
@@ -175,12 +163,28 @@ def options(
 # fmt: on
 
 
+def settings_table():
+    """The options that set a ``Settings`` field (all but the *_bits above), with the field's help
+    (the dashboard's): a signature for typer to read, as ``options``'."""
+
+    def table(**_): ...
+
+    helps = {f.name: f.metadata["help"] for f in dataclasses.fields(Settings)}
+    hint = lambda text: Annotated[Text, typer.Option(help=f"{text[0].upper()}{text[1:]}.")]  # noqa: E731
+    field = lambda n: helps[SETTING_FIELDS.get(n, n)]  # noqa: E731
+    line = lambda n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=hint(field(n)))  # noqa: E731
+    table.__signature__ = inspect.Signature([line(n) for n in DEPLOYMENT[3:]])
+    return table
+
+
 @cache
 def option_params() -> dict[str, typer.core.TyperOption | typer.core.TyperArgument]:
     """Each option as typer builds it, by name; a variant answers to its plain name."""
-    table = typer.Typer(add_completion=False)
-    table.command()(options)
-    params = {p.name: p for p in typer.main.get_command(table).params}
+    params = {}
+    for declared in (options, settings_table()):
+        table = typer.Typer(add_completion=False)
+        table.command()(declared)
+        params |= {p.name: p for p in typer.main.get_command(table).params}
     for key, param in params.items():
         param.name = key.split("__")[0]
     return params

@@ -8,10 +8,10 @@ import json
 
 import typer
 
+from kernels import commands
 from ridgeline import report
 from ridgeline.api import default_attention, options_scheduler, plan_from_text, simulate_options
-from ridgeline.cli.app import app, command, deployment, echo_err, emit, values, write_text
-from ridgeline.report import check_format, scenario_lines, simulation_progress, simulation_tables, simulation_text
+from ridgeline.cli.app import app, command, delegate, deployment, echo_err, pick, values
 
 SIMULATE = "model config hardware rate requests prompt__simulate output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo__simulate tpot_slo__simulate percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
 CHECK = "model__check layers__decode requests__check rate__check prompt_range output_range repeats__check seed__check dtype__check clock device__check overhead_from fit_overhead resimulate profile output"
@@ -22,25 +22,23 @@ def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
-    check_format(v["fmt"])
     if not 0 < v["percentile"] <= 100:
         raise typer.BadParameter(f"--percentile must be in (0, 100], got {v['percentile']}")
     sched = options_scheduler(**v)  # no --attention: the policy's (vLLM V1 runs flash); the output says which
     d = deployment({**v, "attention": v["attention"] or default_attention(sched.policy)})
     pool = lambda device: deployment({**v, "hardware": device, "attention": d.settings.attention})  # noqa: E731
-    run = simulate_options(d, sched, pool, simulation_progress, **v)
+    run = simulate_options(d, sched, pool, report.simulation_progress, **v)
     if v["timeline"] is not None:
-        write_text(v["timeline"], run["result"].timeline_frame.to_csv(index=False))
-    text = simulation_text(run, v["fmt"])
-    emit(text, simulation_tables(run, v["percentile"]) + scenario_lines(run) if text is None else [], v["output"])
+        report.write_text(v["timeline"], run["result"].timeline_frame.to_csv(index=False))
+    text = report.simulation_text(run, v["fmt"])
+    report.emit(
+        text,
+        report.simulation_tables(run, v["percentile"]) + report.scenario_lines(run) if text is None else [],
+        v["output"],
+    )
 
 
-@command(app, CHECK, "simulate-check")
-def simulate_check(ctx: typer.Context) -> None:
-    """Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator."""
-    from kernels import commands
-
-    raise typer.Exit(commands.simulate_check(**values(ctx), echo=typer.echo, log=echo_err))
+delegate(app, "simulate-check", CHECK, commands.simulate_check, "Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator.")  # fmt: skip
 
 
 @command(app, "host port debug waitress threads__serve")
@@ -55,19 +53,7 @@ def serve(ctx: typer.Context) -> None:
 
 
 PLAN = "model workload slo devices counts price executor address workers top output__plan replicas__plan pools drafts"
-PLAN_TEXT = (
-    "devices",
-    "workload",
-    "slo",
-    "price",
-    "counts",
-    "top",
-    "output",
-    "replicas",
-    "pools",
-    "drafts",
-    "rate_search",
-)
+PLAN_TEXT = "devices workload slo price counts top output replicas pools drafts rate_search"
 
 
 @command(app, f"{PLAN} profile transfer rate_search")
@@ -76,12 +62,9 @@ def plan(ctx: typer.Context) -> None:
     v = values(ctx)
     if v["model"] is None:
         raise typer.BadParameter("name a model (see 'ridgeline models list')")
-    text = {key: v[key] for key in PLAN_TEXT}
-    how = {key: v[key] for key in ("executor", "workers", "address", "profile", "transfer")}
+    how = pick(v, "executor workers address profile transfer")
     progress = lambda done, total: echo_err(f"price level {done} of {total} done")  # noqa: E731
-    result = plan_from_text(v["model"], **text, **how, progress=progress)
+    result = plan_from_text(v["model"], **pick(v, PLAN_TEXT), **how, progress=progress)
     if v["output"] is not None:
-        write_text(v["output"], json.dumps(result.to_dict(), indent=1) + "\n")
-    out = report.console()
-    for item in report.plan_view(result, v["top"]):  # a line of text is never wrapped
-        out.print(item, soft_wrap=isinstance(item, str))
+        report.write_text(v["output"], json.dumps(result.to_dict(), indent=1) + "\n")
+    report.show(report.plan_view(result, v["top"]))

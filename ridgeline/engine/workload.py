@@ -54,7 +54,7 @@ EXECUTION_CHOICES = ("auto", *EXECUTIONS)  # the setting: auto picks one per dev
 
 
 def setting(default, help: str):
-    """A ``Settings`` field with its one line of help (the dashboard shows it)."""
+    """A ``Settings`` field with its one line of help (the dashboard and the CLI show it)."""
     return dataclasses.field(default=default, metadata={"help": help})
 
 
@@ -62,26 +62,33 @@ def setting(default, help: str):
 class Settings:
     """How the model is deployed. Each field changes named terms of named ops."""
 
-    w_dtype: str = setting("fp16", "stored weight type of the linear layers (weights read)")
+    w_dtype: str = setting("fp16", "weight type of the linear layers, e.g. fp8_e4m3, bf16, int4 (weights read)")
     a_dtype: str = setting("fp16", "activation type (activations read/written)")
     kv_dtype: str = setting("fp16", "KV-cache type (KV read/written)")
-    group_size: int = setting(0, "quantisation group along k; 0 = one scale per output channel")
+    group_size: int = setting(0, "quantisation group size along k (0: one scale per output channel)")
     attention: str = setting(
         "auto",
-        "auto | eager | sdpa-repeat | sdpa-gqa | flash | flash-decoding | paged; auto: sdpa-gqa, transformers' sdpa path",
+        "attention kernel: auto (sdpa-gqa: transformers' sdpa path), eager, sdpa-repeat, sdpa-gqa, flash,"
+        " flash-decoding or paged: docs/model.md, Attention settings",
     )
     kv_block: int = setting(16, "tokens per KV block (paged attention)")
     tp: int = setting(1, "tensor-parallel devices")
     pp: int = setting(1, "pipeline-parallel stages")
     ep: int = setting(1, "expert-parallel devices (MoE)")
     micro_batches: int = setting(1, "pipeline micro-batches (batch must divide evenly)")
-    link_bw_gb_s: float = setting(0.0, "override of the device's interconnect bandwidth (GB/s per direction)")
-    link_latency_us: float = setting(-1.0, "override of the per-hop link latency (µs); < 0 keeps the spec")
-    zero_points: str = setting("fp16", "integer weights' zero point per group: fp16 | packed (AWQ/GPTQ)")
-    memory_utilization: float = setting(
-        0.9, "share of device memory the runtime may use (vLLM's gpu_memory_utilization)"
+    link_bw_gb_s: float = setting(0.0, "interconnect GB/s per direction, overriding the catalog's (0: the catalog's)")
+    link_latency_us: float = setting(
+        -1.0, "interconnect latency per hop, µs, overriding the catalog's (< 0: the catalog's)"
     )
-    execution: str = setting("auto", "graph | eager | compiled; auto: graph on a GPU, eager on a CPU")
+    zero_points: str = setting("fp16", "integer weights' zero points: fp16 or packed (AWQ/GPTQ, at the weight's width)")
+    memory_utilization: float = setting(
+        0.9, "fraction of device memory the runtime may use (vLLM's gpu_memory_utilization; default 0.9)"
+    )
+    execution: str = setting(
+        "auto",
+        "how kernels are launched: graph, eager or compiled (auto: graph on a GPU, eager on a CPU); matters with"
+        " a device-time profile",
+    )
 
     def __new__(cls, *_args: object, **kwargs: object) -> Settings:
         """A misspelt field (``Settings(w_dtpye=...)``) is one line naming the closest field,
