@@ -37,8 +37,9 @@ _.binary_location  # viewer/screenshots.py: selenium's ChromeOptions
 # Dash callbacks, registered by @callback
 _upload  # viewer/callbacks.py
 
-# pytest: autouse fixtures, module marks, the browser test's import check
+# pytest: autouse fixtures, fixtures named by usefixtures, module marks, the browser test's import check
 user_folders, elsewhere, no_machine  # tests/conftest.py, tests/test_measure_nothing.py
+zen4_host  # tests/test_intervals.py
 pytestmark, selenium  # tests/test_viewer_app.py, tests/test_viewer_browser.py
 out_dtype  # tests/test_viewer_app.py: a Settings-like field the test adds to see it appear
 
