@@ -167,7 +167,6 @@ def fit_columns(table, cells: list[list[str]], width: int) -> None:
 def to_terminal() -> bool:
     """Whether output goes to a terminal (or $COLUMNS says how wide one is)."""
     import os
-    import sys
 
     return sys.stdout.isatty() or "COLUMNS" in os.environ
 
@@ -528,11 +527,11 @@ def print_lines(lines) -> None:
         print(line)
 
 
-def show(items: list[Any], piped: bool = True) -> None:
-    """Print rich renderables; a line of text is never wrapped when ``piped`` (grep and tail get it whole)."""
+def show(items: list[Any], whole_lines: bool = True) -> None:
+    """Print rich renderables; with ``whole_lines``, a line of text is never wrapped (grep and tail get it whole)."""
     out = console()
     for item in items:
-        out.print(item, soft_wrap=piped and isinstance(item, str))
+        out.print(item, soft_wrap=whole_lines and isinstance(item, str))
 
 
 def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
@@ -540,7 +539,7 @@ def emit(text: str | None, renderables: list[Any], output: Path | None) -> None:
     if text is None:
         if output is not None:
             raise InvalidOptionError("--output needs --format json or csv")
-        show(renderables, piped=not to_terminal())
+        show(renderables, whole_lines=not to_terminal())
     elif output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:

@@ -6,15 +6,13 @@ import typer
 
 from ridgeline.cli.app import command, hardware_app, models_app, values
 from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
-from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows
+from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows, print_lines
 
 
 @hardware_app.command("list")
 def hardware_list() -> None:
     """One device per line after a header: name, then the key figures."""
-    typer.echo(DEVICE_HEADER)
-    for name in list_devices():
-        typer.echo(device_line(name, load_device(name)))
+    print_lines([DEVICE_HEADER, *(device_line(name, load_device(name)) for name in list_devices())])
 
 
 @command(hardware_app, "name refresh", "show")
@@ -23,20 +21,16 @@ def hardware_show(ctx: typer.Context) -> None:
     name, refresh = values(ctx)["name"], values(ctx)["refresh"]
     if refresh and name != "host":
         raise typer.BadParameter("--refresh applies to 'host' only")
-    for line in device_rows(detect_host(refresh=True) if refresh else load_device(name)):
-        typer.echo(line)
+    print_lines(device_rows(detect_host(refresh=True) if refresh else load_device(name)))
 
 
 @models_app.command("list")
 def models_list() -> None:
     """One model per line after a header: name, then its shape."""
-    typer.echo(MODEL_HEADER)
-    for name in list_models():
-        typer.echo(model_line(name, load_model(name)))
+    print_lines([MODEL_HEADER, *(model_line(name, load_model(name)) for name in list_models())])
 
 
 @command(models_app, "name__show", "show")
 def models_show(ctx: typer.Context) -> None:
     """The parsed ModelConfig and its parameter count."""
-    for line in model_rows(load_model(values(ctx)["name"])):
-        typer.echo(line)
+    print_lines(model_rows(load_model(values(ctx)["name"])))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import typer
 
-from ridgeline.cli.app import app, command, echo_err, values
+from ridgeline.cli.app import app, command, echo_err, pick, values
 from ridgeline.errors import require_torch
 from ridgeline.io.resolve import load_model
 from ridgeline.io.settings import model_name
 from ridgeline.report import print_lines
 
-E2E_OPTIONS = ("device", "batch", "prompt", "generate", "layers", "dtype", "compile", "repeats", "threads", "hardware")
+E2E_OPTIONS = "device batch prompt generate layers dtype compile repeats threads hardware profile output"
 
 
 E2E = "model config device batch__e2e prompt generate__e2e layers dtype__e2e compile execution__e2e repeats threads hardware__e2e profile output__e2e repredict quiet_wait"
@@ -27,7 +27,7 @@ def e2e(ctx: typer.Context) -> None:
     from kernels.e2e.e2e import run_command
 
     name = model_name(v["model"], v["config"]) if repredict is None else None  # a file names its models
-    options = {key: v[key] for key in (*E2E_OPTIONS, "profile", "output")}
+    options = pick(v, E2E_OPTIONS)
     files = {"repredict_path": repredict, "quiet_wait_s": v["quiet_wait"], "executions": tuple(v["execution"] or ())}
     print_lines(run_command(name, **options, **files, log=echo_err))
 
@@ -43,5 +43,5 @@ def decode_profile(ctx: typer.Context) -> None:
     require_torch("'ridgeline decode-profile'")
     from kernels.e2e.decode_profile import run
 
-    options = {key: v[key] for key in ("batch", "prompt", "steps", "layers", "dtype", "device", "ops", "threads")}
+    options = pick(v, "batch prompt steps layers dtype device ops threads")
     print_lines(run(load_model(model_name(v["model"], v["config"])), **options))

@@ -173,7 +173,7 @@ def settings_table():
     hint = lambda text: Annotated[Text, typer.Option(help=f"{text[0].upper()}{text[1:]}.")]  # noqa: E731
     field = lambda n: helps[SETTING_FIELDS.get(n, n)]  # noqa: E731
     line = lambda n: inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=hint(field(n)))  # noqa: E731
-    table.__signature__ = inspect.Signature([line(n) for n in DEPLOYMENT[3:]])
+    table.__signature__ = inspect.Signature([line(n) for n in DEPLOYMENT if not n.endswith("_bits")])
     return table
 
 
