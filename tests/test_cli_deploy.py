@@ -146,7 +146,18 @@ def test_frontier_reports_best_under_slo():
             "ep > 1 needs a mixture-of-experts model; llama-2-7b is dense (set with --ep)",
         ),
         (["analyze", "llama-2-7b", "--attention", "sparse"], "unknown attention kernel 'sparse'"),
-        (["analyze", "llama-2-7b", "--tp", "0"], "tp must be a whole number >= 1"),
+        (["analyze", "llama-2-7b", "--tp", "0"], "tp must be a whole number >= 1, got 0 (set with --tp)"),
+        (
+            ["sweep", "llama-2-7b", "--kv-block", "16,0"],
+            "kv_block must be a whole number >= 1, got 0 (set with --kv-block)",
+        ),
+        (["analyze", "llama-2-7b", "--group-size", "-1"], "got -1 (set with --group-size)"),
+        (["analyze", "llama-2-7b", "--memory-utilization", "1.5"], "got 1.5; e.g. 0.9 (set with --memory-utilization)"),
+        (["analyze", "llama-2-7b", "--link-bw", "-1"], "must be positive, got -1.0 (set with --link-bw)"),
+        (
+            ["analyze", "llama-2-7b", "--zero-points", "int"],
+            "unknown zero-point layout 'int'; use one of: fp16, packed (set with --zero-points)",
+        ),
         (["analyze", "llama-2-7b", "--w-bits", "4", "--w-dtype", "int8"], "not both"),
         (
             ["analyze", "llama-2-7b", "--draft", "llama-2-7b", "--acceptance", "1.5"],

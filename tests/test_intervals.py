@@ -16,6 +16,7 @@ from ridgeline.cli import app
 from ridgeline.engine.intervals import LEVELS, MIN_COUNT, POOL, fit_table, residual_interval, widening
 from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, VALIDATION_DIR
 from ridgeline.io.profile import SPEC_INTERVALS, recorded_device
+from ridgeline.report import outside_note
 
 ZEN4 = PROFILES_DIR / "cpu-amd-epyc-f25m17-1t.yaml"
 PROFILES = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
@@ -116,6 +117,26 @@ def test_spec_intervals_say_how_many_devices_they_pool():
     assert a.extra["intervals"]["basis"].startswith("spec residuals from 2 gpu devices")
     cpu = rl.analyze("llama-3.2-1b", "host", dtype="bf16", generate=16)
     assert cpu.extra["intervals"]["basis"].startswith("spec residuals from 4 cpu devices")
+
+
+def test_a_point_outside_its_interval_is_said_on_the_intervals_line():
+    spec = {"basis": "spec residuals from 2 gpu devices", "ttft_s": {"80": [0.3, 0.4]}, "tpot_s": {"80": [0.01, 0.02]}}
+    gen = {"ttft_s": 0.2, "tpot_s": 0.015}
+    assert outside_note(spec, gen) == (
+        "; points outside their 80 % interval (TTFT below): "
+        "the datasheet roofline is a bound that the measured devices' kernels did not reach"
+    )
+    held_out = {**spec, "basis": "held-out residuals of x", "tpot_s": {"80": [0.001, 0.01]}}
+    assert outside_note(held_out, gen).endswith(
+        "(TTFT below, TPOT above): the held-out residuals of this profile lean to one side"
+    )
+    assert outside_note(spec, {"ttft_s": 0.35, "tpot_s": 0.02}) == ""  # inside, the ends included
+    assert outside_note({"none": "no measured interval"}, gen) == ""
+    out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "a6000", "--seq-len", "2048", "--generate", "128"])
+    line = next(x for x in out.output.splitlines() if x.startswith("intervals:"))
+    assert line.endswith(
+        "(TTFT below, TPOT below): the datasheet roofline is a bound that the measured devices' kernels did not reach"
+    )
 
 
 def test_a_transferred_profile_has_no_measured_interval_and_says_why():

@@ -104,27 +104,29 @@ class Settings:
             if value not in DTYPE_BITS or value == "tf32":
                 raise InvalidWorkloadError(f"unknown data type {value!r} for {field}; use one of: {known}")
         if self.attention not in ATTENTION_KERNELS:
-            raise InvalidWorkloadError(
-                f"unknown attention kernel {self.attention!r}; use one of: {', '.join(ATTENTION_KERNELS)}"
+            raise InvalidSettingError(
+                "attention", f"unknown attention kernel {self.attention!r}; use one of: {', '.join(ATTENTION_KERNELS)}"
             )
         if self.execution not in EXECUTION_CHOICES:
-            raise InvalidWorkloadError(
-                f"unknown execution {self.execution!r}; use one of: {', '.join(EXECUTION_CHOICES)}"
+            raise InvalidSettingError(
+                "execution", f"unknown execution {self.execution!r}; use one of: {', '.join(EXECUTION_CHOICES)}"
             )
         for field in ("tp", "pp", "ep", "micro_batches", "kv_block"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidWorkloadError(f"{field} must be a whole number >= 1, got {value!r}")
+                raise InvalidSettingError(field, f"{field} must be a whole number >= 1, got {value!r}")
         if self.group_size < 0:
-            raise InvalidWorkloadError(f"group_size must be >= 0 (0: per channel), got {self.group_size}")
+            raise InvalidSettingError("group_size", f"group_size must be >= 0 (0: per channel), got {self.group_size}")
         if self.zero_points not in ZERO_POINTS:
-            raise InvalidWorkloadError(
-                f"unknown zero-point layout {self.zero_points!r}; use one of: {', '.join(ZERO_POINTS)}"
+            raise InvalidSettingError(
+                "zero_points", f"unknown zero-point layout {self.zero_points!r}; use one of: {', '.join(ZERO_POINTS)}"
             )
         if not 0 < self.memory_utilization <= 1:
-            raise InvalidWorkloadError(f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9")
+            raise InvalidSettingError(
+                "memory_utilization", f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9"
+            )
         if self.link_bw_gb_s < 0:
-            raise InvalidWorkloadError(f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+            raise InvalidSettingError("link_bw_gb_s", f"link bandwidth must be positive, got {self.link_bw_gb_s}")
 
 
 SETTING_NAMES = tuple(f.name for f in dataclasses.fields(Settings))
