@@ -610,6 +610,8 @@ def simulate_options(d: Deployment, scheduler: simulator.Scheduler, pool, progre
     latency bounds: :func:`simulate_scenario`), or the arrivals served by one server of ``d``
     or the fleet they describe (:func:`simulate_serving`, :func:`fleet_server`); ``pool(device)``
     resolves a disaggregated pool's device on ``d``'s settings."""
+    if not 0 < options["percentile"] <= 100:
+        raise InvalidOptionError(f"--percentile must be in (0, 100], got {options['percentile']}")
     if options["scenario"] is not None:
         clash = [f"--{k.replace('_', '-')}" for k in ("trace", "search", "ttft_slo", "tpot_slo") if options[k]]
         if clash:

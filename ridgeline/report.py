@@ -634,6 +634,15 @@ def simulation_progress(total: int):
         yield lambda done, _total: progress.update(task, completed=done)
 
 
+def simulation_output(run: dict, fmt: str, percentile: float, output: Path | None, timeline: Path | None) -> None:
+    """``simulate``'s result: the step timeline as CSV where asked, then the text or tables."""
+    if timeline is not None:
+        write_text(timeline, run["result"].timeline_frame.to_csv(index=False))
+    text = simulation_text(run, fmt)
+    tables = simulation_tables(run, percentile) + scenario_lines(run) if text is None else []
+    emit(text, tables, output)
+
+
 def simulation_text(run: dict, fmt: str) -> str | None:
     """A simulation (ridgeline.api.simulate_serving) for ``--format csv|json``; None for ``table``."""
     if fmt == "csv":

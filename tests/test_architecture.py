@@ -131,3 +131,21 @@ def test_the_import_contracts_are_kept():
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Contracts: 4 kept, 0 broken." in done.stdout
+
+
+def command_bodies() -> dict[str, int]:
+    """Each CLI command function (decorated by a call: app.command, command(...)) and the
+    lines of its body, the docstring left out."""
+    out = {}
+    for path in sorted((ROOT / "ridgeline" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any(isinstance(d, ast.Call) for d in node.decorator_list):
+                body = node.body[1:] if ast.get_docstring(node) else node.body
+                out[node.name] = body[-1].end_lineno - body[0].lineno + 1
+    return out
+
+
+def test_no_command_body_is_over_12_lines():
+    bodies = command_bodies()
+    assert {"analyze", "simulate", "plan", "e2e"} <= set(bodies)
+    assert {name: n for name, n in bodies.items() if n > 12} == {}

@@ -150,6 +150,7 @@ def test_cli_search(tmp_path):
         (["--search"], "needs a latency target: ttft_slo or tpot_slo, seconds (set with --ttft-slo)"),
         (["--prefix-hit", "1.5"], "prefix-hit must be in"),
         (["--micro-batches", "2"], "one micro-batch"),
+        (["--percentile", "0"], "--percentile must be in (0, 100], got 0.0"),
     ],
 )
 def test_cli_errors_are_one_line(args, message):

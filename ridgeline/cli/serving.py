@@ -22,20 +22,11 @@ def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
-    if not 0 < v["percentile"] <= 100:
-        raise typer.BadParameter(f"--percentile must be in (0, 100], got {v['percentile']}")
     sched = options_scheduler(**v)  # no --attention: the policy's (vLLM V1 runs flash); the output says which
     d = deployment({**v, "attention": v["attention"] or default_attention(sched.policy)})
     pool = lambda device: deployment({**v, "hardware": device, "attention": d.settings.attention})  # noqa: E731
     run = simulate_options(d, sched, pool, report.simulation_progress, **v)
-    if v["timeline"] is not None:
-        report.write_text(v["timeline"], run["result"].timeline_frame.to_csv(index=False))
-    text = report.simulation_text(run, v["fmt"])
-    report.emit(
-        text,
-        report.simulation_tables(run, v["percentile"]) + report.scenario_lines(run) if text is None else [],
-        v["output"],
-    )
+    report.simulation_output(run, **pick(v, "fmt percentile output timeline"))
 
 
 delegate(app, "simulate-check", CHECK, commands.simulate_check, "Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator.")  # fmt: skip
