@@ -56,7 +56,22 @@ def test_the_case_list_is_every_model_type_shape_and_module():
     ]
     assert len(module_cases(MODELS, ["bf16"])) == 2 * 3 * 2
     assert len(module_cases(MODELS[:1], ["bf16"], quick=True)) == 2 * 2
-    assert SHAPES["decode"] == ((1, 512), (8, 512)) and QUICK_SHAPES["prefill"] == ((1, 128),)
+    assert SHAPES["decode"] == ((1, 1536), (8, 768)) and QUICK_SHAPES["prefill"] == ((1, 320),)
+
+
+def test_the_modules_are_held_out_in_model_batch_and_length():
+    """transformers' modules are measured on what calibration never measures, as the kernel
+    validation is: the validation models, at batch sizes and lengths no calibration case uses."""
+    from kernels.bench.cases import VALIDATION_MODELS, dimension_values, suite_cases
+    from kernels.bench.suite import device_options
+
+    opts, _ = device_options("cpu")
+    used = dimension_values(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True))
+    assert MODELS == VALIDATION_MODELS == ("llama-3-8b", "llama-2-7b")
+    assert not set(MODELS) & used["model"]
+    for shapes in (SHAPES, QUICK_SHAPES):
+        pairs = [pair for stage in shapes.values() for pair in stage]
+        assert not {b for b, _ in pairs} & used["batch"] and not {n for _, n in pairs} & used["length"]
 
 
 def test_shapes_decode_one_new_token_over_the_cache_prefill_the_prompt():
