@@ -605,13 +605,18 @@ def options_scheduler(*, step_overhead: float, request_overhead: float, **option
     return simulator.Scheduler(**policy, step_overhead_s=step_overhead, request_overhead_s=request_overhead)
 
 
+def check_percentile(percentile: float) -> None:
+    """The percentile the SLOs apply to, in (0, 100]."""
+    if not 0 < percentile <= 100:
+        raise InvalidOptionError(f"--percentile must be in (0, 100], got {percentile}")
+
+
 def simulate_options(d: Deployment, scheduler: simulator.Scheduler, pool, progress, **options: Any) -> dict[str, Any]:
     """``simulate``'s options run: ``scenario`` (LoadGen's rules set the arrivals, lengths and
     latency bounds: :func:`simulate_scenario`), or the arrivals served by one server of ``d``
     or the fleet they describe (:func:`simulate_serving`, :func:`fleet_server`); ``pool(device)``
     resolves a disaggregated pool's device on ``d``'s settings."""
-    if not 0 < options["percentile"] <= 100:
-        raise InvalidOptionError(f"--percentile must be in (0, 100], got {options['percentile']}")
+    check_percentile(options["percentile"])
     if options["scenario"] is not None:
         clash = [f"--{k.replace('_', '-')}" for k in ("trace", "search", "ttft_slo", "tpot_slo") if options[k]]
         if clash:

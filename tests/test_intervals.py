@@ -127,9 +127,9 @@ def test_a_point_outside_its_interval_is_said_on_the_intervals_line():
         "the datasheet roofline is a bound that the measured devices' kernels did not reach"
     )
     held_out = {**spec, "basis": "held-out residuals of x", "tpot_s": {"80": [0.001, 0.01]}}
-    assert outside_note(held_out, gen).endswith(
-        "(TTFT below, TPOT above): the held-out residuals of this profile lean to one side"
-    )
+    assert outside_note(held_out, gen).endswith("(TTFT below, TPOT above): the held-out residuals lean to one side")
+    above = outside_note(spec, {"ttft_s": 0.5, "tpot_s": 0.015})  # spec above its interval: no bound to blame
+    assert above == "; points outside their 80 % interval (TTFT above): the held-out residuals lean to one side"
     assert outside_note(spec, {"ttft_s": 0.35, "tpot_s": 0.02}) == ""  # inside, the ends included
     assert outside_note({"none": "no measured interval"}, gen) == ""
     out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "a6000", "--seq-len", "2048", "--generate", "128"])

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from kernels.validate.through import (
     MODELS,
+    QUICK_MODELS,
     QUICK_SHAPES,
     SHAPES,
     ModuleCase,
@@ -62,12 +63,11 @@ def test_the_case_list_is_every_model_type_shape_and_module():
 def test_the_modules_are_held_out_in_model_batch_and_length():
     """transformers' modules are measured on what calibration never measures, as the kernel
     validation is: the validation models, at batch sizes and lengths no calibration case uses."""
-    from kernels.bench.cases import VALIDATION_MODELS, dimension_values, suite_cases
-    from kernels.bench.suite import device_options
+    from kernels.bench.cases import VALIDATION_MODELS, Options, dimension_values, suite_cases
 
-    opts, _ = device_options("cpu")
+    opts = Options(("fp32", "bf16", "fp16"))  # every type calibration measures on a CPU
     used = dimension_values(suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True))
-    assert MODELS == VALIDATION_MODELS == ("llama-3-8b", "llama-2-7b")
+    assert MODELS == VALIDATION_MODELS == ("llama-3-8b", "llama-2-7b") and QUICK_MODELS == MODELS[:1]
     assert not set(MODELS) & used["model"]
     for shapes in (SHAPES, QUICK_SHAPES):
         pairs = [pair for stage in shapes.values() for pair in stage]

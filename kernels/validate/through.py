@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from kernels.bench.bench import TOLERANCE, Bench, rel_error
-from kernels.bench.cases import VALIDATION_MODELS
+from kernels.bench.cases import QUICK_VALIDATION_MODELS, QUICK_WORKLOADS, VALIDATION_MODELS
 from kernels.bench.timing import rotation_sets
 from kernels.e2e.hf_client import attention_paths, build_model, engine_config, hf_heads, read_config, sdpa_calls
 from kernels.validate.replay import MODES, predict, relative_error
@@ -42,10 +42,11 @@ from ridgeline.io.resolve import resolve
 # Held out as the kernel validation is (cases.check_disjoint): its models (GQA and MHA Llama;
 # quick: the first) at its quick workloads' shapes (batch, length), none of them a model,
 # batch size or length that calibration measures.
-MODELS = VALIDATION_MODELS
+MODELS, QUICK_MODELS = VALIDATION_MODELS, QUICK_VALIDATION_MODELS
 MODULES = ("attention", "mlp")
-SHAPES = {"decode": ((1, 1536), (8, 768)), "prefill": ((1, 320),)}
-QUICK_SHAPES = {"decode": ((8, 768),), "prefill": ((1, 320),)}
+_HELD_OUT = QUICK_WORKLOADS["validation"]
+SHAPES = {"decode": tuple(_HELD_OUT["decode"]), "prefill": tuple(_HELD_OUT["prefill"]["fp32"])}
+QUICK_SHAPES = {"decode": SHAPES["decode"][-1:], "prefill": SHAPES["prefill"]}
 SMALL_VOCAB = 256  # the layer does not read the vocabulary: a small one keeps the embedding small
 
 

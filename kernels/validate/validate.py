@@ -349,10 +349,10 @@ def validate(
 def through_rows(cfg, opts, ceilings: Mapping[str, Ceilings], spec_device, quick: bool, log) -> list[dict[str, Any]]:
     """``--through transformers``: the module cases of ``through.MODELS`` (quick: the first)
     in the float types this device runs natively, measured and predicted."""
-    from kernels.validate.through import MODELS, measure_modules
+    from kernels.validate.through import MODELS, QUICK_MODELS, measure_modules
 
     dtypes = [d for d in opts.dtypes if d in ("fp32", "bf16", "fp16")]
-    models = MODELS[:1] if quick else MODELS
+    models = QUICK_MODELS if quick else MODELS
     return measure_modules(cfg, dtypes, ceilings, spec_device, models=models, quick=quick, log=log)
 
 

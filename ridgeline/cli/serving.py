@@ -10,7 +10,7 @@ import typer
 
 from kernels import commands
 from ridgeline import report
-from ridgeline.api import default_attention, options_scheduler, plan_from_text, simulate_options
+from ridgeline.api import check_percentile, default_attention, options_scheduler, plan_from_text, simulate_options
 from ridgeline.cli.app import app, command, delegate, deployment, echo_err, pick, values
 
 SIMULATE = "model config hardware rate requests prompt__simulate output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo__simulate tpot_slo__simulate percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
@@ -22,6 +22,7 @@ def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
+    check_percentile(v["percentile"])  # before the deployment is resolved (and its notes printed)
     sched = options_scheduler(**v)  # no --attention: the policy's (vLLM V1 runs flash); the output says which
     d = deployment({**v, "attention": v["attention"] or default_attention(sched.policy)})
     pool = lambda device: deployment({**v, "hardware": device, "attention": d.settings.attention})  # noqa: E731
