@@ -48,6 +48,10 @@ def test_roofline_bands_are_each_ops_perf_over_its_time_interval():
     shown = {t.meta.split(":", 1)[1] for t in fig.data if str(t.meta).startswith("ops:")}
     assert {t.meta.split(":", 1)[1] for t in bands_of(fig)} == shown  # one band trace per marker trace
     assert caption(fig) == "bands: 80 % intervals from hand-made residuals"
+    spec = figures.interval_caption({"basis": "spec residuals from 2 gpu devices"})
+    assert spec.endswith(
+        "devices; the datasheet roofline is a bound that measured kernels did not reach: a band may leave out its point"
+    )
 
 
 @pytest.mark.parametrize("generate", [0, 16])

@@ -144,7 +144,10 @@ def interval_caption(intervals: dict | None) -> str:
     if "none" in intervals:
         why = str(intervals["none"])
         return why if why.startswith("no measured interval") else f"no measured interval: {why}"
-    return f"bands: {BAND} % intervals from {intervals['basis']}"
+    bound = "; the datasheet roofline is a bound that measured kernels did not reach: a band may leave out its point"
+    return f"bands: {BAND} % intervals from {intervals['basis']}" + (
+        bound if intervals["basis"].startswith("spec") else ""
+    )
 
 
 def add_caption(fig: go.Figure, intervals: dict | None) -> go.Figure:
