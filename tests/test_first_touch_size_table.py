@@ -173,6 +173,18 @@ def test_size_table_may_reach_the_write_free_cap_and_no_further():
     assert "elementwise:attn_add@fp32" in {r["class"] for r in gpu.refused}
 
 
+def test_a_quick_calibration_measures_every_kind_a_draw_can_price():
+    """A fresh draw always takes a model of another activation or norm (DRAW_KINDS); a quick
+    profile without those kinds priced them by a generic class (on a 6/167 Xeon, LayerNorm 3x
+    too slow, tanh-GELU 2x too fast): each kind has its quick series, in every type."""
+    cases = size_grid_cases(["fp32", "bf16"], quick=True)
+    for kernel in SIZE_GRID_KINDS:
+        for dtype in ("fp32", "bf16"):
+            sizes = sorted(c.op.bytes for c in cases if c.kernel == kernel and c.dtype == dtype)
+            assert len(sizes) >= 5 and sizes[0] < 128 * 1024, (kernel, dtype)
+    assert {c.kernel for c in cases} == {"rmsnorm", "residual_add", "silu_mul", "softmax", *SIZE_GRID_KINDS}
+
+
 def test_size_grid_spans_the_call_overhead_to_past_the_mmap_threshold_and_is_held_out():
     cases = size_grid_cases(["fp32", "bf16"])
     for kernel in ("rmsnorm", "residual_add", "silu_mul", "softmax"):

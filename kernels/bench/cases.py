@@ -786,10 +786,11 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
     so each class's rate by size is measured, not assumed (``kernels.calibrate.fit`` makes it a size
-    table). The rotary kernel is fp32 only, as in the model cases; the other activation and
-    norm kinds (``SIZE_GRID_KINDS``) are measured by full calibrations only."""
+    table). The rotary kernel is fp32 only, as in the model cases (a quick calibration leaves
+    it out); the other activation and norm kinds (``SIZE_GRID_KINDS``) are measured by quick
+    calibrations too, on the coarser series: no model's kind is left to a generic class."""
     cases = []
-    widths = SIZE_GRID_WIDTH if quick else {**SIZE_GRID_WIDTH, **SIZE_GRID_KINDS}
+    widths = {**SIZE_GRID_WIDTH, **SIZE_GRID_KINDS}
     for dtype in dtypes:
         for kernel, width in widths.items():
             if kernel == "rope" and (dtype != "fp32" or quick):
