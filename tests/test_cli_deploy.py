@@ -153,7 +153,15 @@ def test_frontier_reports_best_under_slo():
         ),
         (["analyze", "llama-2-7b", "--group-size", "-1"], "got -1 (set with --group-size)"),
         (["analyze", "llama-2-7b", "--memory-utilization", "1.5"], "got 1.5; e.g. 0.9 (set with --memory-utilization)"),
-        (["analyze", "llama-2-7b", "--link-bw", "-1"], "must be positive, got -1.0 (set with --link-bw)"),
+        (["analyze", "llama-2-7b", "--link-bw", "-1"], "must be a finite number >= 0, got -1.0 (set with --link-bw)"),
+        (
+            ["analyze", "llama-2-7b", "--link-bw", "nan"],
+            "link bandwidth must be a finite number >= 0, got nan (set with --link-bw)",
+        ),
+        (
+            ["analyze", "llama-2-7b", "--link-latency", "inf"],
+            "link latency must be a finite number (< 0: the catalog's), got inf (set with --link-latency)",
+        ),
         (
             ["analyze", "llama-2-7b", "--zero-points", "int"],
             "unknown zero-point layout 'int'; use one of: fp16, packed (set with --zero-points)",

@@ -125,8 +125,15 @@ class Settings:
             raise InvalidSettingError(
                 "memory_utilization", f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9"
             )
-        if self.link_bw_gb_s < 0:
-            raise InvalidSettingError("link_bw_gb_s", f"link bandwidth must be positive, got {self.link_bw_gb_s}")
+        if not 0 <= self.link_bw_gb_s < math.inf:  # NaN fails too
+            raise InvalidSettingError(
+                "link_bw_gb_s", f"link bandwidth must be a finite number >= 0, got {self.link_bw_gb_s}"
+            )
+        if not math.isfinite(self.link_latency_us):
+            raise InvalidSettingError(
+                "link_latency_us",
+                f"link latency must be a finite number (< 0: the catalog's), got {self.link_latency_us}",
+            )
 
 
 SETTING_NAMES = tuple(f.name for f in dataclasses.fields(Settings))
