@@ -150,6 +150,30 @@ SIZES["gpu-heldout"] = {
     "caps": {**SIZES["gpu"]["caps"], "e2e-graph": 120, "e2e-eager": 70, "hf-eager": 45, "hf-compiled": 80, "draw": 150},
 }
 
+# The third (2026-11-27, afternoon): families no GPU run has measured (Gemma: head_dim 256 and
+# tanh-GELU; Falcon: multi-query attention, LayerNorm, parallel attention; OPT: LayerNorm with
+# bias, ReLU, no gate), a prompt and batches no run used, transformers on Llama-2-13B (multi-head,
+# no GPU run's model; its client builds Llama and Qwen2 only), a seed no draw used. STAGES=e2e-graph,e2e-eager,hf-eager,hf-compiled,draw,transfer
+SIZES["gpu-families"] = {
+    **SIZES["gpu"],
+    "e2e": {
+        **SIZES["gpu"]["e2e"],
+        "models": ["gemma-7b", "falcon-7b", "opt-6.7b"],
+        "batches": [1, 4, 32],
+        "prompt": 768,
+    },
+    "hf": {**SIZES["gpu"]["hf"], "model": "llama-2-13b", "batches": [1, 4], "prompt": 768},
+    "draw_seed": 2719,
+    "caps": {
+        **SIZES["gpu"]["caps"],
+        "e2e-graph": 110,
+        "e2e-eager": 100,
+        "hf-eager": 50,
+        "hf-compiled": 80,
+        "draw": 150,
+    },
+}
+
 
 @dataclass(frozen=True)
 class Stage:
