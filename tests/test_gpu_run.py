@@ -327,12 +327,18 @@ HELDOUT_PARTS = [
 HELDOUT_REGISTERED = "reports/predictions/h200-279028980a8e.json"
 
 
+FAMILIES_RUN = "reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-27-families"
+FAMILIES_PARTS = [f"{FAMILIES_RUN}/run1/results.tar.gz"]
+FAMILIES_REGISTERED = "reports/predictions/h200-c300237c6e1b.json"
+
+
 @pytest.mark.parametrize(
     "run, parts, registered",
     [
         (RUN, RUN_PARTS, REGISTERED),
         (H100_RUN, H100_PARTS, H100_REGISTERED),
         (HELDOUT_RUN, HELDOUT_PARTS, HELDOUT_REGISTERED),
+        (FAMILIES_RUN, FAMILIES_PARTS, FAMILIES_REGISTERED),
     ],
 )
 def test_committed_comparison_is_what_compare_writes(monkeypatch, run, parts, registered):
@@ -382,6 +388,27 @@ def test_heldout_h200_run_figures(monkeypatch):
     assert hf[("graph", 1)] == pytest.approx(-0.228, abs=0.001)
     assert table["draw"]["all"]["n"] == 116
     assert table["draw"]["all"]["registered"]["median"] == pytest.approx(0.136, abs=0.001)
+
+
+def test_families_h200_run_figures(monkeypatch):
+    """Gemma, Falcon and OPT (families no GPU run had measured), prompt 768, batches 1/4/32,
+    against the predictions registered before the run: graph TPOT within 5 % on 6 of 9 rows,
+    OPT at batch 32 the worst (predicted slow); every TTFT predicted slow; transformers'
+    compiled generate on Llama-2-13B within 5 %."""
+    from kernels.gpu.register import compare
+
+    monkeypatch.chdir(ROOT)
+    table = compare(FAMILIES_PARTS, FAMILIES_REGISTERED)
+    rows = [r for r in table["e2e"] if r["client"] == "ridgeline"]
+    graph = {(r["model"], r["batch"]): r["error_registered_tpot"] for r in rows if r["execution"] == "graph"}
+    outside = sorted(k for k, e in graph.items() if abs(e) > 0.05)
+    assert len(graph) == 9 and outside == [("falcon-7b", 4), ("gemma-7b", 1), ("opt-6.7b", 32)]
+    assert graph[("opt-6.7b", 32)] == pytest.approx(0.156, abs=0.001)
+    assert len(rows) == 18 and all(r["error_registered_ttft"] > 0.03 for r in rows)
+    hf = {(r["execution"], r["batch"]): r["error_registered_tpot"] for r in table["e2e"] if r["client"] != "ridgeline"}
+    assert hf[("graph", 1)] == pytest.approx(0.020, abs=0.001)
+    assert table["draw"]["all"]["n"] == 114
+    assert table["draw"]["all"]["registered"]["median"] == pytest.approx(0.154, abs=0.001)
 
 
 def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
