@@ -8,11 +8,13 @@ import json
 import tarfile
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from ridgeline.api import analyze
 from ridgeline.cli import app
+from ridgeline.engine import ops as O
 from ridgeline.engine.basis import basis
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import Ceilings
@@ -97,6 +99,31 @@ def test_sdpa_repeat_counts_the_copy_and_the_mask():
     assert op.act_read_bytes == pytest.approx(q + copies + 101)
     assert op.act_write_bytes == pytest.approx(q + copies)
     assert op.alloc_bytes == pytest.approx((q, copies / 2, copies / 2))
+
+
+def test_sdpa_repeat_is_a_view_for_multi_query_attention():
+    """Falcon-7B (71 query heads over one K/V head, head_dim 64): transformers' ``repeat_kv``
+    expands the one head and reshapes it to a stride-0 view, no copy (checked against torch
+    here), so the masked path costs what ``enable_gqa`` does: the cache read once (101 keys x
+    128 x 2 B), the mask's 101 bytes on top, priced by the grouped kernel's class."""
+    torch = pytest.importorskip("torch")
+    from kernels.bench.bench import repeat_kv
+
+    kv = torch.randn(2, 1, 5, 64)
+    assert repeat_kv(kv, 71).data_ptr() == kv.data_ptr() and repeat_kv(kv, 71).stride(1) == 0
+    assert repeat_kv(torch.randn(2, 2, 5, 64), 4).stride(1) != 0  # two K/V heads: a copy
+    _, (repeat,) = _attention("falcon-7b", "sdpa-repeat")
+    _, (gqa,) = _attention("falcon-7b", "sdpa-gqa")
+    assert repeat.name == gqa.name == "sdpa_gqa"
+    assert repeat.kv_read_bytes == gqa.kv_read_bytes == 101 * 128 * 2
+    assert repeat.act_read_bytes == gqa.act_read_bytes + 101
+    assert repeat.act_write_bytes == gqa.act_write_bytes == 71 * 64 * 2
+    from kernels.bench.cases import BUILDERS, transformers_recipe
+
+    base = {"model": "falcon-7b", "stage": "decode", "batch": 2, "length": 100, "dtype": "bf16"}
+    assert BUILDERS["attention_grid"](transformers_recipe(base, "repeat_kv")).name == "sdpa_gqa"
+    base["model"] = "llama-3.2-1b"  # grouped heads: the copy, its own class
+    assert BUILDERS["attention_grid"](transformers_recipe(base, "repeat_kv")).name == "sdpa_repeat_kv"
 
 
 def test_sdpa_gqa_is_its_own_kernel_only_for_grouped_heads():
@@ -191,3 +218,28 @@ def test_calibrate_extend_refuses_other_modes_in_one_line(tmp_path):
         assert r.output.strip().splitlines() == [
             "error: Invalid value: --extend measures a profile's missing cases: drop --check, --refit and --quick"
         ]
+
+
+def test_an_unfolded_decode_past_the_measured_group_holds_the_widest_groups_rate():
+    """PyTorch's CPU kernel runs each query head on its own under ``enable_gqa`` (and on
+    ``repeat_kv``'s copies), so Falcon's 71 query heads per K/V head take the rate measured
+    at the widest group (16 rows); a folded kernel gains with rows, so past its table the
+    class's terms price it (NaN here); a prompt is left to its own table."""
+    from ridgeline.engine.roofline import Curve, RowTable
+
+    table = RowTable(((64.0, 1.0),), (Curve((2.0, 16.0), (0.2, 0.4)),))
+    keys = ("attention:sdpa_gqa@bf16", "attention@bf16")
+    ceilings = Ceilings(
+        "calibrated",
+        1e11,
+        {"bf16": 1e12},
+        {"bf16": 1e11},
+        efficiency={k: {"compute": 0.5, "memory": 0.5} for k in keys},
+        row_curves=dict.fromkeys(keys, table),
+        device="test",
+    )
+    _, (gqa,) = _attention("falcon-7b", "sdpa-gqa")
+    _, (fold,) = _attention("falcon-7b", "flash")
+    assert ceilings.row_fraction(gqa) == pytest.approx(0.4)
+    assert np.isnan(ceilings.row_fraction(fold))
+    assert np.isnan(ceilings.row_fraction(O.replaced(gqa, dims={**gqa.dims, "q_len": 2})))

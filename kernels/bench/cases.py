@@ -414,6 +414,8 @@ def _attention_grid(r: Mapping[str, Any]) -> Op:
         op = O.flash_attention(b, h, g, q, pairs, positions, d, d, inputs=(), **kw)
         if r["kernel"] == "repeat_kv":
             op = O.repeat_kv_attention(op, kv, positions, ab)
+            if op.name == "sdpa_gqa":  # MQA: repeat_kv returns a view, the grouped kernel's cost
+                return op
         return replace(op, name=r["rename"]) if r.get("rename") else op
     build = {"qk_matmul": O.qk_matmul, "sv_matmul": O.sv_matmul}[r["kernel"]]
     return build(b, h, g, q, kv, d, **kw)

@@ -541,7 +541,8 @@ def flash_attention(
 def repeat_kv_attention(op: Op, kv_len: Number, kv_read_positions: Number, kvb: float) -> Op:
     """Hugging Face's ``repeat_kv`` + SDPA with a boolean mask, from the fused op ``op``:
     K and V read once from the cache and written expanded to every query head (a copy when
-    heads > kv_heads; none for MHA, where ``repeat_kv`` returns its input), then the kernel
+    heads > kv_heads > 1; none for MHA, where ``repeat_kv`` returns its input, nor for MQA,
+    where it returns a stride-0 view that SDPA reads as ``enable_gqa`` does), then the kernel
     reads the expanded K/V ``kv_read_positions`` times per query head and the mask [batch, 1,
     q_len, kv_len] (one byte a pair). The two copies are fresh tensors (``alloc_bytes``)."""
     d = op.dims
@@ -550,6 +551,8 @@ def repeat_kv_attention(op: Op, kv_len: Number, kv_read_positions: Number, kvb: 
     mask = batch * q_len * kv_len
     if heads <= kv_heads:
         return replaced(op, name="sdpa_repeat_kv", act_read_bytes=op.act_read_bytes + mask)
+    if kv_heads == 1:  # MQA: the expand of one K/V head reshapes to a stride-0 view, no copy,
+        return replaced(op, name="sdpa_gqa", act_read_bytes=op.act_read_bytes + mask)  # as enable_gqa
     copies = batch * heads * kv_len * row * kvb
     return replaced(
         op,

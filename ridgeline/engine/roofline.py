@@ -150,6 +150,9 @@ SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
 # allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
 MMAP_THRESHOLD = 32 * 2**20
 SIZE_KINDS = ("elementwise", "norm", "softmax")
+# CPU kernels that run each query head against its K/V head on its own (PyTorch's enable_gqa,
+# transformers' repeat_kv + SDPA): their rate per query head does not grow with the group
+UNFOLDED = ("sdpa_gqa", "sdpa_repeat_kv")
 
 
 @dataclass(frozen=True)
@@ -393,10 +396,12 @@ class Ceilings:
 
     def _attention_rows(self, key: str, op: Op):
         """An attention op's fraction from the class's row table (decode: rows per K/V head
-        x head_dim), NaN past its rows."""
+        x head_dim), NaN past its rows; an unfolded kernel's decode (``UNFOLDED``) past them
+        at the most rows measured, its rate per query head not growing with the group."""
         table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
-        fraction = table.at(rows, op.dims["head_dim"], 1.0)
-        return np.where(rows <= table.max_rows, fraction, np.nan)
+        held = (np.asarray(op.dims["q_len"]) == 1) & (op.name in UNFOLDED)  # the widest group's rate
+        fraction = table.at(np.where(held, np.minimum(rows, table.max_rows), rows), op.dims["head_dim"], 1.0)
+        return np.where(held | (rows <= table.max_rows), fraction, np.nan)
 
     def attention_fraction(self, key: str, op: Op):
         """The class's measured fraction of the bound at the op's rows, context and head_dim,
