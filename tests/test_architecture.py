@@ -149,3 +149,14 @@ def test_no_command_body_is_over_12_lines():
     bodies = command_bodies()
     assert {"analyze", "simulate", "plan", "e2e"} <= set(bodies)
     assert {name: n for name, n in bodies.items() if n > 12} == {}
+
+
+def test_the_top_level_is_the_agreed_one():
+    """pyproject.toml, README.md, the eight folders and .ci/ (the pip constraints live in
+    .ci/, the speed benchmarks under tests/benchmarks/): nothing else is tracked there."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.split()
+    if not listed:
+        pytest.skip("not a git checkout")
+    top = {path.split("/")[0] for path in listed}
+    folders = {"ridgeline", "hardware", "models", "kernels", "viewer", "reports", "tests", "docs", ".ci"}
+    assert top == {"pyproject.toml", "README.md", ".gitignore", *folders}

@@ -220,7 +220,7 @@ def test_transformers_attention_path_is_recorded():
     ids = torch.randint(1, 1000, (1, 16), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode(), hf_client.sdpa_calls() as calls:
         hf_client.generate_once(model, ids, 3, "eager", "cpu")
-    # transformers 5 (constraints.txt): the unmasked prompt shares K/V heads inside SDPA;
+    # transformers 5 (.ci/constraints.txt): the unmasked prompt shares K/V heads inside SDPA;
     # the masked decode steps of a static cache fold each K/V head's 7 query heads into rows
     assert hf_client.attention_paths(calls, 14, 2) == {"prefill:enable_gqa": 1, "decode:fold_gqa+mask": 2}
     assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"

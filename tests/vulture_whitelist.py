@@ -1,5 +1,5 @@
 """Names vulture reports as unused that are used, each with why (read by tests/test_hygiene.py:
-`vulture ridgeline kernels viewer tests benchmarks .ci tests/vulture_whitelist.py`).
+`vulture ridgeline kernels viewer tests .ci tests/vulture_whitelist.py`).
 This file is never imported."""
 # ruff: noqa: B018, F821
 

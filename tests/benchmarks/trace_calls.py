@@ -9,8 +9,8 @@ into the operator formulas (`ops.py`) and for the whole command (through the out
 distinct functions, distinct files, and moves between files (consecutive traced calls whose
 files differ).
 
-Run: python benchmarks/trace_calls.py w_bits analyze llama-2-7b --w-bits 4
-     python benchmarks/trace_calls.py profile analyze llama-2-7b -H h200 --dtype bf16 \
+Run: python tests/benchmarks/trace_calls.py w_bits analyze llama-2-7b --w-bits 4
+     python tests/benchmarks/trace_calls.py profile analyze llama-2-7b -H h200 --dtype bf16 \
          --profile reports/profiles/cuda-nvidia-h200.yaml
 TRACE_LIST=1 lists the traced calls. The counts depend only on the code, not on the machine.
 """
@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = tuple(str(ROOT / name) + "/" for name in ("ridgeline", "kernels", "viewer"))
 
 

@@ -3,7 +3,7 @@ workers (and on a local Ray cluster when ray is installed), the speed-up, and th
 task and one result take pickled. The tasks are the issue example's first survivors, in the
 order the search runs them.
 
-Run: python benchmarks/plan_fanout.py [TASKS] [WORKERS]   (medians of 3 repeats; a shared
+Run: python tests/benchmarks/plan_fanout.py [TASKS] [WORKERS]   (medians of 3 repeats; a shared
 machine is noisy: say what else ran)
 """
 

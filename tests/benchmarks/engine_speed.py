@@ -2,7 +2,7 @@
 with its intervals against one without, and the analytical pass of ``ridgeline plan`` per
 deployment (the issue's example search).
 
-Run: python benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
+Run: python tests/benchmarks/engine_speed.py   (prints medians of repeats; the machine is noisy)
 """
 
 from __future__ import annotations

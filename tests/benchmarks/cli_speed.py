@@ -2,7 +2,7 @@
 where its time goes: the imports, reading the spec-intervals YAML (libyaml's loader against
 PyYAML's own), and the analysis itself.
 
-Run: python benchmarks/cli_speed.py [repeats]   (medians; the machine is noisy, so compare
+Run: python tests/benchmarks/cli_speed.py [repeats]   (medians; the machine is noisy, so compare
 ratios within one run). Python compiles the package's sources on every start when it may not
 write bytecode (PYTHONDONTWRITEBYTECODE, a read-only checkout): the whole-process time then
 includes that compile, which an installed package does once.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "ridgeline", "analyze", "llama-2-7b"]
 IMPORTS = "import time; t = time.perf_counter(); import ridgeline.cli; print(time.perf_counter() - t)"
 

@@ -1,7 +1,7 @@
 """Time one eager RMSNorm with malloc as a fresh process leaves it, and after ``steady_heap``.
 
-Run: python benchmarks/heap_state.py fresh
-     python benchmarks/heap_state.py steady
+Run: python tests/benchmarks/heap_state.py fresh
+     python tests/benchmarks/heap_state.py steady
 Each call is its own process (malloc's state is per process). On glibc, a bf16 RMSNorm whose
 fp32 temporaries are 8-16 MiB pays page faults on every call in a fresh process and none after
 ``kernels.bench.suite.steady_heap``; one whose temporaries pass 32 MiB pays them in both.
