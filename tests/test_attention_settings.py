@@ -220,11 +220,12 @@ def test_calibrate_extend_refuses_other_modes_in_one_line(tmp_path):
         ]
 
 
-def test_an_unfolded_decode_past_the_measured_group_holds_the_widest_groups_rate():
-    """PyTorch's CPU kernel runs each query head on its own under ``enable_gqa`` (and on
-    ``repeat_kv``'s copies), so Falcon's 71 query heads per K/V head take the rate measured
-    at the widest group (16 rows); a folded kernel gains with rows, so past its table the
-    class's terms price it (NaN here); a prompt is left to its own table."""
+def test_a_decode_past_the_measured_group_holds_the_widest_groups_rate():
+    """Falcon's 71 query heads per K/V head against a row table measured up to 16 rows: a
+    decode takes the rate measured at the widest group, as every table is held at its edge
+    (named as extrapolated), for the folded kernel and PyTorch's enable_gqa alike; a prompt
+    past the rows is left to the class's terms (NaN here)."""
+    from ridgeline.engine.grid import outside_spans
     from ridgeline.engine.roofline import Curve, RowTable
 
     table = RowTable(((64.0, 1.0),), (Curve((2.0, 16.0), (0.2, 0.4)),))
@@ -241,5 +242,6 @@ def test_an_unfolded_decode_past_the_measured_group_holds_the_widest_groups_rate
     _, (gqa,) = _attention("falcon-7b", "sdpa-gqa")
     _, (fold,) = _attention("falcon-7b", "flash")
     assert ceilings.row_fraction(gqa) == pytest.approx(0.4)
-    assert np.isnan(ceilings.row_fraction(fold))
+    assert ceilings.row_fraction(fold) == pytest.approx(0.4)
+    assert [(s.dimension, float(s.value), s.high) for s in outside_spans(gqa, ceilings)] == [("rows", 71.0, 16.0)]
     assert np.isnan(ceilings.row_fraction(O.replaced(gqa, dims={**gqa.dims, "q_len": 2})))

@@ -69,10 +69,11 @@ def test_head_dim_128_on_the_grid_is_not_named(epyc, device):
     assert b["extrapolated"] == [] and notes([qk(128)], epyc, device) == []
 
 
-def test_a_prompt_priced_by_the_class_terms_is_not_a_grid_point(epyc):
-    # 512 query rows per K/V head: past the table's 64 rows, the class's terms price it
+def test_a_decode_past_the_tables_rows_is_held_and_named(epyc):
+    # 512 query rows per K/V head: past the table's 64 rows, priced at 64 rows' rate
     spans = measured_spans(qk(256, rows=512), epyc)
-    assert [s.dimension for s in spans] == ["rows", "head_dim"] and not any(np.any(s.outside) for s in spans)
+    assert [(s.dimension, bool(np.all(s.outside))) for s in spans] == [("rows", True), ("head_dim", True)]
+    assert epyc.row_fraction(qk(256, rows=512)) == pytest.approx(epyc.row_fraction(qk(256, rows=64)))
 
 
 def test_a_product_with_k_past_its_row_table_is_named(epyc, device):

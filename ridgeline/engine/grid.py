@@ -28,7 +28,6 @@ from ridgeline.engine.roofline import (
     SIZE_KINDS,
     SOFTMAX_LONG,
     SOFTMAX_SPLIT_COLS,
-    UNFOLDED,
     Ceilings,
     attention_coords,
     tile_rows,
@@ -85,9 +84,9 @@ def outside_spans(op: Op, ceilings: Ceilings) -> tuple[Span, ...]:
 
 
 def _row_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
-    """A product's rows, k and n; a decode attention op's head_dim where its rows per K/V
-    head are within the table's (more rows: the class's terms price it, no table), an
-    unfolded kernel's decode at any rows (past the table: its widest group's rate)."""
+    """A product's rows, k and n; a decode attention op's rows per K/V head (past the
+    table: its widest group's rate) and head_dim; a prompt's where its rows are within the
+    table's (more rows: the class's terms price it, no table)."""
     d = op.dims
     ks, ns = [s[0] for s in table.shapes], [s[1] for s in table.shapes]
     if "m" in d and "k" in d and "n" in d:
@@ -95,7 +94,7 @@ def _row_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
         return rows, Span("k", d["k"], min(ks), max(ks)), Span("n", d["n"], min(ns), max(ns))
     if "q_len" in d and "head_dim" in d:
         rows = np.asarray(tile_rows(op), dtype=float)
-        held = (np.asarray(d["q_len"]) == 1) & (op.name in UNFOLDED)  # held past its rows: extrapolated
+        held = np.asarray(d["q_len"]) == 1  # a decode: held past its rows, extrapolated
         read = held | (rows <= table.max_rows)
         same = [c.x[0] for shape, c in zip(table.shapes, table.curves) if shape[0] == float(d["head_dim"])]
         low = min(same or [c.x[0] for c in table.curves])  # the fewest rows measured at its head_dim

@@ -150,9 +150,6 @@ SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
 # allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
 MMAP_THRESHOLD = 32 * 2**20
 SIZE_KINDS = ("elementwise", "norm", "softmax")
-# CPU kernels that run each query head against its K/V head on its own (PyTorch's enable_gqa,
-# transformers' repeat_kv + SDPA): their rate per query head does not grow with the group
-UNFOLDED = ("sdpa_gqa", "sdpa_repeat_kv")
 
 
 @dataclass(frozen=True)
@@ -353,11 +350,11 @@ class Ceilings:
         """The class's measured fraction of the bound at the op's rows and shape, or None
         when its most specific key has efficiency terms only (or the op has no such shape):
         a GEMM's (m, k, n); an attention op's from its stage's measured table (a GPU's; a
-        CPU's prompts), else by (query rows per K/V head, head_dim) where those rows are
-        within the measured ones (a decode, a few tokens of a step; the CPU kernel computes
-        whole 512-key blocks, so a short causal chunk is the same work), NaN where they are
-        more (a prompt with no table: the class's terms price it); an element-wise class's
-        by the op's bytes."""
+        CPU's prompts), else by (query rows per K/V head, head_dim): a decode's held at the
+        most rows measured past them, a few tokens of a step's where they are within the
+        measured ones (the CPU kernel computes whole 512-key blocks, so a short causal chunk
+        is the same work), NaN where they are more (a prompt with no table: the class's
+        terms price it); an element-wise class's by the op's bytes."""
         return self._row_fraction(op, self.keys(op))
 
     def measures_grid(self) -> bool:
@@ -395,11 +392,11 @@ class Ceilings:
         return None
 
     def _attention_rows(self, key: str, op: Op):
-        """An attention op's fraction from the class's row table (decode: rows per K/V head
-        x head_dim), NaN past its rows; an unfolded kernel's decode (``UNFOLDED``) past them
-        at the most rows measured, its rate per query head not growing with the group."""
+        """An attention op's fraction from the class's row table (rows per K/V head x
+        head_dim): a decode past its rows at the most rows measured (the table held at its
+        edge, as every table is; named as extrapolated), a prompt's rows past them NaN."""
         table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
-        held = (np.asarray(op.dims["q_len"]) == 1) & (op.name in UNFOLDED)  # the widest group's rate
+        held = np.asarray(op.dims["q_len"]) == 1  # a decode past the table: the widest group's rate
         fraction = table.at(np.where(held, np.minimum(rows, table.max_rows), rows), op.dims["head_dim"], 1.0)
         return np.where(held | (rows <= table.max_rows), fraction, np.nan)
 
