@@ -153,7 +153,8 @@ SIZES["gpu-heldout"] = {
 # The third (2026-11-27, afternoon): families no GPU run has measured (Gemma: head_dim 256 and
 # tanh-GELU; Falcon: multi-query attention, LayerNorm, parallel attention; OPT: LayerNorm with
 # bias, ReLU, no gate), a prompt and batches no run used, transformers on Llama-2-13B (multi-head,
-# no GPU run's model; its client builds Llama and Qwen2 only), a seed no draw used. STAGES=e2e-graph,e2e-eager,hf-eager,hf-compiled,draw,transfer
+# no GPU run's model; its client builds Llama and Qwen2 only), a seed no draw used.
+# Its own stage list: STAGES=e2e-graph,e2e-eager,hf-eager,hf-compiled,draw,transfer
 SIZES["gpu-families"] = {
     **SIZES["gpu"],
     "e2e": {

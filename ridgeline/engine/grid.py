@@ -30,7 +30,7 @@ from ridgeline.engine.roofline import (
     SOFTMAX_SPLIT_COLS,
     Ceilings,
     attention_coords,
-    tile_rows,
+    table_rows,
 )
 from ridgeline.engine.units import format_bytes
 
@@ -93,9 +93,7 @@ def _row_spans(table: RowTable, op: Op) -> tuple[Span, ...]:
         rows = Span("rows", d["m"], min(c.x[0] for c in table.curves), table.max_rows)
         return rows, Span("k", d["k"], min(ks), max(ks)), Span("n", d["n"], min(ns), max(ns))
     if "q_len" in d and "head_dim" in d:
-        rows = np.asarray(tile_rows(op), dtype=float)
-        held = np.asarray(d["q_len"]) == 1  # a decode: held past its rows, extrapolated
-        read = held | (rows <= table.max_rows)
+        rows, read = table_rows(op, table.max_rows)
         same = [c.x[0] for shape, c in zip(table.shapes, table.curves) if shape[0] == float(d["head_dim"])]
         low = min(same or [c.x[0] for c in table.curves])  # the fewest rows measured at its head_dim
         return (

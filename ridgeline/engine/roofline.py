@@ -395,10 +395,9 @@ class Ceilings:
         """An attention op's fraction from the class's row table (rows per K/V head x
         head_dim): a decode past its rows at the most rows measured (the table held at its
         edge, as every table is; named as extrapolated), a prompt's rows past them NaN."""
-        table, rows = self.row_curves[key], np.asarray(tile_rows(op), dtype=float)
-        held = np.asarray(op.dims["q_len"]) == 1  # a decode past the table: the widest group's rate
-        fraction = table.at(np.where(held, np.minimum(rows, table.max_rows), rows), op.dims["head_dim"], 1.0)
-        return np.where(held | (rows <= table.max_rows), fraction, np.nan)
+        table = self.row_curves[key]
+        rows, read = table_rows(op, table.max_rows)
+        return np.where(read, table.at(np.minimum(rows, table.max_rows), op.dims["head_dim"], 1.0), np.nan)
 
     def attention_fraction(self, key: str, op: Op):
         """The class's measured fraction of the bound at the op's rows, context and head_dim,
@@ -462,6 +461,14 @@ def _nested(values) -> tuple:
     if isinstance(values, (list, tuple)):
         return tuple(_nested(v) for v in values)
     return float(values)
+
+
+def table_rows(op: Op, max_rows: float):
+    """An attention op's query rows per K/V head, and where a row table measured up to
+    ``max_rows`` prices it: a decode at any rows (past the table, at its edge), a prompt's
+    only within them."""
+    rows = np.asarray(tile_rows(op), dtype=float)
+    return rows, (np.asarray(op.dims["q_len"]) == 1) | (rows <= max_rows)
 
 
 def _measured_or(fraction, roof, otherwise):
