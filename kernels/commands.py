@@ -62,7 +62,21 @@ def check_state(device: str, threads: int | None, profile: Path | None, writes: 
     return 1 if check(device, threads, profile, log=log)["drifted"] else 0
 
 
-def validate(*, device, profile, repredict, quiet_wait, draw, fit_intervals, coverage, output, echo, log, **how) -> int:
+def validate(
+    *,
+    device,
+    profile,
+    repredict,
+    recorded_ceilings,
+    quiet_wait,
+    draw,
+    fit_intervals,
+    coverage,
+    output,
+    echo,
+    log,
+    **how,
+) -> int:
     """validate: held-out shapes measured (or a snapshot predicted again) against the predictions;
     or ``fit_intervals`` / ``coverage`` (interval_run)."""
     if fit_intervals or coverage:
@@ -78,8 +92,10 @@ def validate(*, device, profile, repredict, quiet_wait, draw, fit_intervals, cov
         raise InvalidOptionError(
             f"--through takes kernels or transformers (got {how['through']!r}), without --draw or --repredict"
         )
+    if recorded_ceilings and (repredict is None or profile is not None):
+        raise InvalidOptionError("--recorded-ceilings goes with --repredict SNAPSHOT and without --profile")
     if repredict is not None:
-        result, paths = validation.repredict(repredict, profile, how["output_dir"], log=log)
+        result, paths = validation.repredict(repredict, profile, how["output_dir"], log=log, recorded=recorded_ceilings)
     else:
         require_torch("'ridgeline validate'")
         result, paths = validation.validate(device, **how, profile=profile, draw=draw, quiet_wait_s=quiet_wait, log=log)

@@ -280,6 +280,39 @@ def test_weight_only_products_on_the_grid_get_their_own_row_table():
     assert "linear@bf16" not in fit.row_curves  # the plain products' table stays apart
 
 
+def test_a_measured_fraction_scales_the_dequantising_too_so_the_table_gives_back_its_own_times():
+    # The Xeon 6/167's int4 products from 16 rows up: the matrix work plus the dequantising
+    # outweighs the bytes, and the fraction is of that whole bound (bound / measured). When
+    # the engine scaled the matrix part only, it priced the table's own 16-, 32- and 64-row
+    # knots 10-18 % fast (and a draw's int4 decodes -15 % to -27 %).
+    from kernels.bench.cases import quant_grid_cases
+    from ridgeline.io.profile import calibrated_ceilings
+    from ridgeline.io.resolve import load_device
+
+    ops = [c.op for c in quant_grid_cases(("bf16",), quick=True) if c.kernel == "int4_weight_only"]
+    compute, vector, memory = roof_seconds(ops, CEIL)
+    fraction = np.array([0.5 if op.dims["m"] <= 4 else 0.1 for op in ops])
+    measured = np.maximum(compute + vector, memory) / fraction
+    vector_heavy = (compute + vector > memory) & (vector > 0.2 * compute)
+    assert vector_heavy.sum() >= 6  # the case this test is about is in the grid
+    fit = fit_profile_terms([{"measured_s": t} for t in measured], ops, CEIL)
+    profile = {
+        "bandwidth_gb_s": 40,
+        "matrix_peak_tops": {"fp32": 0.2, "bf16": 0.8, "int8": 1.6},
+        "vector_peak_tops": {"fp32": 0.2},
+        "timing": "device",
+        "row_curves": fit.row_curves,
+        "overhead_us": {k: v * 1e6 for k, v in fit.overhead_s.items()},
+    }
+    c = calibrated_ceilings(profile, load_device("a6000"))
+    priced = np.array([float(time_op(op, c)["time_s"]) for op in ops])
+    assert priced == pytest.approx(measured, rel=2e-3)
+    # by hand at one knot: 16 x 2048 x 8192 at a tenth of the bound
+    i = next(i for i, op in enumerate(ops) if (op.dims["m"], op.dims["k"], op.dims["n"]) == (16, 2048, 8192))
+    bound = max(ops[i].flops / 0.8e12 + ops[i].vector_flops / 0.2e12, ops[i].bytes / 40e9)
+    assert priced[i] == pytest.approx(bound / 0.1, rel=2e-3)
+
+
 def test_row_table_interpolates_between_shapes_by_inverse_squared_log_distance():
     from ridgeline.engine.roofline import Curve, RowTable
 

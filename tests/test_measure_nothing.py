@@ -136,6 +136,40 @@ def test_validate_repredict_of_a_committed_snapshot_is_pure(tmp_path, monkeypatc
     }
 
 
+def test_validate_repredict_on_the_recorded_ceilings_moves_only_what_the_engine_moved(tmp_path, monkeypatch):
+    # a snapshot whose profile file is gone (it names a run's own profile): with
+    # --recorded-ceilings it is predicted again on the roofs it recorded, and the earlier
+    # re-prediction is kept under "before"
+    from kernels.validate.replay import replay_snapshot
+
+    committed = VALIDATION_DIR / "cpu-amd-epyc-f25m17-1t-2026-11-26-quick.json"
+    before = committed.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["validate", "--repredict", str(committed), "--profile", str(CPU)])
+    assert result.exit_code == 2 and "profile" in result.output  # another host's profile
+    result = runner.invoke(app, ["validate", "--repredict", str(committed), "--recorded-ceilings"])
+    assert result.exit_code == 0, result.output
+    assert committed.read_bytes() == before
+    old = json.loads(before)
+    new = json.loads((tmp_path / f"{committed.stem}-repredicted.json").read_text())
+    assert new["ceilings"]["calibrated"] == old["ceilings"]["calibrated"]
+    assert new["meta"]["repredicted"]["profile"] == "the ceilings the snapshot recorded"
+    assert new["meta"]["repredicted"]["before"] == old["meta"]["repredicted"]
+    assert replay_snapshot(new)["changed"] == 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--profile", str(CPU)]])
+def test_recorded_ceilings_go_with_a_snapshot_and_no_profile(extra, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    command = ["validate", "--recorded-ceilings", *extra]
+    if extra:
+        command += ["--repredict", str(VALIDATION_DIR / "cpu-amd-epyc-1t-2026-11-23.json")]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "--recorded-ceilings goes with --repredict SNAPSHOT and without --profile" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "command, what",
     [

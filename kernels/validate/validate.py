@@ -357,11 +357,16 @@ def through_rows(cfg, opts, ceilings: Mapping[str, Ceilings], spec_device, quick
 
 
 def repredict(
-    snapshot: Path, profile: Path | None = None, output_dir: Path | None = None, log: Callable[[str], None] = print
+    snapshot: Path,
+    profile: Path | None = None,
+    output_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+    recorded: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Predict a recorded snapshot again (after a refit or a model change): measurements and
     spec ceilings as recorded, calibrated ceilings from ``profile`` (default: the one it
-    used) on the datasheet that profile records. A pure function of its files: writes
+    used) on the datasheet that profile records, or with ``recorded`` the calibrated
+    ceilings it recorded too (an engine change alone). A pure function of its files: writes
     ``<stem>-repredicted.*`` into ``output_dir`` (default: the current folder)."""
     from kernels.bench.provenance import git_commit, read_result
 
@@ -373,30 +378,36 @@ def repredict(
             snapshot.name,
             f"measured with --through {meta['through']}: --repredict cannot rebuild module rows yet; measure again",
         )
-    prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
-    prof = load_profile(prof_path)
-    check_same_device(prof, prof_path, meta, snapshot)
-    calibrated, _ = profile_ceilings(prof, recorded_device(prof, str(prof_path)), where=str(prof_path))
-    ceilings = {"spec": Ceilings.from_dict(result["ceilings"]["spec"]), "calibrated": calibrated}
+    ceilings = {m: Ceilings.from_dict(result["ceilings"][m]) for m in MODES}
+    cv, basis = result.get("cross_validation") or [], "the ceilings the snapshot recorded"
+    if not recorded:
+        prof_path = Path(profile) if profile else REPORTS_DIR.parent / meta["profile"]
+        prof = load_profile(prof_path)
+        check_same_device(prof, prof_path, meta, snapshot)
+        ceilings["calibrated"], _ = profile_ceilings(prof, recorded_device(prof, str(prof_path)), where=str(prof_path))
+        cv, basis = (
+            profile_cross_validation(prof_path, prof, recorded_device(prof, str(prof_path)), log),
+            shown_path(prof_path),
+        )
+        meta["profile_meta"] = prof.get("meta", {})
     rows = add_predictions(result["rows"], ceilings)
-    cv = profile_cross_validation(prof_path, prof, recorded_device(prof, str(prof_path)), log)
     result.update(
         cross_validation=cv,
         ceilings={m: c.to_dict() for m, c in ceilings.items()},
         summary=summarize(rows, cv, meta.get("device_kind", "cpu")).to_dict("records"),
         rows=rows,
     )
-    meta["profile_meta"] = prof.get("meta", {})
     meta["repredicted"] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
-        "profile": shown_path(prof_path),
+        "profile": basis,
         "from": shown_path(snapshot),
+        **({"before": meta["repredicted"]} if "repredicted" in meta else {}),
     }
     folder = Path(output_dir) if output_dir else Path.cwd()
     stem = snapshot.stem.removesuffix("-repredicted") + "-repredicted"
     paths = write_snapshot(result, folder, stem)
-    log(f"re-predicted {len(rows)} rows of {snapshot.name} with {prof_path.name}")
+    log(f"re-predicted {len(rows)} rows of {snapshot.name} on {basis}")
     return result, paths
 
 

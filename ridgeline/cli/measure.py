@@ -9,7 +9,7 @@ from ridgeline.cli.app import app, delegate, predictions_app
 CALIBRATE = (
     "device__calibrate quick threads__calibrate output__calibrate refit extend check profile quiet_wait__calibrate"
 )
-VALIDATE = "device__calibrate quick threads__calibrate profile output_dir repredict__validate quiet_wait__calibrate draw through fit_intervals coverage output"
+VALIDATE = "device__calibrate quick threads__calibrate profile output_dir repredict__validate recorded_ceilings quiet_wait__calibrate draw through fit_intervals coverage output"
 REGISTER = "hardware__register profile sizes transfer__register output"
 
 delegate(app, "calibrate", CALIBRATE, commands.calibrate, "Measure bandwidth, matrix peaks, overhead and per-class efficiencies; write a device profile.", echo=False)  # fmt: skip

@@ -308,12 +308,22 @@ class Ceilings:
     def vector_roof(self, dtype: str) -> float:
         return self.vector_peak.get(dtype) or self.vector_peak.get("fp32") or min(self.matrix_peak.values())
 
-    def roofs(self, op: Op) -> tuple[Any, Any, float]:
-        """The op's compute roof, memory roof and per-kernel overhead, with its class keys,
-        terms and measured fraction looked up once (what ``evaluate`` asks of every op)."""
+    def roofs(self, op: Op) -> tuple[Any, Any, Any, float]:
+        """The op's compute roof, vector roof, memory roof and per-kernel overhead, with its
+        class keys, terms and measured fraction looked up once (what ``evaluate`` asks of
+        every op). A measured fraction is of the whole roofline bound (``fit_row_table``: the
+        bound / the measured time), so it scales the vector work beside the matrix work too
+        (a weight-only product's dequantising, a fused softmax); efficiency terms scale the
+        matrix work only, as they were fitted."""
         keys = self.keys(op)
         terms, fraction = self._terms(keys), self._row_fraction(op, keys)
-        return self._compute(op, terms, fraction), self._memory(op, terms, fraction), self._overhead(keys)
+        vector = self.vector_roof(op.dtype)
+        return (
+            self._compute(op, terms, fraction),
+            _measured_or(fraction, vector, vector),
+            self._memory(op, terms, fraction),
+            self._overhead(keys),
+        )
 
     def compute_roof(self, op: Op) -> float:
         return self._compute(op, self.terms(op), self.row_fraction(op))
@@ -625,10 +635,10 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     table = {f: fields[f] for f in ("flops", *BYTE_FIELDS)}
     nbytes = sum(table[f] for f in BYTE_FIELDS)
     shape = (len(ops),) + (1,) * (nbytes.ndim - 1)
-    compute, memory, overhead = zip(*map(ceilings.roofs, ops)) if ops else ((), (), ())
+    compute, vector, memory, overhead = zip(*map(ceilings.roofs, ops)) if ops else ((), (), (), ())
     compute, memory = _per_op(list(compute), nbytes.shape), _per_op(list(memory), nbytes.shape)
+    vector = _per_op(list(vector), nbytes.shape)
     overhead = np.array(overhead).reshape(shape)
-    vector = np.array([ceilings.vector_roof(op.dtype) for op in ops]).reshape(shape)
     flops, vector_flops = table["flops"], fields["vector_flops"]
     compute_s = flops / compute + vector_flops / vector
     memory_s = nbytes / memory
