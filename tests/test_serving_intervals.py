@@ -106,3 +106,22 @@ def test_json_and_table_carry_the_intervals():
     assert any(line.startswith("80 % intervals: TTFT p50 ") for line in lines)
     assert any(line.startswith("intervals: hand-made residuals; 4 more runs") for line in lines)
     assert any("with probability >= 0.9" in line for line in lines)
+
+
+def test_the_50_percent_band_lies_inside_the_80_percent_band_when_a_percentile_is_not_monotone():
+    # the 1 rps CPU run under the gather price: its TTFT p90 at the 25 % factor quantile was
+    # above the one at 90 %, so the (10, 90) pair alone left the 50 % band sticking out of it
+    from types import SimpleNamespace
+
+    from ridgeline.serving.intervals import RATES, summary_intervals
+
+    ttft_p90 = {10: 0.70, 25: 0.75, 75: 0.66, 90: 0.72}
+
+    def result(q):
+        latencies = {k: {"p50": 1.0, "p90": ttft_p90[q] if k == "ttft_s" else 2.0} for k in LATENCIES}
+        return SimpleNamespace(summary={**latencies, **{k: 10.0 - q / 100 for k in RATES}})
+
+    bands = summary_intervals({q: result(q) for q in ttft_p90})
+    assert bands["ttft_s"]["p90"] == {"80": [0.66, 0.75], "50": [0.66, 0.75]}
+    assert bands["ttft_s"]["p50"] == {"80": [1.0, 1.0], "50": [1.0, 1.0]}
+    assert bands["requests_per_s"] == {"80": [9.1, 9.9], "50": [9.25, 9.75]}

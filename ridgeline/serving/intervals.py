@@ -29,7 +29,7 @@ from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.simulator import SimResult
 
 LEVELS = (10, 25, 75, 90)  # step-factor quantiles simulated, per cent
-CENTRAL = {"80": (10, 90), "50": (25, 75)}
+NESTED = {"80": (10, 25, 75, 90), "50": (25, 75)}  # the factor quantiles each central interval spans
 SURE = 90  # the rate search's factor quantile: meets the SLOs with probability >= 0.9
 LATENCIES = ("queue_s", "ttft_s", "tpot_s", "latency_s")
 RATES = ("requests_per_s", "output_tokens_per_s")
@@ -58,20 +58,22 @@ def step_factors(d: Deployment, arrivals: Arrivals, point: SimResult, s: Schedul
 
 def summary_intervals(runs: dict[int, SimResult]) -> dict[str, Any]:
     """The central intervals of every percentile (and mean) of ``LATENCIES`` and of the
-    ``RATES``, from the runs at each factor quantile."""
+    ``RATES``, from the runs at each factor quantile: each interval spans the runs at its
+    quantiles and those of every narrower interval, so the 50 % band lies inside the 80 %
+    one even where a percentile does not move monotonically with the factor (a queue that
+    forms or clears between two factors)."""
 
-    def pair(lo: float | None, hi: float | None) -> list:
-        return [lo, hi] if lo is None or hi is None else sorted((lo, hi))  # None: no such figure
+    def span(values: list) -> list:
+        return [None, None] if any(v is None for v in values) else [min(values), max(values)]  # None: no such figure
+
+    def bands(figure: Callable[[SimResult], float | None]) -> dict[str, list]:
+        return {c: span([figure(runs[q]) for q in levels]) for c, levels in NESTED.items()}
 
     out: dict[str, Any] = {}
     for key in LATENCIES:
-        stats = runs[LEVELS[0]].summary[key]
-        out[key] = {
-            stat: {c: pair(runs[lo].summary[key][stat], runs[hi].summary[key][stat]) for c, (lo, hi) in CENTRAL.items()}
-            for stat in stats
-        }
+        out[key] = {stat: bands(lambda r, k=key, s=stat: r.summary[k][s]) for stat in runs[LEVELS[0]].summary[key]}
     for key in RATES:
-        out[key] = {c: pair(runs[lo].summary[key], runs[hi].summary[key]) for c, (lo, hi) in CENTRAL.items()}
+        out[key] = bands(lambda r, k=key: r.summary[k])
     return out
 
 
