@@ -673,9 +673,24 @@ def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np
     if ":" not in key or not key.startswith(tuple(f"{k}:" for k in SIZE_KINDS)):
         return None
     grid = np.array([(r.get("recipe") or {}).get("builder") == "size_grid" for r in rows])
+    series = {_series(op) for op, g in zip(ops, grid) if g}
+    grid |= np.array([_series(op) in series and _on_grid_tokens(op) for op in ops])
     if np.unique([float(op.bytes) for op, g in zip(ops, grid) if g]).size < MIN_CURVE_ROWS:
         return None
     return np.array([[float(op.bytes), 1.0 if g else 2.0, 1.0] for op, g in zip(ops, grid)])
+
+
+def _series(op) -> tuple:
+    """What a size-grid series holds fixed: everything of the op's dimensions but its tokens."""
+    return tuple(sorted((k, str(v)) for k, v in op.dims.items() if k != "tokens"))
+
+
+def _on_grid_tokens(op) -> bool:
+    """A model case at a power of two tokens of a grid series' width is that grid point: the
+    suite keeps the first case of a shape (``kernels.bench.cases.dedupe``), and the model
+    cases come first (Llama-3.2-1B's decode at batch 4 is the RMSNorm grid's 4 x 2048)."""
+    tokens = op.dims.get("tokens")
+    return isinstance(tokens, (int, np.integer)) and tokens > 0 and not tokens & (tokens - 1)
 
 
 def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> list[tuple[str, np.ndarray]]:
