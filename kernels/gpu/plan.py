@@ -175,6 +175,24 @@ SIZES["gpu-families"] = {
     },
 }
 
+# The fourth (2026-11-27, evening): GPT-J-6B (parallel attention, head_dim 256, GELU, no gate),
+# Llama-2-13B end to end (multi-head, 40 heads; only transformers had run it) and Llama-3.2-1B
+# (a small model, where launches weigh), a prompt and batches no run used, transformers on
+# Llama-3.2-1B, and a seed no draw used. Llama-2-13B at batch 32 and 1568 tokens needs ~67 GB,
+# so the plan fits an H100 too. Its own stage list: STAGES=e2e-graph,e2e-eager,hf-eager,hf-compiled,draw,transfer
+SIZES["gpu-heldout2"] = {
+    **SIZES["gpu"],
+    "e2e": {
+        **SIZES["gpu"]["e2e"],
+        "models": ["gpt-j-6b", "llama-2-13b", "llama-3.2-1b"],
+        "batches": [2, 12, 32],
+        "prompt": 1536,
+    },
+    "hf": {**SIZES["gpu"]["hf"], "model": "llama-3.2-1b", "batches": [1, 12], "compiled_batches": [1], "prompt": 1536},
+    "draw_seed": 2731,
+    "caps": {**SIZES["gpu-families"]["caps"], "e2e-graph": 120, "e2e-eager": 80, "hf-eager": 45},
+}
+
 
 @dataclass(frozen=True)
 class Stage:

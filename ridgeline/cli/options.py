@@ -87,7 +87,7 @@ def options(
     fit_intervals: Annotated[bool, typer.Option("--fit-intervals", help="Fit interval tables instead of measuring: with --profile, the profile's from its leave-one-model-out residuals; without, the spec pools of the committed snapshots. Writes -o NEW.")] = False,
     coverage: Annotated[bool, typer.Option("--coverage", help="Check instead of measuring how often --profile's intervals hold on data left out of their fit (-o NEW.json to keep it).")] = False,
     hardware__register: Annotated[str, typer.Option("--hardware", "-H", help="Catalog device, 'host', or a device YAML file.")] = "h200",
-    sizes: Annotated[str, typer.Option(help="The run's sizes preset (kernels/gpu/plan.py): gpu, gpu-heldout, gpu-families, or cpu-test.")] = "gpu",
+    sizes: Annotated[str, typer.Option(help="The run's sizes preset (kernels/gpu/plan.py): gpu, gpu-heldout, gpu-families, gpu-heldout2, or cpu-test.")] = "gpu",
     transfer__register: Annotated[bool, typer.Option("--transfer", help="The profile is another GPU's of the same architecture: its fractions on this GPU's datasheet roofs (for a GPU with no device-time profile of its own).")] = False,
     results: Annotated[list[Path], typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to; several for stages run again later (a later file of the same name replaces an earlier).")] = ...,
     predictions: Annotated[Path, typer.Option(help="The registered predictions (reports/predictions/*.json).")] = ...,
