@@ -284,7 +284,9 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     # 128 rows there is a qwen2-7b prompt's own case)
     assert len(cal) == 2261
     quick = suite_cases("calibration", Options(), True)
-    assert len(quick) == 479 + 70  # and each kind's quick size series (fp32, bf16)
+    # and each kind's quick size series (fp32, bf16), and the quick prompt table: flash prompts at
+    # 2 data types x 3 head_dims (64, 128, 256) x 5 lengths x 2 row counts
+    assert len(quick) == 479 + 70 + 2 * 3 * 5 * 2
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]
     check_disjoint(cal, val)

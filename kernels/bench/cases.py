@@ -130,6 +130,10 @@ PREFILL_GRID_ROWS = {"attention": (1, 4), "gqa": (2, 4, 8), "repeat_kv": (1, 4)}
 PREFILL_GRID_LENGTHS = (64, 128, 256, 512, 1024)
 PREFILL_GRID_HEAD_DIMS = (64, 96, 128, 256)
 PREFILL_GRID_KV_HEADS = 2
+# a quick calibration's prompt table: the same lengths, fewer rows and head dims (a prompt of
+# a multi-head model is 1 row, of a GQA model 4-8; head_dim 256 is Gemma's and GPT-J's)
+QUICK_PREFILL_GRID_ROWS = {"attention": (1, 4), "gqa": (2, 8), "repeat_kv": (1, 4)}
+QUICK_PREFILL_GRID_HEAD_DIMS = (64, 128, 256)
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
 QUICK_ATTENTION_GRID_KV = (512,)
@@ -692,12 +696,16 @@ def prompt_key_block(device: str) -> dict[str, int]:
     return {"key_block": block} if block else {}
 
 
-def prefill_grid_cases(dtypes: Iterable[str], backends: Iterable[str] = (), device: str = "cpu") -> list[Case]:
+def prefill_grid_cases(
+    dtypes: Iterable[str], backends: Iterable[str] = (), device: str = "cpu", quick: bool = False
+) -> list[Case]:
     """Prompt attention on a grid of prompt lengths x head_dim, per fused kernel (SDPA's
     flash and transformers' two paths in ``backends``) and data type, causal over its own
-    prompt (full calibration only): a CPU's flash kernel walks query and key blocks whose
-    fill changes with the length, so the prompt rate is a measured table
-    (``kernels.calibrate.fit``: a prefill attention table), not the decode terms."""
+    prompt: a CPU's flash kernel walks query and key blocks whose fill changes with the
+    length, so the prompt rate is a measured table (``kernels.calibrate.fit``: a prefill
+    attention table), not the decode terms. ``quick``: fewer rows and head dims."""
+    rows_for = QUICK_PREFILL_GRID_ROWS if quick else PREFILL_GRID_ROWS
+    head_dims = QUICK_PREFILL_GRID_HEAD_DIMS if quick else PREFILL_GRID_HEAD_DIMS
     kernels = {"attention": ("attention", "flash", None)}
     kernels.update({b: (k, b, TRANSFORMERS_PATHS[b]) for b, k in (("gqa", "attention"), ("repeat_kv", "repeat_kv"))})
     cases = []
@@ -705,7 +713,7 @@ def prefill_grid_cases(dtypes: Iterable[str], backends: Iterable[str] = (), devi
         for name, (kernel, backend, rename) in kernels.items():
             if backend != "flash" and backend not in backends:
                 continue
-            for d, length, r in product(PREFILL_GRID_HEAD_DIMS, PREFILL_GRID_LENGTHS, PREFILL_GRID_ROWS[name]):
+            for d, length, r in product(head_dims, PREFILL_GRID_LENGTHS, rows_for[name]):
                 recipe = {
                     "builder": "attention_grid",
                     "kernel": kernel,
@@ -831,7 +839,7 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
         )
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick, opts.sdpa_backends)
-            cases += [] if quick else prefill_grid_cases(opts.dtypes, opts.sdpa_backends, opts.device)
+            cases += prefill_grid_cases(opts.dtypes, opts.sdpa_backends, opts.device, quick)
     else:
         dtype = "bf16" if "bf16" in opts.dtypes else opts.dtypes[0]
         sweep = sweep_cases(dtype)
