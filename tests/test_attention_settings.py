@@ -208,7 +208,11 @@ def test_the_cpu_grids_measure_masked_mha_decodes_and_prompts():
         ("flash", "attention:attention@bf16"),
         ("gqa", "attention:sdpa_gqa@bf16"),
         ("repeat_kv", "attention:sdpa_repeat_kv@bf16"),
+        ("", "attention:qk_matmul@bf16"),  # the eager products, over the whole square
+        ("", "attention:sv_matmul@bf16"),
     }
+    square = next(c.op for c in prompts if c.kernel == "qk_matmul" and c.recipe["q_len"] == 1024)
+    assert square.flops == 2 * 2 * 2 * 1024 * 1024 * square.dims["head_dim"]  # 2 sequences x 2 heads at 1 row
 
 
 def test_calibrate_extend_refuses_other_modes_in_one_line(tmp_path):

@@ -501,7 +501,7 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     fit = fit_profile_terms([{"measured_s": t} for t in decode_t + prefill_t], ops, CEIL)
     key = "attention:qk_matmul@fp32"
     entries = {e["k"]: e for e in fit.row_curves[key]}
-    assert sorted(entries) == [64, 128]
+    assert sorted(entries) == [64, 128, 256]  # the quick grid's head dims
     # one case per knot: any overhead reproduces them, and the fraction takes what is left
     assert entries[128]["fraction"] == pytest.approx([fraction(r, 128) for r in entries[128]["rows"]], rel=2e-2)
     assert key in fit.efficiency  # prefill: fitted terms
@@ -517,11 +517,13 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     assert roof[0] == pytest.approx(table_part) and roof[1] != pytest.approx(table_part)
 
 
-def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table():
+@pytest.mark.parametrize("kernel", ["sdpa", "qk_matmul", "sv_matmul"])
+def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table(kernel):
     """A CPU attention class measured on the decode grid (two cache lengths) and the prompt
     grid (five lengths): decodes become a row table by (rows per K/V head, head_dim), prompts
     a prefill attention table by (rows, prompt, head_dim); the engine reads each op from its
-    own, and the extrapolation check names each table's spans."""
+    own, and the extrapolation check names each table's spans. The fused kernel and the eager
+    products alike."""
     from kernels.bench.cases import PREFILL_GRID_LENGTHS, attention_grid_cases, prefill_grid_cases
     from ridgeline.engine.grid import outside_spans
 
@@ -531,8 +533,8 @@ def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table()
     def prefill_fraction(q):  # a short prompt fills its blocks worse
         return 0.2 + 0.5 * np.log2(q / 64) / np.log2(PREFILL_GRID_LENGTHS[-1] / 64)
 
-    decode = [c.op for c in attention_grid_cases(("fp32",), quick=True) if c.kernel == "sdpa"]
-    prefill = [c.op for c in prefill_grid_cases(("fp32",)) if c.backend == "flash"]
+    decode = [c.op for c in attention_grid_cases(("fp32",), quick=True) if c.kernel == kernel]
+    prefill = [c.op for c in prefill_grid_cases(("fp32",)) if c.kernel == kernel and c.backend in ("flash", "")]
     ops = decode + prefill
     compute, _, memory = roof_seconds(ops, CEIL)
     bound, overhead = np.maximum(compute, memory), OVERHEAD_GRID[15]
@@ -542,14 +544,15 @@ def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table()
     ] + [bound[len(decode) + i] / prefill_fraction(op.dims["q_len"]) + overhead for i, op in enumerate(prefill)]
     rows = [{"measured_s": t, "recipe": {"builder": "attention_grid"}} for t in truth]
     fit = fit_profile_terms(rows, ops, CEIL, cpu=True)
-    key = "attention:attention@fp32"
+    key = f"attention:{'attention' if kernel == 'sdpa' else kernel}@fp32"
     assert list(fit.attention_tables[key]) == ["prefill"] and key in fit.row_curves
     c = fitted_ceilings(fit, key, "cpu")
     got = [float(time_op(op, c)["time_s"]) for op in ops]
     assert got == pytest.approx(truth, rel=0.02)
     assert outside_spans(decode[0], c) == () and outside_spans(prefill[0], c) == ()
     # a 4096-token prompt lies past the prompt grid: its context span says so
-    long = build_op({**dict(prefill_grid_cases(("bf16",))[0].recipe), "q_len": 4096, "kv_len": 4096, "dtype": "fp32"})
+    first = next(c for c in prefill_grid_cases(("bf16",)) if c.kernel == kernel)
+    long = build_op({**dict(first.recipe), "q_len": 4096, "kv_len": 4096, "dtype": "fp32"})
     assert [s.dimension for s in outside_spans(long, c)] == ["context"]
 
 
@@ -582,7 +585,9 @@ def test_a_size_grid_point_measured_under_a_models_name_stays_a_knot_of_its_tabl
     cases = dedupe(suite_cases("calibration", quick=True))
     norm = [c for c in cases if c.op.name == "attn_norm" and c.dtype == "bf16" and c.op.dims["norm"] == "rmsnorm"]
     grid = [c for c in norm if c.recipe["builder"] == "size_grid"]
-    assert len({c.op.bytes for c in grid}) == 7  # the case this test is about
+    # the case this test is about: the 4-token point gone (9 sizes since the quick series took
+    # 2048 and 8192 tokens too; the knot must stay all the same)
+    assert len({c.op.bytes for c in grid}) == 9 and 4 not in {c.op.dims["tokens"] for c in grid}
     ops = [c.op for c in norm]
     _, _, memory = roof_seconds(ops, CEIL)
     fraction = {b: 0.1 + 0.05 * i for i, b in enumerate(sorted({op.bytes for op in ops}))}

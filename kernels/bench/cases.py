@@ -92,7 +92,9 @@ SWEEP_KN = 4096
 # no validation or draw width); fp32 rows stop at GRID_MAX_FP32_FLOPS (there: 64 rows; the
 # 18-19K-wide shapes reach 256, so a prompt's product is not read from a 64-row point held flat)
 GRID_M = (*range(1, 17), 24, 32, 48, 64, 96, 128, 192, 256)
-QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256)
+# quick: to 1024 rows, a prompt's projections (a prompt of 1104 rows read from a table held
+# flat past 256 rows was +22-30 % slow on draw 2722)
+QUICK_GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
 GRID_KN = (
     (896, 4864),
     (4864, 896),
@@ -126,23 +128,38 @@ GROUP_GRID_ROWS = {"gqa": (2, 4, 8, 16), "repeat_kv": (1, 2, 4, 8, 16)}
 # Prompt attention on a grid (full calibration): causal over its own prompt at 5 lengths x
 # head_dim, per kernel and data type, 2 sequences x 2 K/V heads (the same lengths for every
 # data type: a draw avoids the calibration's lengths, whatever types the device runs)
-PREFILL_GRID_ROWS = {"attention": (1, 4), "gqa": (2, 4, 8), "repeat_kv": (1, 4)}
+PREFILL_GRID_ROWS = {
+    "attention": (1, 4),
+    "gqa": (2, 4, 8),
+    "repeat_kv": (1, 4),
+    "qk_matmul": (1, 4),
+    "sv_matmul": (1, 4),
+}
 PREFILL_GRID_LENGTHS = (64, 128, 256, 512, 1024)
 PREFILL_GRID_HEAD_DIMS = (64, 96, 128, 256)
 PREFILL_GRID_KV_HEADS = 2
 # a quick calibration's prompt table: the same lengths, fewer rows and head dims (a prompt of
 # a multi-head model is 1 row, of a GQA model 4-8; head_dim 256 is Gemma's and GPT-J's)
-QUICK_PREFILL_GRID_ROWS = {"attention": (1, 4), "gqa": (2, 8), "repeat_kv": (1, 4)}
+QUICK_PREFILL_GRID_ROWS = {
+    "attention": (1, 4),
+    "gqa": (2, 8),
+    "repeat_kv": (1, 4),
+    "qk_matmul": (1, 4),
+    "sv_matmul": (1, 4),
+}
 QUICK_PREFILL_GRID_HEAD_DIMS = (64, 128, 256)
+# a CPU's eager q.K^T and P.V over a prompt (transformers' eager attention): on the same grid
+EAGER_PRODUCTS = ("qk_matmul", "sv_matmul")
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
-QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128)
+QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128, 256)  # 256: Gemma's and GPT-J's
 QUICK_ATTENTION_GRID_KV = (512,)
 ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
 # Element-wise kernels on a grid of sizes (calibration only): token counts in powers of 2 at
 # calibration widths (llama-3.2-1b's hidden 2048 and MLP width 8192, rows of 512 keys for
 # the softmax), up to SIZE_GRID_MAX_BYTES moved, past the allocator's 32 MiB mmap threshold
 SIZE_GRID_TOKENS = tuple(2**i for i in range(17))
-QUICK_SIZE_GRID_TOKENS = tuple(4**i for i in range(9))
+# quick: 4x steps, and 2x past the last-level cache, where the rate falls off to memory's
+QUICK_SIZE_GRID_TOKENS = tuple(sorted({4**i for i in range(9)} | {2048, 8192}))
 SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "softmax": 512, "rope": 2048}
 # The other activation and norm kinds the catalog's dense models run, one series each at the
 # same widths (full calibration only): Gemma's tanh-GELU x up, GPT-J's tanh-GELU, Falcon's
@@ -703,15 +720,18 @@ def prefill_grid_cases(
     flash and transformers' two paths in ``backends``) and data type, causal over its own
     prompt: a CPU's flash kernel walks query and key blocks whose fill changes with the
     length, so the prompt rate is a measured table (``kernels.calibrate.fit``: a prefill
-    attention table), not the decode terms. ``quick``: fewer rows and head dims."""
+    attention table), not the decode terms. On a CPU also the eager q.K^T and P.V
+    (``EAGER_PRODUCTS``, over the whole square). ``quick``: fewer rows and head dims."""
     rows_for = QUICK_PREFILL_GRID_ROWS if quick else PREFILL_GRID_ROWS
     head_dims = QUICK_PREFILL_GRID_HEAD_DIMS if quick else PREFILL_GRID_HEAD_DIMS
     kernels = {"attention": ("attention", "flash", None)}
     kernels.update({b: (k, b, TRANSFORMERS_PATHS[b]) for b, k in (("gqa", "attention"), ("repeat_kv", "repeat_kv"))})
+    if device == "cpu":  # the eager products too: their prompt rate moves with length and head_dim
+        kernels.update({k: (k, "", None) for k in EAGER_PRODUCTS})
     cases = []
     for dtype in dtypes:
         for name, (kernel, backend, rename) in kernels.items():
-            if backend != "flash" and backend not in backends:
+            if backend not in ("flash", "") and backend not in backends:
                 continue
             for d, length, r in product(head_dims, PREFILL_GRID_LENGTHS, rows_for[name]):
                 recipe = {
@@ -725,13 +745,13 @@ def prefill_grid_cases(
                     "head_dim": d,
                     "dtype": dtype,
                     **({"rename": rename} if rename else {}),
-                    **prompt_key_block(device),
+                    **(prompt_key_block(device) if backend else {}),  # the eager products: the whole square
                 }
                 cases.append(
                     Case(
-                        f"pgrid/{name}/r{r}xd{d}xq{length}/{dtype}/{backend}",
+                        f"pgrid/{name}/r{r}xd{d}xq{length}/{dtype}" + (f"/{backend}" if backend else ""),
                         "attention",
-                        "sdpa",
+                        "sdpa" if backend else kernel,
                         dtype,
                         MappingProxyType(recipe),
                         backend,
@@ -796,14 +816,14 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
     so each class's rate by size is measured, not assumed (``kernels.calibrate.fit`` makes it a size
-    table). The rotary kernel is fp32 only, as in the model cases (a quick calibration leaves
-    it out); the other activation and norm kinds (``SIZE_GRID_KINDS``) are measured by quick
-    calibrations too, on the coarser series: no model's kind is left to a generic class."""
+    table). The rotary kernel is fp32 only, as in the model cases; the other activation and
+    norm kinds (``SIZE_GRID_KINDS``) are measured by quick calibrations too, on the coarser
+    series: no model's kind is left to a generic class."""
     cases = []
     widths = {**SIZE_GRID_WIDTH, **SIZE_GRID_KINDS}
     for dtype in dtypes:
         for kernel, width in widths.items():
-            if kernel == "rope" and (dtype != "fp32" or quick):
+            if kernel == "rope" and dtype != "fp32":
                 continue
             tokens = QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS
             cases += size_grid_series(kernel, width, dtype, tokens, SIZE_GRID_MAX_BYTES)
