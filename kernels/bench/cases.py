@@ -128,28 +128,22 @@ GROUP_GRID_ROWS = {"gqa": (2, 4, 8, 16), "repeat_kv": (1, 2, 4, 8, 16)}
 # Prompt attention on a grid (full calibration): causal over its own prompt at 5 lengths x
 # head_dim, per kernel and data type, 2 sequences x 2 K/V heads (the same lengths for every
 # data type: a draw avoids the calibration's lengths, whatever types the device runs)
+# a CPU's eager q.K^T and P.V over a prompt (the engine's eager products, GQA folded onto the
+# query rows as the decode grid measures them): on the same grid, at the fused kernel's rows
+EAGER_PRODUCTS = ("qk_matmul", "sv_matmul")
 PREFILL_GRID_ROWS = {
     "attention": (1, 4),
     "gqa": (2, 4, 8),
     "repeat_kv": (1, 4),
-    "qk_matmul": (1, 4),
-    "sv_matmul": (1, 4),
+    **dict.fromkeys(EAGER_PRODUCTS, (1, 4)),
 }
 PREFILL_GRID_LENGTHS = (64, 128, 256, 512, 1024)
 PREFILL_GRID_HEAD_DIMS = (64, 96, 128, 256)
 PREFILL_GRID_KV_HEADS = 2
 # a quick calibration's prompt table: the same lengths, fewer rows and head dims (a prompt of
 # a multi-head model is 1 row, of a GQA model 4-8; head_dim 256 is Gemma's and GPT-J's)
-QUICK_PREFILL_GRID_ROWS = {
-    "attention": (1, 4),
-    "gqa": (2, 8),
-    "repeat_kv": (1, 4),
-    "qk_matmul": (1, 4),
-    "sv_matmul": (1, 4),
-}
+QUICK_PREFILL_GRID_ROWS = {**PREFILL_GRID_ROWS, "gqa": (2, 8)}
 QUICK_PREFILL_GRID_HEAD_DIMS = (64, 128, 256)
-# a CPU's eager q.K^T and P.V over a prompt (transformers' eager attention): on the same grid
-EAGER_PRODUCTS = ("qk_matmul", "sv_matmul")
 QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128, 256)  # 256: Gemma's and GPT-J's
 QUICK_ATTENTION_GRID_KV = (512,)
