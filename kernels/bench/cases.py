@@ -25,6 +25,7 @@ from ridgeline.engine import ops as O
 from ridgeline.engine.layers import Plan, causal_pairs, stage_ops
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.precision import SCALE_BYTES, ZERO_POINT_BYTES, attention_key_block
+from ridgeline.engine.roofline import ROW_TAIL_PERIOD
 from ridgeline.engine.units import dtype_bytes
 from ridgeline.io.resolve import load_model
 
@@ -161,6 +162,11 @@ SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "sof
 SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu": 8192, "layernorm": 2048}
 ACT_KERNELS = ("silu", "gelu", "gelu_tanh", "relu")  # kernels.bench.bench.ACTIVATIONS
 SIZE_GRID_MAX_BYTES = 256 * 2**20
+# A CPU softmax's vector tail (``ridgeline.engine.roofline.ROW_TAIL_PERIOD``): rows of
+# SOFTMAX_TAIL_WIDTH + r keys for every remainder r, each ``SOFTMAX_TAIL_ROWS`` rows (within
+# the L2 cache), so each row's extra time over a whole-vector row is measured
+SOFTMAX_TAIL_WIDTH, SOFTMAX_TAIL_ROWS = 128, 1024
+TAIL_SERIES = {"series": "tail"}
 SIZE_GRID_ROPE = (32, 8, 64)  # heads, K/V heads, head_dim (llama-3.2-1b)
 # A size-grid case's temporaries reach 32 MiB, where malloc's state decides their cost: timed
 # with it steady (``kernels.bench.suite.steady_heap``). Rows measured before carry no mark, so
@@ -824,6 +830,29 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
     return cases
 
 
+def softmax_tail_cases(dtypes: Iterable[str]) -> list[Case]:
+    """The softmax at ``SOFTMAX_TAIL_ROWS`` rows of every width from ``SOFTMAX_TAIL_WIDTH``
+    through one ``ROW_TAIL_PERIOD`` more (CPU calibration, quick or full): the fit takes each
+    row's time past the whole-vector width's, scaled to its keys, as the tail's
+    (``kernels.calibrate.fit.fit_row_tails``)."""
+    return [
+        Case(
+            f"stail/softmax/t{SOFTMAX_TAIL_ROWS}xw{width}/{dtype}",
+            SIZE_GRID_CLASSES["softmax"],
+            "softmax",
+            dtype,
+            MappingProxyType(
+                {"builder": "size_grid", "kernel": "softmax", "tokens": SOFTMAX_TAIL_ROWS, "width": width}
+                | {"dtype": dtype, **TAIL_SERIES}
+            ),
+            split="calibration",
+            stage="grid",
+        )
+        for dtype in dtypes
+        for width in range(SOFTMAX_TAIL_WIDTH, SOFTMAX_TAIL_WIDTH + ROW_TAIL_PERIOD)
+    ]
+
+
 def dedupe(cases: Iterable[Case]) -> list[Case]:
     """First case of each shape key (gate_proj and up_proj are one measurement)."""
     seen, out = set(), []
@@ -851,6 +880,8 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
         cases += (
             grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
         )
+        if opts.device == "cpu":
+            cases += softmax_tail_cases(opts.dtypes)
         if "flash" in opts.sdpa_backends:
             cases += attention_grid_cases(opts.dtypes, quick, opts.sdpa_backends)
             cases += prefill_grid_cases(opts.dtypes, opts.sdpa_backends, opts.device, quick)

@@ -368,10 +368,18 @@ def fit_profile(profile: dict[str, Any], rows: list[dict[str, Any]], spec_device
     profile.pop("attention_tables", None)
     if fit.attention_tables:
         profile["attention_tables"] = fit.attention_tables
+    profile.pop("row_tail_ns", None)
+    if fit.row_tails:
+        profile["row_tail_ns"] = tail_ns(fit.row_tails)
     profile["overhead_us"] = {"default": default, **{k: round(v * 1e6, 3) for k, v in fit.overhead_s.items()}}
     profile["fit"] = fit.report
     profile["refused"] = fit.refused
     return profile
+
+
+def tail_ns(row_tails: dict[str, tuple[float, ...]]) -> dict[str, list[float]]:
+    """A fit's softmax tails as the profile writes them: ns per row by remainder."""
+    return {k: [round(v * 1e9, 3) for v in values] for k, values in row_tails.items()}
 
 
 # a one-row product's weights at least this large (or the whole last-level cache, where
@@ -415,6 +423,7 @@ def base_ceilings(profile: dict[str, Any], spec_device):
             "row_curves": {},
             "size_curves": {},
             "attention_tables": {},
+            "row_tail_ns": {},
             "overhead_us": {"default": default},
         },
         spec_device,

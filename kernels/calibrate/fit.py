@@ -44,6 +44,7 @@ import numpy as np
 from ridgeline.engine.ops import op_variant
 from ridgeline.engine.roofline import (
     ATTENTION_AXES,
+    ROW_TAIL_PERIOD,
     SIZE_KINDS,
     SOFTMAX_LONG,
     SOFTMAX_SPLIT_COLS,
@@ -56,6 +57,7 @@ from ridgeline.engine.roofline import (
     first_touch_seconds,
     keys_for,
     roofline_time,
+    row_tail_seconds,
     tile_fill,
     tile_rows,
 )
@@ -109,6 +111,7 @@ class ProfileFit:
     size_curves: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> {bytes, fraction, cap}
     # class -> stage -> {axes, knots, fraction}: attention on a measured grid
     attention_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    row_tails: dict[str, tuple[float, ...]] = field(default_factory=dict)  # softmax class -> s per row by remainder
 
 
 def fit_key(op) -> str:
@@ -510,11 +513,18 @@ def fit_profile_terms(
     # a CPU's first touch of fresh pages is its own measured term: the classes fit the rest
     touch = np.ravel(first_touch_seconds(ops, ceilings, (len(ops),)))
     measured = np.maximum(measured - touch, FLOOR * measured)
+    # so is a CPU softmax's vector tail, from its own series (which no class fits)
+    tail = np.array([is_tail_case(r) for r in rows], dtype=bool)
+    tails = fit_row_tails([ops[i] for i in np.flatnonzero(tail)], measured[tail])
+    with_tails = replace(ceilings, row_tails=tails)
+    measured = np.maximum(measured - np.ravel(row_tail_seconds(ops, with_tails, (len(ops),))), FLOOR * measured)
     weights = np.array([NOISY_WEIGHT if r.get("noisy") else 1.0 for r in rows])
     efficiency, overhead, curves, report, refused, sizes = {}, {}, {}, {}, [], {}
     tables: dict[str, dict[str, Any]] = {}
     for key, members in sorted(_groups(ops, pooled, kind_classes).items()):
-        idx = np.array(members)
+        idx = np.array([i for i in members if not tail[i]])
+        if not idx.size:
+            continue
         rows_m = [tile_rows(ops[i]) for i in idx]
         class_rows = None if any(r is None for r in rows_m) else np.array(rows_m, dtype=float)
         size = _size_grid(key, [rows[i] for i in idx], [ops[i] for i in idx])
@@ -660,7 +670,32 @@ def fit_profile_terms(
             {"class": key, "term": term, "wanted": round(f, 3), "cases": int(idx.size)}
             for term, f in terms["wanted"].items()
         ]
-    return ProfileFit(efficiency, overhead, curves, report, refused, sizes, tables)
+    return ProfileFit(efficiency, overhead, curves, report, refused, sizes, tables, tails)
+
+
+def is_tail_case(row: Mapping[str, Any]) -> bool:
+    """A case of the softmax tail series (``kernels.bench.cases.softmax_tail_cases``)."""
+    return (row.get("recipe") or {}).get("series") == "tail"
+
+
+def fit_row_tails(ops: Sequence, measured: np.ndarray) -> dict[str, tuple[float, ...]]:
+    """Per softmax class measured at every width from a whole number of ``ROW_TAIL_PERIOD``
+    columns through one period more, the seconds per row each remainder adds: a row's time
+    past the whole-vector width's row scaled to its keys, at least 0. A class missing a
+    width gets none."""
+    series: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for op, m in zip(ops, measured):
+        series[fit_key(op)][int(op.dims["cols"])] = (float(m), float(op.dims["rows"]))
+    out = {}
+    for key, points in series.items():
+        base = min(points)
+        if base % ROW_TAIL_PERIOD or any(base + r not in points for r in range(ROW_TAIL_PERIOD)):
+            continue
+        whole, rows = points[base]
+        out[key] = tuple(
+            max(0.0, (points[base + r][0] - whole * (base + r) / base) / rows) for r in range(ROW_TAIL_PERIOD)
+        )
+    return out
 
 
 def _size_grid(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> np.ndarray | None:

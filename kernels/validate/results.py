@@ -448,6 +448,12 @@ def touch_cell(p: dict[str, Any]) -> str:
     return f"{touch:.2f} ({64 * 2**20 / touch / 1e6:.0f} ms for 64 MiB)" if touch else "-"
 
 
+def tail_cell(p: dict[str, Any]) -> str:
+    """The softmax tail's most ns per row per data type (``row_tail_ns``), or '-'."""
+    tails = p.get("row_tail_ns") or {}
+    return ", ".join(f"{k.rsplit('@', 1)[-1]} {max(v):.0f}" for k, v in sorted(tails.items())) or "-"
+
+
 def refused_cell(p: dict[str, Any]) -> str:
     refused = p.get("refused") or []
     return f"{len(refused)} (up to {max(r['wanted'] for r in refused):g})" if refused else "0"
@@ -458,7 +464,7 @@ def profile_row(name: str, p: dict[str, Any]) -> str:
     meta = p["meta"]
     return (
         f"| `{name}` | {str(meta.get('date', '?'))[:10]} | {meta.get('calibration_cases', '?')} "
-        f"| {p['bandwidth_gb_s']:g} | {copy_cell(p)} | {stream_cell(p)} | {peaks} | {touch_cell(p)} "
+        f"| {p['bandwidth_gb_s']:g} | {copy_cell(p)} | {stream_cell(p)} | {peaks} | {touch_cell(p)} | {tail_cell(p)} "
         f"| {skipped_cell(meta.get('skipped') or {})} | {refused_cell(p)} |"
     )
 
@@ -472,12 +478,13 @@ def profiles_section(folder: Path = PROFILES) -> list[str]:
             "of a moving machine). Memory roof: what the calibrated roofline uses, the copy's rate or "
             "the fastest one-row product that streams past the cache (`read stream`). Refused: "
             "fitted terms whose best fit wanted more than 1 of a measured roof, and the most one "
-            "wanted. How they are measured: [docs/calibration.md](../docs/calibration.md)."
+            "wanted. Softmax tail: a CPU row's most ns past its last whole vector (`row_tail_ns`). "
+            "How they are measured: [docs/calibration.md](../docs/calibration.md)."
         ),
         "",
         "| profile | date | calibration cases | memory roof GB/s | copy GB/s | read stream GB/s "
-        "| matrix TFLOP/s | first touch GB/s | skipped (slowdown) | refused terms |",
-        "|---" * 10 + "|",
+        "| matrix TFLOP/s | first touch GB/s | softmax tail, most ns/row | skipped (slowdown) | refused terms |",
+        "|---" * 11 + "|",
     ]
     for path in profile_files(folder):
         out.append(profile_row(str(path.relative_to(folder)), read_yaml(path)))

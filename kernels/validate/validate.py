@@ -150,7 +150,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     other calibration row (the row-count grid, which belongs to no model, always stays in)
     and predict that model's rows with the profile's measured roofs. Pure: the profile and
     its stored calibration rows in, one signed error per predicted row out."""
-    from kernels.calibrate.calibrate import base_ceilings
+    from kernels.calibrate.calibrate import base_ceilings, tail_ns
     from kernels.calibrate.fit import fit_profile_terms, recorded_rules
 
     ops = [case_from_dict(r).op for r in rows]
@@ -176,6 +176,7 @@ def cross_validate(profile: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
                 "row_curves": fit.row_curves,
                 "size_curves": fit.size_curves,
                 "attention_tables": fit.attention_tables,
+                "row_tail_ns": tail_ns(fit.row_tails),
                 "overhead_us": {"default": default, **{k: v * 1e6 for k, v in fit.overhead_s.items()}},
             },
             spec_device,

@@ -22,6 +22,7 @@ from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
     Ceilings,
     composed_time,
+    decode_row_tails,
     evaluate,
     execution_terms,
     has_execution_terms,
@@ -195,6 +196,9 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     # mean of the ends, exact unless an allocation crosses the mmap threshold inside the range
     touch = (at_lo["first_touch_s"] + at_hi["first_touch_s"]) / 2
     per_op = at_lo["count"] * (memory + excess + n * (at_lo["overhead_s"] + touch))
+    if ceilings.row_tails:  # a CPU softmax's vector tail: by its keys' remainder at each step
+        ends = (stage_ops(model, "decode", batch, s, p, q_len) for s in (lo, hi_safe))
+        per_op = per_op + at_lo["count"] * decode_row_tails(*ends, ceilings, n, per_op.shape)
     if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
         ops = stage_ops(model, "decode", batch, lo, p, q_len)
         device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)

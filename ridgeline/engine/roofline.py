@@ -150,6 +150,12 @@ SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
 # allocations at least this large are always mapped fresh (``man mallopt``, M_MMAP_THRESHOLD)
 MMAP_THRESHOLD = 32 * 2**20
 SIZE_KINDS = ("elementwise", "norm", "softmax")
+# A CPU softmax row is computed a vector at a time: the columns past the last whole vector go
+# through a slower tail whose cost per row depends on the remainder, not on the bytes (on an
+# AVX-512 Xeon a bf16 row of 158 keys takes 2.4x one of 160). Measured per row at every
+# remainder of this many columns: 2 x AVX-512's 16 fp32 lanes (a bf16 vector holds 32), a
+# multiple of AVX2's and NEON's periods
+ROW_TAIL_PERIOD = 32
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,9 @@ class Ceilings:
     # allocator's mmap threshold: glibc maps each such allocation anew and unmaps it on free
     first_touch_rate: float | None = None
     mmap_threshold: float = MMAP_THRESHOLD
+    # CPU, calibrated: per softmax class, seconds per row at each remainder of its columns
+    # modulo ``ROW_TAIL_PERIOD`` (the vector loop's tail), on top of the size curve's time
+    row_tails: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     # calibrated only: per attention class, the measured fraction of the roofline bound on a
     # grid of rows per K/V head x context x head_dim, one table per stage (decode, prefill),
     # replacing the class's efficiency terms for the ops of that stage (GPU calibration)
@@ -250,6 +259,8 @@ class Ceilings:
             out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)} for k, v in self.size_curves.items()}
         if self.first_touch_rate:
             out.update(first_touch_rate=self.first_touch_rate, mmap_threshold=self.mmap_threshold)
+        if self.row_tails:
+            out["row_tails"] = {k: list(v) for k, v in self.row_tails.items()}
         if self.attention_tables:
             out["attention_tables"] = {
                 k: {stage: t.to_dict() for stage, t in v.items()} for k, v in self.attention_tables.items()
@@ -293,6 +304,7 @@ class Ceilings:
             ),
             first_touch_rate=raw.get("first_touch_rate"),
             mmap_threshold=float(raw.get("mmap_threshold") or MMAP_THRESHOLD),
+            row_tails=MappingProxyType({k: tuple(map(float, v)) for k, v in (raw.get("row_tails") or {}).items()}),
             attention_tables=MappingProxyType(
                 {
                     k: MappingProxyType({stage: GridTable.from_dict(t) for stage, t in v.items()})
@@ -645,6 +657,7 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
     network_s = _network_seconds(ops, ceilings, fields["comm_bytes"], fields["comm_hops"])
     exp_s = fields["exps"] / ceilings.exp_rate if ceilings.exp_rate else 0 * nbytes
     first_touch = first_touch_seconds(ops, ceilings, nbytes.shape)
+    tail = row_tail_seconds(ops, ceilings, nbytes.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(nbytes > 0, (flops + vector_flops) / nbytes, 0.0)
     table.update(
@@ -658,7 +671,8 @@ def evaluate(ops: Sequence[Op], ceilings: Ceilings) -> dict[str, np.ndarray]:
         exp_s=exp_s + 0 * nbytes,
         overhead_s=overhead + 0 * nbytes,
         first_touch_s=first_touch,
-        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch,
+        tail_s=tail,
+        time_s=roofline_time(compute_s, memory_s, network_s, exp_s) + overhead + first_touch + tail,
         perf=np.minimum(compute, intensity * memory),
         bound=_bound(compute_s, memory_s, network_s, exp_s),
         count=fields["count"],
@@ -674,6 +688,49 @@ def first_touch_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> 
     threshold = ceilings.mmap_threshold
     fresh = [sum(np.where(np.asarray(a, dtype=float) >= threshold, a, 0.0) for a in op.allocations) for op in ops]
     return _per_op(fresh, shape) / ceilings.first_touch_rate + np.zeros(shape)
+
+
+def tail_table(op: Op, ceilings: Ceilings):
+    """A softmax op's rows, columns and its class's seconds per row by remainder
+    (``Ceilings.row_tails``), or None (another kind, or a profile that measured none)."""
+    if op.kind != "softmax" or "cols" not in op.dims or not ceilings.row_tails:
+        return None
+    table = next((ceilings.row_tails[k] for k in ceilings.keys(op) if k in ceilings.row_tails), None)
+    return None if table is None else (np.asarray(op.dims["rows"]), np.asarray(op.dims["cols"]), np.asarray(table))
+
+
+def row_tail_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> np.ndarray:
+    """Per op, the seconds its rows spend in the vector loop's tail: rows x the class's
+    measured seconds per row at the op's columns modulo ``ROW_TAIL_PERIOD`` (0 for other
+    ops, and without measured tails: a GPU, a datasheet)."""
+    values = []
+    for op in ops:
+        found = tail_table(op, ceilings)
+        values.append(0.0 if found is None else found[0] * found[2][np.mod(found[1], ROW_TAIL_PERIOD).astype(int)])
+    return _per_op(values, shape) + np.zeros(shape)
+
+
+def decode_row_tails(ops_lo: Sequence[Op], ops_hi: Sequence[Op], ceilings: Ceilings, steps, shape: tuple):
+    """Per op, the tail seconds of ``steps`` decode steps from the ops at the first step to
+    those at the last (``row_tail_sum``)."""
+    return _per_op([row_tail_sum(a, b, ceilings, steps) for a, b in zip(ops_lo, ops_hi)], shape) + np.zeros(shape)
+
+
+def row_tail_sum(first: Op, last: Op, ceilings: Ceilings, steps):
+    """The tail seconds of ``steps`` calls of a softmax op whose columns run one per call
+    from the first call's to the last's (a decode's keys), or stay at the first's (a sliding
+    window): each remainder's count of calls times its seconds per row times the rows."""
+    found = tail_table(first, ceilings)
+    if found is None:
+        return 0.0
+    rows, cols_lo, table = found
+    cols_hi = np.asarray(last.dims["cols"])
+    lo, hi = np.asarray(cols_lo, dtype=float)[..., None], np.asarray(cols_hi, dtype=float)[..., None]
+    r = np.arange(ROW_TAIL_PERIOD)
+    counts = np.floor((hi - r) / ROW_TAIL_PERIOD) - np.floor((lo - 1 - r) / ROW_TAIL_PERIOD)
+    moving = np.sum(counts * table, axis=-1)
+    fixed = np.asarray(steps) * table[np.mod(np.asarray(cols_lo), ROW_TAIL_PERIOD).astype(int)]
+    return rows * np.where(np.asarray(cols_hi) > np.asarray(cols_lo), moving, fixed)
 
 
 BOUNDS = ("compute", "memory", "network", "exp")

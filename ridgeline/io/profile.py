@@ -19,6 +19,8 @@ A profile is what ``ridgeline calibrate`` writes to ``reports/profiles/<device>.
                                   # attention classes: fraction of the bound on a grid
     first_touch_gb_s: 3.6                                 # CPU: fresh pages faulted in, bytes/s
     mmap_threshold_bytes: 33554432                        # allocations mapped fresh from here
+    row_tail_ns: {softmax:softmax@bf16: [0.0, 9.1, ...]}  # CPU softmax: ns per row at each
+                                  # remainder of its columns mod 32 (the vector loop's tail)
 
 How its kernels were timed is its ``timing`` (``ridgeline.engine.roofline.TIMINGS``): ``device``
 (CUDA-graph replay or profiler kernel durations), ``eager`` (CUDA events around eager calls:
@@ -45,6 +47,7 @@ of is priced with the classes of a measured type of the same datasheet rate, wid
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -55,7 +58,15 @@ import numpy as np
 
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.intervals import IntervalTable
-from ridgeline.engine.roofline import ATTENTION_AXES, Ceilings, Curve, GridTable, RowTable, device_links
+from ridgeline.engine.roofline import (
+    ATTENTION_AXES,
+    ROW_TAIL_PERIOD,
+    Ceilings,
+    Curve,
+    GridTable,
+    RowTable,
+    device_links,
+)
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
 from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, user_data_dir
@@ -266,6 +277,7 @@ def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, An
             }
         )
     }
+    out["row_tails"] = _row_tails(profile.get("row_tail_ns"), f"{where}: row_tail_ns")
     for key, name, scale in (
         ("first_touch_gb_s", "first_touch_rate", GIGA),
         ("mmap_threshold_bytes", "mmap_threshold", 1.0),
@@ -277,6 +289,27 @@ def size_and_first_touch(profile: Mapping[str, Any], where: str) -> dict[str, An
             raise InvalidSpecError(where, f"'{key}' must be a positive number, got {value!r}")
         out[name] = float(value) * scale
     return out
+
+
+def _row_tails(raw: Any, where: str) -> Mapping[str, tuple[float, ...]]:
+    """Per softmax class, its ns per row at each remainder of ``ROW_TAIL_PERIOD`` columns,
+    as seconds."""
+    if not isinstance(raw or {}, Mapping):
+        raise InvalidSpecError(where, "must map a softmax class to its ns per row by remainder")
+    out = {}
+    for key, values in (raw or {}).items():
+        numbers = values if isinstance(values, list) and len(values) == ROW_TAIL_PERIOD else None
+        if numbers is None or not all(_finite_at_least_zero(v) for v in numbers):
+            raise InvalidSpecError(
+                f"{where}.{key}",
+                f"needs {ROW_TAIL_PERIOD} numbers >= 0 (ns per row at remainders 0..{ROW_TAIL_PERIOD - 1})",
+            )
+        out[str(key)] = tuple(float(v) * 1e-9 for v in numbers)
+    return MappingProxyType(out)
+
+
+def _finite_at_least_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def execution_tables(profile: Mapping[str, Any], where: str) -> dict[str, Any]:
