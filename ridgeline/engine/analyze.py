@@ -184,9 +184,13 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     arithmetic series. One evaluation at each end replaces a loop over the steps.
     """
     hi_safe = np.maximum(hi, lo)
+    # the ops at each end, each built once (the first's only where something reads them)
+    wants_lo = at_lo is None or bool(ceilings.row_tails) or has_execution_terms(ceilings)
+    ops_lo = stage_ops(model, "decode", batch, _number(lo), p, q_len) if wants_lo else []
+    ops_hi = stage_ops(model, "decode", batch, _number(hi_safe), p, q_len)
     if at_lo is None:
-        at_lo = evaluate(stage_ops(model, "decode", batch, _number(lo), p, q_len), ceilings)
-    at_hi = evaluate(stage_ops(model, "decode", batch, _number(hi_safe), p, q_len), ceilings)
+        at_lo = evaluate(ops_lo, ceilings)
+    at_hi = evaluate(ops_hi, ceilings)
     n = hi_safe - lo + 1
     work_lo, move_lo = _sides(at_lo)
     work_hi, move_hi = _sides(at_hi)
@@ -197,11 +201,9 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     touch = (at_lo["first_touch_s"] + at_hi["first_touch_s"]) / 2
     per_op = at_lo["count"] * (memory + excess + n * (at_lo["overhead_s"] + touch))
     if ceilings.row_tails:  # a CPU softmax's vector tail: by its keys' remainder at each step
-        ends = (stage_ops(model, "decode", batch, s, p, q_len) for s in (lo, hi_safe))
-        per_op = per_op + at_lo["count"] * decode_row_tails(*ends, ceilings, n, per_op.shape)
+        per_op = per_op + at_lo["count"] * decode_row_tails(ops_lo, ops_hi, ceilings, n, per_op.shape)
     if has_execution_terms(ceilings):  # launch gaps and host dispatch: constant per step
-        ops = stage_ops(model, "decode", batch, lo, p, q_len)
-        device, host = execution_terms(ops, at_lo, ceilings, ceilings.execution)
+        device, host = execution_terms(ops_lo, at_lo, ceilings, ceilings.execution)
         per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
     time_factor, _ = pipeline_factors(p, "decode")
     return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)

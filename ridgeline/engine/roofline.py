@@ -706,8 +706,13 @@ def row_tail_seconds(ops: Sequence[Op], ceilings: Ceilings, shape: tuple) -> np.
     values = []
     for op in ops:
         found = tail_table(op, ceilings)
-        values.append(0.0 if found is None else found[0] * found[2][np.mod(found[1], ROW_TAIL_PERIOD).astype(int)])
+        values.append(0.0 if found is None else found[0] * _at_remainder(found[2], found[1]))
     return _per_op(values, shape) + np.zeros(shape)
+
+
+def _at_remainder(table: np.ndarray, cols):
+    """The table's seconds per row at ``cols`` modulo ``ROW_TAIL_PERIOD``."""
+    return table[np.mod(np.asarray(cols), ROW_TAIL_PERIOD).astype(int)]
 
 
 def decode_row_tails(ops_lo: Sequence[Op], ops_hi: Sequence[Op], ceilings: Ceilings, steps, shape: tuple):
@@ -729,7 +734,7 @@ def row_tail_sum(first: Op, last: Op, ceilings: Ceilings, steps):
     r = np.arange(ROW_TAIL_PERIOD)
     counts = np.floor((hi - r) / ROW_TAIL_PERIOD) - np.floor((lo - 1 - r) / ROW_TAIL_PERIOD)
     moving = np.sum(counts * table, axis=-1)
-    fixed = np.asarray(steps) * table[np.mod(np.asarray(cols_lo), ROW_TAIL_PERIOD).astype(int)]
+    fixed = np.asarray(steps) * _at_remainder(table, cols_lo)
     return rows * np.where(np.asarray(cols_hi) > np.asarray(cols_lo), moving, fixed)
 
 
