@@ -132,6 +132,23 @@ def test_a_gemma_decode_names_its_head_dim_and_mlp_width_per_op(epyc, device):
     assert "down_proj k 24576 (measured 896–18944)" in note
 
 
+def test_a_multi_query_decode_is_on_a_grid_that_reaches_its_heads(device):
+    """Falcon-7B folds 71 query heads onto one K/V head: a grid to 128 rows per K/V head
+    prices every setting's decode inside it; one whose transformers paths stop at 16 names
+    the rows (repeat_kv at one K/V head is a view, priced as enable_gqa)."""
+    model, plan = load_model("falcon-7b"), precision("bf16")
+    reached = calibrated_ceilings(load_profile(PROFILES_DIR / "cpu-intel-r-xeon-r-processor-f6m167-1t.yaml"), device)
+    short = calibrated_ceilings(load_profile(PROFILES_DIR / "cpu-amd-epyc-f25m17-1t.yaml"), device)
+    for attention in ("eager", "flash", "sdpa-gqa", "sdpa-repeat"):
+        p = replace(plan, attention=attention)
+        ops = [op for op in stage_ops(model, "decode", 16, 512, p) if op.kind == "attention"]
+        assert ops and not any(outside_spans(op, reached) for op in ops)
+        records = {r["name"]: r for r in build_stage(ops, short, p, "decode").records()}
+        if attention.startswith("sdpa"):
+            assert set(records) == {"sdpa_gqa"}
+            assert records["sdpa_gqa"]["extrapolated"] == "rows 71 (measured 2–16)"
+
+
 def test_datasheet_roofs_say_nothing_of_a_grid(device):
     model, plan = load_model("gemma-7b"), precision("bf16")
     ops = {stage: stage_ops(model, stage, 1, 512, plan) for stage in ("prefill", "decode")}

@@ -267,8 +267,10 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     cal = suite_cases("calibration", Options(), False)
     attention = [c for c in cal if c.recipe.get("builder") == "attention_grid" and c.stage == "decode"]
     assert sorted({c.recipe["head_dim"] for c in attention}) == [64, 96, 128, 256]
-    # decode, per data type (fp32, bf16): 3 kernels x 2 cache lengths x 12 row counts at head_dim 256
-    assert sum(c.recipe["head_dim"] == 256 for c in attention) == 2 * 3 * 2 * 12
+    # decode, per data type (fp32, bf16): 3 kernels x 2 cache lengths x 13 row counts at head_dim 256
+    assert sum(c.recipe["head_dim"] == 256 for c in attention) == 2 * 3 * 2 * 13
+    # to a multi-query model's rows per K/V head (Falcon-7B: 71)
+    assert max(c.recipe["rows"] for c in attention) == 128
     long_k = [c for c in cal if (c.recipe.get("k"), c.recipe.get("n")) == (28672, 8192)]
     by_kind = {}
     for c in long_k:
@@ -283,16 +285,22 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     # fp32 rows past 12 GFLOP (96, 192, 256 at 3584 x 18944 both ways, 32 to 64 at 28672 x 8192;
     # 128 rows there is a qwen2-7b prompt's own case); + 160 eager q.K^T and P.V prompts on the
     # same prompt grid (2 data types x 2 kernels x 4 head_dims x 5 lengths x 2 row counts); + the
-    # softmax tail series (2 data types x 32 widths, quick too)
-    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32
+    # softmax tail series (2 data types x 32 widths, quick too); + decode rows at 128 (2 data
+    # types x 3 kernels x 4 head_dims x 2 cache lengths)
+    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32 + 2 * 3 * 4 * 2
     quick = suite_cases("calibration", Options(), True)
     # and each kind's quick size series (fp32, bf16), and the quick prompt table: flash prompts at
     # 2 data types x 3 head_dims (64, 128, 256) x 5 lengths x 2 row counts; then the eager q.K^T
     # and P.V on the same prompt grid (2 kernels), products at 512 and 1024 rows (2 data types x
     # 3 shapes x 2), and 37 size points: 2048 and 8192 tokens where a series reaches them (30)
     # and the fp32 rotary series (8, its 4-token point a model's own case); the decode grid at
-    # head_dim 256 (2 data types x 3 kernels x 8 row counts)
-    assert len(quick) == 479 + 70 + 2 * 3 * 5 * 2 + 2 * 2 * 3 * 5 * 2 + 2 * 3 * 2 + 30 + 7 + 2 * 3 * 8 + 2 * 32
+    # head_dim 256 (2 data types x 3 kernels x 8 row counts), then its rows at 32, 64 and 128
+    # (2 data types x 3 kernels x 3 head_dims x 3 row counts)
+    quick_rows = 2 * 3 * 3 * 3
+    assert (
+        len(quick)
+        == 479 + 70 + 2 * 3 * 5 * 2 + 2 * 2 * 3 * 5 * 2 + 2 * 3 * 2 + 30 + 7 + 2 * 3 * 8 + 2 * 32 + quick_rows
+    )
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]
     check_disjoint(cal, val)

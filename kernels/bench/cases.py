@@ -118,14 +118,18 @@ WEIGHT_ONLY = {
     "int4_weight_only": {"w_dtype": "int4", "group_size": INT4_GROUP},
 }
 # Decode attention on a grid (calibration only): query rows per K/V head (1 = MHA, the GQA
-# group, up to MQA-like 64) x head_dim (to Gemma's and GPT-J's 256), at two cache lengths, per
-# kernel (eager q.K^T and P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads
-ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64)
+# group, up to 128: multi-query models fold every head onto one K/V head, Falcon-7B's 71)
+# x head_dim (to Gemma's and GPT-J's 256), at two cache lengths, per kernel (eager q.K^T and
+# P.V, fused sdpa) and data type; 2 sequences x 8 K/V heads (a CPU kernel's time per query
+# head at 71 rows there is within 4 % of Falcon's 1 K/V head at 16-33 sequences)
+ATTENTION_GRID_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128)
 ATTENTION_GRID_HEAD_DIMS = (64, 96, 128, 256)
 ATTENTION_GRID_KV = (512, 2048)
 # transformers' two paths, fewer rows: enable_gqa (sdpa_gqa) from 2 rows (at 1 transformers
-# calls plain SDPA); the masked path (sdpa_repeat_kv) from 1 (an MHA model's padded batch)
-GROUP_GRID_ROWS = {"gqa": (2, 4, 8, 16), "repeat_kv": (1, 2, 4, 8, 16)}
+# calls plain SDPA) to the multi-query 128; the masked path (sdpa_repeat_kv) from 1 (an MHA
+# model's padded batch) to 16: with one K/V head its copy is a view, priced as sdpa_gqa
+# (``ridgeline.engine.ops.repeat_kv_attention``)
+GROUP_GRID_ROWS = {"gqa": (2, 4, 8, 16, 32, 64, 128), "repeat_kv": (1, 2, 4, 8, 16)}
 # Prompt attention on a grid (full calibration): causal over its own prompt at 5 lengths x
 # head_dim, per kernel and data type, 2 sequences x 2 K/V heads (the same lengths for every
 # data type: a draw avoids the calibration's lengths, whatever types the device runs)
@@ -145,7 +149,7 @@ PREFILL_GRID_KV_HEADS = 2
 # a multi-head model is 1 row, of a GQA model 4-8; head_dim 256 is Gemma's and GPT-J's)
 QUICK_PREFILL_GRID_ROWS = {**PREFILL_GRID_ROWS, "gqa": (2, 8)}
 QUICK_PREFILL_GRID_HEAD_DIMS = (64, 128, 256)
-QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16)
+QUICK_ATTENTION_GRID_ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128)
 QUICK_ATTENTION_GRID_HEAD_DIMS = (64, 128, 256)  # 256: Gemma's and GPT-J's
 QUICK_ATTENTION_GRID_KV = (512,)
 ATTENTION_GRID_BATCH, ATTENTION_GRID_KV_HEADS = 2, 8
