@@ -10,9 +10,11 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, fields, replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from typing_extensions import Doc
 
 from ridgeline.engine.analyze import (
     Analysis,
@@ -74,6 +76,14 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 Number = Any
+# the workload's options, each declared once with the command line's help (each function that
+# takes one gives its own default; ridgeline/cli/options.py builds the flags from these)
+Batch = Annotated[int, Doc("Sequences per batch.")]
+SeqLen = Annotated[int, Doc("Prompt length in tokens.")]
+Generate = Annotated[int, Doc("Output tokens per sequence (0: no generation totals).")]
+DraftModel = Annotated[str | None, Doc("Draft model for speculative decoding.")]
+DraftTokens = Annotated[int, Doc("Tokens the draft proposes per step (k).")]
+Acceptance = Annotated[float, Doc("Probability each draft token is accepted (a).")]
 
 # What ``**how`` passes on to ``resolve``: its keywords and the Settings fields. A keyword
 # that is none of them, nor the function's own, is refused naming the closest.
@@ -288,12 +298,12 @@ def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how
 def frontier(
     model,
     hardware=None,
-    seq_len: int = 1024,
-    generate: int = 256,
+    seq_len: SeqLen = 1024,
+    generate: Generate = 256,
     *,
     batches=None,
-    tpot_slo: float | None = None,
-    ttft_slo: float | None = None,
+    tpot_slo: Annotated[float | None, Doc("Largest acceptable TPOT, seconds.")] = None,
+    ttft_slo: Annotated[float | None, Doc("Largest acceptable TTFT, seconds.")] = None,
     **how: Any,
 ):
     """TPOT against throughput across batch sizes up to the largest that fits (powers of
@@ -327,7 +337,9 @@ def frontier(
 
 
 @takes_keywords("profile", "transfer")
-def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int = 512, generate: int = 128, **how: Any):
+def compare(
+    model, devices=None, variants=None, *, batch: Batch = 1, seq_len: SeqLen = 512, generate: Generate = 128, **how: Any
+):
     """One row per deployment (device and settings variant): the key totals side by side,
     with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
     name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
@@ -364,7 +376,14 @@ def compare(model, devices=None, variants=None, *, batch: int = 1, seq_len: int 
 
 
 def analyze_with_draft(
-    d: Deployment, *, batch: int, seq_len: int, generate: int, draft: str | None, draft_tokens: int, acceptance: float
+    d: Deployment,
+    *,
+    batch: Batch = 1,
+    seq_len: SeqLen = 512,
+    generate: Generate = 0,
+    draft: DraftModel = None,
+    draft_tokens: DraftTokens = 4,
+    acceptance: Acceptance = 0.7,
 ):
     """``analyze``; with a draft model (a name on the target's device and settings), speculative
     decoding's figures in ``extra["speculative"]``."""
@@ -384,7 +403,7 @@ def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = N
     return [{**base, **dict(zip(lists, values))} for values in itertools.product(*lists.values())]
 
 
-def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: int = 0, on_step=None):
+def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: Generate = 0, on_step=None):
     """Every combination of the listed settings on ``d``, batch x length in one vectorised pass each."""
     return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step)
 
@@ -594,14 +613,27 @@ def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instance
     }
 
 
-SCHEDULER_OPTIONS = ("max_batch", "token_budget", "chunked_prefill", "prefix_hit", "prefix_cache", "kv_blocks")
-ARRIVAL_OPTIONS = ("trace", "trace_window", "trace_log_type", "prefix", "time_scale", "rate", "requests", "prompt")
-
-
-def options_scheduler(*, step_overhead: float, request_overhead: float, **options: Any) -> simulator.Scheduler:
-    """The batching policy of ``simulate``'s options (host terms in seconds)."""
-    keys = (*SCHEDULER_OPTIONS, "admit_margin", "host_overlap", "batch_attention")
-    policy = {name: options[name] for name in keys}
+# fmt: off
+def options_scheduler(
+    *,
+    max_batch: Annotated[int, Doc("Sequences per step.")] = 256,
+    token_budget: Annotated[int, Doc("Tokens per step (prefill chunks + decodes).")] = 2048,
+    chunked_prefill: bool = True,
+    prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
+    prefix_cache: bool = False,
+    kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
+    admit_margin: Annotated[float, Doc("New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
+    step_overhead: Annotated[float, Doc("Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
+    request_overhead: Annotated[float, Doc("Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
+    host_overlap: Annotated[bool, Doc("The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
+    batch_attention: Annotated[str, Doc("varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
+    **_: Any,
+) -> simulator.Scheduler:
+    """The batching policy of ``simulate``'s options (host terms in seconds; the options it
+    does not take are ``simulate_options``')."""
+    policy = {"max_batch": max_batch, "token_budget": token_budget, "chunked_prefill": chunked_prefill}
+    policy |= {"prefix_hit": prefix_hit, "prefix_cache": prefix_cache, "kv_blocks": kv_blocks}
+    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap, "batch_attention": batch_attention}
     return simulator.Scheduler(**policy, step_overhead_s=step_overhead, request_overhead_s=request_overhead)
 
 
@@ -611,41 +643,78 @@ def check_percentile(percentile: float) -> None:
         raise InvalidOptionError(f"--percentile must be in (0, 100], got {percentile}")
 
 
-def simulate_options(d: Deployment, scheduler: simulator.Scheduler, pool, progress, **options: Any) -> dict[str, Any]:
+def simulate_options(
+    d: Deployment,
+    scheduler: simulator.Scheduler,
+    pool: Callable[[str], Deployment],
+    progress,
+    *,
+    rate: Annotated[float, Doc("Poisson arrivals, requests per second (start of --search).")] = 1.0,
+    requests: Annotated[int, Doc("Poisson requests to simulate.")] = 1000,
+    prompt: Annotated[int, Doc("Prompt tokens per Poisson request.")] = 512,
+    output_tokens: Annotated[int, Doc("Output tokens per Poisson request.")] = 128,
+    trace: Annotated[Path | None, Doc("CSV/JSONL trace: arrival_s, prompt_tokens, output_tokens; Azure's, BurstGPT's and Mooncake's load as they are (docs/traces.md).")] = None,
+    time_scale: Annotated[float, Doc("Replay the trace this many times faster.")] = 1.0,
+    trace_window: Annotated[str | None, Doc("START,END: only the trace's requests arriving in [START, END) seconds from its first request.")] = None,
+    trace_log_type: Annotated[str | None, Doc("BurstGPT traces: only the rows of this Log Type, e.g. 'Conversation log'.")] = None,
+    prefix: Annotated[str | None, Doc("shared:system=TOKENS,fanout=N: each N requests in a row share a system prompt of TOKENS tokens (block ids for --prefix-cache).")] = None,
+    seed: Annotated[int, Doc("Seed of the Poisson arrivals.")] = 0,
+    ttft_slo: Annotated[float | None, Doc("TTFT target, seconds.")] = None,
+    tpot_slo: Annotated[float | None, Doc("TPOT target, seconds.")] = None,
+    percentile: Annotated[float, Doc("Percentile the SLOs apply to.")] = 99.0,
+    search: Annotated[bool, Doc("Find the highest request rate meeting the SLOs.")] = False,
+    scenario: Annotated[str | None, Doc("MLPerf Inference scenario for Llama 2 70B: server, interactive or offline (LoadGen's latency bounds, the data set's lengths; --requests samples).")] = None,
+    instances: Annotated[int, Doc("With --scenario: copies of the deployment sharing the load.")] = 1,
+    duration: Annotated[float | None, Doc("With --scenario server/interactive: seconds of arrivals per run (LoadGen's minimum, 600, by default).")] = None,
+    replicas: Annotated[int, Doc("Copies of the server behind a router.")] = 1,
+    route: Annotated[str, Doc("How the router picks a replica: round-robin, least-outstanding or prefix-affinity.")] = "round-robin",
+    prefill_replicas: Annotated[int | None, Doc("Disaggregate: servers in the prefill pool (with --decode-replicas).")] = None,
+    decode_replicas: Annotated[int | None, Doc("Disaggregate: servers in the decode pool.")] = None,
+    prefill_hardware: Annotated[str | None, Doc("Device of the prefill pool (default --hardware).")] = None,
+    decode_hardware: Annotated[str | None, Doc("Device of the decode pool (default --hardware).")] = None,
+    kv_link: Annotated[str | None, Doc("KV cache link between the pools, GBPS,US (default 400,9.6: a ConnectX-7 port).")] = None,
+    draft: DraftModel = None,
+    draft_tokens: DraftTokens = 4,
+    acceptance: Acceptance = 0.7,
+    **_: Any,
+) -> dict[str, Any]:
     """``simulate``'s options run: ``scenario`` (LoadGen's rules set the arrivals, lengths and
     latency bounds: :func:`simulate_scenario`), or the arrivals served by one server of ``d``
     or the fleet they describe (:func:`simulate_serving`, :func:`fleet_server`); ``pool(device)``
-    resolves a disaggregated pool's device on ``d``'s settings."""
-    check_percentile(options["percentile"])
-    if options["scenario"] is not None:
-        clash = [f"--{k.replace('_', '-')}" for k in ("trace", "search", "ttft_slo", "tpot_slo") if options[k]]
+    resolves a disaggregated pool's device on ``d``'s settings. The options it does not take
+    are ``options_scheduler``'s."""
+    check_percentile(percentile)
+    slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo}
+    if scenario is not None:
+        clash = [f"--{k.replace('_', '-')}" for k, v in {"trace": trace, "search": search, **slos}.items() if v]
         if clash:
             raise InvalidOptionError(f"--scenario sets its own arrivals and latency bounds; drop {', '.join(clash)}")
-        keep = {k: options[k] for k in ("requests", "seed", "instances", "rate")}
-        return simulate_scenario(d, scheduler, options["scenario"], **keep, duration_s=options["duration"])
-    keys = {
-        name: options[name] for name in (*ARRIVAL_OPTIONS, "output_tokens", "seed", "search", "ttft_slo", "tpot_slo")
-    }
-    fleet = fleet_server(d, scheduler, **fleet_options(options, d, pool))
-    return simulate_serving(d, scheduler, **keys, percentile=options["percentile"], progress=progress, fleet=fleet)
+        keep = {"requests": requests, "seed": seed, "instances": instances, "rate": rate}
+        return simulate_scenario(d, scheduler, scenario, **keep, duration_s=duration)
+    arrivals = {"trace": trace, "trace_window": trace_window, "trace_log_type": trace_log_type, "prefix": prefix}
+    arrivals |= {"time_scale": time_scale, "rate": rate, "requests": requests, "prompt": prompt}
+    fleet = {"replicas": replicas, "route": route, "seed": seed, "draft": draft, "draft_tokens": draft_tokens}
+    pools = {"prefill": (prefill_replicas, prefill_hardware), "decode": (decode_replicas, decode_hardware)}
+    fleet = fleet_server(d, scheduler, **fleet, acceptance=acceptance, **fleet_pools(pools, kv_link, d, pool))
+    keys = {"output_tokens": output_tokens, "seed": seed, "search": search, **slos, "percentile": percentile}
+    return simulate_serving(d, scheduler, **arrivals, **keys, progress=progress, fleet=fleet)
+# fmt: on
 
 
-def fleet_options(options: dict[str, Any], d: Deployment, pool) -> dict[str, Any]:
-    """``simulate``'s fleet options as :func:`fleet_server`'s keywords; each pool's device resolved."""
-    keys = {name: options[name] for name in ("replicas", "route", "seed", "draft", "draft_tokens", "acceptance")}
-    counts = (options["prefill_replicas"], options["decode_replicas"])
+def fleet_pools(pools: dict[str, tuple], kv_link: str | None, d: Deployment, pool) -> dict[str, Any]:
+    """``simulate``'s disaggregation options (``pools``: prefill and decode, each its count and
+    device) as :func:`fleet_server`'s keywords; each pool's device resolved."""
+    counts = tuple(n for n, _ in pools.values())
     if counts == (None, None):
-        if any(options[k] is not None for k in ("prefill_hardware", "decode_hardware", "kv_link")):
+        if any(device is not None for _, device in pools.values()) or kv_link is not None:
             raise InvalidOptionError(
                 "--prefill-hardware, --decode-hardware and --kv-link need --prefill-replicas and --decode-replicas"
             )
-        return keys
+        return {}
     if None in counts:
         raise InvalidOptionError("disaggregation needs both --prefill-replicas and --decode-replicas")
-    for name, n in zip(("prefill", "decode"), counts):
-        device = options[f"{name}_hardware"]
-        keys[name] = (n, d if device is None else pool(device))
-    keys["kv_link"] = parse_link(options["kv_link"]) if options["kv_link"] is not None else None
+    keys: dict[str, Any] = {name: (n, d if device is None else pool(device)) for name, (n, device) in pools.items()}
+    keys["kv_link"] = parse_link(kv_link) if kv_link is not None else None
     return keys
 
 
@@ -765,20 +834,24 @@ def plan(
     return replace(result, meta={**meta, **result.meta})
 
 
+# fmt: off
 def plan_from_text(
     model: str,
     *,
-    devices: str,
-    workload: str,
-    slo: str,
-    price: str | None,
-    counts: str,
-    top: int,
-    output=None,
-    replicas: str = "1",
-    pools: str | None = None,
-    drafts: str | None = None,
-    rate_search: bool = False,
+    workload: Annotated[str, Doc("Poisson arrivals: poisson:rate=REQ_PER_S,prompt=TOKENS,output=TOKENS,n=REQUESTS[,seed=S].")] = "poisson:rate=20,prompt=512,output=256,n=10000",
+    slo: Annotated[str, Doc("Latency targets, seconds: ttft=0.5,tpot=0.05 (either or both).")] = "ttft=0.5,tpot=0.05",
+    devices: Annotated[str, Doc("Catalog devices to search, comma-separated.")] = "h100-sxm,h200,a100-80gb,mi300x",
+    counts: Annotated[str, Doc("Devices per deployment, comma-separated; every tp x pp split of each.")] = "1,2,4,8",
+    price: Annotated[str | None, Doc("USD per GPU-hour overrides: h100-sxm=3.5,mi300x=2.9 (default: the shipped list).")] = None,
+    executor: Annotated[str, Doc("Where simulations run: local (processes) or ray.")] = "local",
+    address: Annotated[str | None, Doc("A Ray cluster's address (with --executor ray); default: a local one.")] = None,
+    workers: Annotated[int | None, Doc("Worker processes (local) or CPUs (a local Ray); default: this machine's CPUs.")] = None,
+    top: Annotated[int, Doc("Rows of the table of the cheapest deployments.")] = 10,
+    output: Annotated[Path | None, Doc("Write every deployment, with the search's counts, as JSON.")] = None,
+    replicas: Annotated[str, Doc("Replica counts R: each count also as R replicas of count/R devices, least-outstanding routed.")] = "1",
+    pools: Annotated[str | None, Doc("Disaggregated P:D splits, comma-separated: P prefill + D decode servers of count/(P+D) each.")] = None,
+    drafts: Annotated[str | None, Doc("Draft models to speculate with, NAME:K:ACCEPTANCE comma-separated (and none).")] = None,
+    rate_search: Annotated[bool, Doc("Also find each simulated deployment's highest rate meeting the SLO at p99.")] = False,
     **how: Any,
 ) -> PlanResult:
     """:func:`plan` of the command line's text: ``workload`` 'poisson:rate=R,prompt=P,output=O,n=N',
@@ -803,8 +876,12 @@ def plan_from_text(
         counts=sizes,
         rate_search=99.0 if rate_search else None,
         **fleet,
+        executor=executor,
+        workers=workers,
+        address=address,
         **how,
     )
+# fmt: on
 
 
 def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:

@@ -10,11 +10,12 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from typing_extensions import Doc
 
 from ridgeline.engine.analyze import deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
@@ -576,6 +577,11 @@ def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode:
     emit(text, frame_view(frame, title, notes) if text is None else [], output)
 
 
+def show_deployment_frame(frame, d: Deployment, what: str, notes, fmt: str, output: Path | None) -> None:
+    """One deployment's table (sweep, frontier), titled with its model, device and roofline, then ``what``."""
+    show_frame(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): {what}", notes, d.mode)
+
+
 def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
     """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
     prints (ridgeline.engine.basis)."""
@@ -637,7 +643,13 @@ def simulation_progress(total: int):
         yield lambda done, _total: progress.update(task, completed=done)
 
 
-def simulation_output(run: dict, fmt: str, percentile: float, output: Path | None, timeline: Path | None) -> None:
+def simulation_output(
+    run: dict,
+    fmt: str,
+    percentile: float,
+    output: Path | None,
+    timeline: Annotated[Path | None, Doc("Also write the step timeline (KV use, batch) as CSV.")] = None,
+) -> None:
     """``simulate``'s result: the step timeline as CSV where asked, then the text or tables."""
     if timeline is not None:
         write_text(timeline, run["result"].timeline_frame.to_csv(index=False))
@@ -911,6 +923,14 @@ def plan_table(frame, title: str) -> Table:
     for _, row in frame.iterrows():
         out.add_row(*(fmt.format(row[key]) for key, (_, fmt) in shown.items()))
     return out
+
+
+def plan_output(result, top: int, output: Path | None) -> None:
+    """``plan``'s result: every deployment, with the search's counts, as JSON to ``output``
+    where asked; then the view of the ``top`` cheapest."""
+    if output is not None:
+        write_text(output, json.dumps(result.to_dict(), indent=1) + "\n")
+    show(plan_view(result, top))
 
 
 def plan_view(result, top: int) -> list[Any]:

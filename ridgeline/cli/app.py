@@ -3,6 +3,7 @@ it takes (options.py) and the deployment it names. Output is ridgeline.report's.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,14 +12,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.cli.options import params_of, path_options
-from ridgeline.errors import (
-    InvalidSettingError,
-    ProfileMismatchError,
-    RidgelineError,
-    UnknownDeviceError,
-    UnknownModelError,
-)
+from ridgeline import errors
+from ridgeline.cli.options import keywords_of, params_of
 from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import SETTING_FIELDS, resolve_options
 from ridgeline.report import check_format
@@ -33,7 +28,7 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("error: aborted", err=True)
             sys.exit(1)
-        except RidgelineError as err:
+        except errors.RidgelineError as err:
             typer.echo(f"error: {err}{cli_advice(err)}", err=True)
             sys.exit(2)
         except typer.TyperException as err:  # usage errors: bad option values, missing args
@@ -46,34 +41,36 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def cli_advice(err: RidgelineError) -> str:
+def cli_advice(err: errors.RidgelineError) -> str:
     """The option that changes what an engine error names (the engine speaks of settings)."""
-    if isinstance(err, UnknownModelError):
+    if isinstance(err, errors.UnknownModelError):
         return " Run 'ridgeline models list', or pass --config path/to/config.json."
-    if isinstance(err, UnknownDeviceError):
+    if isinstance(err, errors.UnknownDeviceError):
         return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
-    if isinstance(err, InvalidSettingError):
+    if isinstance(err, errors.InvalidSettingError):
         option = {field: name for name, field in SETTING_FIELDS.items() if "bits" not in name}.get(err.setting)
         return f" (set with --{(option or err.setting).replace('_', '-')})"
-    if isinstance(err, ProfileMismatchError) and err.device == "this host":
+    if isinstance(err, errors.ProfileMismatchError) and err.device == "this host":
         return " (ridgeline calibrate --device cpu)"
-    if isinstance(err, ProfileMismatchError):
+    if isinstance(err, errors.ProfileMismatchError):
         home = "host" if err.home.startswith("the host") else err.home
         return f" (--hardware {home}" + (", or --transfer)" if err.transferable else ")")
     return ""
 
 
 class TableCommand(TyperCommand):
-    """A command taking the options ``names`` of options.py's table; its function takes only
-    ``ctx`` and reads them with ``values(ctx)``."""
+    """A command taking the options ``names``: those the functions ``declared`` declare, else
+    options.py's table's (options.params_of); its function takes only ``ctx`` and reads them
+    with ``values(ctx)``."""
 
-    names = ""
+    names, declared, variant = "", (), ""
 
     def __init__(self, *, params, **extra):
-        super().__init__(params=[*params, *params_of(self.names)], **extra)
+        own, self.paths = params_of(self.names, self.declared, self.variant)
+        super().__init__(params=[*params, *own], **extra)
 
     def invoke(self, ctx):
-        ctx.meta["values"] = {k: as_path(v) if k in path_options() else v for k, v in ctx.params.items()}
+        ctx.meta["values"] = {k: as_path(v) if k in self.paths else v for k, v in ctx.params.items()}
         if "fmt" in ctx.params:  # --format is checked before any work
             check_format(ctx.params["fmt"])
         ctx.params = {}
@@ -88,9 +85,11 @@ def as_path(value: Any) -> Any:
     return [Path(v) for v in value] if isinstance(value, list | tuple) else Path(value)
 
 
-def command(group: typer.Typer, names: str, name: str | None = None):
-    """Register a command of ``group`` that takes the options ``names`` ('deployment': that group)."""
-    return group.command(name, cls=type("Command", (TableCommand,), {"names": names}))
+def command(group: typer.Typer, names: str, name: str | None = None, declared=(), variant: str = ""):
+    """Register a command of ``group`` that takes the options ``names`` ('deployment': that
+    group), as the functions ``declared`` declare them or else as the table does."""
+    keys = {"names": names, "declared": declared, "variant": variant}
+    return group.command(name, cls=type("Command", (TableCommand,), keys))
 
 
 def values(ctx: typer.Context) -> dict[str, Any]:
@@ -98,16 +97,16 @@ def values(ctx: typer.Context) -> dict[str, Any]:
     return ctx.meta["values"]
 
 
-def delegate(group: typer.Typer, name: str, names: str, run: Callable[..., int], help: str, echo: bool = True) -> None:
-    """A command ``name`` of ``group`` that hands its options ``names`` to ``run`` (one of
-    kernels/commands.py's, which import torch when they need it) and exits with its code."""
+def delegate(group: typer.Typer, name: str, run: Callable[..., int], help: str, variant: str = "") -> None:
+    """A command ``name`` of ``group`` that hands its options (``run``'s keywords) to ``run``
+    (one of kernels/commands.py's, which import torch when they need it) and exits with its code."""
 
     def body(ctx: typer.Context) -> None:
-        printing = {"echo": typer.echo} if echo else {}
+        printing = {"echo": typer.echo} if "echo" in inspect.signature(run).parameters else {}
         raise typer.Exit(run(**values(ctx), **printing, log=echo_err))
 
     body.__doc__ = help
-    command(group, names, name)(body)
+    command(group, keywords_of(run), name, (run,), variant)(body)
 
 
 def pick(v: dict[str, Any], names: str) -> dict[str, Any]:
@@ -139,7 +138,7 @@ def echo_err(message: str) -> None:
 
 def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
     """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
-    d = resolve_options(params, settings)
+    d = resolve_options(**params, settings=settings)
     for note in d.notes:
         echo_err(f"warning: {note}")
     return d

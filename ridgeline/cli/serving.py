@@ -4,8 +4,6 @@ SLO: docs/plan.md)."""
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from kernels import commands
@@ -13,11 +11,10 @@ from ridgeline import report
 from ridgeline.api import check_percentile, default_attention, options_scheduler, plan_from_text, simulate_options
 from ridgeline.cli.app import app, command, delegate, deployment, echo_err, pick, values
 
-SIMULATE = "model config hardware rate requests prompt__simulate output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo__simulate tpot_slo__simulate percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
-CHECK = "model__check layers__decode requests__check rate__check prompt_range output_range repeats__check seed__check dtype__check clock device__check overhead_from fit_overhead resimulate profile output"
+SIMULATE = "model config hardware rate requests prompt output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo tpot_slo percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
 
 
-@command(app, SIMULATE)
+@command(app, SIMULATE, declared=(options_scheduler, simulate_options, report.simulation_output))
 def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
@@ -30,7 +27,7 @@ def simulate(ctx: typer.Context) -> None:
     report.simulation_output(run, **pick(v, "fmt percentile output timeline"))
 
 
-delegate(app, "simulate-check", CHECK, commands.simulate_check, "Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator.")  # fmt: skip
+delegate(app, "simulate-check", commands.simulate_check, "Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator.", "check")  # fmt: skip
 
 
 @command(app, "host port debug waitress threads__serve")
@@ -44,19 +41,15 @@ def serve(ctx: typer.Context) -> None:
     run_dashboard(**v, echo=typer.echo)
 
 
-PLAN = "model workload slo devices counts price executor address workers top output__plan replicas__plan pools drafts"
-PLAN_TEXT = "devices workload slo price counts top output replicas pools drafts rate_search"
+PLAN = "model workload slo devices counts price executor address workers top output replicas pools drafts profile transfer rate_search"
 
 
-@command(app, f"{PLAN} profile transfer rate_search")
+@command(app, PLAN, declared=(plan_from_text,))
 def plan(ctx: typer.Context) -> None:
     """Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."""
     v = values(ctx)
     if v["model"] is None:
         raise typer.BadParameter("name a model (see 'ridgeline models list')")
-    how = pick(v, "executor workers address profile transfer")
     progress = lambda done, total: echo_err(f"price level {done} of {total} done")  # noqa: E731
-    result = plan_from_text(v["model"], **pick(v, PLAN_TEXT), **how, progress=progress)
-    if v["output"] is not None:
-        report.write_text(v["output"], json.dumps(result.to_dict(), indent=1) + "\n")
-    report.show(report.plan_view(result, v["top"]))
+    result = plan_from_text(**v, progress=progress)
+    report.plan_output(result, v["top"], v["output"])

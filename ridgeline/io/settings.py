@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from typing_extensions import Doc
 
 from ridgeline.engine.workload import dtype_for_bits
 from ridgeline.errors import InvalidOptionError
@@ -98,12 +100,23 @@ def check_transfer(profile: Path | None, transfer: bool) -> None:
         raise InvalidOptionError("--transfer needs --profile")
 
 
-def resolve_options(options: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
+# fmt: off
+def resolve_options(
+    *,
+    model: str | None = None,
+    config: Annotated[Path | None, Doc("A Hugging Face config.json instead of a catalog name.")] = None,
+    hardware: Annotated[str, Doc("Catalog device, 'host', or a device YAML file.")] = "a6000",
+    dtype: Annotated[str | None, Doc("Weights, activations and KV cache type: fp32, bf16, fp16, fp8, int8, int4. Default: fp16, or bf16/fp32 on a device without fp16 matrix units (said in the output).")] = None,
+    profile: Annotated[Path | None, Doc("Measured device profile YAML ('ridgeline calibrate' writes one; reports/profiles holds the committed ones): the calibrated roofline of the device it was measured on. Measuring commands default to the measured device's own.")] = None,
+    transfer: Annotated[bool, Doc("Apply --profile to another GPU of its architecture: its measured fractions on this device's datasheet roofs (labelled 'transferred'; it keeps how the profile was timed: an eager-timed one, as the H100's of 2026-11-23, prices eager execution only). Its measured error between the H100 and the H200: reports/RESULTS.md, 'Transfer between the GPUs'.")] = False,
+    settings: dict[str, Any] | None = None,
+    **options: Any,
+) -> Deployment:
     """A command's model, hardware, dtype, profile and deployment options (or ``settings``)
-    resolved once (ridgeline.io.resolve)."""
-    check_transfer(options["profile"], options["transfer"])
-    name = model_name(options["model"], options["config"])
+    resolved once (ridgeline.io.resolve); each option but the deployment's is declared here, once."""
+    check_transfer(profile, transfer)
+    name = model_name(model, config)
     if settings is None:  # one value each
         settings = {field: values[0] for field, values in setting_lists(options, allow_lists=False).items()}
-    how = {key: options[key] for key in ("dtype", "profile", "transfer")}
-    return resolve(name, options["hardware"], **how, **settings)
+    return resolve(name, hardware, dtype=dtype, profile=profile, transfer=transfer, **settings)
+# fmt: on
