@@ -17,8 +17,9 @@ from ridgeline.cli import app
 from ridgeline.engine import ops as O
 from ridgeline.engine.basis import basis
 from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.precision import resolve_attention
 from ridgeline.engine.roofline import Ceilings
-from ridgeline.engine.workload import ATTENTION_KERNELS, Settings, resolve_attention
+from ridgeline.engine.workload import ATTENTION_KERNELS, Settings
 from ridgeline.io.catalog import ROOT
 
 

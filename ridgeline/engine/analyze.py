@@ -12,7 +12,7 @@ import numpy as np
 
 from ridgeline.engine import memory as M
 from ridgeline.engine.basis import basis
-from ridgeline.engine.deployment import Deployment, make_settings
+from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.intervals import analysis_intervals, memory_risk
@@ -28,7 +28,7 @@ from ridgeline.engine.roofline import (
     has_execution_terms,
     roofline_time,
 )
-from ridgeline.engine.workload import Settings, Workload
+from ridgeline.engine.workload import Settings, Workload, make_settings
 from ridgeline.errors import InvalidSettingError
 
 if TYPE_CHECKING:  # pragma: no cover

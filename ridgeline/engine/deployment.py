@@ -14,8 +14,7 @@ from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import Ceilings, device_links, with_execution
-from ridgeline.engine.units import GIGA
+from ridgeline.engine.roofline import Ceilings, with_links
 from ridgeline.engine.workload import Settings
 
 
@@ -37,6 +36,13 @@ class Deployment:
     # measured / predicted peak memory of committed e2e runs on this kind of device
     # ('low', 'high', 'basis'), None where none were measured
     peaks: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, model: ModelConfig, device: DeviceSpec, settings: Settings, ceilings: Ceilings, *rest) -> Deployment:
+        """The deployment of ``settings``: their plan on ``device`` and ``ceilings`` with the
+        links and execution they ask for (``rest``: the notes, intervals and peaks fields)."""
+        plan = make_plan(settings, device, model.head_dim)
+        return cls(model, device, settings, plan, with_links(ceilings, device, settings), *rest)
 
     @property
     def mode(self) -> str:
@@ -72,30 +78,6 @@ def default_dtype(device: DeviceSpec) -> tuple[str, str | None]:
                 f"dtype {dtype}: {device.name} has no fp16 matrix units, so {dtype} is its default (set with --dtype)",
             )
     return "fp16", None
-
-
-def make_settings(
-    dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
-) -> Settings:
-    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field (a
-    misspelt one is refused by ``Settings`` itself, naming the closest)."""
-    if settings is None:
-        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
-        return Settings(**{**base, **(options or {})})
-    return replace(settings, **options) if options else settings
-
-
-def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
-    """The interconnect the settings ask for: their link bandwidth / latency where given
-    (an override is one figure for every group size: no per-peer mesh links), else the
-    device's; and the execution mode they ask for (``roofline.with_execution``)."""
-    links = device_links(device)
-    if settings.link_bw_gb_s:
-        links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None)
-    if settings.link_latency_us >= 0:  # the whole latency: per hop, no base, no protocol choice
-        links.update(link_latency=settings.link_latency_us * 1e-6, collectives="")
-    linked = replace(ceilings, **links)
-    return with_execution(linked, device, settings.execution)
 
 
 def on_threads(host: DeviceSpec, threads: int | None) -> DeviceSpec:

@@ -13,7 +13,7 @@ import math
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
-from ridgeline.engine.workload import Settings, resolve_attention
+from ridgeline.engine.workload import Settings
 from ridgeline.errors import UnsupportedDtypeError
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
@@ -139,3 +139,14 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         transformers_eager=attention == "eager",
         half_to_float=attention == "eager" and device.kind == "gpu" and a == "fp16",
     )
+
+
+def resolve_attention(attention: str) -> str:
+    """The attention setting ``auto`` stands for: the path transformers' default attention
+    (``attn_implementation="sdpa"``, ``sdpa_attention_forward``) takes for a batch without
+    padding, on every device. ``use_gqa_in_sdpa`` sees no mask (and head_dim <= 256), so
+    grouped K/V go to SDPA with ``enable_gqa=True``: ``sdpa-gqa``. The H100 run of 2026-11-26
+    recorded this path at every prompt (``reports/validation/gpu-runs/cuda-nvidia-h100-80gb-
+    hbm3-2026-11-26/run2-hf``); on CUDA, SDPA's cuDNN and flash backends take grouped K/V
+    without copies. Others are kept."""
+    return "sdpa-gqa" if attention == "auto" else attention

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -19,7 +19,8 @@ import numpy as np
 from ridgeline.engine.collectives import MODELLED, collective_seconds
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import BYTE_FIELDS, DEFAULT_VARIANTS, Op, op_variant
-from ridgeline.engine.workload import EXECUTIONS
+from ridgeline.engine.units import GIGA
+from ridgeline.engine.workload import EXECUTIONS, Settings
 
 
 @dataclass(frozen=True)
@@ -565,7 +566,7 @@ def device_links(device: DeviceSpec) -> dict[str, Any]:
     (0 when unknown), the per-peer link bandwidth of a mesh (None on a switch), and the cost
     model of its collectives ("" when none: hops x latency). The one
     place ceilings get their links; a deployment's settings may override them
-    (``ridgeline.engine.deployment.with_links``)."""
+    (``with_links``)."""
     return {
         "link_bandwidth": device.interconnect_bandwidth,
         "link_latency": device.interconnect_latency or 0.0,
@@ -812,8 +813,6 @@ def with_execution(ceilings: Ceilings, device: DeviceSpec, execution: str) -> Ce
     A device-time profile prices eager or compiled only with its measured host terms for
     that mode; an eager-timed one no graph. Anything else is refused, never the same number
     under another name (a fallback that is kept is named by ``ridgeline.engine.basis``)."""
-    from dataclasses import replace
-
     from ridgeline.errors import InvalidSettingError
 
     cpu = device.kind == "cpu"
@@ -940,3 +939,16 @@ def composed_time(
         order = step_order(ops)
         time_s = queue_finish(host[order], device[order])
     return {"time_s": time_s, "device_s": device_s, "host_s": host_s}
+
+
+def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ceilings:
+    """The interconnect the settings ask for: their link bandwidth / latency where given
+    (an override is one figure for every group size: no per-peer mesh links), else the
+    device's; and the execution mode they ask for (``roofline.with_execution``)."""
+    links = device_links(device)
+    if settings.link_bw_gb_s:
+        links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None)
+    if settings.link_latency_us >= 0:  # the whole latency: per hop, no base, no protocol choice
+        links.update(link_latency=settings.link_latency_us * 1e-6, collectives="")
+    linked = replace(ceilings, **links)
+    return with_execution(linked, device, settings.execution)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from dataclasses import dataclass
-from typing import Union
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Union
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def _check_positive(field: str, value: Number) -> None:
 
 # The attention settings (docs/model.md, "Attention settings"): how a framework computes
 # attention, each priced as the kernels it runs. ``auto`` is the path transformers' ``sdpa``
-# attention takes (``resolve_attention``).
+# attention takes (``precision.resolve_attention``).
 ATTENTION_KERNELS = ("auto", "eager", "sdpa-repeat", "sdpa-gqa", "flash", "flash-decoding", "paged")
 ZERO_POINTS = ("fp16", "packed")
 EXECUTIONS = ("graph", "eager", "compiled")  # how kernels are launched
@@ -148,21 +149,12 @@ def check_slos(**slos: float | None) -> None:
             raise InvalidSettingError(name, f"{name} must be a positive number of seconds, got {value!r}; e.g. 0.5")
 
 
-def resolve_attention(attention: str) -> str:
-    """The attention setting ``auto`` stands for: the path transformers' default attention
-    (``attn_implementation="sdpa"``, ``sdpa_attention_forward``) takes for a batch without
-    padding, on every device. ``use_gqa_in_sdpa`` sees no mask (and head_dim <= 256), so
-    grouped K/V go to SDPA with ``enable_gqa=True``: ``sdpa-gqa``. The H100 run of 2026-11-26
-    recorded this path at every prompt (``reports/validation/gpu-runs/cuda-nvidia-h100-80gb-
-    hbm3-2026-11-26/run2-hf``); on CUDA, SDPA's cuDNN and flash backends take grouped K/V
-    without copies. Others are kept."""
-    return "sdpa-gqa" if attention == "auto" else attention
-
-
-def dtype_for_bits(bits: int, what: str) -> str:
-    """--w-bits/--a-bits/--kv-bits: 16 means fp16, lower widths are integers."""
-    if bits == 16:
-        return "fp16"
-    if bits in (8, 4, 2, 1):
-        return f"int{bits}"
-    raise InvalidWorkloadError(f"--{what}-bits must be 16, 8, 4, 2 or 1, got {bits}")
+def make_settings(
+    dtype: str | None = None, settings: Settings | None = None, options: Mapping[str, Any] | None = None
+) -> Settings:
+    """``dtype`` sets weights, activations and KV cache at once; ``options`` any field (a
+    misspelt one is refused by ``Settings`` itself, naming the closest)."""
+    if settings is None:
+        base = {"w_dtype": dtype, "a_dtype": dtype, "kv_dtype": dtype} if dtype else {}
+        return Settings(**{**base, **(options or {})})
+    return replace(settings, **options) if options else settings

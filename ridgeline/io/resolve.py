@@ -14,15 +14,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
-from ridgeline.engine.deployment import TYPES, Deployment, default_dtype, make_settings, on_threads, with_links
+from ridgeline.engine.deployment import TYPES, Deployment, default_dtype, on_threads
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.intervals import IntervalTable
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import Ceilings, spec_ceilings
-from ridgeline.engine.workload import SETTING_NAMES, Settings
+from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_links
+from ridgeline.engine.workload import SETTING_NAMES, Settings, make_settings
 from ridgeline.errors import (
     ProfileMismatchError,
     RidgelineError,
@@ -118,31 +117,64 @@ def resolve(
     intervals: tuple[IntervalTable | None, str] | None = None,
     **options: Any,
 ) -> Deployment:
-    """Load the model and the device, build the settings and their plan, and the ceilings:
-    ``ceilings`` as given, else the profile's, else the datasheet's.
+    """Load the model and the device, and the ceilings (``ceilings`` as given, else the
+    profile's, else the datasheet's: :func:`target`); then build the settings and their plan
+    (:func:`deploy`).
 
     Deployment options are :class:`Settings` fields as keywords (``w_dtype="int4"``,
     ``attention="flash"``, ``tp=2`` ...); ``dtype`` sets the three types at once. The types
     that neither sets take the device's default: fp16, or the type it runs where it has no
     fp16 matrix units (said in a note)."""
+    named = target(model, hardware, profile=profile, transfer=transfer, ceilings=ceilings, intervals=intervals)
+    return deploy(named, dtype, settings, options)
+
+
+class Target(NamedTuple):
+    """What a deployment's names resolve to, before its settings: the model, the device, the
+    ceilings, the notes they raised and the residual table behind the intervals (or why none)."""
+
+    model: ModelConfig
+    device: DeviceSpec
+    ceilings: Ceilings
+    notes: tuple[str, ...]
+    intervals: IntervalTable | None
+    no_interval: str
+
+
+def target(
+    model: str | Path | ModelConfig,
+    hardware: str | Path | DeviceSpec,
+    *,
+    profile: ProfileLike = None,
+    transfer: bool = False,
+    ceilings: Ceilings | None = None,
+    intervals: tuple[IntervalTable | None, str] | None = None,
+) -> Target:
+    """The model, the device and the ceilings a deployment is named by: ``ceilings`` as given,
+    else the profile's (checked against the device), else the datasheet's."""
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
     device = hardware if isinstance(hardware, DeviceSpec) else load_device(str(hardware))
-    notes: tuple[str, ...] = ()
-    if dtype is None and settings is None:  # the types not given take the device's default
-        dtype, note = default_dtype(device)
-        notes = (note,) if note and not set(TYPES) <= options.keys() else ()
-    chosen = make_settings(dtype, settings, options)
     if ceilings is not None and profile is not None:
         raise RidgelineError("give ceilings or a profile, not both")
     raw, where = read_profile(profile)
+    notes: tuple[str, ...] = ()
     if ceilings is None:
-        ceilings, profile_notes = resolve_ceilings(device, raw, transfer=transfer, where=where)
-        notes += profile_notes
+        ceilings, notes = resolve_ceilings(device, raw, transfer=transfer, where=where)
     table, why = intervals if intervals is not None else (intervals_for(ceilings, device, raw, where))
-    plan = make_plan(chosen, device, config.head_dim)
-    links = with_links(ceilings, device, chosen)
-    peaks = measured_peaks("cpu" if device.kind == "cpu" else "gpu")
-    return Deployment(config, device, chosen, plan, links, notes, table, why, peaks)
+    return Target(config, device, ceilings, notes, table, why)
+
+
+def deploy(named: Target, dtype: str | None, settings: Settings | None, options: Mapping[str, Any]) -> Deployment:
+    """``named`` under the settings: ``dtype`` for the three types, ``settings`` as given, and
+    ``options`` (Settings fields) over them; types neither sets take the device's default."""
+    notes: tuple[str, ...] = ()
+    if dtype is None and settings is None:
+        dtype, note = default_dtype(named.device)
+        notes = (note,) if note and not set(TYPES) <= options.keys() else ()
+    chosen = make_settings(dtype, settings, options)
+    peaks = measured_peaks("cpu" if named.device.kind == "cpu" else "gpu")
+    rest = (notes + named.notes, named.intervals, named.no_interval, peaks)
+    return Deployment.of(named.model, named.device, chosen, named.ceilings, *rest)
 
 
 def intervals_for(

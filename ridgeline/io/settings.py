@@ -8,9 +8,8 @@ from typing import Annotated, Any
 
 from typing_extensions import Doc
 
-from ridgeline.engine.workload import dtype_for_bits
-from ridgeline.errors import InvalidOptionError
-from ridgeline.io.resolve import Deployment, resolve
+from ridgeline.errors import InvalidOptionError, InvalidWorkloadError
+from ridgeline.io.resolve import Deployment, deploy, target
 
 # option -> the Settings field it sets, where the names differ (*_bits give a width -> a dtype)
 SETTING_FIELDS = {
@@ -66,6 +65,15 @@ def parse_values(text: str, cast=int) -> list:
         raise InvalidOptionError(f"cannot read the list '{text}': write values like 1,2,4..256") from None
 
 
+def dtype_for_bits(bits: int, what: str) -> str:
+    """--w-bits/--a-bits/--kv-bits: 16 means fp16, lower widths are integers."""
+    if bits == 16:
+        return "fp16"
+    if bits in (8, 4, 2, 1):
+        return f"int{bits}"
+    raise InvalidWorkloadError(f"--{what}-bits must be 16, 8, 4, 2 or 1, got {bits}")
+
+
 def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str, list]:
     """A command's parameters -> {Settings field: [values]} for each deployment option given
     (one value each unless lists are allowed)."""
@@ -113,10 +121,11 @@ def resolve_options(
     **options: Any,
 ) -> Deployment:
     """A command's model, hardware, dtype, profile and deployment options (or ``settings``)
-    resolved once (ridgeline.io.resolve); each option but the deployment's is declared here, once."""
+    resolved once (ridgeline.io.resolve): what they name first, then the settings' text read
+    against it. Each option but the deployment's is declared here, once."""
     check_transfer(profile, transfer)
-    name = model_name(model, config)
+    named = target(model_name(model, config), hardware, profile=profile, transfer=transfer)
     if settings is None:  # one value each
         settings = {field: values[0] for field, values in setting_lists(options, allow_lists=False).items()}
-    return resolve(name, hardware, dtype=dtype, profile=profile, transfer=transfer, **settings)
+    return deploy(named, dtype, None, settings)
 # fmt: on

@@ -36,13 +36,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ridgeline.engine.analyze import memory_totals, stage_totals
-from ridgeline.engine.deployment import with_links
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
-from ridgeline.engine.roofline import Ceilings, spec_ceilings
+from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_links
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
 

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ridgeline.engine.analyze import plain
-from ridgeline.engine.deployment import Deployment, with_links
+from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidWorkloadError
@@ -84,7 +83,7 @@ class Server:
     def deployment(self, model: ModelConfig, s: Settings) -> Deployment:
         device = restored(self.device)
         roofs = pickle.loads(self.roofs) if self.roofs is not None else spec_ceilings(device)
-        return Deployment(model, device, s, make_plan(s, device, model.head_dim), with_links(roofs, device, s))
+        return Deployment.of(model, device, s, roofs)
 
 
 @dataclass(frozen=True)
