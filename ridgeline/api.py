@@ -836,7 +836,7 @@ def plan(
 
 # fmt: off
 def plan_from_text(
-    model: str,
+    model: str | None,
     *,
     workload: Annotated[str, Doc("Poisson arrivals: poisson:rate=REQ_PER_S,prompt=TOKENS,output=TOKENS,n=REQUESTS[,seed=S].")] = "poisson:rate=20,prompt=512,output=256,n=10000",
     slo: Annotated[str, Doc("Latency targets, seconds: ttft=0.5,tpot=0.05 (either or both).")] = "ttft=0.5,tpot=0.05",
@@ -858,6 +858,8 @@ def plan_from_text(
     ``slo`` 'ttft=0.5,tpot=0.05', ``price`` 'h100-sxm=3.5', ``devices``, ``counts`` and
     ``replicas`` lists, ``pools`` 'P:D,...', ``drafts`` 'NAME:K:A,...'; each checked (``top``
     rows to show, ``output`` writable) before the search starts. ``rate_search``: at p99."""
+    if model is None:
+        raise InvalidOptionError("name a model (see 'ridgeline models list')")
     if top < 1:
         raise InvalidWorkloadError(f"--top must be at least 1, got {top}")
     if output is not None:

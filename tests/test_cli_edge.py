@@ -67,3 +67,18 @@ def test_a_draw_takes_a_seed_and_measures(args):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert "--draw takes a seed >= 0 and measures: it does not go with --repredict" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["serve", "--debug", "--waitress"], "--debug runs Flask's development server; drop --debug or --waitress"),
+        (["hardware", "show", "a6000", "--refresh"], "--refresh applies to 'host' only"),
+        (["plan"], "name a model (see 'ridgeline models list')"),
+    ],
+)
+def test_an_option_the_api_checks_is_one_line_and_exit_2(args, line):
+    """The checks of an option's value live where it is taken (viewer.entry, io.resolve,
+    api.plan_from_text); the command line prints them as its own usage errors."""
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and result.output == f"error: Invalid value: {line}\n"

@@ -4,11 +4,13 @@ analysis's charts in a file)."""
 
 from __future__ import annotations
 
-from ridgeline.errors import MissingDependencyError, RidgelineError
+from ridgeline.errors import InvalidOptionError, MissingDependencyError, RidgelineError
 
 
 def run_dashboard(host: str, port: int, debug: bool, waitress: bool, threads: int, echo) -> None:
     """Build the dashboard and serve it until stopped (needs the viewer extra); ``echo`` prints its URL."""
+    if waitress and debug:
+        raise InvalidOptionError("--debug runs Flask's development server; drop --debug or --waitress")
     try:
         from viewer.app import create_app
     except ImportError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ridgeline.cli.app import command, hardware_app, models_app, values
-from ridgeline.io.resolve import detect_host, list_devices, list_models, load_device, load_model
+from ridgeline.io.resolve import list_devices, list_models, load_device, load_model
 from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows, print_lines
 
 
@@ -18,10 +18,7 @@ def hardware_list() -> None:
 @command(hardware_app, "name refresh", "show")
 def hardware_show(ctx: typer.Context) -> None:
     """All fields of one device, in the units of its file."""
-    name, refresh = values(ctx)["name"], values(ctx)["refresh"]
-    if refresh and name != "host":
-        raise typer.BadParameter("--refresh applies to 'host' only")
-    print_lines(device_rows(detect_host(refresh=True) if refresh else load_device(name)))
+    print_lines(device_rows(load_device(values(ctx)["name"], refresh=values(ctx)["refresh"])))
 
 
 @models_app.command("list")

@@ -33,12 +33,9 @@ delegate(app, "simulate-check", commands.simulate_check, "Replay a trace on tran
 @command(app, "host port debug waitress threads__serve")
 def serve(ctx: typer.Context) -> None:
     """Start the dashboard (Dash) and print its URL."""
-    v = values(ctx)
-    if v["waitress"] and v["debug"]:
-        raise typer.BadParameter("--debug runs Flask's development server; drop --debug or --waitress")
     from viewer.entry import run_dashboard
 
-    run_dashboard(**v, echo=typer.echo)
+    run_dashboard(**values(ctx), echo=typer.echo)
 
 
 PLAN = "model workload slo devices counts price executor address workers top output replicas pools drafts profile transfer rate_search"
@@ -48,8 +45,5 @@ PLAN = "model workload slo devices counts price executor address workers top out
 def plan(ctx: typer.Context) -> None:
     """Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."""
     v = values(ctx)
-    if v["model"] is None:
-        raise typer.BadParameter("name a model (see 'ridgeline models list')")
     progress = lambda done, total: echo_err(f"price level {done} of {total} done")  # noqa: E731
-    result = plan_from_text(**v, progress=progress)
-    report.plan_output(result, v["top"], v["output"])
+    report.plan_output(plan_from_text(**v, progress=progress), v["top"], v["output"])

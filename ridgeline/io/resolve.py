@@ -23,6 +23,7 @@ from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_links
 from ridgeline.engine.workload import SETTING_NAMES, Settings, make_settings
 from ridgeline.errors import (
+    InvalidOptionError,
     ProfileMismatchError,
     RidgelineError,
     UnknownDeviceError,
@@ -72,13 +73,15 @@ __all__ = [  # what the layers above may use; also this module's own functions b
 ]
 
 
-def load_device(name: str | DeviceSpec) -> DeviceSpec:
-    """A catalog name (``h100-sxm``), ``host`` (this machine, detected), or a path to a
-    device YAML file."""
+def load_device(name: str | DeviceSpec, *, refresh: bool = False) -> DeviceSpec:
+    """A catalog name (``h100-sxm``), ``host`` (this machine, detected; ``refresh``: detected
+    and measured again, the result kept for later runs), or a path to a device YAML file."""
+    if refresh and name != "host":
+        raise InvalidOptionError("--refresh applies to 'host' only")
     if isinstance(name, DeviceSpec):
         return name
     if name == "host":
-        return host.detect_host()
+        return host.detect_host(refresh=refresh)
     return load_catalog_device(name)
 
 
