@@ -20,6 +20,7 @@ from ridgeline.engine.analyze import (
     Analysis,
     analyze_deployment,
     decode_total,
+    largest_batch,
     memory_totals,
     plain,
     stage_totals,
@@ -280,18 +281,9 @@ def speculative(
 @takes_keywords(*HOW)
 def max_batch(model, hardware=None, seq_len: int = 512, generate: int = 0, **how: Any) -> int:
     """Largest batch whose peak memory fits what the runtime may use on one device
-    (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
-    per-sequence amount (KV cache and activations both scale with the batch), so the
-    answer is floor((usable - weights) / per-sequence bytes); 0 when nothing fits."""
+    (:func:`ridgeline.engine.analyze.largest_batch`); 0 when nothing fits."""
     d = as_deployment(model, hardware, **how)
-    config, device, p = d.model, d.device, d.plan
-    m = p.micro_batches
-    one = memory_totals(config, device, Workload(m, seq_len, generate), p)
-    two = memory_totals(config, device, Workload(2 * m, seq_len, generate), p)
-    per_seq = float(two["peak_bytes"] - one["peak_bytes"]) / m
-    fixed = float(one["peak_bytes"]) - per_seq * m
-    room = float(one["usable_bytes"]) - fixed
-    return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
+    return largest_batch(d.model, d.device, d.plan, seq_len, generate)
 
 
 @takes_keywords(*HOW)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from typing_extensions import Doc
 
-from ridgeline.engine.analyze import deployment_basis
+from ridgeline.engine.analyze import deployment_basis, largest_batch
 from ridgeline.engine.basis import basis_lines as basis_text
 from ridgeline.engine.collectives import LABELS as COLLECTIVE_LABELS
 from ridgeline.engine.device import DeviceSpec
@@ -274,11 +274,10 @@ def stage_verdict(analysis: Analysis, stage: str) -> str:
     return f"{bound}-bound ({share}; {name} {verb} {moved[name] / sum(moved.values()):.0%} of the bytes moved)"
 
 
-def largest_batch(analysis: Analysis) -> int:
-    from ridgeline.api import max_batch
-
+def analysis_largest_batch(analysis: Analysis) -> int:
+    """The largest batch that fits, for the analysis's own model, device and plan."""
     w = analysis.workload
-    return max_batch(analysis.model, analysis.device, w.seq_len, w.generate, settings=analysis.settings)
+    return largest_batch(analysis.model, analysis.device, analysis.plan, w.seq_len, w.generate)
 
 
 def verdict(analysis: Analysis, largest: int | None = None) -> str:
@@ -286,7 +285,7 @@ def verdict(analysis: Analysis, largest: int | None = None) -> str:
     (``largest``, when the caller has it already)."""
     w = analysis.workload
     step = "TPOT" if analysis.generation else "a decode step"
-    largest = largest_batch(analysis) if largest is None else largest
+    largest = analysis_largest_batch(analysis) if largest is None else largest
     fits = f"largest batch that fits: {largest}" if largest else "not even batch 1 fits"
     return (
         f"verdict: TTFT is {stage_verdict(analysis, 'prefill')}, {step} is "
@@ -296,7 +295,7 @@ def verdict(analysis: Analysis, largest: int | None = None) -> str:
 
 def verdict_fields(analysis: Analysis) -> dict:
     """The verdict line and its parts, for the JSON: each stage's bound, the largest batch."""
-    largest = int(largest_batch(analysis))  # one search, for the line and the field
+    largest = int(analysis_largest_batch(analysis))  # one search, for the line and the field
     return {
         "text": verdict(analysis, largest).removeprefix("verdict: "),
         "prefill_bound": stage_bound(analysis, "prefill"),

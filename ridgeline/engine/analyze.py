@@ -318,6 +318,20 @@ def memory_totals(
     }
 
 
+def largest_batch(model: ModelConfig, device: DeviceSpec, p: Plan, seq_len: int, generate: int) -> int:
+    """Largest batch whose peak memory fits what the runtime may use on one device
+    (``memory_utilization`` x capacity - runtime reserve). Peak memory is weights plus a
+    per-sequence amount (KV cache and activations both scale with the batch), so the
+    answer is floor((usable - weights) / per-sequence bytes); 0 when nothing fits."""
+    m = p.micro_batches
+    one = memory_totals(model, device, Workload(m, seq_len, generate), p)
+    two = memory_totals(model, device, Workload(2 * m, seq_len, generate), p)
+    per_seq = float(two["peak_bytes"] - one["peak_bytes"]) / m
+    fixed = float(one["peak_bytes"]) - per_seq * m
+    room = float(one["usable_bytes"]) - fixed
+    return int(max(room // per_seq // m * m, 0)) if per_seq > 0 else 0
+
+
 def plain(value: Any) -> Any:
     """numpy scalars -> Python numbers for JSON; NaN -> None."""
     if isinstance(value, dict):
