@@ -74,6 +74,7 @@ def signature(parameters: list[inspect.Parameter]):
     return table
 
 
+@cache  # resolve_options is declared into every command: built once
 def declared_options(*functions) -> tuple[dict, frozenset[str]]:
     """The options ``functions`` declare, as typer builds them, by name (a variant ``name__x``
     answers to ``name``), and which are paths. A keyword annotated ``Annotated[type,
