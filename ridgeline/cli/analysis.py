@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import typer
 
 from ridgeline import api, report
@@ -18,8 +16,7 @@ ANALYZE = "model config hardware batch seq_len generate dtype draft draft_tokens
 def analyze(ctx: typer.Context) -> None:
     """Per-operator roofline of prefill and decode, generation totals and memory."""
     v = values(ctx)
-    workload = {key: v[key] for key in ("batch", "seq_len", "generate", "draft", "draft_tokens", "acceptance")}
-    result = api.analyze_with_draft(deployment(v), **workload)
+    result = api.analyze_with_draft(deployment(v), **pick(v, "batch seq_len generate draft draft_tokens acceptance"))
     if v["html"] is not None:
         from viewer.entry import write_html
 
@@ -36,9 +33,8 @@ def sweep(ctx: typer.Context) -> None:
     d = deployment(v, settings={})
     with report.ProgressAfter(1.0) as progress:
         frame = api.sweep_settings(d, lists, batches, lengths, v["generate"], on_step=progress.step)
-    points = len(batches) * len(lengths) * math.prod(map(len, lists.values()))
-    report.show_deployment_frame(
-        frame, d, f"{points} points", report.deployment_notes(d, batches, lengths), v["fmt"], v["output"]
+    report.show_deployment_frame(  # a row per point: every combination, batch x length
+        frame, d, f"{len(frame)} points", report.deployment_notes(d, batches, lengths), v["fmt"], v["output"]
     )
 
 

@@ -2,8 +2,6 @@
 register|compare (kernels/commands.py runs each and declares its options; most of it needs
 torch, imported when it runs)."""
 
-from __future__ import annotations
-
 from kernels import commands
 from ridgeline.cli.app import app, delegate, predictions_app
 

@@ -550,6 +550,20 @@ def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
     return (table, "") if table is not None else (None, f"no measured interval: no {kind} device was measured")
 
 
+def intervals_for(
+    ceilings: Ceilings, device: DeviceSpec, raw: Mapping[str, Any] | None, where: str
+) -> tuple[IntervalTable | None, str]:
+    """The residual table behind ``ceilings``' intervals: a calibrated profile's own, the
+    spec residuals pooled over measured devices of the kind, or none (with why)."""
+    if ceilings.mode == "spec":
+        return spec_intervals("cpu" if device.kind == "cpu" else "gpu")
+    if ceilings.mode == "transferred":
+        return None, "no measured interval: a transferred profile was not measured on this device"
+    if raw is None:
+        return None, "no measured interval: ceilings given without their profile"
+    return profile_intervals(raw, where)
+
+
 def measured_peaks(kind: str) -> dict[str, Any] | None:
     """The measured-over-predicted peak memory ratios of ``kind``'s committed e2e runs."""
     peaks = (_spec_pools(*_version(SPEC_INTERVALS)).get("memory") or {}).get(kind)

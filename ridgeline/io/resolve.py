@@ -44,14 +44,13 @@ from ridgeline.io.host import detect_host
 from ridgeline.io.models import list_models, load_model
 from ridgeline.io.profile import (
     METHOD_TIMING,
+    intervals_for,
     list_profiles,
     load_profile,
     measured_peaks,
     profile_ceilings,
-    profile_intervals,
     profile_path,
     recorded_device,
-    spec_intervals,
     timing_of,
 )
 
@@ -178,20 +177,6 @@ def deploy(named: Target, dtype: str | None, settings: Settings | None, options:
     peaks = measured_peaks("cpu" if named.device.kind == "cpu" else "gpu")
     rest = (notes + named.notes, named.intervals, named.no_interval, peaks)
     return Deployment.of(named.model, named.device, chosen, named.ceilings, *rest)
-
-
-def intervals_for(
-    ceilings: Ceilings, device: DeviceSpec, raw: Mapping[str, Any] | None, where: str
-) -> tuple[IntervalTable | None, str]:
-    """The residual table behind ``ceilings``' intervals: a calibrated profile's own, the
-    spec residuals pooled over measured devices of the kind, or none (with why)."""
-    if ceilings.mode == "spec":
-        return spec_intervals("cpu" if device.kind == "cpu" else "gpu")
-    if ceilings.mode == "transferred":
-        return None, "no measured interval: a transferred profile was not measured on this device"
-    if raw is None:
-        return None, "no measured interval: ceilings given without their profile"
-    return profile_intervals(raw, where)
 
 
 def as_deployment(target: Deployment | str | Path | ModelConfig, hardware=None, **kwargs: Any) -> Deployment:
