@@ -117,7 +117,7 @@ def test_spec_intervals_say_how_many_devices_they_pool():
     a = rl.analyze("llama-2-7b", "a100-80gb", generate=16)
     assert a.extra["intervals"]["basis"].startswith("spec residuals from 2 gpu devices")
     cpu = rl.analyze("llama-3.2-1b", "host", dtype="bf16", generate=16)
-    assert cpu.extra["intervals"]["basis"].startswith("spec residuals from 5 cpu devices")
+    assert cpu.extra["intervals"]["basis"].startswith("spec residuals from 6 cpu devices")
 
 
 def test_a_point_outside_its_interval_is_said_on_the_intervals_line():
