@@ -56,3 +56,12 @@ def test_fresh_pages_are_filled_in_a_mapping_of_their_own(monkeypatch):
     calibrate.fresh_pages(2**20)
     calibrate.fresh_pages(2**20)
     assert made == [mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS] * 2
+
+
+def test_calibrate_says_when_it_keeps_no_first_touch_and_what_it_kept():
+    assert calibrate.first_touch_line(None, "cpu") == (
+        "  first touch: none kept (fresh pages cost no more than reused ones, or faster than the copy): priced at 0"
+    )
+    assert calibrate.first_touch_line(None, "cuda") is None
+    kept = {"gb_s": 2.9718, "mmap_threshold_bytes": 32 * 2**20}
+    assert calibrate.first_touch_line(kept, "cpu") == "  first touch 2.97 GB/s (fresh pages of allocations from 32 MiB)"
