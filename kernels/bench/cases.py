@@ -164,6 +164,11 @@ SIZE_GRID_WIDTH = {"rmsnorm": 2048, "residual_add": 2048, "silu_mul": 8192, "sof
 # same widths (full calibration only): Gemma's tanh-GELU x up, GPT-J's tanh-GELU, Falcon's
 # GELU, OPT's ReLU; LayerNorm with its bias (OPT, GPT-J, Falcon)
 SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu": 8192, "layernorm": 2048}
+# A norm reduces each row, so its rate at a size depends on the row's width as well: on a
+# Zen 5, fp32 LayerNorm over rows of 4096 runs 1.35x the time of rows of 2048 at the same
+# bytes. Its series are measured at these widths too (the catalog's hidden sizes run from
+# 896 to 16384), one size table each (``ridgeline.engine.roofline.WIDTH_SUFFIX``)
+SIZE_GRID_NORM_WIDTHS = (1024, 4096, 8192, 16384)
 ACT_KERNELS = ("silu", "gelu", "gelu_tanh", "relu")  # kernels.bench.bench.ACTIVATIONS
 SIZE_GRID_MAX_BYTES = 256 * 2**20
 # A CPU softmax's vector tail (``ridgeline.engine.roofline.ROW_TAIL_PERIOD``): rows of
@@ -830,7 +835,8 @@ def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
             if kernel == "rope" and dtype != "fp32":
                 continue
             tokens = QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS
-            cases += size_grid_series(kernel, width, dtype, tokens, SIZE_GRID_MAX_BYTES)
+            for w in (width, *SIZE_GRID_NORM_WIDTHS) if kernel in O.NORM_OPS else (width,):
+                cases += size_grid_series(kernel, w, dtype, tokens, SIZE_GRID_MAX_BYTES)
     return cases
 
 
