@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.bench.cases import SIZE_GRID_WIDTH
 from ridgeline.engine.ops import op_variant
 from ridgeline.engine.roofline import (
     ATTENTION_AXES,
@@ -48,6 +49,7 @@ from ridgeline.engine.roofline import (
     SIZE_KINDS,
     SOFTMAX_LONG,
     SOFTMAX_SPLIT_COLS,
+    WIDTH_DIMS,
     Ceilings,
     Curve,
     GridTable,
@@ -60,6 +62,7 @@ from ridgeline.engine.roofline import (
     row_tail_seconds,
     tile_fill,
     tile_rows,
+    width_key,
 )
 
 # fractions of a roof: 1.0 is a grid point; the points above 1 only detect a wish to exceed it
@@ -531,23 +534,26 @@ def fit_profile_terms(
         if size is not None:
             cap = float(write_free(ops[i] for i in idx)) if cpu else 1.0
             overheads = OVERHEAD_GRID
-            for suffix, part in _softmax_sides(key, [rows[i] for i in idx], [ops[i] for i in idx]):
+            parts = _width_parts(key, [ops[i] for i in idx], size) or _softmax_sides(
+                key, [rows[i] for i in idx], [ops[i] for i in idx]
+            )
+            for suffix, part in parts:
                 sub, dims = idx[part], size[part]
                 bound = roofline_time(compute_s[sub] + vector_s[sub], memory_s[sub])
                 table = fit_row_table(
                     bound, measured[sub], dims, weights[sub], cap, overheads, between=judge_between and not cpu
                 )
                 entry = table["table"][0]
-                sizes[key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
+                sizes[suffix if "@" in suffix else key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
                 if not suffix:  # one overhead per class: the short rows' (or the only) fit
                     overhead[key] = table["overhead_s"]
                     overheads = np.array([min(table["overhead_s"], 0.99 * measured[idx].min())])
-                report[key + suffix + " (size table)"] = {
+                report[(suffix if "@" in suffix else key + suffix) + " (size table)"] = {
                     k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")
                 }
                 refused += [
                     {
-                        "class": key + suffix,
+                        "class": suffix if "@" in suffix else key + suffix,
                         "term": f"fraction at {b:g} bytes",
                         "wanted": round(f, 3),
                         "cases": int(sub.size),
@@ -726,6 +732,27 @@ def _on_grid_tokens(op) -> bool:
     cases come first (Llama-3.2-1B's decode at batch 4 is the RMSNorm grid's 4 x 2048)."""
     tokens = op.dims.get("tokens")
     return isinstance(tokens, (int, np.integer)) and tokens > 0 and not tokens & (tokens - 1)
+
+
+def _width_parts(key: str, ops: Sequence, size: np.ndarray) -> list[tuple[str, np.ndarray]] | None:
+    """For a norm class measured on the size grid at more than one row width
+    (``kernels.bench.cases.SIZE_GRID_NORM_WIDTHS``, each at ``MIN_CURVE_ROWS`` sizes or more):
+    the class at the base width's grid with its model cases ('': its overhead, and the curve
+    an older engine reads), then each width's grid points on their own (``width_key``: the
+    engine interpolates between them in log width). None for other classes and profiles
+    measured at one width. ``size``: ``_size_grid``'s (bytes, shape, 1) of the ops."""
+    dim = WIDTH_DIMS.get(key.split(":")[0].split(".")[0].split("@")[0])
+    if dim is None:
+        return None
+    grid = size[:, 1] == 1.0
+    width = np.array([float(np.max(op.dims.get(dim, 0))) for op in ops])
+    widths = [
+        w for w in np.unique(width[grid]) if np.unique(size[grid & (width == w), 0]).size >= MIN_CURVE_ROWS
+    ]
+    base = float(SIZE_GRID_WIDTH["rmsnorm"])
+    if len(widths) < 2 or base not in widths:
+        return None
+    return [("", ~grid | (width == base))] + [(width_key(key, w), grid & (width == w)) for w in widths]
 
 
 def _softmax_sides(key: str, rows: Sequence[Mapping[str, Any]], ops: Sequence) -> list[tuple[str, np.ndarray]]:

@@ -9,7 +9,8 @@ these dimensions:
 - a decode attention row table (CPU): rows per K/V head from the fewest measured at the op's
   head_dim, and head_dim over its shapes (where its rows are read);
 - an attention grid table (GPU; a CPU's prompts): rows, context and head_dim over its knots, per stage;
-- an element-wise size table: the op's bytes between its smallest and largest size.
+- an element-wise size table: the op's bytes between its smallest and largest size (a norm
+  measured at several row widths: its width between theirs, too).
 
 Datasheet roofs and efficiency terms measure no grid: nothing is extrapolated there.
 Vectorised: an op's dims may be arrays (a sweep), and ``Span.outside`` is elementwise. Pure.
@@ -28,9 +29,11 @@ from ridgeline.engine.roofline import (
     SIZE_KINDS,
     SOFTMAX_LONG,
     SOFTMAX_SPLIT_COLS,
+    WIDTH_DIMS,
     Ceilings,
     attention_coords,
     table_rows,
+    width_curves,
 )
 from ridgeline.engine.units import format_bytes
 
@@ -45,7 +48,7 @@ class Span:
     """One measured dimension of the table that prices an op: the op's value (an array where
     the workload is; NaN where that table does not price it) and the measured range."""
 
-    dimension: str  # rows | k | n | head_dim | context | bytes
+    dimension: str  # rows | k | n | head_dim | context | bytes | width
     value: Any
     low: float
     high: float
@@ -129,8 +132,19 @@ def _grid_spans(tables: Mapping[str, GridTable], op: Op) -> tuple[Span, ...]:
 
 
 def _size_spans(curves: Mapping[str, Curve], key: str, op: Op) -> tuple[Span, ...]:
-    """An element-wise op's bytes against its size table (a softmax's long rows: its own)."""
+    """An element-wise op's bytes against its size table (a softmax's long rows: its own; a
+    norm measured at several widths: its width against theirs, its bytes against the tables
+    of the widths it lies between)."""
     nbytes, curve, long_curve = np.asarray(op.bytes, dtype=float), curves[key], curves.get(key + SOFTMAX_LONG)
+    widths = width_curves(curves, key) if WIDTH_DIMS.get(op.kind) in op.dims else ()
+    if widths:
+        width = np.asarray(op.dims[WIDTH_DIMS[op.kind]], dtype=float)
+        low, high = float(width.min()), float(width.max())
+        near = [c for w, c in widths if low <= w <= high]
+        if not near or low < high:  # and the widths around it
+            near += [c for w, c in widths[::-1] if w < low][:1] + [c for w, c in widths if w > high][:1]
+        span = Span("bytes", nbytes, max(c.x[0] for c in near), min(c.x[-1] for c in near))
+        return Span("width", width, widths[0][0], widths[-1][0]), span
     if long_curve is None or "cols" not in op.dims:
         return (Span("bytes", nbytes, curve.x[0], curve.x[-1]),)
     long_rows = np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS

@@ -145,6 +145,45 @@ def attention_coords(op: Op):
 # ones in a block-per-row kernel (aten/src/ATen/native/cuda/SoftMax.cu): a size curve per side
 SOFTMAX_SPLIT_COLS = 1024
 SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
+# A norm reduces each row, so its rate at a size also depends on the row's width (a CPU's
+# row outgrows its L1 cache): a class measured at several widths has a size curve per width,
+# keyed 'norm:attn_norm.layernorm~w4096@fp32', and an op between two widths takes the
+# fraction interpolated in log width (held at the outermost width past them)
+WIDTH_MARK = "~w"
+WIDTH_DIMS = {"norm": "hidden"}
+
+
+def width_key(key: str, width: float) -> str:
+    """The key of ``key``'s size curve at one row width (its data type stays last)."""
+    head, at, dtype = key.rpartition("@")
+    return f"{head}{WIDTH_MARK}{width:g}@{dtype}" if at else f"{key}{WIDTH_MARK}{width:g}"
+
+
+def width_curves(curves: Mapping[str, Curve], key: str) -> tuple[tuple[float, Curve], ...]:
+    """``key``'s size curves by row width, narrowest first (none: one curve for all widths)."""
+    head, at, dtype = key.rpartition("@")
+    head, tail = (head, at + dtype) if at else (key, "")
+    found = []
+    for name, curve in curves.items():
+        width = name.removeprefix(head + WIDTH_MARK).removesuffix(tail)
+        if name.startswith(head + WIDTH_MARK) and name.endswith(tail) and width.isdigit():
+            found.append((float(width), curve))
+    return tuple(sorted(found, key=lambda item: item[0]))
+
+
+def across_widths(curves: Sequence[tuple[float, Curve]], width, nbytes):
+    """The fraction at ``nbytes`` for rows of ``width``: linear in log width between the two
+    measured widths around it, the outermost one's past them. Vectorised."""
+    logw = np.log([w for w, _ in curves])
+    x = np.clip(np.log(np.asarray(width, dtype=float)), logw[0], logw[-1])
+    *values, x = np.broadcast_arrays(*(c.at(nbytes) for _, c in curves), x)
+    if len(values) == 1:
+        return values[0]
+    i = np.clip(np.searchsorted(logw, x, side="right") - 1, 0, len(logw) - 2)
+    t = (x - logw[i]) / (logw[i + 1] - logw[i])
+    stacked = np.stack(values)
+    low, high = (np.take_along_axis(stacked, (i + d)[None], 0)[0] for d in (0, 1))
+    return (1 - t) * low + t * high
 
 
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB):
@@ -395,6 +434,10 @@ class Ceilings:
                     return table
                 return np.where(np.isnan(table), self._attention_rows(key, op), table)  # a CPU's decodes
             if key in self.size_curves and op.kind in SIZE_KINDS:
+                widths = width_curves(self.size_curves, key) if op.kind in WIDTH_DIMS else ()
+                if widths and WIDTH_DIMS[op.kind] in op.dims:
+                    found = across_widths(widths, op.dims[WIDTH_DIMS[op.kind]], op.bytes)
+                    return found if found.ndim else float(found)
                 long_rows = self.size_curves.get(key + SOFTMAX_LONG)
                 if long_rows is not None and "cols" in op.dims:
                     return np.where(
