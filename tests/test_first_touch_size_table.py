@@ -10,8 +10,8 @@ import pytest
 
 from kernels.bench.cases import (
     SIZE_GRID_KINDS,
-    SIZE_GRID_WIDTH,
     SIZE_GRID_MAX_BYTES,
+    SIZE_GRID_WIDTH,
     Options,
     _stage_cases,
     build_op,

@@ -192,7 +192,8 @@ def measure_first_touch(cfg: RunConfig, copy_gb_s: float) -> dict[str, Any] | No
     reused = _timed(lambda b: b.fill_(1), (torch.empty(n, dtype=torch.uint8),), cfg)
     fresh = _timed(fresh_pages, (n,), cfg)
     extra = fresh.median_s - reused.median_s
-    if extra <= 0 or n / extra / GIGA > copy_gb_s:
+    gb_s = n / extra / GIGA if extra > 0 else None
+    if gb_s is None or gb_s > copy_gb_s:
         return None
     return {
         "bytes": n,
@@ -200,7 +201,7 @@ def measure_first_touch(cfg: RunConfig, copy_gb_s: float) -> dict[str, Any] | No
         "reused_s": reused.median_s,
         "fresh_spread": fresh.spread,
         "reused_spread": reused.spread,
-        "gb_s": n / extra / GIGA,
+        "gb_s": gb_s,
         "mmap_threshold_bytes": mmap_threshold(),
         "pages": "a private anonymous mapping per fill",
     }

@@ -538,22 +538,25 @@ def fit_profile_terms(
                 key, [rows[i] for i in idx], [ops[i] for i in idx]
             )
             for suffix, part in parts:
+                name = suffix if "@" in suffix else key + suffix  # a width's own key, or a side's suffix
                 sub, dims = idx[part], size[part]
                 bound = roofline_time(compute_s[sub] + vector_s[sub], memory_s[sub])
                 table = fit_row_table(
                     bound, measured[sub], dims, weights[sub], cap, overheads, between=judge_between and not cpu
                 )
                 entry = table["table"][0]
-                sizes[suffix if "@" in suffix else key + suffix] = {"bytes": entry["rows"], "fraction": entry["fraction"], "cap": round(cap, 4)}
+                sizes[name] = {
+                    "bytes": entry["rows"],
+                    "fraction": entry["fraction"],
+                    "cap": round(cap, 4),
+                }
                 if not suffix:  # one overhead per class: the short rows' (or the only) fit
                     overhead[key] = table["overhead_s"]
                     overheads = np.array([min(table["overhead_s"], 0.99 * measured[idx].min())])
-                report[(suffix if "@" in suffix else key + suffix) + " (size table)"] = {
-                    k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")
-                }
+                report[name + " (size table)"] = {k: table[k] for k in ("cases", "median_abs_error", "max_abs_error")}
                 refused += [
                     {
-                        "class": suffix if "@" in suffix else key + suffix,
+                        "class": name,
                         "term": f"fraction at {b:g} bytes",
                         "wanted": round(f, 3),
                         "cases": int(sub.size),
@@ -741,14 +744,12 @@ def _width_parts(key: str, ops: Sequence, size: np.ndarray) -> list[tuple[str, n
     an older engine reads), then each width's grid points on their own (``width_key``: the
     engine interpolates between them in log width). None for other classes and profiles
     measured at one width. ``size``: ``_size_grid``'s (bytes, shape, 1) of the ops."""
-    dim = WIDTH_DIMS.get(key.split(":")[0].split(".")[0].split("@")[0])
+    dim = WIDTH_DIMS.get(ops[0].kind) if ops else None
     if dim is None:
         return None
     grid = size[:, 1] == 1.0
     width = np.array([float(np.max(op.dims.get(dim, 0))) for op in ops])
-    widths = [
-        w for w in np.unique(width[grid]) if np.unique(size[grid & (width == w), 0]).size >= MIN_CURVE_ROWS
-    ]
+    widths = [w for w in np.unique(width[grid]) if np.unique(size[grid & (width == w), 0]).size >= MIN_CURVE_ROWS]
     base = float(SIZE_GRID_WIDTH["rmsnorm"])
     if len(widths) < 2 or base not in widths:
         return None
