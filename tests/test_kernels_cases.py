@@ -286,8 +286,13 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     # 128 rows there is a qwen2-7b prompt's own case); + 160 eager q.K^T and P.V prompts on the
     # same prompt grid (2 data types x 2 kernels x 4 head_dims x 5 lengths x 2 row counts); + the
     # softmax tail series (2 data types x 32 widths, quick too); + decode rows at 128 (2 data
-    # types x 3 kernels x 4 head_dims x 2 cache lengths)
-    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32 + 2 * 3 * 4 * 2
+    # types x 3 kernels x 4 head_dims x 2 cache lengths); + the norms (RMSNorm, LayerNorm; fp32,
+    # bf16) at three more widths (896, 3584, 8192): 174 sizes, less 16 that a calibration
+    # model's own RMSNorm already measures (qwen2-0.5b's 896, qwen2-7b's 3584 at 2, 4, 32, 128 tokens)
+    norms = [c for c in cal if c.recipe.get("builder") == "size_grid" and c.kernel in ("rmsnorm", "layernorm")]
+    widths = [c for c in norms if c.recipe["width"] in K.SIZE_GRID_NORM_WIDTHS]
+    assert len(widths) == 174 - 16 and {c.kernel for c in widths} == {"rmsnorm", "layernorm"}
+    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32 + 2 * 3 * 4 * 2 + 158
     quick = suite_cases("calibration", Options(), True)
     # and each kind's quick size series (fp32, bf16), and the quick prompt table: flash prompts at
     # 2 data types x 3 head_dims (64, 128, 256) x 5 lengths x 2 row counts; then the eager q.K^T
@@ -297,9 +302,21 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     # head_dim 256 (2 data types x 3 kernels x 8 row counts), then its rows at 32, 64 and 128
     # (2 data types x 3 kernels x 3 head_dims x 3 row counts)
     quick_rows = 2 * 3 * 3 * 3
+    # and the norms' quick series at the three more widths: 110 sizes, less 2 a model's own (4 tokens)
+    quick_widths = 110 - 2
     assert (
         len(quick)
-        == 479 + 70 + 2 * 3 * 5 * 2 + 2 * 2 * 3 * 5 * 2 + 2 * 3 * 2 + 30 + 7 + 2 * 3 * 8 + 2 * 32 + quick_rows
+        == 479
+        + 70
+        + 2 * 3 * 5 * 2
+        + 2 * 2 * 3 * 5 * 2
+        + 2 * 3 * 2
+        + 30
+        + 7
+        + 2 * 3 * 8
+        + 2 * 32
+        + quick_rows
+        + quick_widths
     )
     # 28672 is no validation or draw width: both stay held out in every dimension
     val = suite_cases("validation", Options(), False) + K.drawn_cases(7)[0]
