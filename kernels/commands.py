@@ -162,7 +162,7 @@ def register_predictions(
     *,
     hardware: Annotated[str, Doc("Catalog device, 'host', or a device YAML file.")] = "h200",
     profile: Path | None = None,
-    sizes: Annotated[str, Doc("The run's sizes preset (kernels/gpu/plan.py): gpu, gpu-heldout, gpu-families, gpu-heldout2, or cpu-test.")] = "gpu",
+    sizes: Annotated[str, Doc("The run's sizes preset (kernels/gpu/plan.py): gpu, gpu-heldout, gpu-families, gpu-heldout2, gpu-heldout3, or cpu-test.")] = "gpu",
     transfer: Annotated[bool, Doc("The profile is another GPU's of the same architecture: its fractions on this GPU's datasheet roofs (for a GPU with no device-time profile of its own).")] = False,
     output: Path | None = None,
     echo,

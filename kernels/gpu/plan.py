@@ -193,6 +193,23 @@ SIZES["gpu-heldout2"] = {
     "caps": {**SIZES["gpu-families"]["caps"], "e2e-graph": 120, "e2e-eager": 80, "hf-eager": 45},
 }
 
+# The fifth (2026-11-28): Mistral-7B-v0.1 (sliding-window attention over 4096 keys, no GPU run's
+# model) and Qwen2-0.5B (the smallest catalog model; tied lm_head) end to end at a prompt past
+# that window (4608), batches no run used, transformers on Qwen2-0.5B, a seed no draw used.
+# Its own stage list: STAGES=e2e-graph,e2e-eager,hf-eager,draw
+SIZES["gpu-heldout3"] = {
+    **SIZES["gpu"],
+    "e2e": {
+        **SIZES["gpu"]["e2e"],
+        "models": ["mistral-7b-v0.1", "qwen2-0.5b"],
+        "batches": [1, 4, 16],
+        "prompt": 4608,
+    },
+    "hf": {**SIZES["gpu"]["hf"], "model": "qwen2-0.5b", "batches": [1, 4], "compiled_batches": [1], "prompt": 4608},
+    "draw_seed": 2733,
+    "caps": {**SIZES["gpu-heldout2"]["caps"]},
+}
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one GPU run (kernels/gpu/run.py says what it does): bash kernels/gpu/run.sh OUT
-#   SIZES=gpu (default) | gpu-heldout | gpu-families | gpu-heldout2 | cpu-test     STAGES=a,b (only those)     ORDER=auto|profiled|unprofiled
+#   SIZES=gpu (default) | gpu-heldout | gpu-families | gpu-heldout2 | gpu-heldout3 | cpu-test     STAGES=a,b (only those)     ORDER=auto|profiled|unprofiled
 # Writes only into OUT: results.tar.gz (every finished stage), manifest.json, run.log.
 set -uo pipefail
 OUT=${1:?usage: bash kernels/gpu/run.sh OUT}
