@@ -12,6 +12,7 @@ from kernels.bench.cases import (
     SIZE_GRID_KINDS,
     SIZE_GRID_MAX_BYTES,
     SIZE_GRID_NORM_WIDTHS,
+    SIZE_GRID_SOFTMAX_WIDTHS,
     SIZE_GRID_WIDTH,
     Options,
     _stage_cases,
@@ -356,5 +357,35 @@ def test_every_norm_kind_is_measured_at_every_width_in_full_and_quick_calibratio
             for dtype in ("fp32", "bf16"):
                 widths = {c.recipe["width"] for c in cases if c.kernel == kernel and c.dtype == dtype}
                 assert widths == {896, 2048, 3584, 8192}, (kernel, dtype, quick)
-        # the others keep their one width
-        assert {c.recipe["width"] for c in cases if c.kernel == "softmax"} == {512}
+        # a CPU's softmax at its key counts too, a GPU's at its one width; the others keep theirs
+        assert {c.recipe["width"] for c in cases if c.kernel == "softmax"} == {64, 192, 512, 2048}
+        gpu = size_grid_cases(["fp32", "bf16"], quick=quick, device="cuda")
+        assert {c.recipe["width"] for c in gpu if c.kernel == "softmax"} == {512}
+        assert {c.recipe["width"] for c in cases if c.kernel == "silu_mul"} == {8192}
+        assert len(cases) - len(gpu) == sum(c.kernel == "softmax" and c.recipe["width"] != 512 for c in cases)
+
+
+def test_a_softmax_measured_at_several_key_counts_gets_a_table_per_count_and_reads_between_them():
+    # rows of 64 and 192 keys reach 0.5 of the bound, 512 and 2048 0.8 (as a Zen 5's bf16 softmax,
+    # whose short rows are slower per byte)
+    fraction = lambda w: np.where(w < 500, 0.5, 0.8)  # noqa: E731
+    ops, rows, truth = _rows("softmax", "bf16", fraction)
+    fit = fit_profile_terms(rows, ops, CEIL, cpu=True)
+    key = fit_key(ops[0])
+    assert key == "softmax:softmax@bf16"
+    assert {width_key(key, w) for w in (512, *SIZE_GRID_SOFTMAX_WIDTHS)} | {key} <= set(fit.size_curves)
+    ceilings = size_ceilings(fit)
+    predicted = np.array([float(time_op(op, ceilings)["time_s"]) for op in ops])
+    assert np.max(np.abs(predicted / truth - 1)) < 0.03  # each key count its own table
+
+    def softmax(keys: int, rows: int = 4096):
+        return build_op({"builder": "size_grid", "kernel": "softmax", "tokens": rows, "width": keys, "dtype": "bf16"})
+
+    # a prompt of 160 keys lies between the 64 and 192 tables, 1024 between 512 and 2048
+    assert ceilings.row_fraction(softmax(160)) == pytest.approx(0.5, abs=0.01)
+    assert ceilings.row_fraction(softmax(1024)) == pytest.approx(0.8, abs=0.01)
+    # 320 keys: ln(320 / 192) / ln(512 / 192) = 0.521 of the way from 0.5 to 0.8
+    assert ceilings.row_fraction(softmax(320)) == pytest.approx(0.5 + 0.521 * 0.3, abs=0.01)
+    # past the longest measured row: held, and named
+    (span,) = [s for s in outside_spans(softmax(4096, 64), ceilings) if s.dimension == "width"]
+    assert describe("width", outside_range(span), (span.low, span.high)) == "width 4096 (measured 64–2048)"

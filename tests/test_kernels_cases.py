@@ -292,7 +292,12 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     norms = [c for c in cal if c.recipe.get("builder") == "size_grid" and c.kernel in ("rmsnorm", "layernorm")]
     widths = [c for c in norms if c.recipe["width"] in K.SIZE_GRID_NORM_WIDTHS]
     assert len(widths) == 174 - 16 and {c.kernel for c in widths} == {"rmsnorm", "layernorm"}
-    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32 + 2 * 3 * 4 * 2 + 158
+    # + the CPU softmax at three more key counts (64, 192, 2048): 2^0 to 2^16 rows up to 256 MiB,
+    # fp32 17 + 17 + 15 and bf16 17 + 17 + 16 sizes, less 2 that llama-3.2-1b's batch-2 prompt of
+    # 64 tokens already measures (4096 rows x 64 keys)
+    softmax = [c for c in cal if c.name.startswith("sgrid/softmax/") and c.recipe["width"] != 512]
+    assert len(softmax) == 17 + 17 + 15 + 17 + 17 + 16 - 2
+    assert len(cal) == 2261 + 2 * 2 * 4 * 5 * 2 + 2 * 32 + 2 * 3 * 4 * 2 + 158 + 97
     quick = suite_cases("calibration", Options(), True)
     # and each kind's quick size series (fp32, bf16), and the quick prompt table: flash prompts at
     # 2 data types x 3 head_dims (64, 128, 256) x 5 lengths x 2 row counts; then the eager q.K^T
@@ -304,6 +309,9 @@ def test_the_grids_reach_the_catalogs_head_dim_256_and_a_70b_down_proj():
     quick_rows = 2 * 3 * 3 * 3
     # and the norms' quick series at the three more widths: 110 sizes, less 2 a model's own (4 tokens)
     quick_widths = 110 - 2
+    # and the softmax's at its three more key counts: 11 + 11 + 10 sizes per data type, less the
+    # fp32 prompt's 4096 x 64 (quick calibration measures that prompt in fp32 only)
+    quick_widths += 2 * (11 + 11 + 10) - 1
     assert (
         len(quick)
         == 479

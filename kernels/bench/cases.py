@@ -171,6 +171,11 @@ SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu
 # 3584 and their MLP width 8192, so no width validation holds out is measured (the
 # catalog's hidden sizes run from 896 to 16384: past 8192, held at it and named)
 SIZE_GRID_NORM_WIDTHS = (896, 3584, 8192)
+# A CPU softmax's rate moves with its row width too: on a Zen 5 a bf16 row of 160 keys takes
+# 1.33x the time per byte of a row of 512, one of 2048 0.89x (fp32 and fp16 within 10 %).
+# Measured at these key counts as well (CPU calibration): calibration lengths, so a draw's
+# never are; 192 (six 32-column vectors, no tail), not 128, which the tail series measures
+SIZE_GRID_SOFTMAX_WIDTHS = (64, 192, 2048)
 ACT_KERNELS = ("silu", "gelu", "gelu_tanh", "relu")  # kernels.bench.bench.ACTIVATIONS
 SIZE_GRID_MAX_BYTES = 256 * 2**20
 # A CPU softmax's vector tail (``ridgeline.engine.roofline.ROW_TAIL_PERIOD``): rows of
@@ -823,21 +828,25 @@ def size_grid_series(kernel: str, width: int, dtype: str, tokens: Iterable[int],
     return cases
 
 
-def size_grid_cases(dtypes: Iterable[str], quick: bool = False) -> list[Case]:
+def size_grid_cases(dtypes: Iterable[str], quick: bool = False, device: str = "cpu") -> list[Case]:
     """Element-wise kernels on a grid of sizes per data type (calibration only): from a few
     bytes (the call's fixed cost) through the caches to memory and past the mmap threshold,
     so each class's rate by size is measured, not assumed (``kernels.calibrate.fit`` makes it a size
     table). The rotary kernel is fp32 only, as in the model cases; the other activation and
     norm kinds (``SIZE_GRID_KINDS``) are measured by quick calibrations too, on the coarser
-    series: no model's kind is left to a generic class."""
+    series: no model's kind is left to a generic class. Norms are measured at more row widths
+    (``SIZE_GRID_NORM_WIDTHS``), and so is a CPU's softmax (``SIZE_GRID_SOFTMAX_WIDTHS``)."""
     cases = []
     widths = {**SIZE_GRID_WIDTH, **SIZE_GRID_KINDS}
+    more = dict.fromkeys(O.NORM_OPS, SIZE_GRID_NORM_WIDTHS) | (
+        {"softmax": SIZE_GRID_SOFTMAX_WIDTHS} if device == "cpu" else {}
+    )
     for dtype in dtypes:
         for kernel, width in widths.items():
             if kernel == "rope" and dtype != "fp32":
                 continue
             tokens = QUICK_SIZE_GRID_TOKENS if quick else SIZE_GRID_TOKENS
-            for w in (width, *SIZE_GRID_NORM_WIDTHS) if kernel in O.NORM_OPS else (width,):
+            for w in (width, *more.get(kernel, ())):
                 cases += size_grid_series(kernel, w, dtype, tokens, SIZE_GRID_MAX_BYTES)
     return cases
 
@@ -890,7 +899,9 @@ def suite_cases(split: str, opts: Options = Options(), quick: bool = False) -> l
     cases = _model_cases(models, loads, split, opts)
     if split == "calibration":
         cases += (
-            grid_cases(opts.dtypes, quick) + quant_grid_cases(opts.dtypes, quick) + size_grid_cases(opts.dtypes, quick)
+            grid_cases(opts.dtypes, quick)
+            + quant_grid_cases(opts.dtypes, quick)
+            + size_grid_cases(opts.dtypes, quick, opts.device)
         )
         if opts.device == "cpu":
             cases += softmax_tail_cases(opts.dtypes)

@@ -738,8 +738,9 @@ def _on_grid_tokens(op) -> bool:
 
 
 def _width_parts(key: str, ops: Sequence, size: np.ndarray) -> list[tuple[str, np.ndarray]] | None:
-    """For a norm class measured on the size grid at more than one row width
-    (``kernels.bench.cases.SIZE_GRID_NORM_WIDTHS``, each at ``MIN_CURVE_ROWS`` sizes or more):
+    """For a norm or softmax class measured on the size grid at more than one row width
+    (``kernels.bench.cases.SIZE_GRID_NORM_WIDTHS``, ``SIZE_GRID_SOFTMAX_WIDTHS``; each at
+    ``MIN_CURVE_ROWS`` sizes or more):
     the class at the base width's grid with its model cases ('': its overhead, and the curve
     an older engine reads), then each width's grid points on their own (``width_key``: the
     engine interpolates between them in log width). None for other classes and profiles
@@ -750,7 +751,7 @@ def _width_parts(key: str, ops: Sequence, size: np.ndarray) -> list[tuple[str, n
     grid = size[:, 1] == 1.0
     width = np.array([float(np.max(op.dims.get(dim, 0))) for op in ops])
     widths = [w for w in np.unique(width[grid]) if np.unique(size[grid & (width == w), 0]).size >= MIN_CURVE_ROWS]
-    base = float(SIZE_GRID_WIDTH["rmsnorm"])
+    base = float(SIZE_GRID_WIDTH["softmax" if ops[0].kind == "softmax" else "rmsnorm"])
     if len(widths) < 2 or base not in widths:
         return None
     return [("", ~grid | (width == base))] + [(width_key(key, w), grid & (width == w)) for w in widths]

@@ -147,11 +147,12 @@ SOFTMAX_SPLIT_COLS = 1024
 SOFTMAX_LONG = f">{SOFTMAX_SPLIT_COLS}"  # suffix of the long rows' size curve
 # A norm reduces each row, so its rate at a size also depends on the row's width (on a Zen 5,
 # fp32 LayerNorm over rows of 3584 to 5120 takes 1.2x to 1.3x the time of rows of 2048 at the
-# same bytes): a class measured at several widths has a size curve per width, keyed
+# same bytes; a bf16 softmax over 160 keys, 1.33x rows of 512): a class measured at several
+# widths (a norm's hidden size, a softmax's keys) has a size curve per width, keyed
 # 'norm:attn_norm.layernorm~w3584@fp32', and an op between two widths takes the fraction
 # interpolated in log width (held at the outermost width past them)
 WIDTH_MARK = "~w"
-WIDTH_DIMS = {"norm": "hidden"}
+WIDTH_DIMS = {"norm": "hidden", "softmax": "cols"}  # the row width a size table is measured at
 
 
 def width_key(key: str, width: float) -> str:
