@@ -172,7 +172,8 @@ SIZE_GRID_KINDS = {"gelu_tanh_mul": 8192, "gelu_tanh": 8192, "gelu": 8192, "relu
 # catalog's hidden sizes run from 896 to 16384: past 8192, held at it and named)
 SIZE_GRID_NORM_WIDTHS = (896, 3584, 8192)
 # A CPU softmax's rate moves with its row width too: on a Zen 5 a bf16 row of 160 keys takes
-# 1.33x the time per byte of a row of 512, one of 2048 0.89x (fp32 and fp16 within 10 %).
+# 1.33x the time per byte of a row of 512, one of 2048 0.89x (fp32 has no such trend: its
+# rows of 512 run 15-20 % slower than of 192 or 2048).
 # Measured at these key counts as well (CPU calibration): calibration lengths, so a draw's
 # never are; 192 (six 32-column vectors, no tail), not 128, which the tail series measures
 SIZE_GRID_SOFTMAX_WIDTHS = (64, 192, 2048)
