@@ -387,5 +387,5 @@ def test_a_softmax_measured_at_several_key_counts_gets_a_table_per_count_and_rea
     # 320 keys: ln(320 / 192) / ln(512 / 192) = 0.521 of the way from 0.5 to 0.8
     assert ceilings.row_fraction(softmax(320)) == pytest.approx(0.5 + 0.521 * 0.3, abs=0.01)
     # past the longest measured row: held, and named
-    (span,) = [s for s in outside_spans(softmax(4096, 64), ceilings) if s.dimension == "width"]
-    assert describe("width", outside_range(span), (span.low, span.high)) == "width 4096 (measured 64–2048)"
+    (span,) = [s for s in outside_spans(softmax(4096, 64), ceilings) if s.dimension == "keys"]
+    assert describe("keys", outside_range(span), (span.low, span.high)) == "keys 4096 (measured 64–2048)"

@@ -133,8 +133,8 @@ def _grid_spans(tables: Mapping[str, GridTable], op: Op) -> tuple[Span, ...]:
 
 def _size_spans(curves: Mapping[str, Curve], key: str, op: Op) -> tuple[Span, ...]:
     """An element-wise op's bytes against its size table (a softmax's long rows: its own; a
-    norm measured at several widths: its width against theirs, its bytes against the tables
-    of the widths it lies between)."""
+    norm or softmax measured at several widths: its width (a softmax's: its keys) against
+    theirs, its bytes against the tables of the widths it lies between)."""
     nbytes, curve, long_curve = np.asarray(op.bytes, dtype=float), curves[key], curves.get(key + SOFTMAX_LONG)
     widths = width_curves(curves, key) if WIDTH_DIMS.get(op.kind) in op.dims else ()
     if widths:
@@ -144,7 +144,8 @@ def _size_spans(curves: Mapping[str, Curve], key: str, op: Op) -> tuple[Span, ..
         if not near or low < high:  # and the widths around it
             near += [c for w, c in widths[::-1] if w < low][:1] + [c for w, c in widths if w > high][:1]
         span = Span("bytes", nbytes, max(c.x[0] for c in near), min(c.x[-1] for c in near))
-        return Span("width", width, widths[0][0], widths[-1][0]), span
+        name = "keys" if op.kind == "softmax" else "width"
+        return Span(name, width, widths[0][0], widths[-1][0]), span
     if long_curve is None or "cols" not in op.dims:
         return (Span("bytes", nbytes, curve.x[0], curve.x[-1]),)
     long_rows = np.asarray(op.dims["cols"]) > SOFTMAX_SPLIT_COLS
