@@ -389,3 +389,15 @@ def test_a_softmax_measured_at_several_key_counts_gets_a_table_per_count_and_rea
     # past the longest measured row: held, and named
     (span,) = [s for s in outside_spans(softmax(4096, 64), ceilings) if s.dimension == "keys"]
     assert describe("keys", outside_range(span), (span.low, span.high)) == "keys 4096 (measured 64–2048)"
+
+
+def test_the_calibration_manual_quotes_the_widths_the_code_measures():
+    """docs/calibration.md names the norm widths and the softmax key counts: the code's own."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "calibration.md").read_text().split())
+    norms = sorted((SIZE_GRID_WIDTH["rmsnorm"], *SIZE_GRID_NORM_WIDTHS))
+    keys = sorted((SIZE_GRID_WIDTH["softmax"], *SIZE_GRID_SOFTMAX_WIDTHS))
+    assert norms == [896, 2048, 3584, 8192] and keys == [64, 192, 512, 2048]
+    assert f"norms are measured at {', '.join(map(str, norms))}" in text
+    assert f"a CPU softmax at {', '.join(map(str, keys))} keys" in text
