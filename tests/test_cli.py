@@ -137,6 +137,11 @@ def test_catalog_listings():
         (["analyze", "llama-2-7b", "--hardware", "h100"], "unknown hardware 'h100'. Did you mean: h100-pcie, h100-sxm"),
         (["analyze", "llama-2-7b", "--batch", "0"], "batch must be a positive whole number"),
         (["analyze", "llama-2-7b", "--seq-len", "-3"], "seq_len must be a positive whole number"),
+        # no warning first: a device whose default type is said (bf16 on a TPU) still gets one line
+        (
+            ["analyze", "llama-2-7b", "-H", "tpu-v5e", "--seq-len", "-3"],
+            "seq_len must be a positive whole number, got -3",
+        ),
         (["analyze", "llama-2-7b", "--batch", "many"], "Invalid value for '--batch'"),
         (["analyze", "llama-2-7b", "--dtype", "fp7"], "unknown data type 'fp7'"),
         (["analyze", "llama-2-7b", "--hardware", "tpu-v5e", "--dtype", "fp16"], "tpu-v5e has no matrix units for fp16"),

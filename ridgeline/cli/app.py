@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline import errors
+from ridgeline import Workload, errors
 from ridgeline.cli.options import keywords_of, params_of
 from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import SETTING_FIELDS, resolve_options
@@ -138,6 +138,7 @@ def echo_err(message: str) -> None:
 
 def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
     """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
+    Workload(**{k: params[k] for k in ("batch", "seq_len", "generate") if type(params.get(k)) is int})  # no note first
     d = resolve_options(**params, settings=settings)
     for note in d.notes:
         echo_err(f"warning: {note}")
