@@ -102,20 +102,24 @@ def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline and proc.poll() is None:
             manifest = out / "manifest.json"
             if manifest.is_file() and json.loads(manifest.read_text()).get("running") == "hf-eager":
                 break
-            time.sleep(0.2)
-        assert proc.poll() is None, "the run ended before stage 3"
-        time.sleep(1.0)  # well inside stage 3: transformers is loading
+            time.sleep(0.05)
+        # killed as soon as the manifest names stage 3, not after a wait: how long stage 3
+        # lasts (transformers' import, a tiny generate) depends on the host, and on a fast
+        # one it could end first
+        seen = (out / "manifest.json").read_text() if (out / "manifest.json").is_file() else "no manifest"
+        assert proc.poll() is None, f"the run ended before stage 3: {seen}"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["running"] == "hf-eager"
-    assert [(s["stage"], s["status"]) for s in manifest["stages"]] == [("e2e-graph", "ok"), ("e2e-eager", "ok")]
+    assert manifest["running"] == "hf-eager", manifest
+    stages = [(s["stage"], s["status"]) for s in manifest["stages"]]
+    assert stages == [("e2e-graph", "ok"), ("e2e-eager", "ok")], manifest
     with tarfile.open(out / "results.tar.gz") as tar:
         members = tar.getnames()
         assert not any(m.startswith("hf-eager") for m in members)
