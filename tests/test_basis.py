@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from ridgeline.api import analyze
 from ridgeline.cli import app
+from ridgeline.engine.basis import device_key
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import op_host, op_kernels
-from ridgeline.errors import UnmeasuredDtypeError
 from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.profile import load_profile, timing_of
 from ridgeline.io.resolve import load_device, resolve
@@ -173,16 +173,26 @@ def small_h100_profile(tmp_path, linear_class: str) -> Path:
     return path
 
 
-def test_a_type_with_no_measured_stand_in_is_refused(tmp_path):
+def test_a_type_with_no_measured_class_is_priced_by_the_nearest_measured_type_and_says_so(tmp_path):
+    """An fp32-only profile (peak 50 TFLOP/s, linear@fp32 at 0.5 of compute, 0.9 of 3000 GB/s)
+    prices fp16 with fp32's class on fp16's own roofs (issue 54): fp16's peak is the measured
+    fp32 peak x the datasheet's fp16/fp32 ratio, 50 x 989.4 / 67 = 738.36 TFLOP/s; a q_proj
+    of llama-2-7b (4096 x 4096) at 512 prompt tokens computes 2 x 512 x 4096^2 = 17.18 GFLOP
+    at 0.5 x 738.36 = 369.2 TFLOP/s. Never refused, never a pool over every type."""
     path = small_h100_profile(tmp_path, "linear@fp32")
     result = cli("-H", "h100-sxm", "--profile", str(path))  # fp16: 2 bytes, not 4
-    assert result.exit_code == 2
-    assert result.output == (
-        "error: the profile of h100-sxm measured no fp16 classes, and none of the types it "
-        "measured (fp32) has fp16's datasheet rate; use one of those types, or calibrate fp16\n"
-    )
-    with pytest.raises(UnmeasuredDtypeError):
-        analyze("llama-2-7b", "h100-sxm", profile=path, dtype="bf16")
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: fp16 priced with the profile's measured fp32 classes: it measured no fp16 classes, "
+        "fp32 is the nearest type it measured: its fractions on fp16's own roofs"
+    ) in result.output
+    assert "priced at fp32's measured peak x the datasheet's fp16/fp32 ratio" in result.output
+    d = resolve("llama-2-7b", "h100-sxm", profile=path)
+    assert d.ceilings.matrix_peak["fp16"] == pytest.approx(50e12 * 989.4 / 67)
+    assert d.ceilings.peak_as == {k: "fp32" for k in ("tf32", "bf16", "fp16", "fp8", "int8")}
+    q = next(op for op in stage_ops(d.model, "prefill", 1, 512, d.plan) if op.name == "q_proj")
+    assert d.ceilings.keys(q) == ("linear:q_proj@fp32", "linear@fp32", "linear:q_proj", "linear")
+    assert d.ceilings.compute_roof(q) == pytest.approx(0.5 * 50e12 * 989.4 / 67)
     assert analyze("llama-2-7b", "h100-sxm", profile=path, dtype="fp32").extra["basis"]["dtype_as"] == {}
 
 
@@ -242,9 +252,18 @@ def test_ops_priced_without_a_measured_term_are_named():
         "note: no measured class for sdpa_gqa, a kernel of its own: priced by the 'attention@bf16' class, "
         "other kernels' rate (a profile from today's calibrate measures it)"
     ) in gqa.stdout.splitlines()
-    # fp8 GEMMs: no linear@fp8 class, the pooled 'linear' one is named
+    # fp8 (issue 54): the projections run the measured fp8 GEMM (torch._scaled_mm's class),
+    # never the 'linear' class pooled over every type; fp8 attention (no fp8 class) takes the
+    # nearest measured type's class, bf16's, and is named
     fp8 = as_json("-H", "h200", "--dtype", "fp8", "--profile", H200)
-    assert {"op": "q_proj", "dtype": "fp8", "term": "device", "priced_by": "linear"} in fp8["basis"]["unmeasured"]
+    assert fp8["basis"]["unmeasured"] == [
+        {"op": "embed", "dtype": "fp16", "term": "device", "priced_by": "datasheet roofs"},
+        {"op": "attention", "dtype": "fp8", "term": "type", "priced_by": "attention:attention@bf16"},
+    ]
+    d = resolve("llama-2-7b", "h200", dtype="fp8", profile=H200)
+    q = next(op for op in stage_ops(d.model, "decode", 1, 512, d.plan) if op.name == "q_proj")
+    assert d.ceilings.keys(q)[:2] == ("linear:q_proj@fp8", "linear:fp8_matmul@fp8")
+    assert device_key(d.ceilings, q) == "linear:fp8_matmul@fp8"
 
 
 def test_datasheet_roofs_say_eager_is_device_time_only():
@@ -462,7 +481,9 @@ def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
         "lm_head",
         "attention",  # llama-2-7b is MHA: transformers' sdpa path is plain SDPA
     }
+    # the profile measured fp32's peak only: bf16's is it x the datasheet ratio (989.4 / 67)
     assert any(
-        n.startswith("no measured matrix peak for q_proj@bf16") and n.endswith("priced at h100-sxm's datasheet peak")
+        n.startswith("no measured matrix peak for q_proj@bf16")
+        and n.endswith("priced at fp32's measured peak x the datasheet's bf16/fp32 ratio")
         for n in out["basis"]["notes"]
     )

@@ -66,14 +66,18 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
     for op in _distinct(ops):
         key = device_key(ceilings, op)
         dtype = ceilings.class_dtype(op.dtype)
-        if key is None or not key.endswith(f"@{dtype}"):
+        if key is None or "@" not in key:
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
+        elif not key.endswith(f"@{dtype}"):  # no class of its own type: the nearest measured type's
+            out.append({"op": op.name, "dtype": op.dtype, "term": "type", "priced_by": key})
         elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
         elif other_kind(op, key):
             out.append({"op": op.name, "dtype": op.dtype, "term": f"kind {op_variant(op)}", "priced_by": key})
         if op.matrix and ceilings.measured_peaks and op.dtype not in ceilings.measured_peaks:
-            out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": "datasheet peak"})
+            near = ceilings.peak_as.get(op.dtype)
+            by = f"{near}'s measured peak x the datasheet's {op.dtype}/{near} ratio" if near else "datasheet peak"
+            out.append({"op": op.name, "dtype": op.dtype, "term": "matrix peak", "priced_by": by})
     execution = ceilings.execution
     host = ceilings.host_s.get(execution) or {} if execution != "graph" else {}
     counts = kernels_table(ceilings, execution) if ceilings.launch_gap_s else {}
@@ -91,7 +95,7 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
     """One line per (term, what priced it): the ops it priced, named."""
     groups: dict[tuple[str, str], list[str]] = {}
     for e in entries:
-        typed = e["term"] in ("device", "matrix peak") or e["term"].startswith("kind ")
+        typed = e["term"] in ("device", "type", "matrix peak") or e["term"].startswith("kind ")
         name = f"{e['op']}@{e['dtype']}" if typed else e["op"]
         groups.setdefault((e["term"], e["priced_by"]), [])
         if name not in groups[(e["term"], e["priced_by"])]:
@@ -110,7 +114,13 @@ def _unmeasured_notes(entries: list[dict[str, Any]], ceilings: Ceilings) -> list
                 "other kernels' rate (a profile from today's calibrate measures it)"
             )
         elif term == "matrix peak":
-            lines.append(f"no measured matrix peak for {ops}: priced at {ceilings.device}'s datasheet peak")
+            where = f"{ceilings.device}'s datasheet peak" if by == "datasheet peak" else by
+            lines.append(f"no measured matrix peak for {ops}: priced at {where}")
+        elif term == "type":
+            lines.append(
+                f"no measured class of their own type for {ops}: priced by the nearest measured type's "
+                f"'{by}' class, its measured fractions on their own type's roofs (calibrate that type to measure it)"
+            )
         elif term == "device":
             how = (
                 "datasheet roofs and the profile's default overhead"
@@ -171,13 +181,17 @@ def stand_in_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) ->
     notes = []
     for dtype in sorted({op.dtype for op in ops}):
         other = ceilings.class_dtype(dtype)
-        if other != dtype:
-            rate = device.matrix_peak.get(dtype, 0.0)
-            notes.append(
-                f"{dtype} priced with the profile's measured {other} classes: it "
-                f"measured no {dtype} classes, and {device.name}'s datasheet gives both "
-                f"{rate / 1e12:.4g} TFLOP/s"
-            )
+        if other == dtype:
+            continue
+        rate, near = device.matrix_peak.get(dtype, 0.0), device.matrix_peak.get(other, 0.0)
+        why = (
+            f"and {device.name}'s datasheet gives both {rate / 1e12:.4g} TFLOP/s"
+            if rate == near
+            else f"{other} is the nearest type it measured: its fractions on {dtype}'s own roofs"
+        )
+        notes.append(
+            f"{dtype} priced with the profile's measured {other} classes: it measured no {dtype} classes, {why}"
+        )
     return notes
 
 

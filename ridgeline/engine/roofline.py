@@ -19,7 +19,7 @@ import numpy as np
 from ridgeline.engine.collectives import MODELLED, collective_seconds
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.ops import BYTE_FIELDS, DEFAULT_VARIANTS, Op, op_variant
-from ridgeline.engine.units import GIGA
+from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, GIGA
 from ridgeline.engine.workload import EXECUTIONS, Settings
 
 
@@ -250,6 +250,9 @@ class Ceilings:
     measured_dtypes: frozenset = frozenset()
     dtype_as: Mapping[str, str] = field(default_factory=dict)
     measured_peaks: frozenset = frozenset()  # matrix types with a measured peak (the rest: datasheet)
+    # unmeasured matrix types whose peak is the nearest measured type's, scaled by the
+    # datasheet's ratio of the two (type -> the measured type)
+    peak_as: Mapping[str, str] = field(default_factory=dict)
 
     def group_bandwidth(self, devices):
         """Bytes/s one device sends at in a collective over ``devices``: a switched fabric
@@ -297,6 +300,8 @@ class Ceilings:
                 dtype_as=dict(self.dtype_as),
                 measured_peaks=sorted(self.measured_peaks),
             )
+        if self.peak_as:
+            out["peak_as"] = dict(self.peak_as)
         if self.size_curves:
             out["size_curves"] = {k: {"x": list(v.x), "y": list(v.y)} for k, v in self.size_curves.items()}
         if self.first_touch_rate:
@@ -357,6 +362,7 @@ class Ceilings:
             measured_dtypes=frozenset(raw.get("measured_dtypes") or ()),
             dtype_as=frozen(raw.get("dtype_as")),
             measured_peaks=frozenset(raw.get("measured_peaks") or ()),
+            peak_as=frozen(raw.get("peak_as")),
         )
 
     def vector_roof(self, dtype: str) -> float:
@@ -498,18 +504,37 @@ class Ceilings:
     def class_dtype(self, dtype: str) -> str:
         """The data type whose measured classes price ``dtype``: itself when the profile
         measured it (or names no types), the measured type of the same datasheet rate it
-        stands in for (``dtype_as``), else refused (UnmeasuredDtypeError)."""
+        stands in for (``dtype_as``), else the nearest measured type (``nearest_dtypes``),
+        whose measured fractions then apply to ``dtype``'s own roofs (its peak is the
+        nearest measured peak scaled by the datasheet ratio: ``io.profile``)."""
         if not self.measured_dtypes or dtype in self.measured_dtypes:
             return dtype
         if dtype in self.dtype_as:
             return self.dtype_as[dtype]
-        from ridgeline.errors import UnmeasuredDtypeError
-
-        raise UnmeasuredDtypeError(dtype, self.device, sorted(self.measured_dtypes))
+        return nearest_dtypes(dtype, self.measured_dtypes)[0]
 
     def keys(self, op: Op) -> tuple[str, ...]:
-        """``keys_for`` the op at its class data type (``class_dtype``)."""
-        return class_keys(op.kind, op.name, self.class_dtype(op.dtype), op_variant(op))
+        """The op's class keys (``class_keys``) at the type whose measured class prices it:
+        its class type (``class_dtype``), else the nearest measured type that has a class of
+        the op's own (``nearest_dtypes``). A profile that measured classes by type never
+        prices an op with a class pooled over every type while a typed class of its kind
+        exists (the pooled keys stay last in the chain: the intervals' residual groups fall
+        back to them); a profile that names no types keeps its pooled classes."""
+        variant = op_variant(op)
+        dtype = self.class_dtype(op.dtype)
+        keys = class_keys(op.kind, op.name, dtype, variant)
+        if not self.measured_dtypes:
+            return keys
+        pooled = tuple(k for k in keys if "@" not in k)
+        for other in (dtype, *nearest_dtypes(dtype, self.measured_dtypes - {dtype})):
+            typed = tuple(k for k in class_keys(op.kind, op.name, other, variant) if k.endswith(f"@{other}"))
+            if any(k in table for k in typed for table in self._class_tables):
+                return typed + pooled
+        return keys
+
+    @property
+    def _class_tables(self) -> tuple[Mapping, ...]:
+        return (self.efficiency, self.row_curves, self.size_curves, self.attention_tables, self.overhead_s)
 
     def terms(self, op: Op) -> Mapping[str, float]:
         """The efficiency terms of the most specific key the table holds (see ``keys``)."""
@@ -584,6 +609,22 @@ def tile_fill(rows, rows_half: float | None, gemv: bool = False):
     return np.where(rows == 1, 1.0, fill) if gemv else fill
 
 
+def nearest_dtypes(dtype: str, measured) -> tuple[str, ...]:
+    """The measured types nearest ``dtype`` first: the same kind (float or integer), then the
+    fewest bits apart, then by name (bf16 before fp16)."""
+    bits = DTYPE_BITS.get(dtype, 16)
+
+    def distance(other: str) -> tuple:
+        return ((other in FLOAT_DTYPES) != (dtype in FLOAT_DTYPES), abs(DTYPE_BITS.get(other, 16) - bits), other)
+
+    return tuple(sorted(measured, key=distance))
+
+
+# the kernel a linear op runs when weights and activations share a quantised type (W8A8):
+# torch._scaled_mm for fp8, torch._int_mm for int8, as the calibration measures them
+QUANT_MATMUL = {"fp8": "fp8_matmul", "int8": "int8_matmul"}
+
+
 def keys_for(op: Op) -> tuple[str, ...]:
     """Efficiency/overhead keys of an op, most specific first: 'kind:name@dtype',
     'kind:name', 'kind@dtype', 'kind'. A profile may refine a kind by kernel ('linear:
@@ -600,6 +641,9 @@ def class_keys(kind: str, name: str, dtype: str, variant: str = "") -> tuple[str
     'mlp_act'). The kinds profiles have always measured (``DEFAULT_VARIANTS``: SiLU x up,
     RMSNorm) keep their bare class names, so a profile from before kinds prices them as it did."""
     plain = (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
+    kernel = QUANT_MATMUL.get(dtype) if kind == "linear" else None
+    if kernel and name != kernel:  # a W8A8 projection: the quantised matmul's class first
+        plain = (plain[0], f"{kind}:{kernel}@{dtype}", *plain[1:])
     if not variant:
         return plain
     own = f"{kind}:{name}@{dtype}" if variant in DEFAULT_VARIANTS else f"{kind}:{name}.{variant}@{dtype}"

@@ -66,6 +66,7 @@ from ridgeline.engine.roofline import (
     GridTable,
     RowTable,
     device_links,
+    nearest_dtypes,
 )
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.errors import InvalidSpecError, ProfileMismatchError, RidgelineError
@@ -120,8 +121,11 @@ def load_profile(path: str | Path) -> dict[str, Any]:
 def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceilings:
     """The roofline with measured roofs, per-kind efficiencies and per-kernel overheads."""
     where = str(profile.get("meta", {}).get("device", device.name))
+    measured_peak = _positive_table(profile, "matrix_peak_tops", where, TERA)
+    peak_as = scaled_peak_types(measured_peak, device)
     matrix = dict(device.matrix_peak)
-    matrix.update(_positive_table(profile, "matrix_peak_tops", where, TERA))
+    matrix.update({d: measured_peak[m] * device.matrix_peak[d] / device.matrix_peak[m] for d, m in peak_as.items()})
+    matrix.update(measured_peak)
     vector = dict(device.vector_peak)
     vector.update(_positive_table(profile, "vector_peak_tops", where, TERA))
     efficiency = {
@@ -150,7 +154,18 @@ def calibrated_ceilings(profile: Mapping[str, Any], device: DeviceSpec) -> Ceili
         measured_dtypes=measured,
         dtype_as=MappingProxyType(dtype_stand_ins(measured, device)),
         measured_peaks=frozenset(profile.get("matrix_peak_tops") or ()),
+        peak_as=MappingProxyType(peak_as),
     )
+
+
+def scaled_peak_types(measured: Mapping[str, float], device: DeviceSpec) -> dict[str, str]:
+    """For each datasheet matrix type the profile measured no peak of, the nearest type it
+    did (``nearest_dtypes``): its peak is that measured peak times the datasheet's ratio of
+    the two, never the bare datasheet figure beside measured ones."""
+    known = [m for m in measured if device.matrix_peak.get(m)]
+    if not known:
+        return {}
+    return {d: nearest_dtypes(d, known)[0] for d in device.matrix_peak if d not in measured}
 
 
 METHOD_TIMING = {"cuda_events": "eager", "cuda_graph": "device", "profiler": "device", "torch.utils.benchmark": "cpu"}
