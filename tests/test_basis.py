@@ -191,7 +191,7 @@ def test_a_type_with_no_measured_class_is_priced_by_the_nearest_measured_type_an
     assert d.ceilings.matrix_peak["fp16"] == pytest.approx(50e12 * 989.4 / 67)
     assert d.ceilings.peak_as == {k: "fp32" for k in ("tf32", "bf16", "fp16", "fp8", "int8")}
     q = next(op for op in stage_ops(d.model, "prefill", 1, 512, d.plan) if op.name == "q_proj")
-    assert d.ceilings.keys(q) == ("linear:q_proj@fp32", "linear@fp32", "linear:q_proj", "linear")
+    assert d.ceilings.keys(q) == ("linear:q_proj@fp32", "linear:q_proj", "linear@fp32", "linear")
     assert d.ceilings.compute_roof(q) == pytest.approx(0.5 * 50e12 * 989.4 / 67)
     assert analyze("llama-2-7b", "h100-sxm", profile=path, dtype="fp32").extra["basis"]["dtype_as"] == {}
 

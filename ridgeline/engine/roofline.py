@@ -525,8 +525,10 @@ class Ceilings:
         keys = class_keys(op.kind, op.name, dtype, variant)
         if not self.measured_dtypes:
             return keys
+        if any(k in table for k in keys if k.endswith(f"@{dtype}") for table in self._class_tables):
+            return keys  # a class of its own type (fits write no 'kind:name' pooled over types)
         pooled = tuple(k for k in keys if "@" not in k)
-        for other in (dtype, *nearest_dtypes(dtype, self.measured_dtypes - {dtype})):
+        for other in nearest_dtypes(dtype, self.measured_dtypes - {dtype}):
             typed = tuple(k for k in class_keys(op.kind, op.name, other, variant) if k.endswith(f"@{other}"))
             if any(k in table for k in typed for table in self._class_tables):
                 return typed + pooled
