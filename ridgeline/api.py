@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -41,6 +41,7 @@ from ridgeline.errors import (
     takes_keywords,
 )
 from ridgeline.io.catalog import REPORTS_DIR
+from ridgeline.io.engines import load_engine
 from ridgeline.io.files import check_writable, read_yaml
 from ridgeline.io.prices import prices_for
 from ridgeline.io.resolve import (
@@ -58,6 +59,7 @@ from ridgeline.serving import fanout, scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
 from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
+from ridgeline.serving.engines import engine_scheduler
 from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.plan import PlanResult, search
 from ridgeline.serving.policy import default_attention
@@ -608,9 +610,9 @@ def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instance
 # fmt: off
 def options_scheduler(
     *,
-    max_batch: Annotated[int, Doc("Sequences per step.")] = 256,
-    token_budget: Annotated[int, Doc("Tokens per step (prefill chunks + decodes).")] = 2048,
-    chunked_prefill: bool = True,
+    max_batch: Annotated[int | None, Doc("Sequences per step (default: the engine's on this GPU; pytorch: 256).")] = None,
+    token_budget: Annotated[int | None, Doc("Tokens per step, prefill chunks + decodes (default: the engine's on this GPU; pytorch: 2048).")] = None,
+    chunked_prefill: bool | None = None,
     prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
     prefix_cache: bool = False,
     kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
@@ -620,13 +622,22 @@ def options_scheduler(
     host_overlap: Annotated[bool, Doc("The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
     batch_attention: Annotated[str, Doc("varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
     **_: Any,
-) -> simulator.Scheduler:
-    """The batching policy of ``simulate``'s options (host terms in seconds; the options it
-    does not take are ``simulate_options``')."""
+) -> dict[str, Any]:
+    """The Scheduler fields ``simulate``'s options set (host terms in seconds; None: the
+    engine's, :func:`serving_scheduler`); the options it does not take are
+    ``simulate_options``'."""
     policy = {"max_batch": max_batch, "token_budget": token_budget, "chunked_prefill": chunked_prefill}
     policy |= {"prefix_hit": prefix_hit, "prefix_cache": prefix_cache, "kv_blocks": kv_blocks}
-    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap, "batch_attention": batch_attention}
-    return simulator.Scheduler(**policy, step_overhead_s=step_overhead, request_overhead_s=request_overhead)
+    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap or None, "batch_attention": batch_attention}
+    return {**policy, "step_overhead_s": step_overhead, "request_overhead_s": request_overhead}
+
+
+def serving_scheduler(
+    d: Deployment, given: Mapping[str, Any] | None = None, context: str = "server", lengths: tuple[int, int] | None = None
+) -> simulator.Scheduler:
+    """The scheduler ``d``'s engine runs (``d.settings.engine``: its policy, its limits on
+    this GPU in ``context``, its KV memory rule), with the fields ``given`` sets over it."""
+    return engine_scheduler(d, load_engine(d.settings.engine), given, context, lengths)
 
 
 def check_percentile(percentile: float) -> None:

@@ -38,6 +38,14 @@ class UnknownDeviceError(RidgelineError):
         super().__init__(f"unknown hardware '{name}'.{_did_you_mean(name, choices)}")
 
 
+class UnknownEngineError(RidgelineError):
+    def __init__(self, name: str, choices: Iterable[str]):
+        self.name = name
+        choices = list(choices)
+        hint = _did_you_mean(name, choices) or ""
+        super().__init__(f"unknown engine '{name}'; choose one of: {', '.join(choices)} (set with --engine).{hint}")
+
+
 class InvalidSpecError(RidgelineError):
     """A hardware YAML or profile that is malformed or misses a field."""
 

@@ -703,6 +703,17 @@ def scenario_lines(run: dict) -> list[str]:
     return lines
 
 
+def engine_line(meta: dict) -> str:
+    """The engine a run priced and the scheduler it ran: 'engine trtllm: policy trtllm, batch
+    2048, 8192 tokens a step, ...'."""
+    settings, s = meta.get("settings") or {}, meta.get("scheduler") or {}
+    chunks = "chunked prefill" if s.get("chunked_prefill") else "whole prompts"
+    return (
+        f"engine {settings.get('engine', 'pytorch')}: policy {s.get('policy')}, batch {s.get('max_batch')}, "
+        f"{s.get('token_budget')} tokens a step, {chunks}"
+    )
+
+
 def simulation_tables(run: dict, percentile: float) -> list:
     result, slo, found = run["result"], run["goodput"], run["search"]
     s = result.summary
@@ -720,6 +731,7 @@ def simulation_tables(run: dict, percentile: float) -> list:
         f"output tokens/s over {s['duration_s']:.4g} s",
         *fleet_lines(s),
         f"attention {result.meta['attention']}",
+        engine_line(result.meta),
     ]
     if result.meta["scheduler"].get("prefix_cache") or s["prefix_hit_tokens"]:
         lines.insert(

@@ -17,7 +17,7 @@ from ridgeline.serving.simulator import Scheduler
 
 SETTINGS = (
     "w_dtype, a_dtype, kv_dtype, group_size, attention, kv_block, tp, pp, ep, micro_batches, "
-    "link_bw_gb_s, link_latency_us, zero_points, memory_utilization, execution"
+    "link_bw_gb_s, link_latency_us, zero_points, memory_utilization, execution, engine, fusion"
 )
 RESOLVE = f"dtype, settings, profile, transfer, ceilings, intervals, {SETTINGS}"
 

@@ -121,7 +121,9 @@ def test_the_h100_profile_prices_eager_and_says_so():
         "events, host-inclusive, so it holds no device times for graph"
     )
     table = cli("-H", "h100-sxm", "--dtype", "bf16", "--profile", H100).stdout.splitlines()
-    assert table[1] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager")
+    assert table[1] == (
+        "basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager; engine pytorch"
+    )
 
 
 def test_fp16_uses_the_bf16_classes_of_the_same_hopper_rate_and_says_so():
@@ -290,7 +292,7 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
     assert title[1].startswith("verdict: TTFT is ")  # the CLI's verdict line, then the basis
     assert title[2] == (
         "basis: calibrated roofline, timed by device time (CUDA-graph replay / "
-        "profiler kernel durations); execution eager"
+        "profiler kernel durations); execution eager; engine pytorch"
     )
     assert (
         "note: fp16 priced with the profile's measured bf16 classes: it measured no fp16 "
@@ -418,7 +420,9 @@ def test_sweep_and_frontier_carry_the_basis_in_their_notes():
     )
     assert sweep.exit_code == 0, sweep.output
     notes = json.loads(sweep.stdout)["notes"]
-    assert notes[0] == ("basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager")
+    assert notes[0] == (
+        "basis: calibrated roofline, timed by eager CUDA events, host-inclusive; execution eager; engine pytorch"
+    )
     frontier = CliRunner().invoke(app, ["frontier", "llama-2-7b", "-H", "h200", "--profile", H200, "-f", "json"])
     assert frontier.exit_code == 0, frontier.output
     assert any(

@@ -14,7 +14,7 @@ def test_the_deployment_group_follows_output_in_each_command_that_takes_it():
         at = names.index("output") + 1
         assert tuple(names[at : at + len(DEPLOYMENT)]) == DEPLOYMENT, name
         assert len(set(names)) == len(names), name
-    assert DEPLOYMENT[0] == "w_bits" and DEPLOYMENT[-1] == "execution" and len(DEPLOYMENT) == 18
+    assert DEPLOYMENT[0] == "w_bits" and DEPLOYMENT[-1] == "fusion" and len(DEPLOYMENT) == 20
     assert "w_bits" not in [p.name for p in group.commands["plan"].params]
 
 
@@ -64,7 +64,7 @@ def test_a_command_takes_the_options_its_function_declares_in_their_order():
     assert calibrate["device"].default == "cpu" and calibrate["profile"].help.startswith("Measured device profile YAML")
     simulate = {p.name: p for p in group.commands["simulate"].params}
     assert simulate["prompt"].help == "Prompt tokens per Poisson request." and simulate["prompt"].default == 512
-    assert simulate["ttft_slo"].help == "TTFT target, seconds." and simulate["max_batch"].default == 256
+    assert simulate["ttft_slo"].help == "TTFT target, seconds." and simulate["max_batch"].default is None
     plan = {p.name: p for p in group.commands["plan"].params}
     assert plan["replicas"].help.startswith("Replica counts R") and plan["output"].opts == ["--output", "-o"]
     generate = [inspect.signature(f).parameters["generate"].default for f in (api.analyze_with_draft, api.compare)]

@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
-from ridgeline.api import simulate_serving
+from ridgeline.api import serving_scheduler, simulate_serving
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.intervals import LEVELS
-from ridgeline.serving.simulator import PERCENTILES, Scheduler
+from ridgeline.serving.simulator import PERCENTILES
 from viewer import ids
 from viewer.data import hide_paths
 from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout, decades, number
@@ -55,7 +55,8 @@ def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = N
     check_work(state, len(rates))
     d = deployment_for(state, uploads)
     check_work(state, len(rates) * (1 + len(LEVELS) * (d.intervals is not None)))
-    sched = Scheduler(max_batch=state["serving_max_batch"], token_budget=state["serving_budget"])
+    # the engine's scheduler (its policy, chunking, KV rule), with the page's batch and budget
+    sched = serving_scheduler(d, {"max_batch": state["serving_max_batch"], "token_budget": state["serving_budget"]})
     load = {
         "requests": state["serving_requests"],
         "prompt": state["seq_len"],

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlencode
 from ridgeline.engine import workload
 from ridgeline.engine.units import DTYPE_BITS
 from ridgeline.engine.workload import Settings
+from ridgeline.io.engines import engine_names
 from ridgeline.io.prices import price_list
 from ridgeline.io.resolve import list_devices, list_models
 
@@ -60,6 +61,7 @@ SETTING_CHOICES: dict[str, tuple[str, Sequence[Any]]] = {
     "attention": ("attention kernel", workload.ATTENTION_KERNELS),
     "execution": ("execution", workload.EXECUTION_CHOICES),
     "zero_points": ("zero points", workload.ZERO_POINTS),
+    "engine": ("serving engine", tuple(engine_names())),
 }
 # Labels for fields whose name reads badly as a label; others: the name with spaces.
 SETTING_LABELS = {

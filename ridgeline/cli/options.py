@@ -39,7 +39,7 @@ def options(
     refresh: Annotated[bool, typer.Option("--refresh", help="host: detect and measure again (the result is kept for later runs).")] = False,
     name__show: Annotated[str, typer.Argument(help="Catalog name or a config.json path.")] = ...,
     results: Annotated[list[Path], typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to; several for stages run again later (a later file of the same name replaces an earlier).")] = ...,
-    chunked_prefill: Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget.")] = True,
+    chunked_prefill: Annotated[bool | None, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget (default: the engine's; on for pytorch, vLLM and SGLang).")] = None,
     prefix_cache: Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Cache prompts' KV blocks by their ids (a Mooncake trace's hash_ids, or --prefix), LRU-evicted within the KV cache.")] = False,
     model__check: Annotated[str, typer.Argument(help="Catalog model (built with random weights).")] = "qwen2-0.5b",
     host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",

@@ -8,7 +8,14 @@ import typer
 
 from kernels import commands
 from ridgeline import report
-from ridgeline.api import check_percentile, default_attention, options_scheduler, plan_from_text, simulate_options
+from ridgeline.api import (
+    check_percentile,
+    default_attention,
+    options_scheduler,
+    plan_from_text,
+    serving_scheduler,
+    simulate_options,
+)
 from ridgeline.cli.app import app, command, delegate, deployment, echo_err, pick, values
 
 SIMULATE = "model config hardware rate requests prompt output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo tpot_slo percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
@@ -20,8 +27,11 @@ def simulate(ctx: typer.Context) -> None:
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
     check_percentile(v["percentile"])  # before the deployment is resolved (and its notes printed)
-    sched = options_scheduler(**v)  # no --attention: the policy's (vLLM V1 runs flash); the output says which
-    d = deployment({**v, "attention": v["attention"] or default_attention(sched.policy)})
+    given = options_scheduler(**v)
+    # no --attention: the engine's, or for pytorch the policy's (vLLM V1 runs flash); the output says which
+    plain = (v.get("engine") or "pytorch") == "pytorch"
+    d = deployment({**v, "attention": v["attention"] or (default_attention("vllm-v1") if plain else None)})
+    sched = serving_scheduler(d, given)
     pool = lambda device: deployment({**v, "hardware": device, "attention": d.settings.attention})  # noqa: E731
     run = simulate_options(d, sched, pool, report.simulation_progress, **v)
     report.simulation_output(run, **pick(v, "fmt percentile output timeline"))

@@ -420,7 +420,7 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
         generation = plain(gen)
     mem = plain(memory_totals(config, device, workload, p, ops["prefill"]))
     mem.update(memory_risk(mem["peak_bytes"], mem["usable_bytes"], d.peaks))
-    extra: dict[str, Any] = {"basis": basis(ops, roofs, device, d.settings.execution)}
+    extra: dict[str, Any] = {"basis": basis(ops, roofs, device, *engine_of(d.settings))}
     extra["intervals"] = intervals_of(d, ops, stages, generation, workload)
     warnings = context_warnings(config, workload)
     if warnings:
@@ -457,7 +457,12 @@ def deployment_basis(d: Deployment, batch=1, seq_len=512) -> dict[str, Any]:
     grid_b, grid_s = np.meshgrid(np.asarray(batch).ravel(), np.asarray(seq_len).ravel(), indexing="ij")
     batch, seq_len = (grid_b.ravel(), grid_s.ravel()) if grid_b.size > 1 else (int(grid_b[0, 0]), int(grid_s[0, 0]))
     ops = {stage: stage_ops(d.model, stage, batch, seq_len, d.plan) for stage in ("prefill", "decode")}
-    return basis(ops, d.ceilings, d.device, d.settings.execution)
+    return basis(ops, d.ceilings, d.device, *engine_of(d.settings))
+
+
+def engine_of(s: Settings) -> tuple[str, str, str]:
+    """The settings the basis names: the execution asked for, the engine and its fusion."""
+    return s.execution, s.engine, s.fusion
 
 
 def sweep_deployment(d: Deployment, batch=1, seq_len=512, generate=0) -> pd.DataFrame:

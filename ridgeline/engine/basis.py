@@ -24,7 +24,7 @@ from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, op_variant
-from ridgeline.engine.roofline import TIMINGS, Ceilings, execution_key, kernels_table
+from ridgeline.engine.roofline import FUSED, TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_bytes, format_time
 
 # ops that run a kernel of their own, unlike their kind's other ops: priced by a class fitted
@@ -151,7 +151,8 @@ def other_kind(op: Op, key: str) -> bool:
     """An activation or norm of another kind than SiLU x up or RMSNorm whose pricing class
     ``key`` is not of its kind (the profile measured none: ``class_keys`` fell back)."""
     variant = op_variant(op)
-    return bool(variant) and variant not in DEFAULT_VARIANTS and f".{variant}@" not in key
+    fused = op.dims.get("kernel") == FUSED  # priced as one kernel on purpose (one_kernel_notes)
+    return bool(variant) and not fused and variant not in DEFAULT_VARIANTS and f".{variant}@" not in key
 
 
 def execution_notes(ceilings: Ceilings, device: DeviceSpec, requested: str) -> list[str]:
@@ -193,6 +194,20 @@ def stand_in_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) ->
             f"{dtype} priced with the profile's measured {other} classes: it measured no {dtype} classes, {why}"
         )
     return notes
+
+
+def one_kernel_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
+    """Which class priced the engine's one-kernel ops (``fusion``, "pointwise"), where a
+    profile did: the kernel itself was not measured."""
+    fused = [op for op in _distinct(ops) if op.dims.get("kernel") == FUSED]
+    if not fused or ceilings.mode == "spec":
+        return []
+    key = device_key(ceilings, fused[0])
+    names = ", ".join(dict.fromkeys(op.name for op in fused))
+    return [
+        f"{names}: one fused kernel each (the engine's), priced by the measured one-kernel class "
+        f"'{key}' (the kernels themselves were not measured)"
+    ]
 
 
 def collective_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
@@ -251,10 +266,16 @@ def extrapolation_notes(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def basis(
-    ops_by_stage: Mapping[str, Sequence[Op]], ceilings: Ceilings, device: DeviceSpec, requested: str = "auto"
+    ops_by_stage: Mapping[str, Sequence[Op]],
+    ceilings: Ceilings,
+    device: DeviceSpec,
+    requested: str = "auto",
+    engine: str = "pytorch",
+    fusion: str = "",
 ) -> dict[str, Any]:
     """The basis of an analysis of ``ops_by_stage`` (prefill, decode ...) on ``ceilings``
-    (already set to their execution mode; ``requested`` is the setting it came from)."""
+    (already set to their execution mode; ``requested`` is the setting it came from), for
+    the serving ``engine`` with the kernels it fuses (``fusion``)."""
     ops = [op for stage in ops_by_stage.values() for op in stage]
     missing = unmeasured(ops, ceilings)
     outside = extrapolated(ops, ceilings)
@@ -265,12 +286,15 @@ def basis(
         "timing_label": TIMINGS.get(ceilings.timing, "datasheet peaks"),
         "execution": ceilings.execution,
         "requested_execution": requested,
+        "engine": engine,
+        "fusion": fusion,
         "dtype_as": {k: v for k, v in used.items() if k != v},
         "unmeasured": missing,
         "extrapolated": outside,
         "notes": [
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
+            *one_kernel_notes(ops, ceilings),
             *_unmeasured_notes(missing, ceilings),
             *collective_notes(ops, ceilings),
             *generate_notes(ops_by_stage, device),
@@ -285,4 +309,8 @@ def basis_lines(b: Mapping[str, Any] | None) -> list[str]:
     if not b:
         return []
     timing = "" if b["ceilings"] == "spec" else f", timed by {b['timing_label']}"
-    return [f"basis: {b['ceilings']} roofline{timing}; execution {b['execution']}"] + [f"note: {n}" for n in b["notes"]]
+    fused = f" (fused: {b['fusion'].replace('+', ', ')})" if b.get("fusion") else ""
+    engine = f"; engine {b.get('engine', 'pytorch')}{fused}"
+    return [f"basis: {b['ceilings']} roofline{timing}; execution {b['execution']}{engine}"] + [
+        f"note: {n}" for n in b["notes"]
+    ]

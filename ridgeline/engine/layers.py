@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from ridgeline.engine import ops as O
+from ridgeline.engine.fusion import fuse
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.workload import Number
@@ -49,6 +50,7 @@ class Plan:
     # eager as transformers runs it: repeat_kv copies, scale and mask passes, fp32 softmax
     transformers_eager: bool = False
     half_to_float: bool = False  # that softmax reads fp16 itself (a GPU): no cast-up kernel
+    fusion: frozenset = frozenset()  # kernels a serving engine fuses (fusion.FUSIONS); empty: PyTorch's
 
     @property
     def head_bytes(self) -> float:
@@ -534,7 +536,8 @@ def stage_ops(c: ModelConfig, stage: str, batch: Number, length: Number, p: Plan
     heads = head_ops(c, micro, q, p, rows)
     before = [op for op in heads if op.name in EMBED_OPS]
     after = [op for op in heads if op.name not in EMBED_OPS]
-    return [*before, *layer_ops(c, micro, q, kv, p, prefill), *after]
+    ops = [*before, *layer_ops(c, micro, q, kv, p, prefill), *after]
+    return fuse(ops, p.fusion) if p.fusion else ops
 
 
 def pipeline_factors(p: Plan, stage: str) -> tuple[float, float]:

@@ -13,7 +13,7 @@ import math
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
-from ridgeline.engine.workload import Settings
+from ridgeline.engine.workload import Settings, fusion_kinds
 from ridgeline.errors import UnsupportedDtypeError
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
@@ -138,6 +138,7 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         memory_utilization=settings.memory_utilization,
         transformers_eager=attention == "eager",
         half_to_float=attention == "eager" and device.kind == "gpu" and a == "fp16",
+        fusion=fusion_kinds(settings.fusion),
     )
 
 

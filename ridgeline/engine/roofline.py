@@ -520,7 +520,7 @@ class Ceilings:
         prices an op with a class pooled over every type while a typed class of its kind
         exists (the pooled keys stay last in the chain: the intervals' residual groups fall
         back to them); a profile that names no types keeps its pooled classes."""
-        variant = op_variant(op)
+        variant = FUSED if op.dims.get("kernel") == FUSED else op_variant(op)
         dtype = self.class_dtype(op.dtype)
         keys = class_keys(op.kind, op.name, dtype, variant)
         if not self.measured_dtypes:
@@ -622,6 +622,13 @@ def nearest_dtypes(dtype: str, measured) -> tuple[str, ...]:
     return tuple(sorted(measured, key=distance))
 
 
+# An engine runs each norm, activation, add and rotary embedding as one fused kernel
+# (``engine.fusion``, "pointwise"), where PyTorch runs several (its RMSNorm: pow, mean, rsqrt
+# and two multiplies). Such an op is priced by the class of a measured element-wise op that
+# is one kernel: the residual add (``kernels_per_op``: 1).
+FUSED = "fused"
+ONE_KERNEL = "elementwise:attn_add"
+
 # the kernel a linear op runs when weights and activations share a quantised type (W8A8):
 # torch._scaled_mm for fp8, torch._int_mm for int8, as the calibration measures them
 QUANT_MATMUL = {"fp8": "fp8_matmul", "int8": "int8_matmul"}
@@ -642,6 +649,8 @@ def class_keys(kind: str, name: str, dtype: str, variant: str = "") -> tuple[str
     pooled over op names ('elementwise.gelu_tanh_mul@bf16', which prices the engine's
     'mlp_act'). The kinds profiles have always measured (``DEFAULT_VARIANTS``: SiLU x up,
     RMSNorm) keep their bare class names, so a profile from before kinds prices them as it did."""
+    if variant == FUSED:  # an engine's one-kernel op: the measured one-kernel class, not PyTorch's
+        return (f"{ONE_KERNEL}@{dtype}", f"{kind}@{dtype}", ONE_KERNEL, kind)
     plain = (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
     kernel = QUANT_MATMUL.get(dtype) if kind == "linear" else None
     if kernel and name != kernel:  # a W8A8 projection: the quantised matmul's class first

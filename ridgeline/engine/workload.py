@@ -52,6 +52,7 @@ ATTENTION_KERNELS = ("auto", "eager", "sdpa-repeat", "sdpa-gqa", "flash", "flash
 ZERO_POINTS = ("fp16", "packed")
 EXECUTIONS = ("graph", "eager", "compiled")  # how kernels are launched
 EXECUTION_CHOICES = ("auto", *EXECUTIONS)  # the setting: auto picks one per device
+FUSIONS = ("qkv", "gate_up", "add_norm", "rope", "pointwise")  # kernels an engine fuses (engine.fusion)
 
 
 def setting(default, help: str):
@@ -90,6 +91,15 @@ class Settings:
         "how kernels are launched: graph, eager or compiled (auto: graph on a GPU, eager on a CPU); matters with"
         " a device-time profile",
     )
+    engine: str = setting(
+        "pytorch",
+        "serving engine: pytorch (PyTorch's own kernels, transformers' paths), trtllm, vllm, sglang or gpt-fast;"
+        " an engine sets the kernels it fuses, its attention, KV blocks and scheduler (docs/engines.md)",
+    )
+    fusion: str = setting(
+        "",
+        "kernels fused, joined by '+': qkv, gate_up, add_norm, rope, pointwise (default: the engine's; none for pytorch)",
+    )
 
     def __new__(cls, *_args: object, **kwargs: object) -> Settings:
         """A misspelt field (``Settings(w_dtpye=...)``) is one line naming the closest field,
@@ -122,6 +132,11 @@ class Settings:
             raise InvalidSettingError(
                 "zero_points", f"unknown zero-point layout {self.zero_points!r}; use one of: {', '.join(ZERO_POINTS)}"
             )
+        unknown = [f for f in fusion_kinds(self.fusion) if f not in FUSIONS]
+        if unknown:
+            raise InvalidSettingError(
+                "fusion", f"unknown fusion {unknown[0]!r}; join some of {', '.join(FUSIONS)} with '+', e.g. qkv+gate_up"
+            )
         if not 0 < self.memory_utilization <= 1:
             raise InvalidSettingError(
                 "memory_utilization", f"memory utilization must be in (0, 1], got {self.memory_utilization}; e.g. 0.9"
@@ -138,6 +153,11 @@ class Settings:
 
 
 SETTING_NAMES = tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def fusion_kinds(text: str) -> frozenset[str]:
+    """'qkv+gate_up' -> {'qkv', 'gate_up'} (the Settings field's text; '' or 'none': none)."""
+    return frozenset(t.strip() for t in str(text).split("+") if t.strip() and t.strip() != "none")
 
 
 def check_slos(**slos: float | None) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HARDWARE_DIR = ROOT / "hardware"
+ENGINES_DIR = HARDWARE_DIR / "engines"  # serving engines' descriptions (hardware/engines/README.md)
 MODELS_DIR = ROOT / "models" / "catalog"
 REPORTS_DIR = ROOT / "reports"  # committed baselines only
 PROFILES_DIR = REPORTS_DIR / "profiles"

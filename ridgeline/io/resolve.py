@@ -32,6 +32,7 @@ from ridgeline.errors import (
 )
 from ridgeline.io import host
 from ridgeline.io.catalog import REPORTS_DIR
+from ridgeline.io.engines import engine_notes, engine_settings, with_engine_defaults
 from ridgeline.io.files import parse_json, parse_yaml
 from ridgeline.io.hardware import (
     catalog_name_for_gpu,
@@ -173,7 +174,12 @@ def deploy(named: Target, dtype: str | None, settings: Settings | None, options:
     if dtype is None and settings is None:
         dtype, note = default_dtype(named.device)
         notes = (note,) if note and not set(TYPES) <= options.keys() else ()
+    if settings is None:  # the engine's settings where the options set none
+        options = engine_settings(options)
+    else:  # where the given settings keep their plain defaults
+        settings = with_engine_defaults(settings)
     chosen = make_settings(dtype, settings, options)
+    notes += engine_notes(chosen.engine)
     peaks = measured_peaks("cpu" if named.device.kind == "cpu" else "gpu")
     rest = (notes + named.notes, named.intervals, named.no_interval, peaks)
     return Deployment.of(named.model, named.device, chosen, named.ceilings, *rest)

@@ -25,6 +25,7 @@ INTEGERS = ("group_size", "kv_block", "tp", "pp", "ep", "micro_batches")
 DEPLOYMENT = (
     *("w_bits", "a_bits", "kv_bits", "w_dtype", "a_dtype", "kv_dtype", "group_size", "attention", "kv_block"),
     *("tp", "pp", "ep", "micro_batches", "link_bw", "link_latency", "zero_points", "memory_utilization", "execution"),
+    *("engine", "fusion"),
 )
 
 MAX_LIST_VALUES = 100_000  # values one list option may expand to

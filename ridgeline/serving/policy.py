@@ -38,6 +38,9 @@ class Policy(ABC):
     # the attention setting a run of this policy gets when none is given, and why
     attention: ClassVar[str] = "flash"
     attention_source: ClassVar[str] = "vLLM V1's default backend on CUDA is FlashAttention"
+    # whether it preempts running requests (then recomputes them): TensorRT-LLM's
+    # GUARANTEED_NO_EVICT never does
+    evicts: ClassVar[bool] = True
 
     @abstractmethod
     def schedule(self, server: ServerState, now: float) -> np.ndarray:

@@ -175,12 +175,13 @@ def server_maker(
     config, device, p = d.model, d.device, d.plan
     if p.micro_batches > 1:
         raise InvalidWorkloadError("the simulator runs one micro-batch per step; use --micro-batches 1")
-    longest = int(np.max(arrivals.prompt + arrivals.output - 1))
+    redo = rule.evicts  # a policy that preempts recomputes prompt and output at once
+    longest = int(np.max(arrivals.prompt + (arrivals.output - 1 if redo else 0)))
     if not s.chunked_prefill and longest > s.token_budget:
+        what = "prompt + output - 1, as a recomputation needs" if redo else "its prompt"
         raise InvalidWorkloadError(
-            f"without chunked prefill a request of {longest} tokens (prompt + output - 1, "
-            f"as a recomputation needs) does not fit --token-budget {s.token_budget}; "
-            "raise it or allow chunked prefill"
+            f"without chunked prefill a request of {longest} tokens ({what}) does not fit "
+            f"--token-budget {s.token_budget}; raise it or allow chunked prefill"
         )
     cost = cost or step_cost_of(d, s)
     blocks = kv_block_count(config, device, p, s) if blocks is None else blocks

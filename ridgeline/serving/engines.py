@@ -1,0 +1,89 @@
+"""The scheduler a serving engine runs (``ServingEngine``, hardware/engines): its policy, its
+chunking, its limits on this GPU and in this context (server, offline API, bench tool), and
+the KV cache its memory rule leaves. Settings a user gives win."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ridgeline.engine.deployment import Deployment
+from ridgeline.engine.memory import ONE_BYTE, kv_bytes_per_token, weight_bytes
+from ridgeline.engine.serving_engine import ServingEngine, bench_requests, bench_sizing
+from ridgeline.serving.scheduler import Scheduler
+from ridgeline.serving.simulator import kv_capacity_bytes
+
+SCHEDULER_DEFAULTS = {"max_batch": 256, "token_budget": 2048}  # Scheduler's own, for an engine that states none
+
+
+def engine_scheduler(
+    d: Deployment,
+    engine: ServingEngine,
+    given: Mapping[str, Any] | None = None,
+    context: str = "server",
+    lengths: tuple[int, int] | None = None,
+) -> Scheduler:
+    """The Scheduler ``engine`` runs ``d`` with: its policy, chunking and host overlap; its
+    max_batch and token_budget on ``d``'s device in ``context`` (TensorRT-LLM's bench tool
+    sizes them from the data set's ``lengths``, prompt and output); its KV blocks where its
+    memory rule is not vLLM's (``memory_utilization`` of the whole memory). ``given``
+    Scheduler fields (None: not given) win."""
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    fields: dict[str, Any] = {
+        "policy": engine.policy,
+        "chunked_prefill": bool(engine.scheduler.get("chunked_prefill", True)),
+        "host_overlap": bool((engine.host or {}).get("overlap", False)),
+        **SCHEDULER_DEFAULTS,
+        **(engine.limits(d.device, context) or {}),
+    }
+    if context == "bench" and engine.scheduler.get("bench") == "trtllm-bench" and lengths:
+        fields["max_batch"], fields["token_budget"] = trtllm_bench_limits(d, *lengths)
+    budget = int(given.get("token_budget", fields["token_budget"]))
+    blocks = kv_blocks(d, engine, budget) if "kv_blocks" not in given else None
+    if blocks is not None:
+        fields["kv_blocks"] = blocks
+    if engine.scheduler.get("max_running") == "kv_tokens_half":
+        fields["max_batch"] = sglang_max_running(d, (blocks or 0) * d.plan.kv_block)
+    if lengths and not fields["chunked_prefill"] and lengths[0] > budget:
+        fields["chunked_prefill"] = True  # a prompt longer than a step's tokens cannot run whole
+    return Scheduler(**{**fields, **given})
+
+
+def trtllm_bench_limits(d: Deployment, prompt: int, output: int) -> tuple[int, int]:
+    """trtllm-bench's max_batch_size and max_num_tokens for ``d`` (``bench_sizing``): the
+    parameters at one byte each for FP8 weights, else two; the KV bytes a token adds over
+    every layer and at least one K/V head per GPU, at one byte for an FP8 cache, else two."""
+    c, p = d.model, d.plan
+    params = weight_bytes(c, ONE_BYTE)
+    per_weight = 1.0 if d.settings.w_dtype.startswith("fp8") else 2.0
+    per_kv = 1.0 if d.settings.kv_dtype.startswith("fp8") else 2.0
+    kv = 2 * c.num_layers * max(p.tp, c.num_kv_heads) * c.head_dim * per_kv
+    requests = bench_requests(d.device.memory_capacity, p.tp * p.pp, params, per_weight, kv, prompt + output)
+    return bench_sizing(requests, prompt, output, p.pp)
+
+
+def kv_blocks(d: Deployment, engine: ServingEngine, token_budget: int) -> int | None:
+    """KV blocks the engine's memory rule leaves on one device (None: vLLM's rule, the
+    simulator's own): TensorRT-LLM's cache takes ``free_fraction`` of what the weights,
+    the activations and the runtime leave; SGLang's static pool, the memory less its
+    reserve (``ServingEngine.reserve_bytes``), holds the weights and the cache."""
+    rule = engine.scheduler.get("memory", "utilization")
+    if rule == "utilization":
+        return None
+    p = d.plan
+    if rule == "free_fraction":
+        free = kv_capacity_bytes(d.model, d.device, replace(p, memory_utilization=1.0), token_budget)
+        room = float(engine.scheduler["free_fraction"]) * free
+    else:
+        pool = d.device.memory_capacity - engine.reserve_bytes(d.device, p.tp * p.pp)
+        room = pool - weight_bytes(d.model, p)
+    return max(int(room // (p.kv_block * kv_bytes_per_token(d.model, p))), 0)
+
+
+def sglang_max_running(d: Deployment, kv_tokens: int) -> int:
+    """SGLang's max_running_requests: min(KV tokens // 2, the request pool), the pool
+    min(max(KV tokens / context length x 512, 2048), 4096)."""
+    context = d.model.max_position_embeddings or 4096  # a config that states none: 4096 assumed
+    pool = min(max(int(kv_tokens / context * 512), 2048), 4096)
+    return max(min(kv_tokens // 2, pool), 1)
