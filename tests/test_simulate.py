@@ -420,3 +420,26 @@ def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hi
         np.testing.assert_array_equal(fast.timeline[key], slow.timeline[key], err_msg=key)
     for key in fast.requests:
         np.testing.assert_array_equal(fast.requests[key], slow.requests[key], err_msg=key)
+
+
+def test_pipeline_stages_keep_micro_batches_in_flight():
+    """Issue 57 item 10: with pp stages a step's requests split into pp interleaved groups,
+    and a step lasts the slowest group's pass through every stage. Llama-2-70B fp8 at tp 1,
+    pp 2 on an H100's datasheet: 64 prompts of 256 tokens at once are compute-bound, so two
+    groups of 32 take about half the one-batch pass; one request alone takes its whole pass
+    (the first token of an idle server), exactly as without the split."""
+    from ridgeline.io.resolve import resolve
+    from ridgeline.serving import simulator
+    from ridgeline.serving.scenarios import offline_arrivals
+    from ridgeline.serving.step_cost import step_time
+
+    d = resolve("llama-2-70b", "h100-sxm", dtype="fp8", pp=2, attention="flash")
+    sched = Scheduler(max_batch=64, token_budget=64 * 256)
+    cost = simulator.step_cost_of(d, sched)
+    whole, half = step_time(cost, [256] * 64, [], 0, 0.0), step_time(cost, [256] * 32, [], 0, 0.0)
+    assert half == pytest.approx(whole / 2, rel=0.02)  # compute-bound: the work halves
+    at_once = offline_arrivals(np.full(64, 256), np.full(64, 2))
+    run = simulator.simulate_deployment(d, at_once, sched)
+    assert run.timeline["step_s"][0] == pytest.approx(half, rel=1e-9)
+    alone = simulator.simulate_deployment(d, offline_arrivals(np.full(1, 256), np.full(1, 2)), sched)
+    assert alone.timeline["step_s"][0] == pytest.approx(step_time(cost, [256], [], 0, 0.0), rel=1e-9)

@@ -150,6 +150,35 @@ class ServerState:
         return max(forward, host) if self.s.host_overlap else forward + host
 
     def forward_of(self, chunk: np.ndarray) -> float:
+        """The step's forward; with pipeline stages, its micro-batches in flight
+        (:meth:`pipelined`)."""
+        if self.cost.factor > 1:
+            return self.pipelined(chunk)
+        return self.one_pass(chunk, self.pure)
+
+    def pipelined(self, chunk: np.ndarray) -> float:
+        """A step over pp pipeline stages with pp micro-batches in flight (vLLM's virtual
+        engines; ``layers.pipeline_factors``): the step's requests split into pp groups,
+        interleaved, each through every stage (``one_pass``) while the others fill the
+        other stages. A round ends when the slowest group's pass does (a stage is busy for
+        the sum of the groups' stage times, pp passes' worth over pp, never longer): a
+        compute-bound step takes about a pp-th of its one-batch pass, a weight-bound one
+        (each group reads the stage's weights again) about all of it, one request alone its
+        whole pass."""
+        stages = int(round(self.cost.factor))
+        active = np.flatnonzero(chunk > 0)
+        longest = 0.0
+        for g in range(stages):
+            members = active[g::stages]
+            if len(members):
+                part = np.zeros_like(chunk)
+                part[members] = chunk[members]
+                longest = max(longest, self.one_pass(part, False))
+        return longest
+
+    def one_pass(self, chunk: np.ndarray, pure: bool) -> float:
+        """The forward of ``chunk`` through every stage (``pure``: every running request
+        decodes one token, the hot path)."""
         done = self.run[4]
         if self.s.batch_attention != "varlen":
             active = chunk > 0
@@ -158,7 +187,7 @@ class ServerState:
             if self.s.batch_attention == "gather":
                 return gather_step_time(self.cost, *mix, bool(np.any(done[active] > 0)))
             return masked_step_time(self.cost, *mix)
-        if self.pure:
+        if pure:
             cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
             return self.cost.decode_time(len(done), float(cached.sum()))
         decode = (chunk == 1) & (done > 0)
