@@ -49,7 +49,7 @@ def trace(*requests: tuple[float, int, int]) -> Arrivals:
 
 
 def test_every_policy_is_registered_under_its_name():
-    assert policy_names() == ["sarathi", "sglang", "static", "transformers", "trtllm", "vllm-v1"]
+    assert policy_names() == ["sarathi", "sglang", "static", "transformers", "trtllm", "trtllm-max-util", "vllm-v1"]
     assert [policy(n).name for n in policy_names()] == policy_names()
     assert all(isinstance(policy(n), Policy) for n in policy_names())
     assert Scheduler().policy == "vllm-v1"
@@ -57,7 +57,7 @@ def test_every_policy_is_registered_under_its_name():
 
 
 def test_an_unknown_policy_names_the_known_ones():
-    message = "unknown scheduler policy 'vllm'; known: sarathi, sglang, static, transformers, trtllm, vllm-v1"
+    message = "unknown scheduler policy 'vllm'; known: sarathi, sglang, static, transformers, trtllm, trtllm-max-util, vllm-v1"
     with pytest.raises(UnknownPolicyError, match=message):
         policy("vllm")
     with pytest.raises(RidgelineError, match="unknown scheduler policy 'fifo'; known: sarathi, "):

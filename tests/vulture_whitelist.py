@@ -27,7 +27,7 @@ _.matrix_peak_for, _.vector_peak_for  # ridgeline/engine/device.py
 _.comm_bytes, _.comm_hops  # ridgeline/engine/ops.py (Op)
 
 # Scheduler policies, reached through the registry (@register("name"))
-Sarathi, StaticFCFS, TransformersFIFO, GuaranteedNoEvict, PrefillFirst  # ridgeline/serving/policies/
+Sarathi, StaticFCFS, TransformersFIFO, GuaranteedNoEvict, PrefillFirst, MaxUtilization  # ridgeline/serving/policies/
 
 # Attributes set on other libraries' objects
 _.mtime  # kernels/gpu/run.py: tarfile.TarInfo

@@ -74,9 +74,13 @@ def replay_snapshot(snapshot: Mapping[str, Any], margin: float = REPLAY_MARGIN) 
     return out
 
 
+# files beside the snapshots that hold no measurement: predictions of figures others published
+NOT_SNAPSHOTS = ("anchors.json", "published.json")
+
+
 def snapshots(folder: Path = VALIDATION_DIR) -> list[Path]:
-    """The kernel snapshots (not e2e results, not the published anchors) directly in ``folder``."""
-    skip = ("anchors.json",)  # and the coverage files (kernels.validate.intervals): no kernel rows
+    """The kernel snapshots (not e2e results, not the published figures' predictions) directly in ``folder``."""
+    skip = NOT_SNAPSHOTS  # and the coverage files (kernels.validate.intervals): no kernel rows
     return sorted(
         p
         for p in folder.glob("*.json")

@@ -27,6 +27,7 @@ import numpy as np
 from kernels.servecheck.cb_server import overhead_from, resimulate
 from kernels.validate.attribution import WATERFALLS, committed_waterfalls
 from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, verdict
+from kernels.validate.replay import NOT_SNAPSHOTS
 from kernels.validate.waterfall import LABELS, PARTS
 from ridgeline.io.files import read_yaml
 
@@ -283,7 +284,7 @@ def roofs_recorded(meta: dict[str, Any]) -> str:
 
 def snapshot_files(folder: Path = SNAPSHOTS) -> list[Path]:
     """Every snapshot JSON, top folder first, then the named sub-folders, in name order."""
-    top = sorted(folder.glob("*.json"))
+    top = sorted(p for p in folder.glob("*.json") if p.name not in NOT_SNAPSHOTS)
     return top + sorted(p for p in folder.glob("*/*.json"))
 
 
@@ -1111,6 +1112,7 @@ def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None
         *gpu_run_section(folder),
         *transfer_section(folder),
         *anchors_section(folder),
+        *published_section(),
         *profiles_section(),
         *figures_section(folder),
         *mlperf_section(),
@@ -1133,6 +1135,79 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text)
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
+
+
+# Published figures: engine makers' and MLCommons' figures beside the engine-priced predictions.
+
+PUBLISHED = SNAPSHOTS / "published.json"
+
+
+def stats_cells(s: dict[str, Any]) -> str:
+    """n | median | p90 | bias | within 20 % (dashes where there are none)."""
+    if not s.get("n"):
+        return "0 | - | - | - | -"
+    return f"{s['n']} | {abs_pct(s['median'])} | {abs_pct(s['p90'])} | {pct(s['bias'], 1)} | {s['within_20']}"
+
+
+def published_breakdown(summary: dict[str, Any], basis: str, key: str) -> list[str]:
+    out = [
+        f"| {key} | n | median | p90 | bias | within 20 % | held-out n | median | p90 | bias | within 20 % |",
+        "|---" * 11 + "|",
+    ]
+    for group, parts in summary[basis][key].items():
+        out.append(f"| {group} | {stats_cells(parts['in'])} | {stats_cells(parts['held'])} |")
+    return out + [""]
+
+
+def published_cell(p: dict[str, Any]) -> str:
+    if "error" not in p:
+        return "refused"
+    return f"{p['value']:.4g} ({p['error']:+.0%}, {p['mode']})"
+
+
+def published_section(path: Path = PUBLISHED) -> list[str]:
+    """The published set (reports/published) predicted as spec and engine-priced; the
+    held-out third apart everywhere."""
+    if not path.is_file():
+        return []
+    snap = json.loads(path.read_text())
+    s, meta = snap["summary"], snap["meta"]
+    out = [
+        "## Published figures: engines as users deploy them",
+        "",
+        (
+            f"{len(snap['rows'])} figures engine makers and MLCommons published ([reports/published](published/README.md)), "
+            f"predicted by `{meta['command']}` (commit `{meta['commit'][:12]}`, {meta['date']}) on two bases: `spec` "
+            "(the datasheet roofline, the engine's kernels and scheduler) and `engine` (the same on the best measured "
+            "roofs there are: the GPU's own device-time profile, else one of its architecture's transferred, else "
+            f"the datasheet). Error: predicted / published - 1 on the figure's own quantity. Held out: the third "
+            f"drawn with seed {meta['heldout_seed']} before any prediction ([heldout.yaml](published/heldout.yaml)); "
+            f"{len(snap['unpriced'])} more figures are recorded but not priced (the file says why each)."
+        ),
+        "",
+        "| basis | n | median | p90 | bias | within 20 % | held-out n | median | p90 | bias | within 20 % |",
+        "|---" * 11 + "|",
+        *(f"| {b} | {stats_cells(s[b]['in'])} | {stats_cells(s[b]['held'])} |" for b in ("spec", "engine")),
+        "",
+        "Engine-priced, by engine, GPU, weight type, regime and the roofs it rests on:",
+        "",
+    ]
+    for key in ("engine", "gpu", "dtype", "regime", "roofs"):
+        out += published_breakdown(s, "engine", key)
+    slower = snap["spec_slower"]
+    out += [
+        f"Spec slower than the published figure (a bound must never be): {', '.join(slower) if slower else 'none'}.",
+        "",
+        "| figure | regime | published | spec | engine |",
+        "|---|---|---:|---|---|",
+    ]
+    for r in snap["rows"]:
+        mark = " (held out)" if r["heldout"] else ""
+        out.append(
+            f"| `{r['id']}`{mark} | {r['regime']} | {r['published']:.4g} | {published_cell(r['spec'])} | "
+            f"{published_cell(r['engine'])} |"
+        )
+    return out + [""]
 
 
 if __name__ == "__main__":
