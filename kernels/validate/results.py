@@ -312,16 +312,6 @@ def gpu_run_section(folder: Path = SNAPSHOTS) -> list[str]:
     return out
 
 
-def anchor_cell(p: dict[str, Any], notes: list[str], where: str) -> str:
-    """A prediction as 'ms (error)', ✓ within the tolerance; a refusal as a numbered note."""
-    if "refused" in p:
-        profile = f" with `{p['profile']}`" if p.get("profile") else ""
-        notes.append(f"{where}{profile}: {p['refused']}")
-        return f"refused [{len(notes)}]"
-    mark = " ✓" if p.get("within_tolerance") else ""
-    return f"{ms(p['predicted_s'])} ({pct(p['error'], 1)}){mark}"
-
-
 def transfer_rows(folder: Path = SNAPSHOTS, profiles: Path = PROFILES) -> list[dict[str, Any]]:
     """Each committed GPU run predicted from the other GPU's committed profile, where that
     profile is device time (``kernels.gpu.transfer.run_transfer``)."""
@@ -366,52 +356,6 @@ def transfer_section(folder: Path = SNAPSHOTS, profiles: Path = PROFILES) -> lis
             f"| `{r['run']}` | `{r['profile']}` | {head['n']} | {head['median']:.1%} | {head['p90']:.1%} "
             f"| {within} of {len(tpot)} | {errors} |"
         )
-    return out + [""]
-
-
-def anchors_section(folder: Path = SNAPSHOTS) -> list[str]:
-    """Published figures beside ridgeline's spec, calibrated and transferred predictions
-    (``python -m kernels.validate.anchors`` writes ``anchors.json`` from ``reports/anchors.yaml``)."""
-    path = folder / "anchors.json"
-    if not path.is_file():
-        return []
-    snap = json.loads(path.read_text())
-    tol = snap["tolerance"]
-    out = [
-        "## Published anchors",
-        "",
-        (
-            f"Decode speeds others published, predicted in graph execution; compared: "
-            f"`{snap['compared']}` (the figures' own wall time over generated tokens), in ms "
-            f"with the error predicted / published − 1; ✓ within {tol:.0%}. Workloads and "
-            "sources: [reports/anchors.yaml](anchors.yaml). "
-            f"Predicted on commit `{str(snap['meta'].get('commit', '?'))[:12]}`, "
-            f"{str(snap['meta'].get('date', '?'))[:10]}."
-        ),
-        "",
-        snap.get("explanation", ""),
-        "",
-        "| anchor | workload | published ms | spec | calibrated | transferred |",
-        "|---" * 6 + "|",
-    ]
-    notes: list[str] = []
-    for a in snap["anchors"]:
-        w, p = a["workload"], a["predictions"]
-        work = (
-            f"{w['model']} on {w['device']}, batch {w['batch']}, prompt {w['prompt']}, "
-            f"{w['generate']} generated, {w['dtype']}, TP {w['tp']}, {w.get('attention', 'auto')} attention"
-        )
-        out.append(
-            f"| {a['title']} | {work} | {ms(a['published']['value_s'])} | "
-            + " | ".join(anchor_cell(p[b], notes, f"`{a['id']}` {b}") for b in ("spec", "calibrated", "transferred"))
-            + " |"
-        )
-    out.append("")
-    out += [f"{i}. {n}" for i, n in enumerate(notes, 1)] + [""]
-    for a in snap["anchors"]:
-        src = f"<{a['source']}>" if a.get("source") else "no public source found"
-        assumed = f"; assumed: {', '.join(a['assumed'])}" if a.get("assumed") else ""
-        out.append(f"- `{a['id']}`: {src}; quoted: {a['published']['quoted']}{assumed}.")
     return out + [""]
 
 
@@ -1111,7 +1055,6 @@ def render(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | None
         *coverage_section(folder),
         *gpu_run_section(folder),
         *transfer_section(folder),
-        *anchors_section(folder),
         *published_section(),
         *profiles_section(),
         *figures_section(folder),
