@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+def data_root() -> Path:
+    """Where the shipped data lives: the source checkout this package sits in (its
+    ``hardware/`` beside ``ridgeline/``), else the data a wheel installed under
+    ``<prefix>/share/ridgeline`` (pyproject.toml's ``data-files``: the install's own
+    prefix, or a ``--user`` install's base)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "hardware").is_dir():
+        return checkout
+    import site
+    import sys
+    import sysconfig
+
+    bases = (sysconfig.get_path("data"), sys.prefix, site.getuserbase())
+    for base in bases:
+        shared = Path(base) / "share" / "ridgeline"
+        if (shared / "hardware").is_dir():
+            return shared
+    return checkout  # nothing installed: every catalog lookup then says what is missing
+
+
+ROOT = data_root()
 HARDWARE_DIR = ROOT / "hardware"
 ENGINES_DIR = HARDWARE_DIR / "engines"  # serving engines' descriptions (hardware/engines/README.md)
 MODELS_DIR = ROOT / "models" / "catalog"
