@@ -675,7 +675,7 @@ def simulate_options(
     decode_replicas: Annotated[int | None, Doc("Disaggregate: servers in the decode pool.")] = None,
     prefill_hardware: Annotated[str | None, Doc("Device of the prefill pool (default --hardware).")] = None,
     decode_hardware: Annotated[str | None, Doc("Device of the decode pool (default --hardware).")] = None,
-    kv_link: Annotated[str | None, Doc("KV cache link between the pools, GBPS,US (default 400,9.6: a ConnectX-7 port).")] = None,
+    kv_link: Annotated[str | None, Doc("KV cache link between the pools, GBPS,US (default 400,14: a ConnectX-7 port).")] = None,
     draft: DraftModel = None,
     draft_tokens: DraftTokens = 4,
     acceptance: Acceptance = 0.7,

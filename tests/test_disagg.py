@@ -78,7 +78,7 @@ def test_a_lone_request_is_the_colocated_one_plus_the_transfer(d, link):
 
 
 def test_the_default_link_is_a_400_gbps_nic():
-    assert KvLink().gbps == 400.0
+    assert (KvLink().gbps, KvLink().latency_us) == (400.0, 14.0)  # NCCL master's network hop (issue 57 item 4)
     assert parse_link("400,9.6") == KvLink(400.0, 9.6)
     assert parse_link("inf,0") == INSTANT
 
@@ -111,8 +111,8 @@ def test_a_preempted_decode_recomputes_its_whole_context(d):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("400", "--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,9.6; got '400'"),
-        ("fast,1", "--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,9.6; got 'fast,1'"),
+        ("400", "--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,14; got '400'"),
+        ("fast,1", "--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,14; got 'fast,1'"),
         ("0,1", "--kv-link bandwidth must be a positive number of Gb/s, got 0.0"),
         ("nan,1", "--kv-link bandwidth must be a positive number of Gb/s, got nan"),
         ("400,-1", "--kv-link latency must be >= 0 microseconds, got -1.0"),

@@ -178,7 +178,27 @@ def test_all_reduce_costs_hops_times_latency_plus_bytes():
     was 28672 / 450e9 + 14 x 0.6 = 8.4637 µs, no base)."""
     r = rows(rl.analyze("llama-2-70b", "h100-sxm", tp=8))["attn_allreduce"]
     assert r["comm_bytes"] == 28_672
-    assert r["time_s"] == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 28672 / 225e9)
+    # issue 57 item 4: NCCL's own bus bandwidth (18 x 20.6 = 370.8 GB/s), LL at half of it
+    # capped at llMaxBws, 141 GB/s: 6.6 + 8.4 + 28672 / 141e9 = 15.2033 µs
+    assert r["time_s"] == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 28672 / 141e9)
+
+
+def test_nccl_prices_with_its_own_bus_bandwidth_and_ll_cap():
+    """Issue 57 item 4, by hand. A 64 MiB all-reduce at tp 8 on the H100: ring Simple, 2 x
+    7/8 x 64 MiB = 117,440,512 bytes over NCCL's 370.8 GB/s (not the datasheet's 450) plus
+    8.4 + 14 x 3.4 µs = 372.7 µs (was 317.0). 1 MiB at tp 2: ring LL, 1,048,576 bytes at
+    min(0.5 x 370.8, 141) GB/s plus 6.6 + 2 x 0.6 µs = 15.24 µs (was 12.46)."""
+    from ridgeline.engine.collectives import collective_seconds
+
+    dev = load_device("h100-sxm")
+    assert (dev.nccl_bus_bandwidth, dev.nccl_ll_max) == (370.8e9, 141e9)
+    big = collective_seconds("nccl-nvlink", "all_reduce", 117_440_512, 8, dev.nccl_bus_bandwidth, dev.nccl_ll_max)
+    assert big == pytest.approx(372.72e-6, abs=0.01e-6)
+    small = collective_seconds("nccl-nvlink", "all_reduce", 1_048_576, 2, dev.nccl_bus_bandwidth, dev.nccl_ll_max)
+    assert small == pytest.approx(15.2367e-6, abs=0.0001e-6)
+    # a --link-bw the user gives is the bus bandwidth of every protocol (the LL cap stays)
+    mine = rl.analyze("llama-2-70b", "h100-sxm", tp=8, link_bw_gb_s=450)
+    assert rows(mine)["attn_allreduce"]["time_s"] == pytest.approx(15e-6 + 28672 / 141e9)
 
 
 def test_mesh_bandwidth_depends_on_the_group():
@@ -403,24 +423,24 @@ def test_headroom_and_runtime_reserve_set_what_fits():
 
 
 def test_tensor_parallel_all_reduce_pays_nccl_base_latency():
-    """NCCL's tuning model (src/graph/tuning.cc) on an H100 SXM node (NVLink, 450 GB/s per
-    direction): time = base + steps x hop + bytes / (450e9 x fraction), the cheapest of ring /
-    tree x LL / LL128 / Simple. Llama-2-7B decode, batch 1: each all-reduce is 4096 x 2 B =
-    8,192 B.
-    tp 2, ring LL: 6.6 + 2 x 0.6 = 7.8 µs + 8,192 B / (0.5 x 450e9) = 7.8364 µs (ring Simple
-    8.4 + 2 x 3.4 = 15.2 µs: LL wins). tp 8: 6.6 + 14 x 0.6 = 15.0 µs + 14,336 B (2 x 7/8 x
-    8,192) / 225e9 = 15.0637 µs. Before: 1.22 and 8.43 µs (hops x 0.6 µs, no base).
-    TPOT at tp 2: the issue's 2.100 ms + 65 all-reduces x (7.8364 - 1.2182) µs + the logits'
-    all-gather (32,000 x 2 B, ring LL 6.6 + 0.6 + 32,000 / 225e9 = 7.342 µs against 0.6 +
-    0.071 µs) = 2.100 + 0.4302 + 0.0067 = 2.537 ms (+21 %)."""
+    """NCCL's tuning model (src/graph/tuning.cc) on an H100 SXM node: time = base + steps x
+    hop + bytes / (bus bandwidth x fraction), the cheapest of ring / tree x LL / LL128 /
+    Simple, the bus bandwidth NCCL's own 370.8 GB/s (18 x 20.6) and ring LL's capped at
+    llMaxBws, 141 GB/s (issue 57 item 4). Llama-2-7B decode, batch 1: each all-reduce is
+    4096 x 2 B = 8,192 B.
+    tp 2, ring LL: 6.6 + 2 x 0.6 = 7.8 µs + 8,192 B / 141e9 = 7.8581 µs (ring Simple 8.4 + 2 x
+    3.4 = 15.2 µs: LL wins). tp 8: 6.6 + 14 x 0.6 = 15.0 µs + 14,336 B (2 x 7/8 x 8,192) /
+    141e9 = 15.1017 µs. TPOT at tp 2: 2.537 ms before item 4 + 65 all-reduces x (7.8581 -
+    7.8364) µs + the logits' all-gather (32,000 x 2 B on a ring: 32,000 B / 141e9 against
+    / 225e9, +0.0849 µs) = 2.5381 ms."""
     kw = dict(dtype="bf16", seq_len=512, generate=128)
     tp2, tp8 = (rl.analyze("llama-2-7b", "h100-sxm", tp=tp, **kw) for tp in (2, 8))
-    assert rows(tp2)["attn_allreduce"]["time_s"] == pytest.approx(7.8364e-6, rel=1e-4)
-    assert rows(tp8)["mlp_allreduce"]["time_s"] == pytest.approx(15.0637e-6, rel=1e-4)
-    assert tp2.generation["tpot_s"] == pytest.approx(2.537e-3, rel=3e-4)
-    # prefill's 512 x 4096 x 2 = 4,194,304 B: ring Simple 8.4 + 6.8 + 4,194,304 / 450e9 =
-    # 24.52 µs beats ring LL (7.8 + 18.64 = 26.44) and LL128 (17.8 + 10.13 = 27.93)
-    assert rows(tp2, "prefill")["attn_allreduce"]["time_s"] == pytest.approx(24.521e-6, rel=1e-4)
+    assert rows(tp2)["attn_allreduce"]["time_s"] == pytest.approx(7.8581e-6, rel=1e-4)
+    assert rows(tp8)["mlp_allreduce"]["time_s"] == pytest.approx(15.1017e-6, rel=1e-4)
+    assert tp2.generation["tpot_s"] == pytest.approx(2.5381e-3, rel=3e-4)
+    # prefill's 512 x 4096 x 2 = 4,194,304 B: ring Simple 8.4 + 6.8 + 4,194,304 / 370.8e9 =
+    # 26.51 µs beats ring LL (7.8 + 29.75 = 37.55) and LL128 (17.8 + 12.30 = 30.10)
+    assert rows(tp2, "prefill")["attn_allreduce"]["time_s"] == pytest.approx(26.5115e-6, rel=1e-4)
     # PCIe (a6000, 32 GB/s): NCCL's PCI latencies, ring LL 6.6 + 2 x 1.0 + 8,192 / 16e9
     a6000 = rl.analyze("llama-2-7b", "a6000", tp=2, **kw)
     assert rows(a6000)["attn_allreduce"]["time_s"] == pytest.approx(8.6e-6 + 8192 / 16e9, rel=1e-4)
@@ -437,3 +457,4 @@ def test_mi300x_collectives_use_rccl_latencies():
     assert rows(a)["attn_allreduce"]["time_s"] == pytest.approx(23.2e-6 + 14336 / 224e9, rel=1e-4)
     out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "mi300x", "--tp", "8", "--dtype", "bf16"])
     assert out.exit_code == 0 and "RCCL latencies, NCCL model" in out.output
+

@@ -10,8 +10,12 @@ Ring all-reduce: 2(n-1) steps and 2(n-1)/n x message; tree all-reduce (one node:
 (n-1)/n x message. Constants from NCCL master (2026) and RCCL (ROCm/rccl, 2024):
 https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc
 https://github.com/ROCm/rccl/blob/develop/src/graph/tuning.cc
-Not modelled: NCCL's per-channel caps (llMaxBws, perChMax*), the tree's size correction
-factors (they only slow the tree), NVLS/CollNet/PAT (multi-node or NVSwitch multicast)."""
+The bandwidth is NCCL's own bus bandwidth where the device states it (links x the
+architecture's per-link figure, src/graph/topo.h: SM90_NVLINK_BW 20.6 GB/s x 18 links =
+370.8 GB/s on Hopper, not the datasheet's 450), and ring LL is capped at the architecture's
+llMaxBws (141 GB/s on one Hopper node). Not modelled: the per-channel caps (perChMax*), the
+tree's size correction factors (they only slow the tree), NVLS/CollNet/PAT (multi-node or
+NVSwitch multicast)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ class Protocol:
     base_s: float  # baseLatencies
     hop_s: float  # hwLatencies of the link class, per step
     fraction: float  # bus bandwidth / link bandwidth (NCCL's busBw refinements)
+    protocol: str = ""  # LL | LL128 | Simple
 
 
 def _nccl(hops: dict[tuple[str, str], float], ll128: bool) -> tuple[Protocol, ...]:
@@ -39,7 +44,7 @@ def _nccl(hops: dict[tuple[str, str], float], ll128: bool) -> tuple[Protocol, ..
     base = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
     fraction = {"tree": (0.92 / 3.8, 0.92 * 7 / 9, 0.92), "ring": (0.5, 0.92, 1.0)}
     return tuple(
-        Protocol(a, base[a][i] * US, hops[a, p] * US, fraction[a][i])
+        Protocol(a, base[a][i] * US, hops[a, p] * US, fraction[a][i], p)
         for a in ("ring", "tree")
         for i, p in enumerate(("LL", "LL128", "Simple"))
         if ll128 or p != "LL128"
@@ -59,8 +64,8 @@ HOPS = {
 # in tuning models 0, 3 and 4: ring LL 0.8, Simple 3.6; tree LL 0.8, Simple 2.5. LL128 is off
 # (RCCL enables it only on gfx90a with a tuning table); the bandwidth fractions are NCCL's.
 RCCL_XGMI = tuple(
-    Protocol(a, base * US, hop * US, f)
-    for a, _protocol, base, hop, f in (
+    Protocol(a, base * US, hop * US, f, protocol)
+    for a, protocol, base, hop, f in (
         ("ring", "LL", 12.0, 0.8, 0.5),
         ("ring", "Simple", 17.0, 3.6, 1.0),
         ("tree", "LL", 12.0, 0.8, 0.92 / 3.8),
@@ -81,9 +86,10 @@ LABELS = {
 MODELLED = ("all_reduce", "all_gather")  # what tuning.cc prices (all-to-all and sends are p2p)
 
 
-def collective_seconds(model: str, kind: str, sent, devices: int, bandwidth):
+def collective_seconds(model: str, kind: str, sent, devices: int, bandwidth, ll_max: float | None = None):
     """Seconds of one collective under ``model``: the cheapest algorithm x protocol, as NCCL
-    picks. ``sent`` is what one device sends on a ring (``ops.collective``'s comm_bytes)."""
+    picks. ``sent`` is what one device sends on a ring (``ops.collective``'s comm_bytes);
+    ``ll_max`` caps ring LL's bus bandwidth (NCCL's llMaxBws)."""
     steps = 2 * (devices - 1) if kind == "all_reduce" else devices - 1
     message = np.asarray(sent, dtype=float) * devices / (2 * (devices - 1))
     best = None
@@ -91,7 +97,10 @@ def collective_seconds(model: str, kind: str, sent, devices: int, bandwidth):
         if p.algorithm == "tree" and kind != "all_reduce":
             continue
         # tree: the message over half the bus bandwidth (NCCL's algorithm-bandwidth ratio .5)
-        data = sent / (bandwidth * p.fraction) if p.algorithm == "ring" else message / (0.5 * bandwidth * p.fraction)
+        bus = bandwidth * p.fraction
+        if ll_max and p.algorithm == "ring" and p.protocol == "LL":
+            bus = np.minimum(bus, ll_max)
+        data = sent / bus if p.algorithm == "ring" else message / (0.5 * bus)
         t = p.base_s + steps * p.hop_s + data
         best = t if best is None else np.minimum(best, t)
     return best

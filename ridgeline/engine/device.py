@@ -31,6 +31,11 @@ class DeviceSpec:
     interconnect_topology: str = "switch"  # switch (every pair at full bandwidth) | mesh
     interconnect_link_bandwidth: float | None = None  # mesh: bytes/s per direction per peer link
     collective_model: str = ""  # NCCL-style cost model of collectives (engine.collectives.MODELS)
+    # NCCL's own bus bandwidth of the node (links x its per-link figure for the architecture,
+    # src/graph/topo.h), and its cap on the LL protocol (llMaxBws, src/graph/tuning.cc); bytes/s.
+    # None: the datasheet's interconnect bandwidth, uncapped
+    nccl_bus_bandwidth: float | None = None
+    nccl_ll_max: float | None = None
     exp_rate: float | None = None  # exponentials/s on the special-function units
     runtime_reserve: float = 0.0  # bytes the runtime holds (CUDA context, workspaces)
     sources: tuple[str, ...] = ()

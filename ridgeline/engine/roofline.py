@@ -216,6 +216,9 @@ class Ceilings:
     link_latency: float = 0.0  # seconds per hop
     link_per_peer: float | None = None  # point-to-point mesh: bytes/s per peer link (None: switched)
     collectives: str = ""  # cost model of collectives (collectives.MODELS; "": hops x link_latency)
+    # NCCL's bus bandwidth and LL cap for the modelled collectives (bytes/s; None: link_bandwidth, no cap)
+    collective_bandwidth: float | None = None
+    ll_max: float | None = None
     exp_rate: float | None = None  # exponentials/s (special-function units; None: no roof)
     # execution terms of a device-time profile (empty: today's per-kernel overhead only)
     launch_gap_s: float = 0.0  # device idle between back-to-back kernels (graph)
@@ -293,6 +296,8 @@ class Ceilings:
         rests on (its timing, the types it measured, stand-ins), where given (older result
         files record none)."""
         out: dict[str, Any] = {"collectives": self.collectives} if self.collectives else {}
+        if self.collective_bandwidth:
+            out.update(collective_bandwidth=self.collective_bandwidth, ll_max=self.ll_max)
         if self.timing:
             out.update(
                 timing=self.timing,
@@ -334,6 +339,8 @@ class Ceilings:
             link_latency=float(raw.get("link_latency") or 0.0),
             link_per_peer=raw.get("link_per_peer"),
             collectives=raw.get("collectives") or "",
+            collective_bandwidth=raw.get("collective_bandwidth"),
+            ll_max=raw.get("ll_max"),
             exp_rate=raw.get("exp_rate"),
             launch_gap_s=float(raw.get("launch_gap_s") or 0.0),
             host_s=MappingProxyType({k: frozen(v) for k, v in (raw.get("host_s") or {}).items()}),
@@ -672,6 +679,8 @@ def device_links(device: DeviceSpec) -> dict[str, Any]:
         "link_latency": device.interconnect_latency or 0.0,
         "link_per_peer": device.interconnect_link_bandwidth,
         "collectives": device.collective_model,
+        "collective_bandwidth": device.nccl_bus_bandwidth,
+        "ll_max": device.nccl_ll_max,
     }
 
 
@@ -863,8 +872,11 @@ def _network_seconds(ops: Sequence[Op], ceilings: Ceilings, comm: np.ndarray, ho
     bandwidth = _per_op([ceilings.group_bandwidth(n) for n in groups], comm.shape)
     plain = comm / bandwidth + hops * ceilings.link_latency
     if ceilings.collectives:  # NCCL's cost model for what its tuning model prices
+        bus = ceilings.collective_bandwidth
         modelled = [
-            collective_seconds(ceilings.collectives, op.dims["collective"], comm[i], groups[i], bandwidth[i])
+            collective_seconds(
+                ceilings.collectives, op.dims["collective"], comm[i], groups[i], bus or bandwidth[i], ceilings.ll_max
+            )
             if op.dims.get("collective") in MODELLED and groups[i] > 1
             else plain[i]
             for i, op in enumerate(ops)
@@ -1047,7 +1059,7 @@ def with_links(ceilings: Ceilings, device: DeviceSpec, settings: Settings) -> Ce
     device's; and the execution mode they ask for (``roofline.with_execution``)."""
     links = device_links(device)
     if settings.link_bw_gb_s:
-        links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None)
+        links.update(link_bandwidth=settings.link_bw_gb_s * GIGA, link_per_peer=None, collective_bandwidth=None)
     if settings.link_latency_us >= 0:  # the whole latency: per hop, no base, no protocol choice
         links.update(link_latency=settings.link_latency_us * 1e-6, collectives="")
     linked = replace(ceilings, **links)

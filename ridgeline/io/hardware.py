@@ -75,6 +75,8 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
             "a mesh interconnect needs 'interconnect_link_gb_s' (per peer "
             "link) and 'interconnect_bandwidth_gb_s' (all links)",
         )
+    nccl_bus = _number(raw, "nccl_bus_bandwidth_gb_s", where, required=False)
+    nccl_ll = _number(raw, "nccl_ll_max_gb_s", where, required=False)
     collectives = str(raw.get("collective_model") or "")
     if collectives and collectives not in MODELS:
         raise InvalidSpecError(where, f"'collective_model' must be one of {tuple(MODELS)}, got {collectives!r}")
@@ -106,6 +108,8 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         interconnect_topology=topology,
         interconnect_link_bandwidth=per_link * GIGA if topology == "mesh" else None,
         collective_model=collectives,
+        nccl_bus_bandwidth=nccl_bus * GIGA if nccl_bus else None,
+        nccl_ll_max=nccl_ll * GIGA if nccl_ll else None,
         exp_rate=exp_rate * TERA if exp_rate else None,
         runtime_reserve=reserve * GIB,
         sources=tuple(str(s) for s in sources),
@@ -147,6 +151,9 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
         out["interconnect_link_gb_s"] = device.interconnect_link_bandwidth / GIGA
     if device.collective_model:
         out["collective_model"] = device.collective_model
+    for key, value in (("nccl_bus_bandwidth_gb_s", device.nccl_bus_bandwidth), ("nccl_ll_max_gb_s", device.nccl_ll_max)):
+        if value:
+            out[key] = value / GIGA
     if device.exp_rate:
         out["exp_rate_tera_s"] = device.exp_rate / TERA
     if device.runtime_reserve:

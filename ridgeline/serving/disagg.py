@@ -38,10 +38,11 @@ from ridgeline.serving.speculative import Speculation, maker
 
 # One NVIDIA ConnectX-7 port, NDR InfiniBand or 400GbE: 400 Gb/s
 # (https://docs.nvidia.com/networking/display/ConnectX7VPI/Introduction). Latency: NCCL's
-# tuning model for a network hop, ring algorithm, Simple protocol (bulk transfers): 9.6 us
-# (NVIDIA/nccl src/graph/tuning.cc, hwLat[NCCL_HW_NET], commit 01afd20a77b5).
+# tuning model for a network hop, ring algorithm, Simple protocol (bulk transfers): 14.0 us
+# (NVIDIA/nccl master, src/graph/tuning.cc, hwLat[NCCL_HW_NET]; 9.6 us at the older commit
+# 01afd20a77b5).
 NIC_GBPS = 400.0
-NIC_LATENCY_US = 9.6
+NIC_LATENCY_US = 14.0
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,13 @@ class KvLink:
 
 
 def parse_link(text: str) -> KvLink:
-    """``GBPS,US`` (e.g. ``400,9.6``; ``inf,0``: an instant link) -> a :class:`KvLink`."""
+    """``GBPS,US`` (e.g. ``400,14``; ``inf,0``: an instant link) -> a :class:`KvLink`."""
     parts = text.split(",")
     try:
         gbps, latency = (float(p) for p in parts)
     except ValueError:
         raise InvalidWorkloadError(
-            f"--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,9.6; got {text!r}"
+            f"--kv-link takes GBPS,US (bandwidth in Gb/s, latency in microseconds), e.g. 400,14; got {text!r}"
         ) from None
     return KvLink(gbps, latency)
 
