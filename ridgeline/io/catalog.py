@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 def data_root() -> Path:
     """Where the shipped data lives: the source checkout this package sits in (its
     ``hardware/`` beside ``ridgeline/``), else the data a wheel installed under
