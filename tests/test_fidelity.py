@@ -458,3 +458,25 @@ def test_mi300x_collectives_use_rccl_latencies():
     out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", "mi300x", "--tp", "8", "--dtype", "bf16"])
     assert out.exit_code == 0 and "RCCL latencies, NCCL model" in out.output
 
+
+def test_pipeline_decode_with_fewer_micro_batches_than_stages_is_the_sum_of_the_stages():
+    """Issue 57 item 5. Llama-2-7B on an H100's datasheet, batch 4 at pp 4 with 2 micro-batches:
+    one micro-batch's stage runs 8 layers (1008.45 µs), the first stage also the embedding
+    (0.01 µs), the last the final norm and lm_head (0.01 + 78.30 µs) and the 3 sends (1.91 µs).
+    Two micro-batches cannot fill four stages: a round is the sum of the stages, 4 x 1008.45
+    + 0.01 + 0.01 + 78.30 + 1.91 = 4114.0 µs (the audit's hand figure: 4.117 ms), not 4 x the
+    heaviest stage, 4354.7 µs. With 4 micro-batches, 4 turns of the heaviest stage."""
+    from ridgeline.engine.layers import EMBED_OPS, LAST_STAGE_OPS
+
+    a = rl.analyze("llama-2-7b", "h100-sxm", batch=4, pp=4, micro_batches=2, generate=128)
+    ops = a.decode.ops
+    seconds = ops["count"] * ops["time_s"]
+    ends = ops["name"].isin(EMBED_OPS + LAST_STAGE_OPS)
+    assert a.decode.total["time_s"] == pytest.approx(4 * seconds[~ends].sum() + seconds[ends].sum())
+    assert a.decode.total["time_s"] == pytest.approx(4.117e-3, rel=1e-3)
+    full = rl.analyze("llama-2-7b", "h100-sxm", batch=8, pp=4, micro_batches=4, generate=128)
+    f = full.decode.ops
+    s = f["count"] * f["time_s"]
+    head, tail = s[f["name"].isin(EMBED_OPS)].sum(), s[f["name"].isin(LAST_STAGE_OPS)].sum()
+    layers = s[~f["name"].isin(EMBED_OPS + LAST_STAGE_OPS)].sum()
+    assert full.decode.total["time_s"] == pytest.approx(4 * (layers + max(head, tail)))

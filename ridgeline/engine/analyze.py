@@ -16,7 +16,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.intervals import analysis_intervals, memory_risk
-from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, stage_ops
+from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, pipeline_round, stage_ops
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
@@ -72,6 +72,8 @@ def stage_totals(
     time_factor, amount = pipeline_factors(p, stage) if p else (1.0, 1.0)
     totals = {f: amount * np.sum(table["count"] * table[f], axis=0) for f in TOTAL_FIELDS}
     totals["time_s"] = time_factor * np.sum(table["count"] * table["time_s"], axis=0)
+    if p is not None and stage == "decode" and p.pp > 1:  # the stages in turn (pipeline_round)
+        totals["time_s"] = pipeline_round([op.name for op in ops], table["count"] * table["time_s"], p)
     if has_execution_terms(ceilings):  # a device-time profile: compose device and host
         composed = composed_time(ops, table, ceilings, ceilings.execution, ceilings.serial)
         totals.update({k: time_factor * v for k, v in composed.items()})
@@ -206,7 +208,10 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
         device, host = execution_terms(ops_lo, at_lo, ceilings, ceilings.execution)
         per_op = per_op + at_lo["count"] * n * (device - at_lo["time_s"] + host)
     time_factor, _ = pipeline_factors(p, "decode")
-    return np.where(hi >= lo, time_factor * np.sum(per_op, axis=0), 0.0)
+    steps = time_factor * np.sum(per_op, axis=0)
+    if p.pp > 1:  # the stages in turn (pipeline_round)
+        steps = pipeline_round([op.name for op in ops_hi], per_op, p)
+    return np.where(hi >= lo, steps, 0.0)
 
 
 def decode_ranges(model: ModelConfig, lo, hi, q_len=1) -> list[tuple]:

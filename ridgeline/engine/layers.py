@@ -10,6 +10,7 @@ reads (``inputs``), in data-flow order, which is what the memory tracker's liven
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -553,6 +554,26 @@ def pipeline_factors(p: Plan, stage: str) -> tuple[float, float]:
     if stage == "decode":
         return float(max(m, pp)), float(m)
     raise ValueError(f"stage must be 'prefill' or 'decode', got {stage!r}")
+
+
+LAST_STAGE_OPS = ("final_norm", "lm_head", "logits_gather", "pp_send")  # the last stage's ends (and the sends)
+
+
+def pipeline_round(names: Sequence[str], per_op: np.ndarray, p: Plan) -> np.ndarray:
+    """A decode round's seconds from one micro-batch's per-op seconds on one stage (``per_op``,
+    count applied, ops along axis 0): each stage runs its layers, the first the embedding,
+    the last the final norm, lm_head and the sends between stages. A micro-batch crosses
+    every stage in turn, pp x layers + the ends; with m micro-batches staggered the round
+    also lasts m turns of the heaviest stage: max(pp L + E, m (L + heaviest end)), both
+    ends in the stage when pp = 1 (then m (L + E), as before). With fewer micro-batches
+    than stages some stages idle: the sum of the stages, not pp x the heaviest (issue 57
+    item 5)."""
+    first = np.array([n in EMBED_OPS for n in names])
+    last = np.array([n in LAST_STAGE_OPS for n in names])
+    pick = lambda mask: np.sum(per_op[mask], axis=0)  # noqa: E731
+    layers, head, tail = pick(~(first | last)), pick(first), pick(last)
+    heaviest = layers + (head + tail if p.pp == 1 else np.maximum(head, tail))
+    return np.maximum(p.pp * layers + head + tail, p.micro_batches * heaviest)
 
 
 def bubble_fraction(p: Plan, stage: str) -> float:

@@ -151,7 +151,10 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
         out["interconnect_link_gb_s"] = device.interconnect_link_bandwidth / GIGA
     if device.collective_model:
         out["collective_model"] = device.collective_model
-    for key, value in (("nccl_bus_bandwidth_gb_s", device.nccl_bus_bandwidth), ("nccl_ll_max_gb_s", device.nccl_ll_max)):
+    for key, value in (
+        ("nccl_bus_bandwidth_gb_s", device.nccl_bus_bandwidth),
+        ("nccl_ll_max_gb_s", device.nccl_ll_max),
+    ):
         if value:
             out[key] = value / GIGA
     if device.exp_rate:
