@@ -75,6 +75,7 @@ def test_simulate_serving_is_the_simulator_on_poisson_arrivals(d):
     assert run["search"] is None
 
 
+@pytest.mark.slow
 def test_simulate_serving_search_serves_at_the_rate_found(d):
     sched = simulator.Scheduler(max_batch=16)
     arrivals = {"requests": 30, "prompt": 256, "output_tokens": 32, "seed": 1}

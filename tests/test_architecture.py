@@ -108,6 +108,7 @@ def test_relative_imports_resolve_to_their_package():
     assert imported_names(tree, "viewer.layout", False) == {"viewer.ids", "viewer.state.x"}
 
 
+@pytest.mark.slow
 def test_no_import_cycles_among_the_project_modules():
     graph = import_graph()
     assert len(graph) > 70 and "ridgeline.io.resolve" in graph["ridgeline.api"]
@@ -115,6 +116,7 @@ def test_no_import_cycles_among_the_project_modules():
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+@pytest.mark.slow
 def test_nothing_below_the_cli_imports_it():
     graph = import_graph()
     cli = {m for m in graph if m == "ridgeline.cli" or m.startswith("ridgeline.cli.")}

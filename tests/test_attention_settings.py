@@ -53,6 +53,7 @@ def test_the_h100_run_recorded_transformers_taking_enable_gqa_at_every_prompt(tm
         assert row["attention_priced"] == resolve_attention("auto") == "sdpa-gqa"
 
 
+@pytest.mark.slow
 def test_cpu_default_follows_transformers_use_gqa_in_sdpa():
     """transformers decides by the mask: none (a batch without padding) gives SDPA the
     grouped K/V with enable_gqa (our CPU default, sdpa-gqa); a mask makes it repeat K/V at a

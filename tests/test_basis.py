@@ -283,6 +283,7 @@ def test_the_basis_travels_through_the_python_api():
     assert load_device("h200").matrix_peak["fp16"] == load_device("h200").matrix_peak["bf16"]
 
 
+@pytest.mark.slow
 def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
     pytest.importorskip("dash")
     from viewer import callbacks

@@ -120,6 +120,7 @@ def test_cpu_peak_estimate():
     assert spr["fp32"] == 64.0 and spr["bf16"] == 1024.0
 
 
+@pytest.mark.slow
 def test_host_is_detected():
     host = rl.load_device("host")
     assert host.name == "host" and host.memory_bandwidth > 0
@@ -186,6 +187,7 @@ def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
 # --- YAML reading (libyaml's loader; issue 30's speed items) ---------------------------------
 
 
+@pytest.mark.slow
 def test_read_yaml_gives_what_safe_load_gives_for_every_committed_file():
     """``read_yaml`` parses with libyaml's safe loader where PyYAML has it: the same values as
     ``yaml.safe_load`` for every device, profile and the spec intervals."""

@@ -20,6 +20,7 @@ from ridgeline.api import simulate
 
 
 @pytest.mark.bench
+@pytest.mark.slow
 def test_virtual_replay_serves_every_token():
     """Two decoder layers of qwen2-0.5b with random weights, 6 requests: every request gets
     its output tokens; queueing <= TTFT <= latency; the first request finds an idle server."""
@@ -60,6 +61,7 @@ def test_transformers_sdpa_on_cpu_repeats_kv_and_runs_the_flash_kernel():
     assert torch._fused_sdp_choice(q, full, full, mask, 0.0, False) == int(SDPBackend.FLASH_ATTENTION)
 
 
+@pytest.mark.slow
 def test_the_check_runs_fp32_where_bf16_has_no_kernel():
     """On an AVX2-only CPU bf16 products run a scalar fallback; the check builds fp32."""
     from typer.testing import CliRunner
@@ -73,6 +75,7 @@ def test_the_check_runs_fp32_where_bf16_has_no_kernel():
 
 
 @pytest.mark.bench
+@pytest.mark.slow
 def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
     """measure_state re-times the very case that set the committed Zen 3 profile's roof (by
     name, from the calibration suite), with the copy, its GEMM and the dispatch."""
@@ -105,6 +108,7 @@ def test_a_run_names_its_profile_in_this_checkout():
     assert recorded_profile({}) is None
 
 
+@pytest.mark.slow
 def test_resimulate_prices_with_the_profile_it_is_given():
     """``--resimulate FILE --profile P`` prices the recorded trace with P (here the Zen 3's
     evening profile, its roofs measured lower that evening); without it, with the profile the
@@ -168,6 +172,7 @@ def test_simulate_check_with_a_missing_profile_is_one_line(tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_path):
     """Before and after the replays, the profile's roofs (stubbed here at 0.8x and 0.6x of
     the committed Zen 3 profile's recorded rates) land in meta.machine_state."""

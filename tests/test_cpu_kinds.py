@@ -86,6 +86,7 @@ def test_int8_products_are_cased_only_where_they_run_natively(int8):
     assert any(c.kernel == "int8_weight_only" for c in cases)  # bf16 activations, own kernel
 
 
+@pytest.mark.slow
 def test_the_committed_zen3_profile_is_what_todays_fit_gives(tmp_path):
     """Its calibration ran while the fit changed (meta.commit is '+dirty'): a refit from its
     CSV with the committed code gives the committed roofs and tables exactly."""

@@ -59,6 +59,7 @@ def run_example(command: str) -> list[str]:
     return [line.rstrip() for line in done.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_a_piped_summary_line_is_never_wrapped():
     """The docs' idiom ``| tail -2`` on a model that does not fit: the memory line (over 160
     characters) comes whole, after the TTFT line; ``grep '^verdict'`` gets the verdict's end."""
@@ -88,6 +89,7 @@ def test_docs_have_examples():
 
 
 @pytest.mark.parametrize("where,command,expected", ALL_EXAMPLES, ids=[e[0] for e in ALL_EXAMPLES])
+@pytest.mark.slow
 def test_example_prints_what_the_docs_quote(where, command, expected):
     assert run_example(command) == expected, f"{where}: the docs quote other output; run it and update"
 
@@ -177,6 +179,7 @@ def test_every_dashboard_url_key_is_documented():
     assert {c.key for c in controls()} <= documented
 
 
+@pytest.mark.slow
 def test_results_md_is_generated_from_the_snapshots():
     from kernels.validate.results import RESULTS, render
 

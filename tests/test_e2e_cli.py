@@ -58,6 +58,7 @@ def run(tmp_path_factory):
     return result, json.loads(out.read_text()), folder
 
 
+@pytest.mark.slow
 def test_e2e_writes_rows_with_provenance(run):
     result, data, _ = run
     assert result.exit_code == 0, result.output

@@ -63,6 +63,7 @@ def test_graph_execution_needs_cuda(tmp_path):
     assert result.exit_code == 2 and "unknown --execution 'warp'" in result.output
 
 
+@pytest.mark.slow
 def test_eager_rows_carry_their_execution(tmp_path):
     out = tmp_path / "o.json"
     result = CliRunner().invoke(app, [*ARGS, "--execution", "eager", "-o", str(out)])

@@ -122,6 +122,7 @@ def test_transformers_paths_run_and_match_float64(backend, stage):
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10**9))
+@pytest.mark.slow
 def test_a_draw_lies_strictly_between_grid_points_and_is_held_out(seed):
     cases, drawn = G.gpu_drawn_cases(seed, CUDA)
     check_disjoint(_calibration(), cases)
@@ -221,6 +222,7 @@ def test_a_budget_patches_calibration_only_while_the_block_runs():
     assert calibrate.run_cases is suite.run_cases
 
 
+@pytest.mark.slow
 def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_path):
     """The command the GPU run calls, as a dry run whose budget ends before the first case:
     the roofs are measured, every case is listed as not reached, a profile is written."""

@@ -31,6 +31,7 @@ def _gpu_calibration():
 
 @settings(max_examples=8, deadline=None)
 @given(st.integers(0, 10**6))
+@pytest.mark.slow
 def test_a_gpu_draw_is_held_out_from_the_gpu_calibration_in_every_dimension(seed):
     cases, drawn = gpu_drawn_cases(seed, CUDA)
     calibration = _gpu_calibration()
@@ -116,6 +117,7 @@ def results_rows(heading: str, first: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_results_md_prices_the_h200_runs_again():
     """Each H200 run priced again (measures nothing) by the engine alone and with host terms
     fitted to the other rate's steps: RESULTS.md's rows, and the goal met for latency."""

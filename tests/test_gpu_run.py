@@ -88,6 +88,7 @@ def porcelain() -> str:
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout")
+@pytest.mark.slow
 def test_a_kill_in_stage_3_loses_only_stage_3(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -214,6 +215,7 @@ def test_attention_paths_name_what_sdpa_was_given():
     assert attention_paths([(32, 32, 1, False, False)], 32, 32) == {"decode:mha": 1}
 
 
+@pytest.mark.slow
 def test_transformers_attention_path_is_recorded():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
@@ -230,6 +232,7 @@ def test_transformers_attention_path_is_recorded():
     assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"
 
 
+@pytest.mark.slow
 def test_decoder_cache_is_exactly_the_case_s():
     torch = pytest.importorskip("torch")
     from dataclasses import replace
@@ -260,6 +263,7 @@ def test_budget_refuses_nonsense(text):
     assert budget_seconds(None, 480) == 480 and budget_seconds("540", 480) == 540
 
 
+@pytest.mark.slow
 def test_run_refuses_unknown_stages_and_sizes(tmp_path):
     env = {**os.environ, "SIZES": "cpu-test", "STAGES": "e2e-graph,warp-drive"}
     done = subprocess.run(
@@ -444,6 +448,7 @@ def test_heldout2_h200_run_figures(monkeypatch):
     assert table["draw"]["all"]["registered"]["median"] == pytest.approx(0.123, abs=0.001)
 
 
+@pytest.mark.slow
 def test_the_compact_h200_calibration_prices_prompt_sdpa_slow_on_a_held_out_draw(tmp_path):
     """The compact calibration of the heldout2 run (run2-calibrate) re-predicts draw 2731,
     which it was not fitted to: its prompt table (8 sequences x 8 K/V heads) prices the draw's
@@ -489,6 +494,7 @@ def test_h200_run_figures_quoted_in_the_docs(monkeypatch):
     assert table["draw"]["all"]["n"] == 114
 
 
+@pytest.mark.slow
 def test_budget_and_commit_given_by_the_caller_are_recorded(tmp_path):
     pytest.importorskip("torch")
     env = {
@@ -558,6 +564,7 @@ def test_results_md_quotes_the_compact_calibration_as_logged():
     )
 
 
+@pytest.mark.slow
 def test_each_gpu_run_transferred_from_the_other_gpus_profile(monkeypatch):
     """The H100 run from the H200's device-time profile and the H200 run from the H100's,
     as RESULTS.md quotes them: the draws' headline kernels and the graph TPOT rows."""

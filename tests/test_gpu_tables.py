@@ -176,6 +176,7 @@ def _rows(cases, seed):
 
 @settings(max_examples=3, deadline=None)
 @given(st.integers(0, 2**31))
+@pytest.mark.slow
 def test_a_dry_grid_fits_attention_tables_and_every_overhead_is_capped(seed):
     cases = G.gpu_cases("calibration", Options(("bf16",), G.CUDA_BACKENDS, "cpu"), True)
     rows, ops, ceilings = _rows(cases, seed)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ["ridgeline", "kernels", "viewer"]
 
@@ -26,11 +28,13 @@ def test_code_is_ruff_formatted():
     assert result.returncode == 0, "run 'ruff format .':\n" + result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_no_dead_code():
     result = run("vulture", *CODE, "tests", ".ci", "tests/vulture_whitelist.py")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_no_repeated_blocks_of_six_lines():
     result = run("pylint", "--disable=all", "--enable=duplicate-code", "--min-similarity-lines=6", *CODE)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -192,6 +192,7 @@ def test_interval_commands_refuse_in_one_line(args, says):
     assert out.exit_code == 2 and says in out.output and "Traceback" not in out.output, out.output
 
 
+@pytest.mark.slow
 def test_the_committed_spec_pools_are_the_committed_snapshots_refitted():
     from kernels.validate.intervals import committed_snapshots, measured_peaks, spec_pools
 
@@ -235,6 +236,7 @@ def same_to_rounding(a, b) -> bool:
 
 
 @pytest.mark.parametrize("key", PROFILES)
+@pytest.mark.slow
 def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
     """The profile's table and its coverage file, recomputed from the calibration rows and
     the committed snapshots and e2e runs (pure: nothing measured, nothing written)."""
@@ -274,6 +276,7 @@ def test_a_profile_without_its_calibration_rows_is_refused_in_one_line(tmp_path)
     assert not (tmp_path / "new.yaml").exists()
 
 
+@pytest.mark.slow
 def test_a_serving_check_simulates_the_run_as_resimulate_does():
     """The serving level's point is ``simulate-check --resimulate``'s simulation (its profile,
     scheduler and recorded host terms), and its bands nest. (A run's percentile need not move

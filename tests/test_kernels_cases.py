@@ -228,6 +228,7 @@ def test_weight_only_scale_bytes_are_the_engines():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7, 2026])
+@pytest.mark.slow
 def test_a_fresh_draw_is_held_out_in_every_dimension(seed):
     """``validate --draw SEED``: a set nobody chose, still disjoint from calibration in
     shape, model, batch, context length and width, and the same set for the same seed."""

@@ -85,6 +85,7 @@ def _tiny_cases(split, opts=None, quick=False):
     return out
 
 
+@pytest.mark.slow
 def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     """The whole pipeline at toy sizes: profile, snapshot JSON/CSV/HTML, summary, replay."""
     pytest.importorskip("torch")

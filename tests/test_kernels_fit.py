@@ -463,6 +463,7 @@ def test_grid_breaks_reads_the_size_grid_by_tokens_per_kernel_and_width():
     assert grid_breaks(rows) == [1]  # 2.0 > 1.25 x 1.5; the add's lone point is its own curve
 
 
+@pytest.mark.slow
 def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
     """An attention class measured on the decode grid: its decode cases become a row table by
     (rows per K/V head, head_dim), read back by the engine for one-token queries; its prefill
@@ -518,6 +519,7 @@ def test_decode_attention_gets_a_measured_table_and_prefill_keeps_its_terms():
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "qk_matmul", "sv_matmul"])
+@pytest.mark.slow
 def test_a_cpu_class_on_both_grids_gets_a_decode_row_table_and_a_prefill_table(kernel):
     """A CPU attention class measured on the decode grid (two cache lengths) and the prompt
     grid (five lengths): decodes become a row table by (rows per K/V head, head_dim), prompts

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, headline, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +48,7 @@ def test_bounds_are_the_documented_ones():
     assert f"{MAX_MEDIAN_ABS_ERROR:.0%}" in text and f"{MAX_P90_ABS_ERROR:.0%}" in text
 
 
+@pytest.mark.slow
 def test_gate_replay_only_passes_without_torch():
     out = subprocess.run(
         [sys.executable, str(ROOT / ".ci" / "validate_gate.py"), "--replay-only"], capture_output=True, text=True

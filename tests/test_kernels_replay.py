@@ -88,6 +88,7 @@ def test_committed_snapshot_replays_within_margin(path):
     assert np.isfinite(result["median_abs_calibrated"])
 
 
+@pytest.mark.slow
 def test_replay_needs_no_torch():
     import subprocess
     import sys

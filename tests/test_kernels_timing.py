@@ -62,6 +62,7 @@ def test_measure_cpu_rotates_and_returns_ordered_quantiles():
     assert math.isfinite(m.spread)
 
 
+@pytest.mark.slow
 def test_one_thread_is_timed_by_its_own_cpu_time():
     """A one-thread kernel is timed by the thread's CPU time: a sleep inside the call costs
     nothing on that clock (time given to other processes is not the kernel's)."""

@@ -206,6 +206,7 @@ def test_the_draw_pool_is_every_dense_held_out_model_within_the_per_op_bound():
     assert set(K.DRAW_KINDS) == {m for m in K.DRAW_MODELS if K.model_kernels(m) != ("rmsnorm", "silu_mul")}
 
 
+@pytest.mark.slow
 def test_every_draw_takes_another_kind_and_records_the_kinds():
     opts = K.Options(("fp32", "bf16"), ("flash",))
     families = set()

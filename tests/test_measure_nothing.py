@@ -51,6 +51,7 @@ def recorded_subset(profile: Path, folder: Path, kinds=("softmax", "norm")) -> P
 
 
 @pytest.mark.parametrize("profile", [H100, CPU], ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_refit_of_a_committed_profile_gives_its_terms_without_the_machine(profile, tmp_path, monkeypatch):
     """The H100 profile refits on a machine without CUDA; the CPU one against the datasheet
     it records, not this machine's CPU (their softmax/norm terms use the vector peaks)."""
@@ -109,6 +110,7 @@ def test_e2e_repredict_of_a_committed_run_is_pure(name, tmp_path, monkeypatch):
     assert out.is_file()
 
 
+@pytest.mark.slow
 def test_validate_repredict_of_a_committed_snapshot_is_pure(tmp_path, monkeypatch):
     committed = VALIDATION_DIR / "cpu-amd-epyc-1t-2026-11-23.json"
     before = committed.read_bytes()

@@ -118,6 +118,7 @@ def test_bad_scenario_input_is_one_line(args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_a_server_run_meets_its_bounds_and_scales_with_instances():
     args = ["simulate", "llama-3.2-1b", "-H", "a6000", "--scenario", "interactive", "--duration", "5"]
     one = json.loads(runner.invoke(app, [*args, "--requests", "50", "-f", "json"]).output)["mlperf"]

@@ -222,6 +222,7 @@ def answer(request):
     return _plan(**more), more
 
 
+@pytest.mark.slow
 def test_two_local_workers_give_the_same_answer(answer):
     one, more = answer
     assert _plan(workers=2, **more) == {**one, "meta": {**one["meta"], "workers": 2}}
@@ -230,6 +231,7 @@ def test_two_local_workers_give_the_same_answer(answer):
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="ray is not installed: pip install 'ridgeline[cluster]'"
 )
+@pytest.mark.slow
 def test_a_local_ray_cluster_gives_the_same_answer(answer):
     """ray.init(num_cpus=2) on this machine, the tasks fanned out to it."""
     one, more = answer
@@ -300,6 +302,7 @@ def test_the_cli_prints_counts_pareto_and_the_chosen_deployment(tmp_path):
     assert "https://www.crusoe.ai/cloud/pricing, read 2026-09-20" in result.output
 
 
+@pytest.mark.slow
 def test_the_cli_searches_fleets_and_names_them():
     args = [*PLAN, "--replicas", "1,2", "--pools", "1:1", "--drafts", "qwen2-0.5b:2:0.9"]
     args[args.index("--counts") + 1] = "1,2"

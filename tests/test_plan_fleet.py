@@ -64,6 +64,7 @@ def _fleet_space():
     return Space(devices("a100-80gb"), **SMALL, token_budgets=(512,), replicas=(1, 2), pools=((1, 1),), drafts=(draft,))
 
 
+@pytest.mark.slow
 def test_what_the_bounds_prune_of_a_fleet_misses_the_slo_in_simulation():
     """40 req/s of 512-token prompts: one A100 is pruned (its prompts and decodes need more
     than a second of arithmetic a second), with or without a draft; simulated, none so pruned
@@ -96,6 +97,7 @@ def _small_space():
     return Space(devices(*names), **SMALL, token_budgets=(512,), replicas=(1, 2), pools=((1, 1),), drafts=(draft,))
 
 
+@pytest.mark.slow
 def test_the_fleet_search_pareto_set_equals_simulating_every_survivor():
     """Skipping dominated price levels leaves the Pareto set of replicas, pools (each pool's
     device either) and drafts as simulating every survivor finds it."""

@@ -248,6 +248,7 @@ def test_the_first_cpu_serving_runs(rate):
         assert abs(gather / b["decode_attention_s"] - 1) < 0.15
 
 
+@pytest.mark.slow
 def test_the_first_cpu_gather_and_masked_resimulations():
     """Under gather (committed) and masked (priced again): the committed runs' comparisons and
     kernels.servecheck.cb_server.resimulate's, equal where they should be. Gather, with the
@@ -449,6 +450,7 @@ XEON_SERVING = ("fp32-0.125rps", "fp32-0.25rps", "0.25rps")
 
 
 @pytest.mark.parametrize("tag", XEON_SERVING)
+@pytest.mark.slow
 def test_the_third_cpu_serving_runs(tag):
     """Measured, as simulated when taken (the file), and priced again with the committed
     (refitted) profile; the goal is met in each, and the decode steps' split."""

@@ -115,6 +115,7 @@ def test_a_cpu_calibration_measures_every_remainder_and_a_gpu_none():
     st.integers(1, 3000),
     st.integers(2, 200),
 )
+@pytest.mark.slow
 def test_the_closed_form_decode_sum_counts_each_steps_remainder(model, batch, prompt, generate):
     # phi-3-mini's window of 2047 keys: steps past it read a fixed number of keys
     cfg, dev = rl.load_model(model), rl.load_device("a6000")

@@ -52,6 +52,7 @@ def test_zero_spread_gives_the_point():
     assert run["search"]["max_rate_prob90"] == run["search"]["max_rate"]
 
 
+@pytest.mark.slow
 def test_spread_brackets_the_point_and_lowers_the_sure_rate():
     """Residuals spread evenly around 0 (log ratios -0.3 .. 0.3): lo <= point <= hi for every
     percentile, the 50 % interval inside the 80 %, and the P >= 0.9 rate at most the point's."""

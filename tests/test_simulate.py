@@ -54,6 +54,7 @@ def test_single_request_calibrated():
     assert r.requests["latency_s"][0] == pytest.approx(a["total_s"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_md1_mean_wait_matches_pollaczek_khinchine():
     """One request in service at a time (max batch 1), each a 256-token prompt and one
     output token (constant service D = the prefill), Poisson arrivals at rho = 0.5:

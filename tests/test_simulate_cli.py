@@ -114,6 +114,7 @@ def test_cli_csv_trace_and_table(tmp_path):
     assert table.exit_code == 0 and "TTFT" in table.output and "goodput" not in table.output  # no SLO given
 
 
+@pytest.mark.slow
 def test_cli_search(tmp_path):
     result = runner.invoke(
         app,

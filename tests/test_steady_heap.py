@@ -45,12 +45,14 @@ glibc = pytest.mark.skipif(
 
 
 @glibc
+@pytest.mark.slow
 def test_a_fresh_process_maps_a_16_mib_temporary_afresh():
     _, (small, large) = mmapped("fresh")
     assert small >= 16 * 2**20 and large >= 40 * 2**20
 
 
 @glibc
+@pytest.mark.slow
 def test_after_steady_heap_a_16_mib_temporary_comes_from_the_heap_and_40_mib_is_still_mapped():
     said, (small, large) = mmapped("steady")
     assert said == "glibc: mmap threshold raised to its 32 MiB maximum before timing"

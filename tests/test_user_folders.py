@@ -45,6 +45,7 @@ def test_a_users_profile_comes_before_the_committed_one(tmp_path, monkeypatch):
     assert profile_path("unknown") == tmp_path / "profiles" / "unknown.yaml"
 
 
+@pytest.mark.slow
 def test_the_dashboard_reads_both_folders_and_says_so(tmp_path, monkeypatch):
     pytest.importorskip("dash")
     from viewer import callbacks, data

@@ -134,6 +134,7 @@ def test_moe_models_are_refused_in_one_line():
         engine_model({**TINY, "num_local_experts": 8, "num_experts_per_tok": 2}, "mixtral")
 
 
+@pytest.mark.slow
 def test_one_measured_run_end_to_end(tmp_path):
     """Build the tiny layer with transformers, check each module against float64, time it,
     predict it and write the snapshot (no timing is asserted: only that the pipeline runs

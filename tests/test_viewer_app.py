@@ -440,6 +440,7 @@ def test_cli_serve_without_waitress_says_how_to_install(monkeypatch):
     assert result.output.strip() == "error: this command needs waitress: pip install 'ridgeline[viewer]'"
 
 
+@pytest.mark.slow
 def test_cli_serve_waitress_answers_http():
     """The real server in a subprocess: the page comes back, from waitress."""
     import socket

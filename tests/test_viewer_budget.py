@@ -168,6 +168,7 @@ def test_lists_passed_directly_are_refused_past_the_budget():
 
 
 @pytest.mark.parametrize("extra", [{}, {"serving_rates": "1", "seq_len": "512", "generate": "128"}])
+@pytest.mark.slow
 def test_the_worst_serving_and_plan_urls_stay_in_budget(counted, extra):
     """The Serving page and its Plan: request-steps (requests x (prompt chunks + outputs),
     every simulation run) at most MOST_REQUEST_STEPS each, whatever the URL asks."""

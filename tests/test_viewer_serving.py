@@ -39,6 +39,7 @@ def test_percentiles_rise_with_the_rate():
 
 
 @pytest.mark.parametrize("rates", ["", "a,b", "-1", ",".join(["1"] * 1) + ",0"])
+@pytest.mark.slow
 def test_bad_rates_are_one_line_errors(rates):
     query = to_query({**parse_query(QUERY), "serving_rates": rates})
     if rates == "":  # empty falls back to the default rates
@@ -63,6 +64,7 @@ def test_other_pages_do_not_simulate():
         ("?serving_rates=a,b", "request rates must be numbers"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_draws_the_defaults_under_its_error(search, why, monkeypatch):
     """Issue 30 items 1 and 12: past the work budget, or with rates that are not numbers, the
     page says why and draws what the docs promise (the form's defaults on the sidebar's

@@ -234,6 +234,7 @@ def test_e2e_repredict_prints_and_writes_the_waterfall(tmp_path):
             assert fall["predicted_s"] == row[f"predicted_calibrated_{metric}_s"]
 
 
+@pytest.mark.slow
 def test_simulate_check_resimulate_writes_the_waterfall_never_over_a_committed_file(tmp_path):
     out = tmp_path / "again.json"
     result = CliRunner().invoke(app, ["simulate-check", "--resimulate", str(SERVING_RUN), "-o", str(out)])
