@@ -26,6 +26,7 @@ from ridgeline.engine.analyze import (
     stage_totals,
     sweep_deployment,
     sweep_each,
+    verify_activation_peak,
 )
 from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
@@ -253,6 +254,8 @@ def speculative(
     k = draft_tokens
     cached = last + k + 1  # the last verify pass writes k + 1 positions
     target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
+    verify = verify_activation_peak(d.model, batch, last, k + 1, d.plan)  # the verify pass's logits
+    target_mem["activations_peak_bytes"] = np.maximum(target_mem["activations_peak_bytes"], verify)
     draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
     ttft = target_pre + draft_pre

@@ -480,3 +480,14 @@ def test_pipeline_decode_with_fewer_micro_batches_than_stages_is_the_sum_of_the_
     head, tail = s[f["name"].isin(EMBED_OPS)].sum(), s[f["name"].isin(LAST_STAGE_OPS)].sum()
     layers = s[~f["name"].isin(EMBED_OPS + LAST_STAGE_OPS)].sum()
     assert full.decode.total["time_s"] == pytest.approx(4 * (layers + max(head, tail)))
+
+
+def test_speculative_memory_holds_the_verify_pass():
+    """Issue 57 item 1: Llama-3-8B with a Llama-3.2-1B draft, batch 64, prompt 16, k = 8 on an
+    A6000. The verify pass computes 9 positions a sequence: its logits are 64 x 9 x 128,256 x
+    2 B = 147,750,912 B, alive beside the final norm's output they come from, 64 x 9 x 4096 x
+    2 B = 4,718,592 B: 152,469,504 B, above the prefill's 96,468,992 B peak (what was reported)."""
+    s = rl.api.speculative("llama-3-8b", "a6000", "llama-3.2-1b", batch=64, seq_len=16, generate=64, draft_tokens=8)
+    assert s["memory"]["activations_peak_bytes"] == 147_750_912 + 4_718_592
+    plain = rl.analyze("llama-3-8b", "a6000", batch=64, seq_len=16, generate=64)
+    assert plain.memory["activations_peak_bytes"] == 96_468_992  # no draft: the prefill's peak

@@ -300,10 +300,7 @@ def memory_totals(
     x_bytes = micro * prompt * model.hidden_size * p.ab
     if prefill_ops is None:
         prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
-    head_names = {op.name for op in head_ops(model, 1, 1, p)}
-    layer = [op for op in prefill_ops if op.name not in head_names]
-    head = [op for op in prefill_ops if op.name in ("final_norm", "lm_head")]
-    activations = np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
+    activations = pass_activation_peak(model, prefill_ops, x_bytes, p)
     weights = M.weight_bytes(model, p)
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
     peak = weights + kv + activations
@@ -321,6 +318,23 @@ def memory_totals(
         "shortfall_bytes": np.maximum(peak - usable, 0),
         "devices": p.tp * p.pp * p.ep,
     }
+
+
+def pass_activation_peak(model: ModelConfig, ops: Sequence[Op], x_bytes, p: Plan):
+    """The liveness peak of one pass's activations: a layer's (its input ``x_bytes`` alive
+    from the start) or the head's (final norm and the logits), whichever is larger."""
+    head_names = {op.name for op in head_ops(model, 1, 1, p)}
+    layer = [op for op in ops if op.name not in head_names]
+    head = [op for op in ops if op.name in ("final_norm", "lm_head")]
+    return np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
+
+
+def verify_activation_peak(model: ModelConfig, batch, cached, q_len: int, p: Plan):
+    """A speculative verify pass's activation peak: ``q_len`` = k + 1 new tokens per
+    sequence over ``cached`` ones, its logits batch x (k + 1) x vocabulary wide (issue 57
+    item 1: priced for memory as for time)."""
+    ops = stage_ops(model, "decode", batch, cached, p, q_len)
+    return pass_activation_peak(model, ops, batch * q_len * model.hidden_size * p.ab, p)
 
 
 def largest_batch(model: ModelConfig, device: DeviceSpec, p: Plan, seq_len: int, generate: int) -> int:
