@@ -60,13 +60,14 @@ def test_cache_off_changes_nothing():
 
 def ideal_hits(arrivals: Arrivals) -> int:
     """Hits with a cache that never evicts, requests served one at a time: each prompt's
-    longest run of leading whole blocks seen before, at least one token left to compute."""
+    longest run of leading units seen before, in whole 16-token KV blocks with at least one
+    token left to compute (issue 57 item 2)."""
     seen, hits, unit = set(), 0, arrivals.hash_block
     for ids, prompt in zip(arrivals.hash_ids, arrivals.prompt.tolist()):
         whole = min(len(ids), prompt // unit)
         prefixes = [tuple(ids[: j + 1].tolist()) for j in range(whole)]
         found = next((j for j, p in enumerate(prefixes) if p not in seen), len(prefixes))
-        hits += min(found, (prompt - 1) // unit) * unit
+        hits += min(found * unit, (prompt - 1) // 16 * 16)
         seen.update(prefixes)
     return hits
 
@@ -198,3 +199,14 @@ def test_cli_shared_prefix(tmp_path):
     ):
         bad = runner.invoke(app, [*base, *extra])
         assert bad.exit_code == 2 and message in bad.output
+
+
+def test_a_fully_cached_prompt_hits_all_but_its_last_block():
+    """Issue 57 item 2: a 1024-token prompt whose two Mooncake ids (512 tokens each, 32 KV
+    blocks of 16) are both cached hits 1008 tokens and computes the last 16 (vLLM hits at
+    most prompt - 1 tokens, in whole blocks); before, whole 512-token units: 512 and 512."""
+    arrivals = with_ids([0.0, 10.0], [1024, 1024], [2, 2], [[7, 8], [7, 8]], 512)
+    r = simulate(MODEL, DEVICE, arrivals, Scheduler(prefix_cache=True, token_budget=2048))
+    assert list(r.requests["prefix_hit_tokens"]) == [0, 1008]
+    # the first prompt whole and its one decode token; the second's last block and its decode token
+    assert r.summary["computed_tokens"] == 1024 + 1 + 16 + 1

@@ -74,18 +74,20 @@ class ServerState:
         return prompt + gen - done
 
     def prefix_hit(self, r: int) -> tuple[int, int]:
-        """Tokens of waiting request ``r`` already in the prefix cache (whole blocks of its
-        prompt, at least one token left to compute), and how many of their KV blocks
-        running requests already hold."""
+        """Tokens of waiting request ``r`` already in the prefix cache, and how many of their
+        KV blocks running requests already hold. A cached unit (a trace's hash id: 512
+        tokens) is its KV blocks (32 of 16); the hit is whole blocks, at least one token
+        left to compute, as vLLM caps it (issue 57 item 2: a 1024-token prompt whose two
+        units are cached hits 1008 tokens and computes 16)."""
         gen = int(self.gen_of[r])
         if self.cache is None:  # a fixed fraction of each prompt (Scheduler.prefix_hit)
             return min(
                 int(self.s.prefix_hit * self.prompt[r]) // self.block * self.block, int(self.prompt[r]) + gen - 1
             ), 0
         self.cache.fit(self.blocks - self.used)
-        top = (int(self.prompt[r]) + gen - 1) // self.cache.tokens
-        found, live = self.cache.match(self.keys_of(r)[:top])
-        return found * self.cache.tokens, live * self.cache.blocks
+        found, live = self.cache.match(self.keys_of(r)[: int(self.units[r])])
+        cap = (int(self.prompt[r]) + gen - 1) // self.block * self.block
+        return min(found * self.cache.tokens, cap), live * self.cache.blocks
 
     def keys_of(self, r: int) -> list[int]:
         if r not in self.keys:
@@ -102,7 +104,7 @@ class ServerState:
         if np.isnan(self.admitted[r]):
             self.admitted[r] = now
         if self.cache is not None:
-            held = self.keys_of(r)[: hit // self.cache.tokens]
+            held = self.keys_of(r)[: -(-hit // self.cache.tokens)]  # a unit the hit reaches into is in use
             self.cache.take(held)
             self.held[r], self.offered[r] = held, len(held)
             self.offer(r, upto)
