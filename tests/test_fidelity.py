@@ -22,7 +22,7 @@ from ridgeline.engine.roofline import evaluate, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
 from ridgeline.io.host import _physical_cores
-from ridgeline.io.resolve import load_device
+from ridgeline.io.resolve import load_device, resolve
 
 runner = CliRunner()
 
@@ -491,3 +491,64 @@ def test_speculative_memory_holds_the_verify_pass():
     assert s["memory"]["activations_peak_bytes"] == 147_750_912 + 4_718_592
     plain = rl.analyze("llama-3-8b", "a6000", batch=64, seq_len=16, generate=64)
     assert plain.memory["activations_peak_bytes"] == 96_468_992  # no draft: the prefill's peak
+
+
+QWEN3_8B = {  # Qwen/Qwen3-8B config.json (the shapes; tokenizer fields left out)
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "max_position_embeddings": 40960,
+}
+FALCON_40B = {  # tiiuae/falcon-40b config.json
+    "model_type": "falcon",
+    "hidden_size": 8192,
+    "num_attention_heads": 128,
+    "num_kv_heads": 8,
+    "num_hidden_layers": 60,
+    "vocab_size": 65024,
+    "new_decoder_architecture": True,
+    "parallel_attn": True,
+    "bias": False,
+}
+
+
+def test_qwen3_normalises_each_head_of_q_and_k():
+    """Issue 57 item 8: Qwen3's attention runs an RMSNorm over each head of q (32 x 128) and of
+    k (8 x 128) before RoPE, each with a 128-wide weight. Decode at batch 4: q_norm normalises
+    4 x 32 rows of 128, k_norm 4 x 8; RoPE reads their outputs. Non-embedding parameters: 36 x
+    (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 12288 + 2 x 4096 + 2 x 128) = 6,946,071,552
+    (the model card: 6.95B)."""
+    from ridgeline.engine.memory import ONE_BYTE
+
+    c = ModelConfig.from_hf_config(QWEN3_8B, name="qwen3-8b")
+    assert c.qk_norm and not ModelConfig.from_hf_config({**QWEN3_8B, "model_type": "qwen2"}).qk_norm
+    d = resolve(c, "a6000", dtype="bf16")
+    ops = {op.name: op for op in stage_ops(c, "decode", 4, 512, d.plan)}
+    assert (ops["q_norm"].dims["tokens"], ops["q_norm"].dims["hidden"]) == (4 * 32, 128)
+    assert (ops["k_norm"].dims["tokens"], ops["k_norm"].weight_bytes) == (4 * 8, 128 * 2)
+    assert ops["rope"].inputs == ("q_norm", "k_norm") and ops["q_norm"].count == 36
+    embeddings = 2 * 151936 * 4096 + 4096  # untied embedding and lm_head, the final norm
+    assert weight_bytes(c, ONE_BYTE) - embeddings == 6_946_071_552
+
+
+def test_falcon_new_decoder_architecture_runs_two_layernorms():
+    """Issue 57 item 8: Falcon-40B (new decoder architecture, num_ln_in_parallel_attn unset:
+    2) runs ln_attn and ln_mlp, one LayerNorm each for attention and the MLP, both of the
+    layer's input: 2 x 8192 norm weights a layer where one was priced. Falcon-7B keeps one."""
+    c = ModelConfig.from_hf_config(FALCON_40B, name="falcon-40b")
+    assert c.parallel_attn and c.mlp_norm_in_parallel and c.num_kv_heads == 8
+    d = resolve(c, "h100-sxm", dtype="bf16")
+    ops = {op.name: op for op in stage_ops(c, "decode", 1, 512, d.plan)}
+    assert ops["attn_norm"].inputs == ops["mlp_norm"].inputs == ("x",)
+    assert ops["mlp_norm"].count == 60 and ops["up_proj"].inputs == ("mlp_norm",)
+    one = ModelConfig.from_hf_config({**FALCON_40B, "num_ln_in_parallel_attn": 1}, name="falcon2-11b-like")
+    assert not one.mlp_norm_in_parallel
+    seven = rl.load_model("falcon-7b")
+    assert seven.parallel_attn and not seven.mlp_norm_in_parallel

@@ -296,8 +296,13 @@ def standard_attention(c: ModelConfig, s: Shard, batch, q_len, kv_len, p: Plan, 
         O.linear("k_proj", tokens, h, kv_out, out_kv_bytes=k_to_kv, **lin),
         O.linear("v_proj", tokens, h, kv_out, out_kv_bytes=p.kvb, **lin),
     ]
+    if c.qk_norm:  # each head of q and k normalised over head_dim (a head_dim-wide weight each)
+        vec = dict(ab=p.ab, wb=p.head_bytes, count=L, dtype=p.vector_dtype, kind=c.norm)
+        ops.append(O.norm("q_norm", tokens * s.heads, c.head_dim, inputs=("q_proj",), **vec))
+        ops.append(O.norm("k_norm", tokens * s.kv_heads, c.head_dim, inputs=("k_proj",), **vec))
     if c.rotary:
-        ops.append(O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L, dtype=p.vector_dtype))
+        rope = O.rope(tokens, s.heads, s.kv_heads, c.head_dim, ab=p.ab, kvb=p.kvb, count=L, dtype=p.vector_dtype)
+        ops.append(O.replaced(rope, inputs=("q_norm", "k_norm")) if c.qk_norm else rope)
     ops += attention_core(
         c,
         AttentionCall(
@@ -459,7 +464,10 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     ops += tp_all_reduce("attn_allreduce", tokens, c, p, L, "o_proj")
     ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", "o_proj"), **vec))
     mlp_source = "attn_norm"
-    if not c.parallel_attn:
+    if c.mlp_norm_in_parallel:  # its own norm of the layer's input, beside attention's
+        ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("x",), kind=c.norm, **vec))
+        mlp_source = "mlp_norm"
+    elif not c.parallel_attn:
         ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("attn_add",), kind=c.norm, **vec))
         mlp_source = "mlp_norm"
     mlp = mlp_block(c, s, tokens, p, mlp_source)

@@ -65,7 +65,9 @@ def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
     """Parameters of the layers one device holds, by group (biases are left out: < 0.1%):
     the linear groups of ``linear_groups``, norms, and the MoE router."""
     out = linear_groups(c, s, attention_parameters, mlp_parameters)
-    out["norms"] = s.layers * c.hidden_size * (1 if c.parallel_attn else 2)
+    norms = 1 if c.parallel_attn and not c.mlp_norm_in_parallel else 2
+    qk = 2 * c.head_dim if c.qk_norm else 0  # Qwen3's q_norm and k_norm weights
+    out["norms"] = s.layers * (c.hidden_size * norms + qk)
     if c.is_moe:
         out["router"] = s.moe_layers * c.hidden_size * c.num_experts
     return out

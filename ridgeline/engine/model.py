@@ -28,6 +28,10 @@ ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
 }
 
 
+# model types whose attention normalises each head of q and k (modeling_qwen3.py: q_norm, k_norm)
+QK_NORM_TYPES = ("qwen3",)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """A decoder-only transformer, in Hugging Face vocabulary."""
@@ -46,6 +50,10 @@ class ModelConfig:
     gated_mlp: bool = True  # gate_proj * act(up_proj) (SwiGLU/GeGLU) vs act(up_proj)
     norm: str = "rmsnorm"  # rmsnorm | layernorm (with bias) | layernorm_nobias (ops.NORM_OPS)
     parallel_attn: bool = False  # attention and MLP read the same normed input (GPT-J, Falcon)
+    # Falcon's new decoder architecture (40B, 180B): in parallel, attention and the MLP each
+    # read their own LayerNorm of the residual (ln_attn, ln_mlp)
+    mlp_norm_in_parallel: bool = False
+    qk_norm: bool = False  # an RMSNorm over each head of q and of k before RoPE (Qwen3)
     rotary: bool = True  # rotary position embedding applied to q and k
     max_position_embeddings: int = 0
     sliding_window: int | None = None  # attention sees at most this many past tokens
@@ -163,6 +171,8 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         parallel = bool(raw.get("parallel_attn", True))
     else:
         kv_default = heads
+    # modeling_falcon.py: ln_attn and ln_mlp when the new architecture keeps two norms
+    two_norms = bool(raw.get("new_decoder_architecture")) and (raw.get("num_ln_in_parallel_attn") or 2) == 2
     kv_heads = _positive(raw, where, "num_key_value_heads", "num_kv_heads", default=kv_default)
     if heads % kv_heads:
         raise InvalidConfigError(
@@ -197,6 +207,8 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         gated_mlp=gated,
         norm=norm,
         parallel_attn=parallel,
+        mlp_norm_in_parallel=parallel and two_norms,
+        qk_norm=model_type in QK_NORM_TYPES,
         rotary=model_type != "opt",
         max_position_embeddings=int(_first(raw, "max_position_embeddings", "n_positions") or 0),
         sliding_window=_sliding_window(raw),
