@@ -81,3 +81,13 @@ def test_w8a8_projections_run_the_measured_quantised_matmul():
     a = rl.analyze(d, batch=64, seq_len=2048, generate=2)
     q = a.decode.ops.set_index("name").loc["q_proj"]
     assert q.time_s == pytest.approx(q.bytes / 4232.47e9 + 6.026e-6, rel=1e-6)
+
+
+def test_fp4_activations_quantise_only_the_matrix_work():
+    """NVFP4 (weights and activations fp4, B200's 9000 TFLOP/s): the projections compute in
+    fp4; element-wise ops, norms, the embedding and lm_head run in fp16, as with fp8 (before,
+    --dtype fp4 ran them 'in fp4')."""
+    a = rl.analyze("llama-3-70b", "b200", dtype="fp4", batch=64, seq_len=1024, generate=8)
+    dtypes = dict(zip(a.decode.ops["name"], a.decode.ops["dtype"]))
+    assert dtypes["q_proj"] == "fp4" and dtypes["down_proj"] == "fp4"
+    assert {dtypes[n] for n in ("attn_norm", "mlp_act", "mlp_add", "final_norm", "lm_head")} == {"fp16"}

@@ -61,8 +61,9 @@ def matrix_dtype(w: str, a: str, device: DeviceSpec) -> str:
 
 
 def vector_dtype(a: str) -> str:
-    """Element-wise ops run in the activation type, or fp16 when activations are integers."""
-    return a if _is_float(a) and not a.startswith("fp8") else "fp16"
+    """Element-wise ops run in the activation type, or fp16 when activations are integers or
+    a float narrower than 16 bits (fp8, fp6, fp4: quantised for the matrix units only)."""
+    return a if _is_float(a) and DTYPE_BITS[a] >= 16 else "fp16"
 
 
 SCALE_BYTES = 2.0  # an fp16 scale per group
