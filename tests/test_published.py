@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kernels.validate.published import HELDOUT, draw_heldout, eligible, heldout_ids, load_published
+from kernels.validate.published import HELDOUT, draw_heldout, draws, eligible, heldout_ids, load_published
 from ridgeline.io.files import read_yaml
 
 
@@ -37,12 +37,17 @@ def test_the_held_out_third_is_the_committed_seeds_draw():
     fast's speculative row) leaves the draw as it was."""
     committed = read_yaml(HELDOUT)
     figures = load_published()
-    assert draw_heldout(committed["eligible"], committed["seed"]) == committed["heldout"]
     by_id = {f["id"]: f for f in figures}
     now = eligible(figures)
-    for family, ids in committed["eligible"].items():
-        assert set(now[family]) <= set(ids), family  # nothing became eligible after the draw
-        assert len(committed["heldout"][family]) == round(len(ids) / 3)
+    chosen_from: dict[str, set] = {family: set() for family in now}
+    for d in draws(committed):  # the first draw, then each supplement (with its reason)
+        assert draw_heldout(d["eligible"], d["seed"]) == d["heldout"]
+        for family, ids in d["eligible"].items():
+            assert not chosen_from[family] & set(ids)  # a supplement draws only from new figures
+            chosen_from[family] |= set(ids)
+            assert len(d["heldout"][family]) == round(len(ids) / 3)
+    for family, ids in now.items():
+        assert set(ids) <= chosen_from[family], family  # nothing priced escaped a draw
     for i in heldout_ids():
         assert by_id[i]["priced"] is True and not by_id[i]["seen"]
 

@@ -80,10 +80,27 @@ def draw_heldout(candidates: Mapping[str, Sequence[str]], seed: int) -> dict[str
     return out
 
 
+def draws(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The first draw and each supplement (a draw over figures priced after the ones before)."""
+    return [raw, *(raw.get("supplements") or [])]
+
+
 def heldout_ids(path: Path = HELDOUT) -> set[str]:
-    """The committed held-out ids."""
-    raw = read_yaml(path)
-    return {i for ids in raw["heldout"].values() for i in ids}
+    """The committed held-out ids, every draw's."""
+    return {i for d in draws(read_yaml(path)) for ids in d["heldout"].values() for i in ids}
+
+
+def supplement(seed: int, why: str, path: Path = HELDOUT) -> dict[str, Any]:
+    """A draw over the figures eligible now that no earlier draw chose from (a figure found
+    priceable after them), made before any of them is predicted, with its reason."""
+    raw = dict(read_yaml(path))
+    before = {i for d in draws(raw) for ids in d["eligible"].values() for i in ids}
+    candidates = {f: [i for i in ids if i not in before] for f, ids in eligible(load_published()).items()}
+    if not any(candidates.values()):
+        raise SystemExit("no figure is eligible that an earlier draw did not choose from")
+    new = {"seed": seed, "date": dt.date.today().isoformat(), "why": why, "heldout": draw_heldout(candidates, seed)}
+    raw["supplements"] = [*(raw.get("supplements") or []), {**new, "eligible": candidates}]
+    return raw
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,12 +109,22 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--draw", type=int, metavar="SEED", help="draw the held-out third with this seed")
     what.add_argument("--predict", action="store_true", help="predict every priced figure (a few minutes)")
     what.add_argument("--summary", action="store_true", help="print the committed predictions' summary")
+    what.add_argument("--supplement", type=int, metavar="SEED", help="draw a third of the newly priced figures")
+    parser.add_argument("--why", default="", help="with --supplement: why these figures became priceable")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.predict:
         return predict_main(args.out or OUTPUT)
     if args.summary:
         print("\n".join(summary_lines(read_json(OUTPUT))))
+        return 0
+    if args.supplement is not None:
+        if not args.why:
+            parser.error("--supplement needs --why: what made these figures priceable")
+        text = HELDOUT.read_text().split("\nseed:")[0]  # the header comment, kept
+        body = {k: v for k, v in supplement(args.supplement, args.why).items()}
+        write_atomic(HELDOUT, text + "\n" + yaml_text(body, width=110))
+        print(f"wrote {HELDOUT}: supplement seed {args.supplement}")
         return 0
     args.out = args.out or HELDOUT
     if args.out.exists():
