@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ridgeline", "kernels", "viewer")
@@ -117,11 +118,27 @@ def test_no_import_cycles_among_the_project_modules():
 
 
 @pytest.mark.slow
-def test_nothing_below_the_cli_imports_it():
+def test_nothing_below_the_cli_imports_it_and_it_imports_nothing_above():
+    """kernels and viewer add their commands through entry points: they import the CLI, the
+    CLI imports neither (no arrow runs up the house)."""
     graph = import_graph()
     cli = {m for m in graph if m == "ridgeline.cli" or m.startswith("ridgeline.cli.")}
     importers = {m for m, targets in graph.items() if targets & cli} - cli
-    assert "ridgeline.cli.app" in graph["ridgeline.cli"] and importers == {"ridgeline.__main__"}
+    assert "ridgeline.cli.app" in graph["ridgeline.cli"]
+    assert importers == {"ridgeline.__main__", "kernels.cli", "viewer.cli"}
+    upward = {(m, t) for m in graph if m.startswith("ridgeline") for t in graph[m] if t.split(".")[0] != "ridgeline"}
+    assert not {(m, t) for m, t in upward if t.split(".")[0] in ("kernels", "viewer")}
+
+
+def test_the_plugins_the_cli_loads_are_declared_and_register_their_commands():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert declared["ridgeline.commands"] == {"kernels": "kernels.cli:register", "viewer": "viewer.cli:register"}
+    assert declared["ridgeline.writers"] == {"html": "viewer.entry:write_html"}
+    from ridgeline.cli import app
+
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    assert {"e2e", "decode-profile", "simulate-check", "calibrate", "validate", "serve"} <= names
+    assert "predictions" in {g.name for g in app.registered_groups}
 
 
 def test_the_import_contracts_are_kept():

@@ -5,7 +5,7 @@ This file is never imported."""
 
 # CLI commands registered by typer's decorators (`@hardware_app.command("list")` etc.)
 hardware_list, hardware_show, models_list, models_show  # ridgeline/cli/catalog.py
-decode_profile  # ridgeline/cli/decoder.py
+decode_profile  # kernels/cli.py
 
 # the option table's lines (ridgeline/cli/options.py, options): typer reads the signature;
 # a command reads them by their plain name as text (values(ctx)["prompt_range"], setting_lists)

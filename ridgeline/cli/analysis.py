@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ridgeline import api, report
-from ridgeline.cli.app import app, command, deployment, echo_err, pick, values
+from ridgeline.cli.app import app, command, deployment, echo_err, pick, values, writer
 from ridgeline.io.settings import check_transfer, model_name, parse_values, setting_lists
 
 SHARED = "dtype profile transfer fmt output deployment"
@@ -18,9 +18,7 @@ def analyze(ctx: typer.Context) -> None:
     v = values(ctx)
     result = api.analyze_with_draft(deployment(v), **pick(v, "batch seq_len generate draft draft_tokens acceptance"))
     if v["html"] is not None:
-        from viewer.entry import write_html
-
-        write_html(result, v["html"], echo_err)
+        writer("html")(result, v["html"], echo_err)
     text = report.render(result, v["fmt"])
     report.emit(text, report.rich_tables(result) if text is None else [], v["output"])
 

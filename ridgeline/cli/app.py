@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def values(ctx: typer.Context) -> dict[str, Any]:
 
 def delegate(group: typer.Typer, name: str, run: Callable[..., int], help: str, variant: str = "") -> None:
     """A command ``name`` of ``group`` that hands its options (``run``'s keywords) to ``run``
-    (one of kernels/commands.py's, which import torch when they need it) and exits with its code."""
+    (kernels/commands.py's, which import torch when they need it) and exits with its code."""
 
     def body(ctx: typer.Context) -> None:
         printing = {"echo": typer.echo} if "echo" in inspect.signature(run).parameters else {}
@@ -124,12 +125,24 @@ app = typer.Typer(
 )
 hardware_app = typer.Typer(no_args_is_help=True, help="The hardware catalog.")
 models_app = typer.Typer(no_args_is_help=True, help="The model catalog.")
-predictions_app = typer.Typer(
-    no_args_is_help=True, help="Predictions registered before a GPU run, and the run held against them."
-)
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
-app.add_typer(predictions_app, name="predictions")
+
+
+def add_plugins() -> None:
+    """The commands other packages register through the entry point group ``ridgeline.commands``
+    (kernels' measurements, the viewer's dashboard: pyproject.toml), in the order of their names."""
+    for plugin in sorted(entry_points(group="ridgeline.commands"), key=lambda p: p.name):
+        plugin.load()()
+
+
+def writer(name: str) -> Callable[..., None]:
+    """The output writer another package registers as ``name`` in the entry point group
+    ``ridgeline.writers`` (the viewer's ``html``: one analysis's charts in a file)."""
+    found = entry_points(group="ridgeline.writers", name=name)
+    if not found:
+        raise errors.RidgelineError(f"no '{name}' writer is installed: pip install 'ridgeline[viewer]'")
+    return next(iter(found)).load()
 
 
 def echo_err(message: str) -> None:

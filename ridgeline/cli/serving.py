@@ -1,12 +1,10 @@
-"""simulate (the serving simulator), simulate-check (transformers' continuous batching against
-it), serve (the dashboard) and plan (the cheapest deployments that serve a workload within its
-SLO: docs/plan.md)."""
+"""simulate (the serving simulator) and plan (the cheapest deployments that serve a workload
+within its SLO: docs/plan.md)."""
 
 from __future__ import annotations
 
 import typer
 
-from kernels import commands
 from ridgeline import report
 from ridgeline.api import (
     check_percentile,
@@ -16,7 +14,7 @@ from ridgeline.api import (
     serving_scheduler,
     simulate_options,
 )
-from ridgeline.cli.app import app, command, delegate, deployment, echo_err, pick, values
+from ridgeline.cli.app import app, command, deployment, echo_err, pick, values
 
 SIMULATE = "model config hardware rate requests prompt output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo tpot_slo percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
 
@@ -35,17 +33,6 @@ def simulate(ctx: typer.Context) -> None:
     pool = lambda device: deployment({**v, "hardware": device, "attention": d.settings.attention})  # noqa: E731
     run = simulate_options(d, sched, pool, report.simulation_progress, **v)
     report.simulation_output(run, **pick(v, "fmt percentile output timeline"))
-
-
-delegate(app, "simulate-check", commands.simulate_check, "Replay a trace on transformers' continuous batching (CPU or GPU) and compare with the simulator.", "check")  # fmt: skip
-
-
-@command(app, "host port debug waitress threads__serve")
-def serve(ctx: typer.Context) -> None:
-    """Start the dashboard (Dash) and print its URL."""
-    from viewer.entry import run_dashboard
-
-    run_dashboard(**values(ctx), echo=typer.echo)
 
 
 PLAN = "model workload slo devices counts price executor address workers top output replicas pools drafts profile transfer rate_search"
