@@ -1,32 +1,44 @@
-"""ridgeline: roofline performance analysis for large language model inference."""
+"""ridgeline: roofline performance analysis for large language model inference.
 
-from ridgeline.api import analyze, compare, frontier, max_batch, speculative, sweep
-from ridgeline.engine.analyze import Analysis
-from ridgeline.engine.deployment import Deployment
-from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.workload import Settings, Workload
-from ridgeline.errors import RidgelineError
-from ridgeline.io.resolve import list_devices, list_models, load_device, load_model, resolve
+The names below are loaded when first used (PEP 562), so that ``import ridgeline`` and every
+``import ridgeline.<module>`` (the CLI's, the engine's) cost only what they use."""
+
+from importlib import import_module
+
 from ridgeline.version import __version__ as __version__
 
-__all__ = [
-    "Analysis",
-    "Deployment",
-    "DeviceSpec",
-    "ModelConfig",
-    "RidgelineError",
-    "Settings",
-    "Workload",
-    "analyze",
-    "compare",
-    "frontier",
-    "list_devices",
-    "list_models",
-    "load_device",
-    "load_model",
-    "max_batch",
-    "resolve",
-    "speculative",
-    "sweep",
-]
+HOMES = {
+    "analyze": "ridgeline.api",
+    "compare": "ridgeline.api",
+    "frontier": "ridgeline.api",
+    "max_batch": "ridgeline.api",
+    "speculative": "ridgeline.api",
+    "sweep": "ridgeline.api",
+    "Analysis": "ridgeline.engine.analyze",
+    "Deployment": "ridgeline.engine.deployment",
+    "DeviceSpec": "ridgeline.engine.device",
+    "ModelConfig": "ridgeline.engine.model",
+    "Settings": "ridgeline.engine.workload",
+    "Workload": "ridgeline.engine.workload",
+    "RidgelineError": "ridgeline.errors",
+    "list_devices": "ridgeline.io.resolve",
+    "list_models": "ridgeline.io.resolve",
+    "load_device": "ridgeline.io.resolve",
+    "load_model": "ridgeline.io.resolve",
+    "resolve": "ridgeline.io.resolve",
+}
+
+__all__ = sorted(HOMES)
+
+
+def __getattr__(name: str):
+    """A public name, imported from its home module on first use."""
+    if name not in HOMES:
+        raise AttributeError(f"module 'ridgeline' has no attribute {name!r}")
+    value = getattr(import_module(HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *HOMES])
