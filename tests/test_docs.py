@@ -233,3 +233,10 @@ def test_the_committed_numbers_are_not_quoted_in_the_manuals():
     for page in PAGES:
         found = set(re.findall(r"\d[\d.,]*\s?%", page.read_text()))
         assert found <= allowed, f"{page.name} quotes {sorted(found - allowed)}: link to reports/RESULTS.md instead"
+
+
+def test_the_device_count_the_model_manual_quotes_is_the_catalogs():
+    from ridgeline.io.resolve import list_devices
+
+    quoted = re.search(r"`hardware/\*\.yaml`, (\d+) devices", (ROOT / "docs" / "model.md").read_text())
+    assert quoted and int(quoted.group(1)) == len(list_devices())
