@@ -36,6 +36,28 @@ def test_catalog_sizes():
     ):
         assert name in DEVICES
     assert any(d.startswith("apple-m") for d in DEVICES)
+    for name in ("gb200", "gb300", "b300", "mi325x", "mi355x", "rtx-5090", "rtx-pro-6000", "tpu-v6e", "gaudi3"):
+        assert name in DEVICES  # issue 58's
+
+
+def test_blackwell_states_fp4_dense_and_nvl72_is_one_72_gpu_domain():
+    """NVIDIA's per-GPU dense figures: GB200 fp4 20 PF per GPU with sparsity -> 10 000 dense,
+    fp8 5 000, bf16 2 500; GB300's dense fp4 15 000 (Blackwell Ultra: dense given, not half);
+    the rack joins 72 GPUs in one NVLink domain, an HGX board 8."""
+    gb200, gb300, h100 = (rl.load_device(n) for n in ("gb200", "gb300", "h100-sxm"))
+    assert [gb200.matrix_peak[d] / 1e12 for d in ("fp4", "fp8", "bf16")] == [10000, 5000, 2500]
+    assert gb300.matrix_peak["fp4"] / 1e12 == 15000
+    assert (gb200.interconnect_domain, gb300.interconnect_domain, h100.interconnect_domain) == (72, 72, 8)
+
+
+def test_tensor_parallelism_stays_within_the_interconnect_domain():
+    with pytest.raises(rl.RidgelineError, match="tp=16 is more than the 8 devices one NVLink 4 domain of h100-sxm"):
+        rl.analyze("llama-3-70b", "h100-sxm", tp=16)
+    with pytest.raises(rl.RidgelineError, match="tp=80 is more than the 72 devices"):
+        rl.analyze("llama-3-70b", "gb200", tp=80)
+    wide = rl.analyze("llama-3-70b", "gb200", tp=16)  # one all-reduce domain past 8
+    assert wide.plan.tp == 16 and "attn_allreduce" in wide.decode.names
+    assert rl.analyze("llama-3-70b", "l40s", tp=16).plan.tp == 16  # the domain unstated: not checked
 
 
 @pytest.mark.parametrize("name", DEVICES)
@@ -178,6 +200,8 @@ def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
         device_from_dict({**base, "runtime_reserve_gib": 100})
     with pytest.raises(rl.RidgelineError, match="'compute_units' must be a whole number, got 13.7"):
         device_from_dict({**base, "compute_units": 13.7})
+    with pytest.raises(rl.RidgelineError, match="'interconnect_domain_devices' must be a whole number, got 8.5"):
+        device_from_dict({**base, "interconnect_domain_devices": 8.5})
     spec = tmp_path / "big-reserve.yaml"
     spec.write_text("\n".join(f"{k}: {v}" for k, v in {**base, "runtime_reserve_gib": 100}.items()) + "\n")
     out = CliRunner().invoke(app, ["analyze", "llama-2-7b", "-H", str(spec)])

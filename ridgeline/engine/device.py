@@ -30,6 +30,7 @@ class DeviceSpec:
     interconnect_latency: float | None = None  # seconds per hop
     interconnect_topology: str = "switch"  # switch (every pair at full bandwidth) | mesh
     interconnect_link_bandwidth: float | None = None  # mesh: bytes/s per direction per peer link
+    interconnect_domain: int = 0  # devices one interconnect joins (an HGX board 8, an NVL72 rack 72); 0: unstated
     collective_model: str = ""  # NCCL-style cost model of collectives (engine.collectives.MODELS)
     # NCCL's own bus bandwidth of the node (links x its per-link figure for the architecture,
     # src/graph/topo.h), and its cap on the LL protocol (llMaxBws, src/graph/tuning.cc); bytes/s.

@@ -14,7 +14,7 @@ from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
 from ridgeline.engine.workload import Settings, fusion_kinds
-from ridgeline.errors import UnsupportedDtypeError
+from ridgeline.errors import InvalidSettingError, UnsupportedDtypeError
 
 _INT_LADDER = ("int1", "int2", "int4", "int8")
 
@@ -108,9 +108,21 @@ def attention_key_block(kind: str) -> int:
     return ATTENTION_KEY_BLOCK.get(kind, 0)
 
 
+def check_domain(tp: int, device: DeviceSpec) -> None:
+    """Tensor parallelism within the devices one interconnect joins (where the datasheet says
+    how many): an all-reduce across domains would cross the network, which is not modelled."""
+    if device.interconnect_domain and tp > device.interconnect_domain:
+        raise InvalidSettingError(
+            "tp",
+            f"tp={tp} is more than the {device.interconnect_domain} devices one {device.interconnect or 'interconnect'} "
+            f"domain of {device.name} joins; keep tp within it and split the rest with pp",
+        )
+
+
 def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Plan:
     """The per-analysis context of the layer builder: byte widths, compute types,
     quantisation terms, the attention kernel and the parallel layout."""
+    check_domain(settings.tp, device)
     w, a = settings.w_dtype, settings.a_dtype
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)

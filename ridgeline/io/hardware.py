@@ -48,6 +48,14 @@ def _peaks(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, float]:
     return MappingProxyType({d: _number(table, d, f"{where} {key}") * TERA for d in table})
 
 
+def _whole(raw: Mapping[str, Any], key: str, where: str) -> int:
+    """An optional count (0 when absent): a positive whole number."""
+    value = _optional(raw, key, where)
+    if value != int(value):
+        raise InvalidSpecError(where, f"'{key}' must be a whole number, got {value:g}")
+    return int(value)
+
+
 def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpec:
     """Validate a parsed YAML mapping and convert it to SI units."""
     if not isinstance(raw, Mapping):
@@ -87,9 +95,7 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         raise InvalidSpecError(
             where, f"'runtime_reserve_gib' ({reserve:g}) must be below 'memory_capacity_gib' ({capacity:g})"
         )
-    units = _optional(raw, "compute_units", where)
-    if units != int(units):
-        raise InvalidSpecError(where, f"'compute_units' must be a whole number, got {units:g}")
+    units, domain = _whole(raw, "compute_units", where), _whole(raw, "interconnect_domain_devices", where)
     return DeviceSpec(
         name=str(raw["name"]),
         full_name=str(raw.get("full_name", raw["name"])),
@@ -99,7 +105,7 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         memory_bandwidth=_number(raw, "memory_bandwidth_gb_s", where) * GIGA,
         matrix_peak=matrix,
         vector_peak=_peaks(raw, "vector_peak_tops", where),
-        compute_units=int(units),
+        compute_units=units,
         l1_bytes_per_unit=_optional(raw, "l1_kib_per_unit", where) * KIB,
         l2_bytes=_optional(raw, "l2_cache_mib", where) * MIB,
         interconnect=raw.get("interconnect"),
@@ -107,6 +113,7 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         interconnect_latency=latency * 1e-6 if latency else None,
         interconnect_topology=topology,
         interconnect_link_bandwidth=per_link * GIGA if topology == "mesh" else None,
+        interconnect_domain=domain,
         collective_model=collectives,
         nccl_bus_bandwidth=nccl_bus * GIGA if nccl_bus else None,
         nccl_ll_max=nccl_ll * GIGA if nccl_ll else None,
@@ -149,6 +156,8 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
     if device.interconnect_topology == "mesh":
         out["interconnect_topology"] = "mesh"
         out["interconnect_link_gb_s"] = device.interconnect_link_bandwidth / GIGA
+    if device.interconnect_domain:
+        out["interconnect_domain_devices"] = device.interconnect_domain
     if device.collective_model:
         out["collective_model"] = device.collective_model
     for key, value in (
