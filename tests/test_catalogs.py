@@ -14,7 +14,7 @@ MODELS = rl.list_models()
 
 
 def test_catalog_sizes():
-    assert len(DEVICES) >= 20
+    assert len(DEVICES) >= 36
     for name in (
         "a6000",
         "a100-40gb",
@@ -36,7 +36,19 @@ def test_catalog_sizes():
     ):
         assert name in DEVICES
     assert any(d.startswith("apple-m") for d in DEVICES)
-    for name in ("gb200", "gb300", "b300", "mi325x", "mi355x", "rtx-5090", "rtx-pro-6000", "tpu-v6e", "gaudi3"):
+    for name in (
+        "gb200",
+        "gb300",
+        "b300",
+        "mi325x",
+        "mi355x",
+        "rtx-5090",
+        "rtx-pro-6000",
+        "tpu-v6e",
+        "gaudi3",
+        "h20",
+        "l20",
+    ):
         assert name in DEVICES  # issue 58's
 
 
