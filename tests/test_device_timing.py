@@ -139,9 +139,8 @@ def test_reference_kernels_are_reported_apart():
 
 
 def test_rope_benchmark_is_the_decoders_rotary():
-    from kernels.bench.bench import make_bench
+    from kernels.bench.bench import apply_rope, make_bench, rope_tables
     from kernels.bench.cases_gpu import _decoder_rope_cases
-    from kernels.e2e.decoder import apply_rope, rope_tables
 
     case = _decoder_rope_cases("qwen2-0.5b", "decode", 2, 64, "fp32", "validation")[0]
     bench = make_bench(case, "cpu", 2**16)

@@ -413,8 +413,7 @@ def write_agreement(device: str, every: int, folder=None) -> str:
 
     import numpy as np
 
-    from kernels.bench.provenance import collect
-    from kernels.e2e.e2e import measured_key
+    from kernels.bench.provenance import collect, measured_key
     from ridgeline.io.catalog import user_data_dir
     from ridgeline.io.files import write_atomic
 

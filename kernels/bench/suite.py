@@ -189,11 +189,9 @@ def run_bench(row: dict[str, Any], make: Callable[[], Any], cfg: RunConfig) -> d
     """Build the bench (``make``), check it against its tolerance (``row["tolerance"]``),
     then time it into ``row``. Never raises: problems become skipped/error rows."""
     from kernels.bench.bench import Unsupported
-    from kernels.bench.timing import measure
+    from kernels.bench.timing import measure, wait_for_quiet
 
     if cfg.quiet_wait_s:
-        from kernels.e2e.e2e import wait_for_quiet
-
         row["quiet_waited_s"] = round(wait_for_quiet(cfg.quiet_wait_s), 2)
     bench, start = None, time.perf_counter()
     try:

@@ -115,7 +115,7 @@ def measure_gemm(cfg: RunConfig, dtype: str) -> dict[str, Any] | None:
 def _quiet(cfg: RunConfig, cases: int = 10) -> None:
     """Before a roof: wait as long as for ``cases`` cases for other load to go (if asked)."""
     if cfg.quiet_wait_s:
-        from kernels.e2e.e2e import wait_for_quiet
+        from kernels.bench.timing import wait_for_quiet
 
         wait_for_quiet(cases * cfg.quiet_wait_s)
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
-from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize
+from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize, wait_for_quiet
 from kernels.validate.waterfall import e2e_waterfalls, waterfall_lines, without_launch
 from ridgeline.api import analyze
 from ridgeline.engine.device import DeviceSpec
@@ -91,40 +91,6 @@ def time_generation(
         token = decode(token, prompt + j)
         times.append(time.perf_counter() - start)
     return times[0], times[1:]
-
-
-def busy_cores(interval_s: float = 0.25) -> float:
-    """Cores kept busy by anything on the machine over ``interval_s`` (/proc/stat), ~0
-    when it is quiet; called between runs, so this process itself adds almost nothing."""
-
-    def jiffies() -> tuple[int, int]:
-        with open("/proc/stat") as handle:
-            values = [int(v) for v in handle.readline().split()[1:]]
-        return sum(values), values[3] + values[4]  # total, idle + iowait
-
-    try:
-        total0, idle0 = jiffies()
-        time.sleep(interval_s)
-        total1, idle1 = jiffies()
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    cores = os.cpu_count() or 1
-    return cores * (1 - (idle1 - idle0) / max(total1 - total0, 1))
-
-
-def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
-    """Sleep (up to ``max_wait_s``) until other processes leave our threads free cores
-    (they use at most ``threshold`` cores: by default the cores beyond torch's threads,
-    at least 0.3): on a small shared CPU a thread that shares its core stalls the whole
-    step. Returns the seconds waited."""
-    if threshold is None:
-        import torch
-
-        threshold = max(0.3, (os.cpu_count() or 1) - torch.get_num_threads())
-    start = time.perf_counter()
-    while time.perf_counter() - start < max_wait_s and busy_cores() > threshold:
-        time.sleep(0.5)
-    return time.perf_counter() - start
 
 
 def reset_peak(device: str) -> None:
