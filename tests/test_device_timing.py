@@ -271,12 +271,15 @@ def test_graph_replay_and_profiler_agree_on_cuda():
     assert m.extra["host_s"] > 0 and m.extra["launch_gap_s"] >= 0
 
 
-def test_gpu_case_set_replaces_the_suites_cases():
-    from kernels.bench.cases import suite_cases
-    from kernels.bench.cases_gpu import gpu_case_set
-    from kernels.calibrate import calibrate
-    from kernels.validate import validate
+def test_calibrate_and_validate_measure_the_suites_cases_unless_given_the_gpu_set():
+    import inspect
 
-    with gpu_case_set():
-        assert calibrate.suite_cases is gpu_cases and validate.suite_cases is gpu_cases
-    assert calibrate.suite_cases is suite_cases and validate.suite_cases is suite_cases
+    from kernels.bench.cases import drawn_cases, suite_cases
+    from kernels.bench.cases_gpu import gpu_case_set, gpu_drawn_cases
+    from kernels.calibrate.calibrate import calibrate
+    from kernels.validate.validate import validate
+
+    for command in (calibrate, validate):
+        default = inspect.signature(command).parameters["case_set"].default
+        assert (default.cases, default.draw) == (suite_cases, drawn_cases)
+    assert (gpu_case_set().cases, gpu_case_set().draw) == (gpu_cases, gpu_drawn_cases)
