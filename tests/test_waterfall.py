@@ -1,5 +1,5 @@
 """The waterfall: measured minus spec split into parts that sum to the measurement
-(kernels.validate.waterfall), for hand-worked records, simulated traces, every committed
+(kernels.e2e.waterfall), for hand-worked records, simulated traces, every committed
 check, the CLI and the dashboard."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kernels.e2e.e2e import Case, predict
+from kernels.e2e.waterfall import PARTS, e2e_waterfall, split, without_launch
 from kernels.servecheck.cb_server import Served, run_waterfall
-from kernels.validate.waterfall import PARTS, e2e_waterfall, split, without_launch
 from ridgeline.cli import app
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError

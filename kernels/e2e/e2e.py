@@ -27,7 +27,7 @@ import numpy as np
 
 from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
 from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize, wait_for_quiet
-from kernels.validate.waterfall import e2e_waterfalls, waterfall_lines, without_launch
+from kernels.e2e.waterfall import e2e_waterfalls, waterfall_lines, without_launch
 from ridgeline.api import analyze
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
@@ -595,7 +595,7 @@ def _pct(value: float | None) -> str:
 
 def waterfall_report(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Where the time between the spec prediction and the measurement goes, per row and
-    metric (ms; kernels.validate.waterfall), each note once."""
+    metric (ms; kernels.e2e.waterfall), each note once."""
     lines, notes = ["where the time goes, measured - spec (ms; docs/measurement.md):"], {}
     for r in rows:
         for metric, fall in (r.get("waterfall") or {}).items():

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.validate.waterfall import serving_waterfall, waterfall_lines, without_launch
+from kernels.e2e.waterfall import serving_waterfall, waterfall_lines, without_launch
 from ridgeline.api import simulate
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
@@ -862,7 +862,7 @@ def enough_blocks(served: Served) -> int:
 
 
 def waterfall_means(served: Served, host: dict[str, float] | None) -> dict[str, Any]:
-    """The simulations a serving waterfall steps through (``kernels.validate.waterfall``):
+    """The simulations a serving waterfall steps through (``kernels.e2e.waterfall``):
     spec, the calibrated kernels alone and with their launch and host terms, each request
     alone; then the trace with enough KV blocks for all and with the run's own."""
     spec_roofs = spec_ceilings(served.spec)

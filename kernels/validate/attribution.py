@@ -1,4 +1,4 @@
-"""The waterfall of every committed end-to-end and serving check (``kernels.validate.waterfall``),
+"""The waterfall of every committed end-to-end and serving check (``kernels.e2e.waterfall``),
 predicted and simulated again with today's engine and the committed profiles; measures
 nothing and writes nothing. ``kernels.validate.results`` writes them to
 ``reports/waterfalls.json`` (the dashboard's Validation page reads it) and RESULTS.md.

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from kernels.e2e.waterfall import LABELS, PARTS
 from kernels.servecheck.cb_server import overhead_from, resimulate
 from kernels.validate.attribution import WATERFALLS, committed_waterfalls
 from kernels.validate.gate import MAX_MEDIAN_ABS_ERROR, MAX_P90_ABS_ERROR, verdict
 from kernels.validate.replay import NOT_SNAPSHOTS
-from kernels.validate.waterfall import LABELS, PARTS
 from ridgeline.io.files import read_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
