@@ -541,8 +541,8 @@ def run_check(
 
     from kernels.bench.provenance import datasheet_device
     from kernels.bench.suite import setup
+    from kernels.calibrate.state import measure_state, state_record
     from kernels.e2e.e2e import measured_key, provenance, truncate
-    from kernels.validate.state import measure_state, state_record
     from ridgeline.io.profile import load_profile
 
     gpu = device.startswith("cuda")
@@ -559,7 +559,7 @@ def run_check(
     prof = load_profile(profile) if calibrated is not None and not gpu else None
     cfg = setup("cpu", 1) if prof else None
 
-    def state():  # the profile's roofs again, before and after the replays (kernels.validate.state)
+    def state():  # the profile's roofs again, before and after the replays (kernels.calibrate.state)
         return measure_state(cfg, prof, "cpu") if prof else {}
 
     load, states = [os.getloadavg()], [state()]

@@ -184,7 +184,7 @@ def calibration_line(meta: dict[str, Any]) -> str:
 
 def state_line(meta: dict[str, Any]) -> str:
     """The machine's state against the profile while it ran (runs since it was recorded)."""
-    from kernels.validate.state import recorded_line
+    from kernels.calibrate.state import recorded_line
 
     line = recorded_line(meta)
     return line[:1].upper() + line[1:] + "." if line else ""

@@ -298,7 +298,7 @@ def validate(
     the kernels: ``through.measure_modules``); returns the result and the files written."""
     from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
     from kernels.bench.suite import device_options, setup
-    from kernels.validate.state import describe, measure_state, state_record
+    from kernels.calibrate.state import describe, measure_state, state_record
 
     cfg = setup(device, threads, quick, quiet_wait_s)
     key = measured_key(device, cfg.threads)
