@@ -18,14 +18,14 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
+from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result, read_results
 from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize, wait_for_quiet
 from kernels.e2e.waterfall import e2e_waterfalls, waterfall_lines, without_launch
 from ridgeline.api import analyze
@@ -34,7 +34,7 @@ from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import EXECUTIONS, Settings
 from ridgeline.errors import RidgelineError
-from ridgeline.io.catalog import user_data_dir
+from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
 from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import calibrated_for, device_to_dict, recorded_spec
 
@@ -525,6 +525,16 @@ def repredicted(
         repredicted_from=source,
     )
     return meta, rows, note
+
+
+def e2e_files(folder: Path = VALIDATION_DIR) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, data) of every committed e2e result, top folder first, then the GPU runs'."""
+    for path in sorted(folder.glob("e2e-*.json")):
+        yield path.name, json.loads(path.read_text())
+    for archive in sorted(folder.glob("gpu-runs/*/*/results.tar.gz")):
+        for member, data in read_results(archive).items():
+            if (data.get("meta") or {}).get("kind") == "e2e" and data.get("rows"):
+                yield f"{archive.parent.relative_to(folder)}/{member}", data
 
 
 def default_path(key: str, config: ModelConfig, date: str) -> Path:
