@@ -181,13 +181,13 @@ def test_every_dashboard_url_key_is_documented():
 
 @pytest.mark.slow
 def test_results_md_is_generated_from_the_snapshots():
-    from kernels.validate.results import RESULTS, render
+    from kernels.results.generate import RESULTS, render
 
-    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.validate.results"
+    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.results.generate"
 
 
 def test_results_table_formats_a_recorded_row():
-    from kernels.validate.results import e2e_table
+    from kernels.results.generate import e2e_table
 
     row = {
         "model": "m",

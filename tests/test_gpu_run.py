@@ -568,7 +568,7 @@ def test_results_md_quotes_the_compact_calibration_as_logged():
 def test_each_gpu_run_transferred_from_the_other_gpus_profile(monkeypatch):
     """The H100 run from the H200's device-time profile and the H200 run from the H100's,
     as RESULTS.md quotes them: the draws' headline kernels and the graph TPOT rows."""
-    from kernels.validate.results import transfer_rows, transfer_section
+    from kernels.results.generate import transfer_rows, transfer_section
 
     monkeypatch.chdir(ROOT)
     rows = {r["run"]: r for r in transfer_rows()}

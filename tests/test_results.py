@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from kernels.validate.results import abs_pct, ms, pct
+from kernels.results.generate import abs_pct, ms, pct
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"

@@ -190,7 +190,7 @@ def test_requests_arriving_together_batch_and_wait():
 
 @pytest.fixture(scope="module")
 def committed():
-    from kernels.validate.attribution import committed_waterfalls
+    from kernels.results.attribution import committed_waterfalls
 
     return committed_waterfalls()
 
@@ -208,10 +208,10 @@ def test_every_committed_check_has_waterfalls_that_sum_to_its_measurement(commit
 
 
 def test_the_generated_files_are_current(committed):
-    from kernels.validate.attribution import WATERFALLS
-    from kernels.validate.results import waterfalls_text
+    from kernels.results.attribution import WATERFALLS
+    from kernels.results.generate import waterfalls_text
 
-    assert WATERFALLS.read_text() == waterfalls_text(committed), "python -m kernels.validate.results"
+    assert WATERFALLS.read_text() == waterfalls_text(committed), "python -m kernels.results.generate"
     for e in json.loads(WATERFALLS.read_text())["waterfalls"]:  # rounded, still summing
         assert math.isclose(total(e), e["measured_s"], rel_tol=1e-9), (e["run"], e["case"], e["metric"])
 

@@ -1,6 +1,6 @@
 """The waterfall of every committed end-to-end and serving check (``kernels.e2e.waterfall``),
 predicted and simulated again with today's engine and the committed profiles; measures
-nothing and writes nothing. ``kernels.validate.results`` writes them to
+nothing and writes nothing. ``kernels.results.generate`` writes them to
 ``reports/waterfalls.json`` (the dashboard's Validation page reads it) and RESULTS.md.
 
 The e2e checks: ``reports/validation/e2e-*.json`` and the e2e files inside the GPU runs'
