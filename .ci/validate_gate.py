@@ -52,7 +52,7 @@ def replay() -> list[str]:
 def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[str]:
     """Quick calibration, then quick validation with it. A failed verdict while the machine
     drifted (a roof of the profile measured more than 10% off during the validation: another
-    tenant of the host took or gave back memory rate or core time, ``kernels.validate.state``) says
+    tenant of the host took or gave back memory rate or core time, ``kernels.calibrate.state``) says
     nothing about the model: the pair is measured again, once."""
     from kernels.validate.gate import verdict
 
@@ -70,8 +70,8 @@ def measure(threads: int | None, keep: Path | None, attempts: int = 2) -> list[s
 
 def measure_once(threads: int | None, keep: Path | None):
     from kernels.calibrate.calibrate import calibrate
+    from kernels.calibrate.state import recorded_line
     from kernels.validate.gate import headline
-    from kernels.validate.state import recorded_line
     from kernels.validate.validate import validate
 
     with tempfile.TemporaryDirectory(prefix="ridgeline-gate-") as tmp:

@@ -74,7 +74,7 @@ def calibrate(
         return 0
     require_torch("'ridgeline calibrate'")
     if extend is not None:
-        from kernels.validate.state import check
+        from kernels.calibrate.state import check
 
         held = lambda path: not check(device, threads, path, log=log)["drifted"]  # noqa: E731
         measure.extend(extend, device, threads, in_state=held, output=output, quiet_wait_s=quiet_wait, log=log)
@@ -89,7 +89,7 @@ def check_state(device: str, threads: int | None, profile: Path | None, writes: 
     if writes:
         raise InvalidOptionError("--check writes nothing: drop --refit and --output")
     require_torch("'ridgeline calibrate --check'")
-    from kernels.validate.state import check
+    from kernels.calibrate.state import check
 
     return 1 if check(device, threads, profile, log=log)["drifted"] else 0
 

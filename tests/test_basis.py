@@ -317,8 +317,10 @@ def test_the_dashboard_shows_the_basis_and_refuses_what_the_cli_refuses():
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def flat(page: str) -> str:
-    return " ".join((ROOT / page).read_text().split())
+def flat(pages: str) -> str:
+    """The text of the files ``pages`` names (a path, or a pattern: the results' files), its
+    white space folded."""
+    return " ".join(" ".join(p.read_text().split()) for p in sorted(ROOT.glob(pages)))
 
 
 def test_docs_quote_the_basis_numbers():
@@ -349,7 +351,7 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
     def pair(median, p90):
         return f"{median * 100:.1f} % / {p90 * 100:.1f} %"
 
-    text = flat("reports/RESULTS.md")
+    text = flat("reports/results/*.md")
     figure = f"| quant class with the reference int8 weight-only kernel | {np.median(err):.1%} / {np.quantile(err, 0.9):.1%} over {err.size} cases |"
     assert figure in text
     assert pair(np.median(err), np.quantile(err, 0.9)) == "9.8 % / 52.1 %"
@@ -366,11 +368,11 @@ def test_the_quant_class_is_quoted_with_and_without_the_reference_kernel():
         ("docs/dashboard.md", "the H100's of 2026-11-23: eager CUDA events, host-inclusive"),
         ("docs/validation.md", "the H100 run measured directly (eager, host-inclusive)"),
         (
-            "reports/RESULTS.md",
+            "reports/results/*.md",
             "profile `cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml`; timed by eager CUDA events, host-inclusive.",
         ),
         (
-            "reports/RESULTS.md",
+            "reports/results/*.md",
             (
                 "calibrated with profile `cuda-nvidia-h100-80gb-hbm3-2026-11-23-eager.yaml`, timed by eager CUDA events, host-inclusive."
             ),
@@ -384,7 +386,7 @@ def test_the_h100_data_is_labelled_where_it_is_quoted(page, label):
 def test_every_h100_section_of_results_md_says_how_it_was_timed():
     """The H100's runs of 2026-11-23 were timed by eager events; its run of 2026-11-26 in
     device time: each section says which, and never the other."""
-    text = (ROOT / "reports/RESULTS.md").read_text()
+    text = "\n".join(p.read_text() for p in sorted(ROOT.glob("reports/results/*.md")))
     sections = re.split(r"\n##+ ", text)[1:]  # a section ends at the next heading of any level
     h100 = [s for s in sections if "h100" in s.split("\n", 1)[0] and "in figures" not in s.split("\n", 1)[0]]
     eager = [s for s in h100 if "2026-11-23" in s.split("\n", 1)[0]]

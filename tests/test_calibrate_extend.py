@@ -23,7 +23,7 @@ PROFILE = PROFILES_DIR / "cpu-amd-epyc-f25m17-1t.yaml"
 def stood_in(monkeypatch, tmp_path):
     """A subset of a committed CPU profile, and one new case the suite has beyond its rows."""
     import kernels.calibrate.calibrate as calibrate
-    import kernels.validate.state as state
+    import kernels.calibrate.state as state
 
     copy = recorded_subset(PROFILE, tmp_path)
     stored = pd.read_csv(copy.with_suffix(".calibration.csv"), keep_default_na=False).to_dict("records")

@@ -82,7 +82,7 @@ def test_the_state_times_the_case_that_set_the_profiles_memory_roof():
     import yaml
 
     from kernels.bench.suite import setup
-    from kernels.validate.state import measure_state, state_ratios
+    from kernels.calibrate.state import measure_state, state_ratios
     from ridgeline.io.catalog import PROFILES_DIR
 
     profile = yaml.safe_load((PROFILES_DIR / "cpu-amd-epyc-f25m1-1t.yaml").read_text())
@@ -178,7 +178,7 @@ def test_a_run_records_the_machine_state_against_its_profile(monkeypatch, tmp_pa
     the committed Zen 3 profile's recorded rates) land in meta.machine_state."""
     import yaml
 
-    import kernels.validate.state as state
+    import kernels.calibrate.state as state
     from kernels.servecheck.cb_server import run_check
     from ridgeline.io.catalog import PROFILES_DIR
 

@@ -139,9 +139,8 @@ def test_reference_kernels_are_reported_apart():
 
 
 def test_rope_benchmark_is_the_decoders_rotary():
-    from kernels.bench.bench import make_bench
+    from kernels.bench.bench import apply_rope, make_bench, rope_tables
     from kernels.bench.cases_gpu import _decoder_rope_cases
-    from kernels.e2e.decoder import apply_rope, rope_tables
 
     case = _decoder_rope_cases("qwen2-0.5b", "decode", 2, 64, "fp32", "validation")[0]
     bench = make_bench(case, "cpu", 2**16)
@@ -272,12 +271,15 @@ def test_graph_replay_and_profiler_agree_on_cuda():
     assert m.extra["host_s"] > 0 and m.extra["launch_gap_s"] >= 0
 
 
-def test_gpu_case_set_replaces_the_suites_cases():
-    from kernels.bench.cases import suite_cases
-    from kernels.bench.cases_gpu import gpu_case_set
-    from kernels.calibrate import calibrate
-    from kernels.validate import validate
+def test_calibrate_and_validate_measure_the_suites_cases_unless_given_the_gpu_set():
+    import inspect
 
-    with gpu_case_set():
-        assert calibrate.suite_cases is gpu_cases and validate.suite_cases is gpu_cases
-    assert calibrate.suite_cases is suite_cases and validate.suite_cases is suite_cases
+    from kernels.bench.cases import drawn_cases, suite_cases
+    from kernels.bench.cases_gpu import gpu_case_set, gpu_drawn_cases
+    from kernels.calibrate.calibrate import calibrate
+    from kernels.validate.validate import validate
+
+    for command in (calibrate, validate):
+        default = inspect.signature(command).parameters["case_set"].default
+        assert (default.cases, default.draw) == (suite_cases, drawn_cases)
+    assert (gpu_case_set().cases, gpu_case_set().draw) == (gpu_cases, gpu_drawn_cases)

@@ -1,7 +1,8 @@
 """The README and docs stay true: their command examples print what they quote, their links
 stay inside the repository, each manual stays under 15 KB, the JSON output matches the
-published schema, every dashboard URL key is documented, and reports/RESULTS.md is generated
-from the committed snapshots (tests/test_results.py checks the figures in it).
+published schema, every dashboard URL key is documented, and the results (reports/RESULTS.md
+and its section files) are generated from the committed snapshots, each under 50 KB with its
+links inside the repository (tests/test_results.py checks the figures in them).
 
 Examples are fenced ``bash`` blocks whose lines start with ``$ ``: the command runs in a
 shell from the repository root (``ridgeline`` as ``python -m ridgeline``), and the lines
@@ -143,14 +144,29 @@ def test_manuals_are_short(page):
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_links_stay_inside_the_repository(page):
+def check_links(page: Path) -> None:
     for target in LINK.findall(page.read_text()):
         if target.startswith(("http://", "https://", "#")):
             continue
         path = (page.parent / target.split("#", 1)[0]).resolve()
         assert path.is_relative_to(ROOT), f"{page.name} links outside the repository: {target}"
         assert path.exists(), f"{page.name} links to a missing file: {target}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_links_stay_inside_the_repository(page):
+    check_links(page)
+
+
+def test_no_file_of_the_results_is_over_50_kb_and_each_links_inside_the_repository():
+    from kernels.results.generate import RESULTS, SECTIONS
+    from kernels.results.pages import FILE_LIMIT
+
+    files = [RESULTS, *sorted(SECTIONS.glob("*.md"))]
+    assert len(files) > 10 and FILE_LIMIT == 50_000
+    for page in files:
+        assert len(page.read_bytes()) < FILE_LIMIT, f"{page.name} is over 50 KB"
+        check_links(page)
 
 
 SCHEMA_CASES = [
@@ -180,14 +196,15 @@ def test_every_dashboard_url_key_is_documented():
 
 
 @pytest.mark.slow
-def test_results_md_is_generated_from_the_snapshots():
-    from kernels.validate.results import RESULTS, render
+def test_the_results_are_generated_from_the_snapshots():
+    from kernels.results.generate import RESULTS, SECTIONS, pages
 
-    assert RESULTS.read_text() == render(), "reports/RESULTS.md is stale: python -m kernels.validate.results"
+    committed = {p: p.read_text() for p in [RESULTS, *sorted(SECTIONS.glob("*.md"))]}
+    assert committed == pages(), "reports/RESULTS.md or reports/results/ is stale: python -m kernels.results.generate"
 
 
 def test_results_table_formats_a_recorded_row():
-    from kernels.validate.results import e2e_table
+    from kernels.results.generate import e2e_table
 
     row = {
         "model": "m",

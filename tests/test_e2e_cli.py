@@ -202,7 +202,7 @@ def test_repredict_recomputes_predictions_and_keeps_measurements(run, tmp_path):
 def test_busy_cores_is_a_core_count_and_waiting_is_bounded():
     import os
 
-    from kernels.e2e.e2e import busy_cores, wait_for_quiet
+    from kernels.bench.timing import busy_cores, wait_for_quiet
 
     assert 0.0 <= busy_cores(0.05) <= (os.cpu_count() or 1) + 1e-9
     assert wait_for_quiet(0.0) < 0.5

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kernels.bench import cases_gpu as G
 from kernels.bench.cases import Options, build_op, check_disjoint, held_out_overlap
+from kernels.gpu import cases as command
 from ridgeline.engine.roofline import keys_for
 
 CUDA = Options(("fp32", "bf16", "fp16"), G.CUDA_BACKENDS, "cuda")
@@ -179,14 +180,14 @@ def test_calibration_is_in_priority_order_and_compact_leaves_the_rest_out():
 
 
 def test_compact_flag_becomes_quick_with_a_budget():
-    args, budget = G.compact_args(["calibrate", "--device", "cuda", "--compact", "-o", "p.yaml"])
+    args, budget = command.compact_args(["calibrate", "--device", "cuda", "--compact", "-o", "p.yaml"])
     assert args == ["calibrate", "--device", "cuda", "-o", "p.yaml", "--quick"]
-    assert budget == G.COMPACT_BUDGET_S
-    args, budget = G.compact_args(["calibrate", "--compact", "--budget-s", "60", "--quick"])
+    assert budget == command.COMPACT_BUDGET_S
+    args, budget = command.compact_args(["calibrate", "--compact", "--budget-s", "60", "--quick"])
     assert args == ["calibrate", "--quick"] and budget == 60.0
-    assert G.compact_args(["calibrate", "--device", "cpu"]) == (["calibrate", "--device", "cpu"], None)
+    assert command.compact_args(["calibrate", "--device", "cpu"]) == (["calibrate", "--device", "cpu"], None)
     with pytest.raises(SystemExit, match="--budget-s needs"):
-        G.compact_args(["calibrate", "--budget-s"])
+        command.compact_args(["calibrate", "--budget-s"])
 
 
 def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
@@ -210,16 +211,12 @@ def test_a_budget_measures_in_order_and_lists_the_rest(monkeypatch):
     assert "3 of 6 cases not measured" in logged[-1]
 
 
-def test_a_budget_patches_calibration_only_while_the_block_runs():
+def test_a_budget_is_the_gpu_sets_run_only_when_given():
     from kernels.bench import suite
-    from kernels.calibrate import calibrate
 
-    with G.gpu_case_set(10.0):
-        assert calibrate.run_cases is not suite.run_cases
-        assert calibrate.suite_cases is G.gpu_cases
-    with G.gpu_case_set():
-        assert calibrate.run_cases is suite.run_cases
-    assert calibrate.run_cases is suite.run_cases
+    assert G.gpu_case_set().run is suite.run_cases
+    capped = G.gpu_case_set(10.0)
+    assert capped.run is not suite.run_cases and capped.cases is G.gpu_cases
 
 
 @pytest.mark.slow
@@ -230,7 +227,7 @@ def test_compact_calibrate_on_a_cpu_with_no_budget_left_lists_every_case(tmp_pat
 
     pytest.importorskip("torch")
     out = tmp_path / "p.yaml"
-    code = G.main(
+    code = command.main(
         ["calibrate", "--device", "cpu", "--threads", "1", "--compact", "--budget-s", "0", "--output", str(out)]
     )
     assert code == 0

@@ -106,9 +106,14 @@ def signed(x: float) -> str:
     return f"{'+' if x >= 0 else '−'}{abs(x) * 100:.0f} %"
 
 
+def results_text() -> str:
+    """Every file of the results (reports/results/), one after another."""
+    return "\n".join(p.read_text() for p in sorted((REPORTS / "results").glob("*.md")))
+
+
 def results_rows(heading: str, first: str) -> list[list[str]]:
-    """Cells of the rows of a reports/RESULTS.md section whose first cell is ``first``."""
-    text = (ROOT / "reports" / "RESULTS.md").read_text()
+    """Cells of the rows of a results section (reports/results/) whose first cell is ``first``."""
+    text = results_text()
     part = text.split(f"\n### {heading}\n", 1)[1].split("\n#", 1)[0]
     return [
         [c.strip() for c in line.strip("|").split(" | ")]
@@ -157,7 +162,7 @@ def test_results_md_quotes_the_h200_draw():
     t = {r["op_class"]: r for r in snap["summary"]}
     draw = snap["meta"]["draw"]
     assert draw["models"] == ["llama-2-7b", "llama-3-8b"] and draw["prefill"]["bf16"] == [[1, 464]]
-    text = (ROOT / "reports" / "RESULTS.md").read_text()
+    text = results_text()
     assert "Drawn with seed 1127: llama-2-7b and llama-3-8b; prompts (batch × tokens) bf16 1 × 464;" in text
     for cls in ("headline", "all", "gemm", "gemv", "quant", "elementwise", "attention"):
         label = f"**{cls}**" if cls in ("headline", "all") else cls

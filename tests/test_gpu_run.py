@@ -518,8 +518,8 @@ def test_budget_and_commit_given_by_the_caller_are_recorded(tmp_path):
 
 
 def gpu_run_figures() -> dict[str, str]:
-    """The 'in figures' table of the H200 run in reports/RESULTS.md: figure -> value."""
-    text = (ROOT / "reports/RESULTS.md").read_text()
+    """The 'in figures' table of the H200 run in the results (reports/results/gpu-runs.md): figure -> value."""
+    text = (ROOT / "reports/results/gpu-runs.md").read_text()
     part = text.split("### cuda-nvidia-h200-2026-11-26: in figures\n", 1)[1].split("\n#", 1)[0]
     rows = [line.strip().strip("|").split(" | ") for line in part.splitlines() if line.startswith("| ")]
     return {k.strip(): v.strip() for k, v in (r for r in rows if len(r) == 2)}
@@ -568,7 +568,7 @@ def test_results_md_quotes_the_compact_calibration_as_logged():
 def test_each_gpu_run_transferred_from_the_other_gpus_profile(monkeypatch):
     """The H100 run from the H200's device-time profile and the H200 run from the H100's,
     as RESULTS.md quotes them: the draws' headline kernels and the graph TPOT rows."""
-    from kernels.validate.results import transfer_rows, transfer_section
+    from kernels.results.generate import transfer_rows, transfer_section
 
     monkeypatch.chdir(ROOT)
     rows = {r["run"]: r for r in transfer_rows()}
@@ -580,5 +580,5 @@ def test_each_gpu_run_transferred_from_the_other_gpus_profile(monkeypatch):
     assert head["n"] == 114 and head["median"] == pytest.approx(0.119, abs=0.001)
     tpot = {(e["model"], e["batch"]): e["error_calibrated_tpot"] for e in h200["e2e"]}
     assert len(tpot) == 6 and tpot[("llama-2-7b", 64)] == pytest.approx(0.283, abs=0.001)
-    text = (ROOT / "reports/RESULTS.md").read_text()
+    text = (ROOT / "reports/results/transfer.md").read_text()
     assert "\n".join(transfer_section()) in text

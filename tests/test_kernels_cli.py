@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -95,8 +96,9 @@ def test_calibrate_then_validate_end_to_end(tmp_path, monkeypatch):
     import kernels.validate.validate as val
     from kernels.validate.replay import replay_snapshot
 
-    monkeypatch.setattr(cal, "suite_cases", _tiny_cases)
-    monkeypatch.setattr(val, "suite_cases", _tiny_cases)
+    tiny = suite.CaseSet(cases=_tiny_cases)  # what the command line's calibrate and validate measure
+    monkeypatch.setattr(cal, "calibrate", functools.partial(cal.calibrate, case_set=tiny))
+    monkeypatch.setattr(val, "validate", functools.partial(val.validate, case_set=tiny))
     monkeypatch.setattr(cal, "COPY_BYTES", {"cpu": 16 * 2**20})
     monkeypatch.setattr(cal, "GEMM_SIZE", {"cpu": {"fp32": 128, "bf16": 128, "int8": 128}})
     monkeypatch.setattr(suite, "QUICK_BUDGET_S", 0.005)

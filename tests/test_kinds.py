@@ -222,7 +222,7 @@ def test_every_draw_takes_another_kind_and_records_the_kinds():
 
 
 def test_the_draw_line_names_the_models_kinds():
-    from kernels.validate.results import draw_line
+    from kernels.results.generate import draw_line
 
     _, drawn = K.drawn_cases(0, K.Options(("fp32",), ("flash",)))
     line = draw_line({"draw": drawn})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kernels.validate.published import HELDOUT, draw_heldout, draws, eligible, heldout_ids, load_published
+from kernels.results.published import HELDOUT, draw_heldout, draws, eligible, heldout_ids, load_published
 from ridgeline.io.files import read_yaml
 
 
@@ -52,13 +52,13 @@ def test_the_held_out_third_is_the_committed_seeds_draw():
         assert by_id[i]["priced"] is True and not by_id[i]["seen"]
 
 
-# --- the predictions (reports/validation/published.json, python -m kernels.validate.published --predict)
+# --- the predictions (reports/validation/published.json, python -m kernels.results.published --predict)
 
 import json  # noqa: E402
 
 import pytest  # noqa: E402
 
-from kernels.validate.published import (  # noqa: E402
+from kernels.results.published import (  # noqa: E402
     OUTPUT,
     THROUGHPUT,
     predict_figure,

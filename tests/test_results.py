@@ -1,8 +1,9 @@
-"""reports/RESULTS.md holds the figures the manuals used to quote, each equal to what the
-committed snapshots, profiles and logs give when computed here independently, and the
-invariants those figures stood for (a goal met, a kernel within a bound) still hold.
+"""The results (reports/RESULTS.md and the section files it lists, reports/results/) hold the
+figures the manuals used to quote, each equal to what the committed snapshots, profiles and
+logs give when computed here independently, and the invariants those figures stood for (a
+goal met, a kernel within a bound) still hold.
 
-``tests/test_docs.py`` checks that RESULTS.md is exactly what the generator writes; these
+``tests/test_docs.py`` checks that the results are exactly what the generator writes; these
 tests check that what it writes is right. Formatting helpers come from the generator
 (``test_results_table_formats_a_recorded_row`` pins them); every value is computed here.
 """
@@ -17,14 +18,14 @@ import numpy as np
 import pytest
 import yaml
 
-from kernels.validate.results import abs_pct, ms, pct
+from kernels.results.generate import abs_pct, ms, pct
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
 VALIDATION = REPORTS / "validation"
 SERVING = VALIDATION / "serving"
 PROFILES = REPORTS / "profiles"
-TEXT = (REPORTS / "RESULTS.md").read_text()
+TEXT = "\n".join(p.read_text() for p in sorted((REPORTS / "results").glob("*.md")))  # every section
 XEON = "cpu-intel-r-xeon-r-processor-f6m207-1t"
 H200 = "cuda-nvidia-h200"
 
@@ -553,3 +554,20 @@ def test_every_miss_of_the_coverage_files_is_printed_with_its_cause():
             for c in (50, 80):
                 listed = any(m["level"] == name and m["figure"] == f"{c} % interval" for m in data["misses"])
                 assert listed == (level["n"] > 0 and not level[f"holds_{c}"])
+
+
+def test_a_long_section_is_cut_between_its_items_each_part_opening_with_the_table_header():
+    from kernels.results.pages import Section, cut, index_line, section
+
+    table = Section("t", ["## T", "", "intro", ""], [[f"| {i} |"] for i in range(6)], ["| n |", "|---|"])
+    # the head and header are 23 bytes, each row 6 more: at most 40 a part
+    assert cut(table, limit=40) == [
+        ["## T", "", "intro", "", "| n |", "|---|", "| 0 |", "| 1 |"],
+        ["| n |", "|---|", "| 2 |", "| 3 |", "| 4 |", "| 5 |"],
+    ]
+    assert (
+        index_line(table, ["t.md", "t-2.md"], "results") == "- [T](results/t.md) (continued: [part 2](results/t-2.md))"
+    )
+    cut_at_subsections = section("s", ["## S", "", "x", "### a", "1", "### b", "2"])
+    assert (cut_at_subsections.head, cut_at_subsections.items) == (["## S", "", "x"], [["### a", "1"], ["### b", "2"]])
+    assert section("s", []) is None and section("s", ["## S"]).items == []

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kernels.validate import state
+from kernels.calibrate import state
 from ridgeline.cli import app
 from ridgeline.io.catalog import PROFILES_DIR
 

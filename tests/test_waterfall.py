@@ -1,5 +1,5 @@
 """The waterfall: measured minus spec split into parts that sum to the measurement
-(kernels.validate.waterfall), for hand-worked records, simulated traces, every committed
+(kernels.e2e.waterfall), for hand-worked records, simulated traces, every committed
 check, the CLI and the dashboard."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kernels.e2e.e2e import Case, predict
+from kernels.e2e.waterfall import PARTS, e2e_waterfall, split, without_launch
 from kernels.servecheck.cb_server import Served, run_waterfall
-from kernels.validate.waterfall import PARTS, e2e_waterfall, split, without_launch
 from ridgeline.cli import app
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
@@ -190,7 +190,7 @@ def test_requests_arriving_together_batch_and_wait():
 
 @pytest.fixture(scope="module")
 def committed():
-    from kernels.validate.attribution import committed_waterfalls
+    from kernels.results.attribution import committed_waterfalls
 
     return committed_waterfalls()
 
@@ -208,10 +208,10 @@ def test_every_committed_check_has_waterfalls_that_sum_to_its_measurement(commit
 
 
 def test_the_generated_files_are_current(committed):
-    from kernels.validate.attribution import WATERFALLS
-    from kernels.validate.results import waterfalls_text
+    from kernels.results.attribution import WATERFALLS
+    from kernels.results.generate import waterfalls_text
 
-    assert WATERFALLS.read_text() == waterfalls_text(committed), "python -m kernels.validate.results"
+    assert WATERFALLS.read_text() == waterfalls_text(committed), "python -m kernels.results.generate"
     for e in json.loads(WATERFALLS.read_text())["waterfalls"]:  # rounded, still summing
         assert math.isclose(total(e), e["measured_s"], rel_tol=1e-9), (e["run"], e["case"], e["metric"])
 

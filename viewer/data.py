@@ -395,7 +395,7 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     return out, problems
 
 
-WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.validate.results writes it
+WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.results.generate writes it
 
 
 def user_waterfalls(folder: Path) -> list[dict]:

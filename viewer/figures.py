@@ -896,7 +896,7 @@ WATERFALL_PARTS = (
     ("queueing", "queueing"),
     ("preemption", "preemption"),
     ("remainder", "remainder"),
-)  # kernels.validate.waterfall.PARTS, in its order
+)  # kernels.e2e.waterfall.PARTS, in its order
 
 
 def waterfall_figure(entry: dict[str, Any], height: int = 420) -> go.Figure:

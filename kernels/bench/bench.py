@@ -17,12 +17,30 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from kernels.bench.cases import Case, attention_dims
 from kernels.bench.timing import rotation_sets
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 5e-3}  # relative error, vs float64
+ROPE_THETA = 10000.0  # the timing does not depend on it; the test reference uses the same
+
+
+# The rotary embedding as kernels.e2e.decoder runs it (and ``_rope_decoder`` times it).
+def rope_tables(head_dim: int, max_len: int, theta: float = ROPE_THETA) -> tuple[Tensor, Tensor]:
+    """cos, sin: [max_len, head_dim], rotate-half layout (pairs i and i + head_dim/2)."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x: [B, H, S, D]; cos, sin: [S, D]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
 
 
 class Unsupported(Exception):
@@ -290,8 +308,6 @@ def _rope_decoder(case: Case, dev: str, cache: float) -> Bench:
     """The rotary embedding exactly as ``kernels.e2e.decoder`` runs it: rotate-half
     (``apply_rope``) on q and k in the model's type, both [B, heads, S, D] views of the
     projections' [B, S, heads, D] output, cos/sin [S, D]."""
-    from kernels.e2e.decoder import apply_rope, rope_tables
-
     d, r, dt = case.op.dims, case.recipe, TORCH_DTYPES[case.dtype]
     h, g, hd = int(d["heads"]), int(d["kv_heads"]), int(d["head_dim"])
     batch = int(r.get("batch", 1))

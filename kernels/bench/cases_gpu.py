@@ -28,16 +28,13 @@ Reference kernels - ones no serving stack runs for speed: SDPA's ``math`` backen
 ``torch._weight_int8pack_mm`` on CUDA - are measured too, but :func:`is_reference` marks
 them so that summaries give the headline figures without them (:func:`split_summary`).
 
-``gpu_case_set()`` makes ``ridgeline calibrate`` / ``validate`` measure this set instead of
-``kernels.bench.cases.suite_cases`` (``python -m kernels.bench.cases_gpu calibrate|validate``).
+``gpu_case_set()`` is this set as ``calibrate`` and ``validate`` take it (their ``case_set``;
+``python -m kernels.gpu.cases calibrate|validate`` runs them on it).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -409,12 +406,10 @@ def agreement_rows(device: str = "cuda", every: int = 20) -> list[dict[str, Any]
 def write_agreement(device: str, every: int, folder=None) -> str:
     import datetime as dt
     import json
-    from pathlib import Path
 
     import numpy as np
 
-    from kernels.bench.provenance import collect
-    from kernels.e2e.e2e import measured_key
+    from kernels.bench.provenance import collect, measured_key
     from ridgeline.io.catalog import user_data_dir
     from ridgeline.io.files import write_atomic
 
@@ -512,9 +507,6 @@ def gpu_drawn_cases(seed: int, opts: Options | None = None) -> tuple[list[Case],
     }
 
 
-COMPACT_BUDGET_S = 150.0  # --compact: seconds of cases at most (roofs and the fit come on top)
-
-
 def budgeted_run_cases(budget_s: float | None, log: Callable[[str], None] = print):
     """``kernels.bench.suite.run_cases`` that measures cases in order until ``budget_s`` seconds
     have gone and lists every later one as skipped (its reason names the budget); None: all."""
@@ -553,124 +545,10 @@ def budgeted_run_cases(budget_s: float | None, log: Callable[[str], None] = prin
     return run
 
 
-@contextlib.contextmanager
 def gpu_case_set(budget_s: float | None = None):
-    """Within this block ``kernels.calibrate.calibrate`` and ``kernels.validate.validate`` measure the GPU set
-    (their ``suite_cases`` replaced by :func:`gpu_cases`, ``--draw`` by
-    :func:`gpu_drawn_cases`); with ``budget_s`` a calibration measures cases in priority
-    order for that many seconds at most (:func:`budgeted_run_cases`)."""
-    from unittest import mock
+    """The GPU set, for ``calibrate`` and ``validate`` to measure (``case_set``): the cases of
+    :func:`gpu_cases` and the draws of :func:`gpu_drawn_cases`; with ``budget_s`` a run
+    measures cases in priority order for that many seconds at most (:func:`budgeted_run_cases`)."""
+    from kernels.bench.suite import CaseSet, run_cases
 
-    from kernels.bench import suite
-    from kernels.calibrate import calibrate
-    from kernels.validate import validate
-
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(calibrate, "suite_cases", gpu_cases))
-        stack.enter_context(mock.patch.object(validate, "suite_cases", gpu_cases))
-        stack.enter_context(mock.patch.object(validate, "drawn_cases", gpu_drawn_cases))
-        if budget_s is not None:  # calibrate imports run_cases; validate looks it up in suite
-            stack.enter_context(mock.patch.object(calibrate, "run_cases", budgeted_run_cases(budget_s)))
-            stack.enter_context(mock.patch.object(suite, "run_cases", budgeted_run_cases(budget_s)))
-        yield
-
-
-def compact_args(args: list[str]) -> tuple[list[str], float | None]:
-    """``calibrate --compact [--budget-s S]`` -> the ridgeline arguments (``--quick``: the
-    compact grid, quick timing) and the case budget in seconds (``COMPACT_BUDGET_S`` unless
-    given; ``--budget-s`` alone caps a full calibration)."""
-    args = list(args)
-    budget = None
-    if "--budget-s" in args:
-        i = args.index("--budget-s")
-        if i + 1 >= len(args):
-            raise SystemExit("--budget-s needs a number of seconds")
-        budget = float(args[i + 1])
-        del args[i : i + 2]
-    if "--compact" in args:
-        args.remove("--compact")
-        if "--quick" not in args:
-            args.append("--quick")
-        budget = COMPACT_BUDGET_S if budget is None else budget
-    return args, budget
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``calibrate|validate [ridgeline options]``: the ridgeline command on the GPU set;
-    ``summary SNAPSHOT.json``: headline and reference figures apart."""
-    import json
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("calibrate", "validate", "summary", "list", "agree"):
-        print(
-            "usage: python -m kernels.bench.cases_gpu calibrate [--compact] [--budget-s S] "
-            "[options] | validate [options] | "
-            "summary SNAPSHOT.json | list | agree [--device D] [--every N]",
-            file=sys.stderr,
-        )
-        return 2
-    if args[0] == "agree":
-        device = args[args.index("--device") + 1] if "--device" in args else "cuda"
-        every = int(args[args.index("--every") + 1]) if "--every" in args else 20
-        folder = args[args.index("--output-dir") + 1] if "--output-dir" in args else None
-        print(write_agreement(device, every, folder))
-        return 0
-    if args[0] == "summary":
-        rows = json.loads(open(args[1]).read())["rows"]
-        for label, stats in split_summary(rows).items():
-            print(f"{label:10s} n={stats['n']:4d}  median {stats['median']:.1%}  p90 {stats['p90']:.1%}")
-        return 0
-    if args[0] == "list":
-        for label, cases in (
-            ("calibration", gpu_cases("calibration")),
-            ("calibration --compact", gpu_cases("calibration", quick=True)),
-            ("validation", gpu_cases("validation")),
-        ):
-            print(f"{label}: {len(cases)} cases, {sum(is_reference(c) for c in cases)} reference")
-            if label.startswith("calibration"):
-                for tier, what in enumerate(PRIORITY):
-                    print(f"  {tier}. {what}: {sum(priority(c) == tier for c in cases)}")
-        return 0
-    args, budget = compact_args(args)  # validate: --budget-s alone (a draw in time)
-    with gpu_case_set(budget):
-        return measure(args[0], measure_options(args[0]).parse_args(args[1:]))
-
-
-def measure_options(command: str):
-    """The options of ``ridgeline calibrate|validate`` that the GPU run passes."""
-    parser = argparse.ArgumentParser(prog=f"python -m kernels.bench.cases_gpu {command}")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--quiet-wait", type=float, default=0.0)
-    if command == "calibrate":
-        parser.add_argument("--output", "-o", type=Path)
-    else:
-        parser.add_argument("--profile", type=Path)
-        parser.add_argument("--output-dir", type=Path)
-        parser.add_argument("--draw", type=int)
-    return parser
-
-
-def measure(command: str, options) -> int:
-    """``calibrate`` or ``validate`` as ridgeline runs them, in this process (so that the GPU
-    case set patched in applies); the exit code."""
-    from kernels.calibrate import calibrate
-    from kernels.validate import validate
-    from ridgeline.report import console
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    how = {"quick": options.quick, "threads": options.threads, "quiet_wait_s": options.quiet_wait, "log": log}
-    if command == "calibrate":
-        calibrate.calibrate(options.device, output=options.output, **how)
-        return 0
-    where = {"profile": options.profile, "output_dir": options.output_dir, "draw": options.draw}
-    result, paths = validate.validate(options.device, **where, **how)
-    return validate.report(result, paths, console(), log)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return CaseSet(gpu_cases, gpu_drawn_cases, run_cases if budget_s is None else budgeted_run_cases(budget_s))

@@ -7,13 +7,17 @@ block. GPU clocks, power and temperature come from pynvml (read only; clocks are
 from __future__ import annotations
 
 import datetime as _dt
+import io
+import json
 import os
 import platform
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
 from ridgeline.engine.device import DeviceSpec
+from ridgeline.errors import RidgelineError
 from ridgeline.io.catalog import ROOT
 from ridgeline.io.host import cpu_name, cpu_signature
 from ridgeline.io.resolve import measuring_device
@@ -22,10 +26,6 @@ from ridgeline.io.resolve import measuring_device
 def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dict[str, Any]:
     """A result file a measure-nothing command reads (a validation snapshot, an e2e or a
     serving run): its JSON, or one line saying why it is not one."""
-    import json
-
-    from ridgeline.errors import RidgelineError
-
     path = Path(path)
     if not path.is_file():
         raise RidgelineError(f"no {what} at {path}")
@@ -37,6 +37,28 @@ def read_result(path: Path, what: str, keys: tuple[str, ...] = ("meta",)) -> dic
     if missing:
         raise RidgelineError(f"{path} is not a {what} (no {', '.join(missing)})")
     return data
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """Every JSON file of a GPU run (``kernels.gpu.run``): from its ``results.tar.gz`` or an
+    unpacked folder."""
+    path = Path(path)
+    if path.is_dir():
+        return {str(p.relative_to(path)): json.loads(p.read_text()) for p in sorted(path.rglob("*.json"))}
+    if not path.is_file():
+        raise RidgelineError(f"no run results at {path}: give OUT/results.tar.gz or its folder")
+    try:
+        with tarfile.open(path) as tar:
+            return {
+                m.name: json.load(io.BytesIO(tar.extractfile(m).read()))
+                for m in tar.getmembers()
+                if m.isfile() and m.name.endswith(".json")
+            }
+    except (tarfile.TarError, json.JSONDecodeError, OSError) as err:
+        why = str(err).splitlines()[0].rstrip(":")  # tarfile lists every method it tried, a line each
+        raise RidgelineError(
+            f"{path}: not a run's results archive ({why}); give OUT/results.tar.gz or its folder"
+        ) from None
 
 
 def git_commit(root: Path = ROOT) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.bench.cases import Case, Options, _plain
+from kernels.bench.cases import Case, Options, _plain, drawn_cases, suite_cases
 from ridgeline.engine.ops import BYTE_FIELDS
 from ridgeline.engine.roofline import MMAP_THRESHOLD  # glibc's most: DEFAULT_MMAP_THRESHOLD_MAX
 
@@ -189,11 +189,9 @@ def run_bench(row: dict[str, Any], make: Callable[[], Any], cfg: RunConfig) -> d
     """Build the bench (``make``), check it against its tolerance (``row["tolerance"]``),
     then time it into ``row``. Never raises: problems become skipped/error rows."""
     from kernels.bench.bench import Unsupported
-    from kernels.bench.timing import measure
+    from kernels.bench.timing import measure, wait_for_quiet
 
     if cfg.quiet_wait_s:
-        from kernels.e2e.e2e import wait_for_quiet
-
         row["quiet_waited_s"] = round(wait_for_quiet(cfg.quiet_wait_s), 2)
     bench, start = None, time.perf_counter()
     try:
@@ -287,6 +285,19 @@ def run_cases(
                 on_row(row)
             bar.advance(task)
     return rows
+
+
+@dataclass(frozen=True)
+class CaseSet:
+    """What ``calibrate`` and ``validate`` measure, and how they run it: a split's cases
+    (``cases(split, opts, quick)``), a fresh held-out draw (``draw(seed, opts)``: ``validate
+    --draw SEED``) and the run over a list of cases (``run``, as :func:`run_cases`). The
+    default is the CPU set of ``kernels.bench.cases``; ``kernels.bench.cases_gpu.gpu_case_set``
+    gives the GPU's."""
+
+    cases: Callable[..., list[Case]] = suite_cases
+    draw: Callable[..., tuple[list[Case], dict[str, Any]]] = drawn_cases
+    run: Callable[..., list[dict[str, Any]]] = run_cases
 
 
 def ok_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

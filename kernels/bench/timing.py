@@ -32,6 +32,7 @@ is still noisy it is returned with ``noisy=True`` - flagged, not silently averag
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -457,3 +458,37 @@ def _measure_cuda_device(
         noise_threshold=noise_threshold,
         extra={**extra, "nvml_before": before, "nvml_after": nvml_state()},
     )
+
+
+def busy_cores(interval_s: float = 0.25) -> float:
+    """Cores kept busy by anything on the machine over ``interval_s`` (/proc/stat), ~0
+    when it is quiet; called between runs, so this process itself adds almost nothing."""
+
+    def jiffies() -> tuple[int, int]:
+        with open("/proc/stat") as handle:
+            values = [int(v) for v in handle.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # total, idle + iowait
+
+    try:
+        total0, idle0 = jiffies()
+        time.sleep(interval_s)
+        total1, idle1 = jiffies()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    cores = os.cpu_count() or 1
+    return cores * (1 - (idle1 - idle0) / max(total1 - total0, 1))
+
+
+def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
+    """Sleep (up to ``max_wait_s``) until other processes leave our threads free cores
+    (they use at most ``threshold`` cores: by default the cores beyond torch's threads,
+    at least 0.3): on a small shared CPU a thread that shares its core stalls the whole
+    step. Returns the seconds waited."""
+    if threshold is None:
+        import torch
+
+        threshold = max(0.3, (os.cpu_count() or 1) - torch.get_num_threads())
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_wait_s and busy_cores() > threshold:
+        time.sleep(0.5)
+    return time.perf_counter() - start

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.bench.cases import case_from_dict, suite_cases
-from kernels.bench.suite import RunConfig, device_options, ok_rows, run_case, run_cases, setup
+from kernels.bench.suite import CaseSet, RunConfig, device_options, ok_rows, run_case, run_cases, setup
 from kernels.calibrate.fit import FIT_RULES
 from ridgeline.engine.units import GIGA, TERA
 from ridgeline.io.catalog import user_data_dir
@@ -115,7 +115,7 @@ def measure_gemm(cfg: RunConfig, dtype: str) -> dict[str, Any] | None:
 def _quiet(cfg: RunConfig, cases: int = 10) -> None:
     """Before a roof: wait as long as for ``cases`` cases for other load to go (if asked)."""
     if cfg.quiet_wait_s:
-        from kernels.e2e.e2e import wait_for_quiet
+        from kernels.bench.timing import wait_for_quiet
 
         wait_for_quiet(cases * cfg.quiet_wait_s)
 
@@ -241,9 +241,11 @@ def calibrate(
     output: Path | None = None,
     progress: bool = True,
     quiet_wait_s: float = 0.0,
+    case_set: CaseSet = CaseSet(),
     log: Callable[[str], None] = print,
 ) -> tuple[Path, dict[str, Any]]:
-    """Measure, fit, write the profile; returns its path and contents."""
+    """Measure ``case_set``'s calibration cases, fit, write the profile; returns its path and
+    contents."""
     from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
 
     cfg = setup(device, threads, quick, quiet_wait_s)
@@ -268,8 +270,8 @@ def calibrate(
     if line := first_touch_line(touch, device):
         log(line)
 
-    cases = suite_cases("calibration", opts, quick)
-    rows = run_cases(cases, cfg, label="calibration", progress=progress)
+    cases = case_set.cases("calibration", opts, quick)
+    rows = case_set.run(cases, cfg, label="calibration", progress=progress)
     rows = remeasure_breaks(rows, cases, cfg, log)
     bandwidth, gemms = best_roofs(cfg, bandwidth, gemms, log)
     good = ok_rows(rows)

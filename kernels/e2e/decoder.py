@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from kernels.bench.bench import apply_rope, rope_tables
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.memory import kv_bytes_per_token, weight_bytes
 from ridgeline.engine.model import ModelConfig
 from ridgeline.errors import RidgelineError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
-ROPE_THETA = 10000.0  # the timing does not depend on it; the test reference uses the same
 NORM_EPS = 1e-5
 # kernels.e2e.decode_profile sets this to a callable: engine op name -> context manager around
 # that op's work (a torch.profiler range, or a host timer); None costs one check per op
@@ -134,21 +134,6 @@ def check_fits(
 
 
 # --- the model -----------------------------------------------------------------------
-
-
-def rope_tables(head_dim: int, max_len: int, theta: float = ROPE_THETA) -> tuple[Tensor, Tensor]:
-    """cos, sin: [max_len, head_dim], rotate-half layout (pairs i and i + head_dim/2)."""
-    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv)
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos(), angles.sin()
-
-
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x: [B, H, S, D]; cos, sin: [S, D]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
 
 
 class Norm(nn.Module):

@@ -18,23 +18,23 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result
-from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize
-from kernels.validate.waterfall import e2e_waterfalls, waterfall_lines, without_launch
+from kernels.bench.provenance import collect, datasheet_device, measured_key, read_result, read_results
+from kernels.bench.timing import NOISE_CPU, NOISE_CUDA, summarize, wait_for_quiet
+from kernels.e2e.waterfall import e2e_waterfalls, waterfall_lines, without_launch
 from ridgeline.api import analyze
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import EXECUTIONS, Settings
 from ridgeline.errors import RidgelineError
-from ridgeline.io.catalog import user_data_dir
+from ridgeline.io.catalog import VALIDATION_DIR, user_data_dir
 from ridgeline.io.files import write_atomic
 from ridgeline.io.resolve import calibrated_for, device_to_dict, recorded_spec
 
@@ -91,40 +91,6 @@ def time_generation(
         token = decode(token, prompt + j)
         times.append(time.perf_counter() - start)
     return times[0], times[1:]
-
-
-def busy_cores(interval_s: float = 0.25) -> float:
-    """Cores kept busy by anything on the machine over ``interval_s`` (/proc/stat), ~0
-    when it is quiet; called between runs, so this process itself adds almost nothing."""
-
-    def jiffies() -> tuple[int, int]:
-        with open("/proc/stat") as handle:
-            values = [int(v) for v in handle.readline().split()[1:]]
-        return sum(values), values[3] + values[4]  # total, idle + iowait
-
-    try:
-        total0, idle0 = jiffies()
-        time.sleep(interval_s)
-        total1, idle1 = jiffies()
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    cores = os.cpu_count() or 1
-    return cores * (1 - (idle1 - idle0) / max(total1 - total0, 1))
-
-
-def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
-    """Sleep (up to ``max_wait_s``) until other processes leave our threads free cores
-    (they use at most ``threshold`` cores: by default the cores beyond torch's threads,
-    at least 0.3): on a small shared CPU a thread that shares its core stalls the whole
-    step. Returns the seconds waited."""
-    if threshold is None:
-        import torch
-
-        threshold = max(0.3, (os.cpu_count() or 1) - torch.get_num_threads())
-    start = time.perf_counter()
-    while time.perf_counter() - start < max_wait_s and busy_cores() > threshold:
-        time.sleep(0.5)
-    return time.perf_counter() - start
 
 
 def reset_peak(device: str) -> None:
@@ -561,6 +527,16 @@ def repredicted(
     return meta, rows, note
 
 
+def e2e_files(folder: Path = VALIDATION_DIR) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, data) of every committed e2e result, top folder first, then the GPU runs'."""
+    for path in sorted(folder.glob("e2e-*.json")):
+        yield path.name, json.loads(path.read_text())
+    for archive in sorted(folder.glob("gpu-runs/*/*/results.tar.gz")):
+        for member, data in read_results(archive).items():
+            if (data.get("meta") or {}).get("kind") == "e2e" and data.get("rows"):
+                yield f"{archive.parent.relative_to(folder)}/{member}", data
+
+
 def default_path(key: str, config: ModelConfig, date: str) -> Path:
     """In the user's data folder: reports/validation holds the committed runs only."""
     return user_data_dir() / "validation" / f"e2e-{key}-{config.name}-{date}.json"
@@ -629,7 +605,7 @@ def _pct(value: float | None) -> str:
 
 def waterfall_report(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Where the time between the spec prediction and the measurement goes, per row and
-    metric (ms; kernels.validate.waterfall), each note once."""
+    metric (ms; kernels.e2e.waterfall), each note once."""
     lines, notes = ["where the time goes, measured - spec (ms; docs/measurement.md):"], {}
     for r in rows:
         for metric, fall in (r.get("waterfall") or {}).items():

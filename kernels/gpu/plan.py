@@ -347,7 +347,7 @@ def stages(
             (
                 PY,
                 "-m",
-                "kernels.bench.cases_gpu",
+                "kernels.gpu.cases",
                 "calibrate",
                 "--device",
                 dev,
@@ -367,7 +367,7 @@ def stages(
             (
                 PY,
                 "-m",
-                "kernels.bench.cases_gpu",
+                "kernels.gpu.cases",
                 "validate",
                 "--device",
                 dev,
@@ -452,7 +452,7 @@ def stages(
                 (
                     PY,
                     "-m",
-                    "kernels.bench.cases_gpu",
+                    "kernels.gpu.cases",
                     "agree",
                     "--device",
                     dev,

@@ -16,15 +16,14 @@ fitted to the measurement.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
-import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kernels.bench.provenance import read_results
 from kernels.gpu.plan import sizes
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.roofline import TIMINGS, Ceilings, spec_ceilings
@@ -218,27 +217,6 @@ def register(
 
 
 # --- after the run ---------------------------------------------------------------------
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    """Every JSON file of a run: from its ``results.tar.gz`` or an unpacked folder."""
-    path = Path(path)
-    if path.is_dir():
-        return {str(p.relative_to(path)): json.loads(p.read_text()) for p in sorted(path.rglob("*.json"))}
-    if not path.is_file():
-        raise RidgelineError(f"no run results at {path}: give OUT/results.tar.gz or its folder")
-    try:
-        with tarfile.open(path) as tar:
-            return {
-                m.name: json.load(io.BytesIO(tar.extractfile(m).read()))
-                for m in tar.getmembers()
-                if m.isfile() and m.name.endswith(".json")
-            }
-    except (tarfile.TarError, json.JSONDecodeError, OSError) as err:
-        why = str(err).splitlines()[0].rstrip(":")  # tarfile lists every method it tried, a line each
-        raise RidgelineError(
-            f"{path}: not a run's results archive ({why}); give OUT/results.tar.gz or its folder"
-        ) from None
 
 
 def read_predictions(path: Path) -> dict[str, Any]:

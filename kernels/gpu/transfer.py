@@ -123,7 +123,7 @@ def transfer_report(
 def run_transfer(parts: Sequence[Path], profile_path: Path) -> dict[str, Any]:
     """A committed GPU run (its parts' ``results.tar.gz``) predicted from another GPU's
     profile, transferred: its last draw's kernels and its graph-mode e2e rows."""
-    from kernels.gpu.register import read_results
+    from kernels.bench.provenance import read_results
 
     found = {m: d for p in parts for m, d in read_results(p).items()}  # a later part's draw wins
     draws = [d for m, d in found.items() if m.startswith("draw/") and d.get("rows")]

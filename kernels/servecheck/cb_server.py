@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.validate.waterfall import serving_waterfall, waterfall_lines, without_launch
+from kernels.e2e.waterfall import serving_waterfall, waterfall_lines, without_launch
 from ridgeline.api import simulate
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
@@ -541,8 +541,8 @@ def run_check(
 
     from kernels.bench.provenance import datasheet_device
     from kernels.bench.suite import setup
+    from kernels.calibrate.state import measure_state, state_record
     from kernels.e2e.e2e import measured_key, provenance, truncate
-    from kernels.validate.state import measure_state, state_record
     from ridgeline.io.profile import load_profile
 
     gpu = device.startswith("cuda")
@@ -559,7 +559,7 @@ def run_check(
     prof = load_profile(profile) if calibrated is not None and not gpu else None
     cfg = setup("cpu", 1) if prof else None
 
-    def state():  # the profile's roofs again, before and after the replays (kernels.validate.state)
+    def state():  # the profile's roofs again, before and after the replays (kernels.calibrate.state)
         return measure_state(cfg, prof, "cpu") if prof else {}
 
     load, states = [os.getloadavg()], [state()]
@@ -862,7 +862,7 @@ def enough_blocks(served: Served) -> int:
 
 
 def waterfall_means(served: Served, host: dict[str, float] | None) -> dict[str, Any]:
-    """The simulations a serving waterfall steps through (``kernels.validate.waterfall``):
+    """The simulations a serving waterfall steps through (``kernels.e2e.waterfall``):
     spec, the calibrated kernels alone and with their launch and host terms, each request
     alone; then the trace with enough KV blocks for all and with the run's own."""
     spec_roofs = spec_ceilings(served.spec)

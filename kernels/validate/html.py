@@ -177,8 +177,8 @@ def _summary_table(result: Mapping[str, Any]) -> str:
 
 
 def _state_line(meta: Mapping[str, Any]) -> str:
-    """The machine's state against the profile while the cases ran (``kernels.validate.state``)."""
-    from kernels.validate.state import recorded_line
+    """The machine's state against the profile while the cases ran (``kernels.calibrate.state``)."""
+    from kernels.calibrate.state import recorded_line
 
     line = recorded_line(meta)
     return f"<p><b>{_html.escape(line)}</b></p>" if line else ""

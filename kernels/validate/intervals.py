@@ -212,7 +212,7 @@ def e2e_checks(
 ) -> tuple[pd.DataFrame, list[str]]:
     """The committed end-to-end runs of ``device_key``: each row's measured TTFT and TPOT
     against the intervals of its calibrated prediction."""
-    from kernels.validate.attribution import e2e_files
+    from kernels.e2e.e2e import e2e_files
     from ridgeline.errors import InvalidSettingError
 
     rows, files, unpriced = [], [], 0
@@ -260,7 +260,7 @@ def row_analysis(row: dict, meta: dict, ceilings: Ceilings | None, table: Interv
 def measured_peaks() -> dict[str, dict[str, Any]]:
     """Per kind, the range of measured / predicted peak memory over the committed e2e rows
     that measured their peak (predicted again with today's engine)."""
-    from kernels.validate.attribution import e2e_files
+    from kernels.e2e.e2e import e2e_files
 
     ratios: dict[str, list[float]] = {}
     runs: dict[str, list[str]] = {}

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.bench.cases import case_from_dict, check_disjoint, drawn_cases, is_reference, suite_cases
+from kernels.bench.cases import case_from_dict, check_disjoint, is_reference
+from kernels.bench.suite import CaseSet
 from kernels.validate.replay import MODES, percent, predict, relative_error
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.errors import InvalidSpecError
@@ -289,14 +290,15 @@ def validate(
     quiet_wait_s: float = 0.0,
     draw: int | None = None,
     through: str = "kernels",
+    case_set: CaseSet = CaseSet(),
     log: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Run the validation suite (with ``draw``, a fresh held-out set drawn with that seed:
-    ``cases.drawn_cases``; ``through="transformers"``, transformers' own modules instead of
+    """Run ``case_set``'s validation cases (with ``draw``, a fresh held-out set drawn with that
+    seed: ``case_set.draw``; ``through="transformers"``, transformers' own modules instead of
     the kernels: ``through.measure_modules``); returns the result and the files written."""
     from kernels.bench.provenance import collect, datasheet_device, device_name, measured_key
-    from kernels.bench.suite import device_options, run_cases, setup
-    from kernels.validate.state import describe, measure_state, state_record
+    from kernels.bench.suite import device_options, setup
+    from kernels.calibrate.state import describe, measure_state, state_record
 
     cfg = setup(device, threads, quick, quiet_wait_s)
     key = measured_key(device, cfg.threads)
@@ -311,13 +313,13 @@ def validate(
     if through == "transformers":
         rows, cv, drawn = through_rows(cfg, opts, ceilings, spec_device, quick, log), [], None
     else:
-        cases, drawn = (suite_cases("validation", opts, quick), None) if draw is None else drawn_cases(draw, opts)
+        cases, drawn = (case_set.cases("validation", opts, quick), None) if draw is None else case_set.draw(draw, opts)
         check_disjoint(
-            suite_cases("calibration", opts, False) + suite_cases("calibration", opts, True), cases
+            case_set.cases("calibration", opts, False) + case_set.cases("calibration", opts, True), cases
         )  # held out in shape, model, batch, length and width
         log(f"validating {len(cases)} held-out cases on {device_name(device)} with {prof_path.name}")
         cv = profile_cross_validation(prof_path, prof, spec_device, log)
-        rows = add_predictions(run_cases(cases, cfg, label="validation", progress=progress), ceilings)
+        rows = add_predictions(case_set.run(cases, cfg, label="validation", progress=progress), ceilings)
     state = state_record(prof, [before, measure_state(cfg, prof, device)])
     log(("warning: " if state["drifted"] else "") + describe(state["ratios"], prof_path.name))
     summary = summarize(rows, cv, device)

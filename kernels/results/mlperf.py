@@ -6,7 +6,7 @@ Each system is simulated as submitted: its GPU's datasheet roofline (``spec``), 
 activations and KV cache, its tensor and pipeline parallelism per copy, its batch and tokens
 a step, its number of copies, and the scenario's LoadGen rules (:mod:`ridgeline.serving.scenarios`).
 
-    python -m kernels.validate.mlperf             # all systems and scenarios (about a minute)
+    python -m kernels.results.mlperf             # all systems and scenarios (about a minute)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernels.validate import results
+from kernels.results import generate
 from ridgeline.api import default_attention, simulate_scenario
 from ridgeline.io.files import read_yaml, write_atomic
 from ridgeline.io.resolve import resolve
@@ -79,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         "ridgeline": __version__,
         "commit": commit(),
         "date": datetime.date.today().isoformat(),
-        "command": "python -m kernels.validate.mlperf",
+        "command": "python -m kernels.results.mlperf",
         "model": "llama-2-70b",
         "seed": 0,
     }
 
     write_atomic(PREDICTIONS, json.dumps({"meta": meta, "predictions": rows}, indent=1) + "\n")
     print(f"wrote {PREDICTIONS.relative_to(ROOT)}", file=sys.stderr)
-    return results.main([])
+    return generate.main([])
 
 
 if __name__ == "__main__":

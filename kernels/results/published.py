@@ -2,8 +2,8 @@
 published (reports/published/*.yaml, one file per source family), and the held-out third
 drawn from it before any prediction (reports/published/heldout.yaml).
 
-    python -m kernels.validate.published --draw SEED   # draw the held-out third (once; never over a draw)
-    python -m kernels.validate.published --predict     # every priced figure -> reports/validation/published.json
+    python -m kernels.results.published --draw SEED   # draw the held-out third (once; never over a draw)
+    python -m kernels.results.published --predict     # every priced figure -> reports/validation/published.json
 
 The draw is a seeded, per-family choice of a third of the figures that can be priced and
 were never predicted before (``seen``): each family's ids sorted, ``numpy.random.
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "method": (
             "per family (in the order trtllm, mlperf, vllm, sglang, gpt-fast), the sorted ids of the figures that are "
             "priced and not seen; numpy.random.default_rng(seed).choice of round(n / 3) of them, without replacement "
-            "(kernels/validate/published.py, draw_heldout)"
+            "(kernels/results/published.py, draw_heldout)"
         ),
         "seen": sorted(f["id"] for f in load_published() if f["seen"]),
         "heldout": drawn,
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     head = (
         "# The held-out third of the published set, drawn before any prediction of it (issue 54). Never tune on\n"
-        "# these figures; RESULTS.md reports them apart. Written by python -m kernels.validate.published --draw SEED.\n"
+        "# these figures; RESULTS.md reports them apart. Written by python -m kernels.results.published --draw SEED.\n"
     )
     write_atomic(args.out, head + yaml_text(body, width=110))
     print(f"wrote {args.out}: {sum(map(len, drawn.values()))} held out of {sum(map(len, candidates.values()))}")
@@ -324,7 +324,7 @@ def result(figures: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any
         "meta": {
             "commit": git_commit(),
             "date": dt.date.today().isoformat(),
-            "command": "python -m kernels.validate.published --predict",
+            "command": "python -m kernels.results.published --predict",
             "heldout_seed": read_yaml(HELDOUT)["seed"],
         },
         "summary": summarize(rows, figures, held),

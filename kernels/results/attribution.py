@@ -1,6 +1,6 @@
-"""The waterfall of every committed end-to-end and serving check (``kernels.validate.waterfall``),
+"""The waterfall of every committed end-to-end and serving check (``kernels.e2e.waterfall``),
 predicted and simulated again with today's engine and the committed profiles; measures
-nothing and writes nothing. ``kernels.validate.results`` writes them to
+nothing and writes nothing. ``kernels.results.generate`` writes them to
 ``reports/waterfalls.json`` (the dashboard's Validation page reads it) and RESULTS.md.
 
 The e2e checks: ``reports/validation/e2e-*.json`` and the e2e files inside the GPU runs'
@@ -13,28 +13,16 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernels.e2e.e2e import repredicted, row_execution
-from kernels.gpu.register import read_results
+from kernels.e2e.e2e import e2e_files, repredicted, row_execution
 from kernels.servecheck.cb_server import recorded_waterfall
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.resolve import recorded_profile
 
 SNAPSHOTS = REPORTS_DIR / "validation"
 WATERFALLS = REPORTS_DIR / "waterfalls.json"
-
-
-def e2e_files(folder: Path = SNAPSHOTS) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(name, data) of every committed e2e result, top folder first, then the GPU runs'."""
-    for path in sorted(folder.glob("e2e-*.json")):
-        yield path.name, json.loads(path.read_text())
-    for archive in sorted(folder.glob("gpu-runs/*/*/results.tar.gz")):
-        for member, data in read_results(archive).items():
-            if (data.get("meta") or {}).get("kind") == "e2e" and data.get("rows"):
-                yield f"{archive.parent.relative_to(folder)}/{member}", data
 
 
 def committed_profile(meta: dict[str, Any]) -> Path | None:
