@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -426,81 +425,11 @@ def simulate_scenario(
     duration_s: float | None = None,
     progress=None,
 ) -> dict[str, Any]:
-    """An MLPerf Inference scenario (:mod:`ridgeline.serving.scenarios`) on ``instances``
-    copies of ``d``, each serving its share of ``requests`` samples drawn like the data
-    set's: Offline issues them at once; Server and Interactive search the highest Poisson
-    rate (from ``rate``, the whole system's) whose p99 TTFT and TPOT meet the bounds. A
-    random split of a Poisson stream over the copies is a Poisson stream at rate / copies
-    each, so one copy is simulated and the system's rate and tokens/s are copies x its own.
-    A run lasts LoadGen's minimum duration (600 s; ``duration_s`` scales it down) and holds
-    at least ``requests`` samples: Server arrivals span it, Offline adds samples until its
-    makespan reaches it. ``progress`` is not used (many short runs)."""
-    sc = scenarios.scenario(name)
-    if instances < 1:
-        raise InvalidSettingError("instances", f"--instances must be at least 1, got {instances}")
-    span = sc.min_duration_s if duration_s is None else duration_s
-    if not span > 0:
-        raise InvalidSettingError("duration", f"--duration must be a positive number of seconds, got {span}")
-    lengths = mlperf_lengths()
-    if sc.name == "offline":
-        result = _offline(d, scheduler, lengths, requests, seed, span)
-        summary = _scenario_summary(sc, result, result.summary["output_tokens_per_s"], instances, None)
-        return {"result": result, "goodput": None, "search": None, "mlperf": summary}
-    kept: dict[float, simulator.SimResult] = {}
-
-    def passes(at: float) -> bool:
-        n = max(requests, math.ceil(at * span))  # LoadGen runs at least min_duration
-        prompt, output = scenarios.dataset_lengths(lengths, n, seed)
-        kept[at] = simulate(d, None, scenarios.server_arrivals(at, prompt, output, seed), scheduler)
-        return scenarios.meets(kept[at].requests, sc)
-
-    found = scenarios.highest_rate(passes, start=rate / instances)
-    if not found["max_rate"]:
-        raise InvalidWorkloadError(
-            f"no request rate meets the {sc.name} scenario's bounds on {d.device.name}: even one request "
-            "alone is too slow; use a faster deployment (more --tp, lower precision)"
-        )
-    result = kept[found["max_rate"]]
-    s = result.summary
-    per_copy = found["max_rate"] * s["output_tokens"] / s["requests"]  # the offered tokens/s a long run approaches
-    return {
-        "result": result,
-        "goodput": None,
-        "search": None,
-        "mlperf": _scenario_summary(sc, result, per_copy, instances, found),
-    }
-
-
-def _offline(d: Deployment, scheduler, lengths, requests: int, seed: int, span: float, most_runs: int = 4):
-    """Offline: ``requests`` samples at once, more until they take ``span`` seconds (as
-    LoadGen sizes its one query from the expected rate to last min_duration)."""
-    n = requests
-    for _ in range(most_runs):
-        prompt, output = scenarios.dataset_lengths(lengths, n, seed)
-        result = simulate(d, None, scenarios.offline_arrivals(prompt, output), scheduler)
-        took = result.summary["duration_s"]
-        if took >= span:
-            break
-        n = math.ceil(n * span / took * 1.02)
-    return result
-
-
-def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instances: int, found) -> dict[str, Any]:
-    s = result.summary
-    return {
-        "scenario": sc.name,
-        "ttft_bound_s": sc.ttft_s,
-        "tpot_bound_s": sc.tpot_s,
-        "percentile": sc.percentile,
-        "instances": instances,
-        "tokens_per_s": per_copy * instances,
-        "tokens_per_s_per_instance": per_copy,
-        "rate_per_instance": found["max_rate"] if found else None,
-        "runs": len(found["tried"]) if found else 1,
-        "latency": scenarios.latency_percentiles(result.requests, sc),
-        "mean_output_tokens": s["output_tokens"] / s["requests"],
-        "short": scenarios.shortfall(sc, s["requests"] * instances, s["duration_s"]),
-    }
+    """An MLPerf Inference scenario on ``instances`` copies of ``d``, its samples drawn like
+    MLPerf's data set (:func:`ridgeline.serving.scenarios.simulate_scenario`). ``progress``
+    is not used (many short runs)."""
+    keys = {"requests": requests, "seed": seed, "instances": instances, "rate": rate, "duration_s": duration_s}
+    return scenarios.simulate_scenario(d, scheduler, scenarios.scenario(name), mlperf_lengths(), **keys)
 
 
 # fmt: off
