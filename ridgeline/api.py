@@ -51,13 +51,13 @@ from ridgeline.io.resolve import (
     resolve_each,
 )
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
-from ridgeline.serving import fanout, scenarios, simulator
+from ridgeline.serving import scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
 from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.engines import engine_scheduler
 from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
-from ridgeline.serving.plan import PlanResult, search
+from ridgeline.serving.plan import PlanResult, plan_search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.speculative import Speculation, simulate_speculative
@@ -641,25 +641,10 @@ def plan(
     roofs, about = plan_roofs(list(specs), profile, transfer) if profile is not None else ((), {})
     space = Space(specs, **dimensions, roofs=roofs)
     cited = prices_for(list(devices), prices)
-    count = fanout.check_executor(executor, workers, address)
-    usd = {k: p.usd_per_gpu_hour for k, p in cited.items()}
-    with fanout.executor(executor, workers, address) as run_many:
-        result = search(config, space, load, slo, usd, run_many, progress, rate_search)
-    meta = {
-        "model": config.name,
-        "basis": "spec: every device's datasheet roofline",
-        **about,
-        "load": asdict(load),
-        "slo": asdict(slo),
-        "prices": {k: asdict(p) for k, p in cited.items()},
-        "executor": executor,
-        "workers": None if address else count,
-    }
-    if space.fleet:
-        meta["fleet"] = {"route": "least-outstanding", "kv_link": asdict(KvLink())}
-    if rate_search is not None:
-        meta["rate_search_percentile"] = rate_search
-    return replace(result, meta={**meta, **result.meta})
+    where = {"executor": executor, "workers": workers, "address": address}
+    return plan_search(
+        config, space, load, slo, cited, **where, progress=progress, rate_search=rate_search, about=about
+    )
 
 
 # fmt: off
