@@ -5,7 +5,6 @@ batch that fits, the latency/throughput frontier, and side-by-side comparisons."
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields, replace
@@ -52,15 +51,12 @@ from ridgeline.io.resolve import (
 )
 from ridgeline.io.traces import load_trace, parse_prefix, parse_window
 from ridgeline.serving import scenarios, simulator
-from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
+from ridgeline.serving.arrivals import Arrivals, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
-from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.engines import engine_scheduler
-from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.plan import PlanResult, plan_search
 from ridgeline.serving.policy import default_attention
-from ridgeline.serving.router import simulate_replicas
-from ridgeline.serving.speculative import Speculation, simulate_speculative
+from ridgeline.serving.runs import fleet_pools, fleet_server, serve_arrivals
 from ridgeline.serving.workload_text import (
     names,
     number,
@@ -314,12 +310,7 @@ def trace_arrivals(trace, window=None, log_type: str | None = None, time_scale: 
     return load_trace(trace, window, log_type).scaled(time_scale)
 
 
-@contextlib.contextmanager
-def _no_progress(_total: int):
-    yield None
-
-
-@takes_keywords()
+@takes_keywords(*keyword_names(serve_arrivals))
 def simulate_serving(
     d: Deployment,
     scheduler: simulator.Scheduler,
@@ -329,33 +320,18 @@ def simulate_serving(
     trace_log_type: str | None = None,
     prefix: str | None = None,
     time_scale: float = 1.0,
-    rate: float = 1.0,
-    requests: int = 1000,
-    prompt: int = 512,
-    output_tokens: int = 128,
-    seed: int = 0,
-    search: bool = False,
-    ttft_slo: float | None = None,
-    tpot_slo: float | None = None,
-    percentile: float = 99.0,
-    progress=_no_progress,
-    fleet: Callable[..., simulator.SimResult] | None = None,
-    intervals: bool = True,
+    **run: Any,
 ) -> dict[str, Any]:
-    """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
-    with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
-    trace's own) and serve at it. ``progress(total)`` yields a step callback. ``fleet``
-    (:func:`fleet_server`) serves the arrivals instead of one server of ``d``.
-    ``trace_window`` ("START,END" or a pair, seconds from the trace's first request) and
-    ``trace_log_type`` (BurstGPT's Log Type) select requests (:func:`load_trace`);
-    ``prefix`` ("shared:system=S,fanout=F") gives the prompts shared system prompts, in
-    blocks of the deployment's KV block, for ``scheduler.prefix_cache``.
-    Returns the result, its goodput, the search and, with ``intervals``, the summary's
-    intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``;
-    one server only: a fleet's are not computed, and say so)."""
+    """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals
+    (``run``: the rate, the requests, the rate search and the other keywords of
+    :func:`~ridgeline.serving.runs.serve_arrivals`). ``trace_window`` ("START,END" or a pair,
+    seconds from the trace's first request) and ``trace_log_type`` (BurstGPT's Log Type)
+    select requests (:func:`load_trace`); ``prefix`` ("shared:system=S,fanout=F") gives the
+    prompts shared system prompts, in blocks of the deployment's KV block, for
+    ``scheduler.prefix_cache``."""
+    ttft_slo, tpot_slo = run.get("ttft_slo"), run.get("tpot_slo")
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
-    slo_given = ttft_slo is not None or tpot_slo is not None
-    if search and not slo_given:
+    if run.get("search") and ttft_slo is None and tpot_slo is None:
         raise InvalidSettingError("ttft_slo", "the rate search needs a latency target: ttft_slo or tpot_slo, seconds")
     base = trace_arrivals(trace, trace_window, trace_log_type, time_scale)
     shared = parse_prefix(prefix) if prefix is not None else None
@@ -363,46 +339,7 @@ def simulate_serving(
         raise InvalidWorkloadError(f"{trace} carries its prompts' block ids (hash_ids); drop --prefix")
     if shared and base is not None:
         base = shared_prefix(base, *shared, d.plan.kv_block)
-
-    def arrivals(at: float):
-        if base is not None:
-            return base.scaled(at / base.rate)
-        made = poisson(at, requests, prompt, output_tokens, seed)
-        return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
-
-    def serve(requests: Arrivals, tick=None):
-        if fleet is not None:
-            return fleet(requests, progress=tick)
-        return simulate(d, None, requests, scheduler, progress=tick)
-
-    def run(at: float, scale: tuple[float, float] = (1.0, 1.0)):
-        if fleet is not None:
-            return serve(arrivals(at))
-        return simulator.simulate_deployment(d, arrivals(at), scheduler, step_scale=scale)
-
-    found = None
-    start = base.rate if base is not None else rate
-    with progress(requests if base is None else len(base)) as tick:
-        if search:
-            found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
-        at = found["max_rate"] if found and found["max_rate"] else rate
-        first = base if base is not None and not search else arrivals(at)
-        result = serve(first, tick)
-    if base is not None:
-        result = replace(result, meta={**result.meta, "trace": base.about})
-    good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
-    out = {"result": result, "goodput": good, "search": found}
-    if intervals and fleet is not None:
-        out["intervals"] = {"none": "not computed for replicas, pools or speculative steps (one server only)"}
-    elif intervals:
-        cost = simulator.step_cost_of(d, scheduler)  # one table for the four runs
-        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale, cost=cost)  # noqa: E731
-        out["intervals"] = serving_intervals(d, first, scheduler, result, again)
-        if found is not None:
-            found["max_rate_prob90"] = sure_rate(
-                d, scheduler, first, result, run, (ttft_slo, tpot_slo, percentile), start
-            )
-    return out
+    return serve_arrivals(d, scheduler, base, shared, **run)
 
 
 MLPERF_LENGTHS = REPORTS_DIR / "mlperf" / "openorca-llama2-70b.yaml"
@@ -521,64 +458,13 @@ def simulate_options(
         return simulate_scenario(d, scheduler, scenario, **keep, duration_s=duration)
     arrivals = {"trace": trace, "trace_window": trace_window, "trace_log_type": trace_log_type, "prefix": prefix}
     arrivals |= {"time_scale": time_scale, "rate": rate, "requests": requests, "prompt": prompt}
-    fleet = {"replicas": replicas, "route": route, "seed": seed, "draft": draft, "draft_tokens": draft_tokens}
+    fleet = {"replicas": replicas, "route": route, "seed": seed, "draft_tokens": draft_tokens, "acceptance": acceptance}
     pools = {"prefill": (prefill_replicas, prefill_hardware), "decode": (decode_replicas, decode_hardware)}
-    fleet = fleet_server(d, scheduler, **fleet, acceptance=acceptance, **fleet_pools(pools, kv_link, d, pool))
+    split = fleet_pools(pools, kv_link, d, pool)  # each pool's device resolved before the draft
+    fleet = fleet_server(d, scheduler, **fleet, draft=load_model(draft) if draft else None, **split)
     keys = {"output_tokens": output_tokens, "seed": seed, "search": search, **slos, "percentile": percentile}
     return simulate_serving(d, scheduler, **arrivals, **keys, progress=progress, fleet=fleet)
 # fmt: on
-
-
-def fleet_pools(pools: dict[str, tuple], kv_link: str | None, d: Deployment, pool) -> dict[str, Any]:
-    """``simulate``'s disaggregation options (``pools``: prefill and decode, each its count and
-    device) as :func:`fleet_server`'s keywords; each pool's device resolved."""
-    counts = tuple(n for n, _ in pools.values())
-    if counts == (None, None):
-        if any(device is not None for _, device in pools.values()) or kv_link is not None:
-            raise InvalidOptionError(
-                "--prefill-hardware, --decode-hardware and --kv-link need --prefill-replicas and --decode-replicas"
-            )
-        return {}
-    if None in counts:
-        raise InvalidOptionError("disaggregation needs both --prefill-replicas and --decode-replicas")
-    keys: dict[str, Any] = {name: (n, d if device is None else pool(device)) for name, (n, device) in pools.items()}
-    keys["kv_link"] = parse_link(kv_link) if kv_link is not None else None
-    return keys
-
-
-def fleet_server(
-    d: Deployment,
-    scheduler: simulator.Scheduler,
-    *,
-    replicas: int = 1,
-    route: str = "round-robin",
-    seed: int = 0,
-    draft: str | None = None,
-    draft_tokens: int = 4,
-    acceptance: float = 0.7,
-    prefill: tuple[int, Deployment] | None = None,
-    decode: tuple[int, Deployment] | None = None,
-    kv_link: KvLink | None = None,
-) -> Callable[..., simulator.SimResult] | None:
-    """What serves the arrivals (``fn(arrivals, progress=None)``) when ``simulate`` is given
-    fleet options: ``replicas`` of ``d`` behind a ``route`` router; decodes speculating with
-    a ``draft`` model (a name, on each pool's device); or ``prefill`` and ``decode`` pools
-    (count, deployment) joined by ``kv_link``. None for one plain server."""
-    spec = Speculation(d.with_model(load_model(draft)), draft_tokens, acceptance, seed) if draft else None
-    if prefill is None and decode is None:
-        if replicas == 1 and spec is None:
-            return None
-        if replicas == 1:
-            return lambda arrivals, progress=None: simulate_speculative(d, arrivals, spec, scheduler, progress=progress)
-        keys = {"replicas": replicas, "route": route, "seed": seed, "speculation": spec}
-        return lambda arrivals, progress=None: simulate_replicas(d, arrivals, scheduler, **keys, progress=progress)
-    if replicas != 1:
-        raise InvalidSettingError(
-            "replicas", "with disaggregation each pool has its own count: --prefill-replicas and --decode-replicas"
-        )
-    pools = [Pool(dep, n, scheduler) for n, dep in (prefill or (1, d), decode or (1, d))]
-    keys = {"link": kv_link, "route": route, "seed": seed, "speculation": spec}
-    return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)
 
 
 def _drafts(given) -> tuple[Draft, ...]:
@@ -697,16 +583,6 @@ def plan_from_text(
         **how,
     )
 # fmt: on
-
-
-def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:
-    """The highest rate meeting the SLOs with probability >= 0.9: the search again with every
-    step at the 90 % step factor of the served run (meeting them is monotone in the steps'
-    costs), from the same ``start`` as the point's search; None without a measured interval."""
-    if d.intervals is None:
-        return None
-    slow = step_factors(d, served, result, scheduler)[SURE]
-    return simulator.max_rate(lambda at: run(at, slow), *slos, start=start)["max_rate"]
 
 
 def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:
