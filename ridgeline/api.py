@@ -5,13 +5,11 @@ batch that fits, the latency/throughput frontier, and side-by-side comparisons."
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 from typing_extensions import Doc
 
 from ridgeline.engine.analyze import (
@@ -21,12 +19,11 @@ from ridgeline.engine.analyze import (
     sweep_deployment,
     sweep_each,
 )
-from ridgeline.engine.intervals import bands, stage_factors
-from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.speculative import speculative_figures
-from ridgeline.engine.workload import SETTING_NAMES, Settings, check_slos
+from ridgeline.engine.sweeps import batch_frontier, compare_deployments, setting_combinations
+from ridgeline.engine.sweeps import sweep_bands as sweep_bands  # the viewer's bands
+from ridgeline.engine.workload import SETTING_NAMES, check_slos
 from ridgeline.errors import (
     InvalidOptionError,
     InvalidSettingError,
@@ -70,7 +67,6 @@ from ridgeline.serving.workload_text import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-Number = Any
 # the workload's options, each declared once with the command line's help (each function that
 # takes one gives its own default; ridgeline/cli/options.py builds the flags from these)
 Batch = Annotated[int, Doc("Sequences per batch.")]
@@ -197,28 +193,7 @@ def frontier(
     if generate < 2:
         raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
     d = as_deployment(model, hardware, **how)
-    top = max_batch(d, seq_len=seq_len, generate=generate)
-    if batches is None:
-        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
-    if not batches:
-        raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
-    frame = sweep(d, batch=batches, seq_len=[seq_len], generate=generate)
-    ok = np.ones(len(frame), dtype=bool)
-    if tpot_slo is not None:
-        ok &= frame["tpot_s"].to_numpy() <= tpot_slo
-    if ttft_slo is not None:
-        ok &= frame["ttft_s"].to_numpy() <= ttft_slo
-    frame["meets_slo"] = ok
-    best = None
-    if ok.any():
-        row = frame[ok].sort_values("tokens_per_s").iloc[-1]
-        best = {
-            "batch": int(row["batch"]),
-            "tokens_per_s": float(row["tokens_per_s"]),
-            "tpot_s": float(row["tpot_s"]),
-            "ttft_s": float(row["ttft_s"]),
-        }
-    return frame, {"max_batch": top, "best": best, "mode": d.mode}
+    return batch_frontier(d, seq_len, generate, batches, tpot_slo, ttft_slo)
 
 
 @takes_keywords("profile", "transfer")
@@ -229,32 +204,12 @@ def compare(
     with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
     name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
     (``how``: ``profile``, ``transfer``)."""
-    import pandas as pd
-
     if devices is None and (how or variants):
         raise RidgelineError("Deployments already hold their devices, settings and ceilings; pass only the workload")
-    deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
-    rows = []
-    for d in deployments:
-        a = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
-        gen = a.generation or {}
-        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items() if v != getattr(Settings(), k)) or "default"
-        rows.append(
-            {
-                "hardware": a.device.name,
-                "settings": label,
-                "mode": a.mode,
-                "matrix_dtype": a.plan.matrix_dtype,
-                "ttft_s": gen.get("ttft_s"),
-                "tpot_s": gen.get("tpot_s"),
-                "tokens_per_s": gen.get("tokens_per_s"),
-                "prefill_s": a.prefill.total["time_s"],
-                "decode_step_s": a.decode.total["time_s"],
-                "peak_bytes": a.memory["peak_bytes"],
-                "fits": a.memory["fits"],
-            }
-        )
-    return pd.DataFrame(rows)
+    deployments = (
+        [as_deployment(d) for d in model] if devices is None else resolve_each(model, devices, variants or [{}], **how)
+    )
+    return compare_deployments(deployments, batch, seq_len, generate)
 
 
 # --- used by the CLI ---
@@ -279,13 +234,6 @@ def analyze_with_draft(
     drafted = d.with_model(load_model(draft))
     spec = speculative(d, draft=drafted, **shape, draft_tokens=draft_tokens, acceptance=acceptance)
     return replace(result, extra={**result.extra, "speculative": spec})
-
-
-def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """{Settings field: [values]} -> Settings keywords for every combination (itertools.product
-    order), each on top of ``base`` for the fields not listed."""
-    base = {k: v for k, v in (base or {}).items() if k not in lists}
-    return [{**base, **dict(zip(lists, values))} for values in itertools.product(*lists.values())]
 
 
 def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: Generate = 0, on_step=None):
@@ -583,31 +531,3 @@ def plan_from_text(
         **how,
     )
 # fmt: on
-
-
-def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:
-    """The 80 % and 50 % intervals of a sweep's TTFT, TPOT and tokens/s, every point at once
-    (``frame``: :func:`sweep`'s rows): {'ttft_s': {'lo80': [points], 'hi80': ...}, ...,
-    'basis': ...}, or {'none': why}. Each point's prefill and decode passes (the decode at
-    the mid-generation context) weigh their ops' class draws (``engine.intervals.stage_factors``);
-    without a generation TTFT is the prefill, TPOT one decode step and tokens/s batch / step."""
-    if d.intervals is None:
-        return {"none": d.no_interval or "no measured residuals for these ceilings"}
-    batch, seq_len = frame["batch"].to_numpy(), frame["seq_len"].to_numpy()
-    ops = {
-        "prefill": stage_ops(d.model, "prefill", batch, seq_len, d.plan),
-        "decode": stage_ops(d.model, "decode", batch, seq_len + generate // 2, d.plan),
-    }
-    weights = {}
-    for stage, stage_list in ops.items():
-        table = evaluate(stage_list, d.ceilings)
-        weights[stage] = (table["count"] * table["time_s"]).reshape(len(stage_list), -1)
-    f = stage_factors(ops, weights, d.ceilings, d.intervals)
-    if generate > 0:
-        ttft, tpot, total = (frame[k].to_numpy(float) for k in ("ttft_s", "tpot_s", "total_s"))
-        rate = batch * generate / (ttft * f["prefill"] + (total - ttft) * f["decode"])
-    else:
-        ttft, tpot = frame["prefill_s"].to_numpy(float), frame["decode_step_s"].to_numpy(float)
-        rate = batch / (tpot * f["decode"])
-    out = {"ttft_s": bands(f["prefill"], ttft), "tpot_s": bands(f["decode"], tpot), "tokens_per_s": bands(rate, 1.0)}
-    return {**out, "basis": f"{d.intervals.basis}; per point, its passes' ops drawn per class"}
