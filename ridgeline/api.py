@@ -32,9 +32,8 @@ from ridgeline.errors import (
     keyword_names,
     takes_keywords,
 )
-from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.engines import load_engine
-from ridgeline.io.files import check_writable, read_yaml
+from ridgeline.io.files import check_writable
 from ridgeline.io.prices import prices_for
 from ridgeline.io.resolve import (
     Deployment,
@@ -46,11 +45,12 @@ from ridgeline.io.resolve import (
     resolve,
     resolve_each,
 )
-from ridgeline.io.traces import load_trace, parse_prefix, parse_window
+from ridgeline.io.traces import mlperf_lengths, parse_prefix, trace_arrivals
 from ridgeline.serving import scenarios, simulator
 from ridgeline.serving.arrivals import Arrivals, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
 from ridgeline.serving.engines import engine_scheduler
+from ridgeline.serving.engines import options_scheduler as options_scheduler  # the CLI's simulate
 from ridgeline.serving.plan import PlanResult, plan_search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.runs import fleet_pools, fleet_server, serve_arrivals
@@ -248,16 +248,6 @@ def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtyp
     return compare(name, devices, variants, **how)
 
 
-def trace_arrivals(trace, window=None, log_type: str | None = None, time_scale: float = 1.0) -> Arrivals | None:
-    """A trace file's requests (None without one): ``window`` "START,END" or a pair."""
-    if trace is None:
-        if window is not None or log_type is not None:
-            raise InvalidWorkloadError("--trace-window and --trace-log-type select from a --trace; give one")
-        return None
-    window = parse_window(window) if isinstance(window, str) else window
-    return load_trace(trace, window, log_type).scaled(time_scale)
-
-
 @takes_keywords(*keyword_names(serve_arrivals))
 def simulate_serving(
     d: Deployment,
@@ -274,9 +264,9 @@ def simulate_serving(
     (``run``: the rate, the requests, the rate search and the other keywords of
     :func:`~ridgeline.serving.runs.serve_arrivals`). ``trace_window`` ("START,END" or a pair,
     seconds from the trace's first request) and ``trace_log_type`` (BurstGPT's Log Type)
-    select requests (:func:`load_trace`); ``prefix`` ("shared:system=S,fanout=F") gives the
-    prompts shared system prompts, in blocks of the deployment's KV block, for
-    ``scheduler.prefix_cache``."""
+    select requests (:func:`~ridgeline.io.traces.load_trace`); ``prefix``
+    ("shared:system=S,fanout=F") gives the prompts shared system prompts, in blocks of the
+    deployment's KV block, for ``scheduler.prefix_cache``."""
     ttft_slo, tpot_slo = run.get("ttft_slo"), run.get("tpot_slo")
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     if run.get("search") and ttft_slo is None and tpot_slo is None:
@@ -288,14 +278,6 @@ def simulate_serving(
     if shared and base is not None:
         base = shared_prefix(base, *shared, d.plan.kv_block)
     return serve_arrivals(d, scheduler, base, shared, **run)
-
-
-MLPERF_LENGTHS = REPORTS_DIR / "mlperf" / "openorca-llama2-70b.yaml"
-
-
-def mlperf_lengths() -> dict[str, Any]:
-    """The cited length percentiles of MLPerf's Llama 2 70B data set (OpenOrca)."""
-    return read_yaml(MLPERF_LENGTHS)
 
 
 def simulate_scenario(
@@ -317,33 +299,11 @@ def simulate_scenario(
     return scenarios.simulate_scenario(d, scheduler, scenarios.scenario(name), mlperf_lengths(), **keys)
 
 
-# fmt: off
-def options_scheduler(
-    *,
-    max_batch: Annotated[int | None, Doc("Sequences per step (default: the engine's on this GPU; pytorch: 256).")] = None,
-    token_budget: Annotated[int | None, Doc("Tokens per step, prefill chunks + decodes (default: the engine's on this GPU; pytorch: 2048).")] = None,
-    chunked_prefill: bool | None = None,
-    prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
-    prefix_cache: bool = False,
-    kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
-    admit_margin: Annotated[float, Doc("New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
-    step_overhead: Annotated[float, Doc("Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
-    request_overhead: Annotated[float, Doc("Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
-    host_overlap: Annotated[bool, Doc("The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
-    batch_attention: Annotated[str, Doc("varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
-    **_: Any,
-) -> dict[str, Any]:
-    """The Scheduler fields ``simulate``'s options set (host terms in seconds; None: the
-    engine's, :func:`serving_scheduler`); the options it does not take are
-    ``simulate_options``'."""
-    policy = {"max_batch": max_batch, "token_budget": token_budget, "chunked_prefill": chunked_prefill}
-    policy |= {"prefix_hit": prefix_hit, "prefix_cache": prefix_cache, "kv_blocks": kv_blocks}
-    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap or None, "batch_attention": batch_attention}
-    return {**policy, "step_overhead_s": step_overhead, "request_overhead_s": request_overhead}
-
-
 def serving_scheduler(
-    d: Deployment, given: Mapping[str, Any] | None = None, context: str = "server", lengths: tuple[int, int] | None = None
+    d: Deployment,
+    given: Mapping[str, Any] | None = None,
+    context: str = "server",
+    lengths: tuple[int, int] | None = None,
 ) -> simulator.Scheduler:
     """The scheduler ``d``'s engine runs (``d.settings.engine``: its policy, its limits on
     this GPU in ``context``, its KV memory rule), with the fields ``given`` sets over it."""
@@ -356,6 +316,7 @@ def check_percentile(percentile: float) -> None:
         raise InvalidOptionError(f"--percentile must be in (0, 100], got {percentile}")
 
 
+# fmt: off
 def simulate_options(
     d: Deployment,
     scheduler: simulator.Scheduler,

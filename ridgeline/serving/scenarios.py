@@ -17,9 +17,9 @@ A run of LoadGen lasts at least ``min_duration`` (600 s) and ``min_query_count``
 (100 for Server, 24,576 samples for Offline); a simulation may be shorter, and then says so.
 
 Prompt and output lengths are drawn from the percentiles of the benchmark's data set (the
-OpenOrca subset, ``reports/mlperf/openorca-llama2-70b.yaml``, read by the API): inverse
-transform sampling on the piecewise-linear quantile function, prompt and output drawn
-independently. LoadGen counts the tokens the model generates, so outputs are rescaled to
+OpenOrca subset, ``reports/mlperf/openorca-llama2-70b.yaml``, read by
+:func:`ridgeline.io.traces.mlperf_lengths`): inverse transform sampling on the
+piecewise-linear quantile function, prompt and output drawn independently. LoadGen counts the tokens the model generates, so outputs are rescaled to
 the generated tokens per sample of the reference run and capped at ``max_new_tokens``.
 """
 
