@@ -1,7 +1,8 @@
 """What the CLI, the viewer and the measuring commands call: the name-taking entry points
-(``analyze``, ``sweep``, ``simulate``: names resolved once by :mod:`ridgeline.io.resolve`, then
-the engine), and serving decisions built on the engine: speculative decoding, the largest
-batch that fits, the latency/throughput frontier, and side-by-side comparisons."""
+(``analyze``, ``sweep``, ``simulate``, ``plan``: names resolved once by :mod:`ridgeline.io.resolve`),
+speculative decoding, the largest batch that fits, the latency/throughput frontier and
+side-by-side comparisons. The engine computes them (``speculative``, ``sweeps``), and
+``serving/`` serves (``runs``, ``scenarios``, ``plan``)."""
 
 from __future__ import annotations
 
