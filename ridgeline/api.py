@@ -1,38 +1,30 @@
 """What the CLI, the viewer and the measuring commands call: the name-taking entry points
-(``analyze``, ``sweep``, ``simulate``: names resolved once by :mod:`ridgeline.io.resolve`, then
-the engine), and serving decisions built on the engine: speculative decoding, the largest
-batch that fits, the latency/throughput frontier, and side-by-side comparisons."""
+(``analyze``, ``sweep``, ``simulate``, ``plan``: names resolved once by :mod:`ridgeline.io.resolve`),
+speculative decoding, the largest batch that fits, the latency/throughput frontier and
+side-by-side comparisons. The engine computes them (``speculative``, ``sweeps``), and
+``serving/`` serves (``runs``, ``scenarios``, ``plan``)."""
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 from typing_extensions import Doc
 
 from ridgeline.engine.analyze import (
     Analysis,
     analyze_deployment,
-    decode_total,
     largest_batch,
-    memory_totals,
-    plain,
-    stage_totals,
     sweep_deployment,
     sweep_each,
-    verify_activation_peak,
 )
-from ridgeline.engine.intervals import bands, stage_factors
-from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.roofline import evaluate
-from ridgeline.engine.workload import SETTING_NAMES, Settings, Workload, check_slos
+from ridgeline.engine.speculative import speculative_figures
+from ridgeline.engine.sweeps import batch_frontier, compare_deployments, setting_combinations
+from ridgeline.engine.sweeps import sweep_bands as sweep_bands  # the viewer's bands
+from ridgeline.engine.workload import SETTING_NAMES, check_slos
 from ridgeline.errors import (
     InvalidOptionError,
     InvalidSettingError,
@@ -41,9 +33,8 @@ from ridgeline.errors import (
     keyword_names,
     takes_keywords,
 )
-from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.engines import load_engine
-from ridgeline.io.files import check_writable, read_yaml
+from ridgeline.io.files import check_writable
 from ridgeline.io.prices import prices_for
 from ridgeline.io.resolve import (
     Deployment,
@@ -55,17 +46,15 @@ from ridgeline.io.resolve import (
     resolve,
     resolve_each,
 )
-from ridgeline.io.traces import load_trace, parse_prefix, parse_window
-from ridgeline.serving import fanout, scenarios, simulator
-from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
+from ridgeline.io.traces import mlperf_lengths, parse_prefix, trace_arrivals
+from ridgeline.serving import scenarios, simulator
+from ridgeline.serving.arrivals import Arrivals, shared_prefix
 from ridgeline.serving.bounds import Draft, Load, Slo, Space
-from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.engines import engine_scheduler
-from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
-from ridgeline.serving.plan import PlanResult, search
+from ridgeline.serving.engines import options_scheduler as options_scheduler  # the CLI's simulate
+from ridgeline.serving.plan import PlanResult, plan_search
 from ridgeline.serving.policy import default_attention
-from ridgeline.serving.router import simulate_replicas
-from ridgeline.serving.speculative import Speculation, simulate_speculative
+from ridgeline.serving.runs import fleet_pools, fleet_server, serve_arrivals
 from ridgeline.serving.workload_text import (
     names,
     number,
@@ -79,7 +68,6 @@ from ridgeline.serving.workload_text import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-Number = Any
 # the workload's options, each declared once with the command line's help (each function that
 # takes one gives its own default; ridgeline/cli/options.py builds the flags from these)
 Batch = Annotated[int, Doc("Sequences per batch.")]
@@ -145,64 +133,11 @@ def simulate(
     return simulator.simulate_deployment(as_deployment(model, hardware, **how), arrivals, scheduler, progress=progress)
 
 
-def expected_tokens(k: Number, acceptance: Number) -> Number:
-    """Tokens a verification step yields when each of k draft tokens is accepted with
-    probability a, independently, stopping at the first rejection (plus the target's own
-    token): (1 - a^(k+1)) / (1 - a); k + 1 when a = 1 (Leviathan et al., 2023, Eq. 1)."""
-    k, a = np.asarray(k, dtype=float), np.asarray(acceptance, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(a >= 1.0, k + 1, (1 - a ** (k + 1)) / (1 - a))
-
-
-def _mean_step(d: Deployment, batch, lo, hi, q_len=1) -> Number:
-    """Mean decode-step time over cached lengths lo..hi, ``q_len`` new tokens a step: the
-    engine's closed-form sum (as for plain TPOT) over the number of steps."""
-    return decode_total(d.model, batch, lo, hi, d.plan, d.ceilings, q_len=q_len) / (hi - lo + 1)
-
-
 def _draft(d: Deployment, draft: Deployment | ModelConfig | str) -> Deployment:
     """The draft model on the target's device, settings and ceilings."""
     if isinstance(draft, Deployment):
         return draft
     return d.with_model(draft if isinstance(draft, ModelConfig) else load_model(str(draft)))
-
-
-def break_even_acceptance(k: Number, draft_s: float, verify_s: Number, target_s: float) -> Number:
-    """Acceptance rate below which speculation is slower than plain decoding, by bisection
-    on the monotone speed-up (60 halvings; NaN where even a = 1 does not pay)."""
-    k = np.asarray(k, dtype=float)
-    cost = k * draft_s + np.asarray(verify_s)
-    lo, hi = np.zeros_like(k), np.ones_like(k)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        fast = expected_tokens(k, mid) * target_s >= cost
-        hi, lo = np.where(fast, mid, hi), np.where(fast, lo, mid)
-    return np.where(expected_tokens(k, 1.0) * target_s >= cost, hi, np.nan)
-
-
-def _prefill_and_memory(d: Deployment, batch, seq_len, cached) -> tuple:
-    """Prefill seconds of ``seq_len`` prompt tokens and the memory table with ``cached``
-    tokens per sequence in the cache."""
-    ops = stage_ops(d.model, "prefill", batch, seq_len, d.plan)
-    totals, _ = stage_totals(ops, d.ceilings, d.plan, "prefill")
-    mem = memory_totals(d.model, d.device, Workload(batch, seq_len, cached - seq_len + 1), d.plan, ops)
-    return totals["time_s"], mem
-
-
-def _together(target: dict, draft: dict) -> dict:
-    """Target and draft on one device: weights and caches add up, activations do not
-    (the two models run one after the other)."""
-    out = {k: target[k] + draft[k] for k in ("weights_bytes", "kv_cache_bytes")}
-    out["activations_peak_bytes"] = np.maximum(target["activations_peak_bytes"], draft["activations_peak_bytes"])
-    out["peak_bytes"] = sum(out.values())
-    usable = target["usable_bytes"]
-    out.update(
-        capacity_bytes=target["capacity_bytes"],
-        usable_bytes=usable,
-        fits=out["peak_bytes"] <= usable,
-        shortfall_bytes=np.maximum(out["peak_bytes"] - usable, 0),
-    )
-    return out
 
 
 @takes_keywords(*HOW)
@@ -219,20 +154,10 @@ def speculative(
     max_k: int = 8,
     **how: Any,
 ) -> dict:
-    """Predicted speed-up of speculative decoding over plain decoding, on plain decoding's
-    basis: each step runs k draft decode steps and one target pass over k+1 tokens, and
-    yields ``expected_tokens(k, a)`` tokens. Step times are means over the cached lengths
-    the generation passes through, P .. P + N - 2 for N = ``generate`` output tokens (one
-    step at P when N < 2), the range plain TPOT averages over; TPOT = mean step /
-    expected tokens; tokens/s = batch x N / (TTFT + (N - 1) x TPOT), as plain decoding's
-    (None without a generation). Also the speed-up and break-even acceptance for every k
-    from 0 to ``max_k`` (k = 0 is plain decoding: speed-up exactly 1).
-
-    Both models live on the device: ``memory`` adds the draft's weights and KV cache to
-    the target's at the last step (P + N - 2 cached and k + 1 written), and ``ttft_s`` runs
-    both prefills over the prompt. ``model`` is a Deployment or a name with ``hardware``
-    and ``how`` (see ``analyze``); the draft runs on the same device, settings and
-    ceilings (the result's ``mode``)."""
+    """Predicted speed-up of speculative decoding over plain decoding, and the draft beside
+    the target in memory (:func:`ridgeline.engine.speculative.speculative_figures`).
+    ``model`` is a Deployment or a name with ``hardware`` and ``how`` (see ``analyze``); the
+    draft runs on the same device, settings and ceilings (the result's ``mode``)."""
     if draft is None:
         raise InvalidWorkloadError("name a draft model")
     if not 0.0 <= acceptance <= 1.0:
@@ -240,47 +165,7 @@ def speculative(
     if draft_tokens < 0:
         raise InvalidWorkloadError(f"draft tokens must be >= 0, got {draft_tokens}")
     d = as_deployment(model, hardware, **how)
-    small = _draft(d, draft)
-    Workload(batch, seq_len, generate)
-    ks = np.arange(max(max_k, draft_tokens) + 1)
-    last = seq_len + max(generate - 2, 0)  # cached length at the last step
-    target_s = float(_mean_step(d, batch, seq_len, last))
-    draft_s = float(_mean_step(small, batch, seq_len, last))
-    verify_s = _mean_step(d, batch, seq_len, last, ks + 1)
-    tokens = expected_tokens(ks, acceptance)
-    speedup = tokens * target_s / (ks * draft_s + verify_s)
-    even = break_even_acceptance(ks, draft_s, verify_s, target_s)
-    even[0] = np.nan  # k = 0 is plain decoding: no acceptance rate to break even at
-    k = draft_tokens
-    cached = last + k + 1  # the last verify pass writes k + 1 positions
-    target_pre, target_mem = _prefill_and_memory(d, batch, seq_len, cached)
-    verify = verify_activation_peak(d.model, batch, last, k + 1, d.plan)  # the verify pass's logits
-    target_mem["activations_peak_bytes"] = np.maximum(target_mem["activations_peak_bytes"], verify)
-    draft_pre, draft_mem = _prefill_and_memory(small, batch, seq_len, cached)
-    tpot = (k * draft_s + verify_s[k]) / tokens[k]
-    ttft = target_pre + draft_pre
-    rate = batch * generate / (ttft + max(generate - 1, 0) * tpot) if generate > 0 else None
-    return plain(
-        {
-            "draft": small.model.name,
-            "mode": d.mode,
-            "draft_tokens": k,
-            "acceptance": acceptance,
-            "expected_tokens_per_step": tokens[k],
-            "target_step_s": target_s,
-            "draft_step_s": draft_s,
-            "verify_s": verify_s[k],
-            "tpot_s": tpot,
-            "tokens_per_s": rate,
-            "ttft_s": ttft,
-            "speedup": speedup[k],
-            "break_even_acceptance": even[k],
-            "memory": _together(target_mem, draft_mem),
-            "by_draft_tokens": [
-                {"draft_tokens": int(i), "speedup": speedup[i], "break_even_acceptance": even[i]} for i in ks
-            ],
-        }
-    )
+    return speculative_figures(d, _draft(d, draft), batch, seq_len, generate, draft_tokens, acceptance, max_k)
 
 
 @takes_keywords(*HOW)
@@ -309,28 +194,7 @@ def frontier(
     if generate < 2:
         raise InvalidSettingError("generate", "the frontier needs generate >= 2 (TPOT needs decode steps)")
     d = as_deployment(model, hardware, **how)
-    top = max_batch(d, seq_len=seq_len, generate=generate)
-    if batches is None:
-        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
-    if not batches:
-        raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
-    frame = sweep(d, batch=batches, seq_len=[seq_len], generate=generate)
-    ok = np.ones(len(frame), dtype=bool)
-    if tpot_slo is not None:
-        ok &= frame["tpot_s"].to_numpy() <= tpot_slo
-    if ttft_slo is not None:
-        ok &= frame["ttft_s"].to_numpy() <= ttft_slo
-    frame["meets_slo"] = ok
-    best = None
-    if ok.any():
-        row = frame[ok].sort_values("tokens_per_s").iloc[-1]
-        best = {
-            "batch": int(row["batch"]),
-            "tokens_per_s": float(row["tokens_per_s"]),
-            "tpot_s": float(row["tpot_s"]),
-            "ttft_s": float(row["ttft_s"]),
-        }
-    return frame, {"max_batch": top, "best": best, "mode": d.mode}
+    return batch_frontier(d, seq_len, generate, batches, tpot_slo, ttft_slo)
 
 
 @takes_keywords("profile", "transfer")
@@ -341,32 +205,12 @@ def compare(
     with the ceilings' mode of each row. ``model`` is a list of Deployments, or a model
     name with ``devices`` x ``variants`` (Settings keywords) resolved by ``resolve_each``
     (``how``: ``profile``, ``transfer``)."""
-    import pandas as pd
-
     if devices is None and (how or variants):
         raise RidgelineError("Deployments already hold their devices, settings and ceilings; pass only the workload")
-    deployments = model if devices is None else resolve_each(model, devices, variants or [{}], **how)
-    rows = []
-    for d in deployments:
-        a = analyze(d, batch=batch, seq_len=seq_len, generate=generate)
-        gen = a.generation or {}
-        label = ", ".join(f"{k}={v}" for k, v in asdict(d.settings).items() if v != getattr(Settings(), k)) or "default"
-        rows.append(
-            {
-                "hardware": a.device.name,
-                "settings": label,
-                "mode": a.mode,
-                "matrix_dtype": a.plan.matrix_dtype,
-                "ttft_s": gen.get("ttft_s"),
-                "tpot_s": gen.get("tpot_s"),
-                "tokens_per_s": gen.get("tokens_per_s"),
-                "prefill_s": a.prefill.total["time_s"],
-                "decode_step_s": a.decode.total["time_s"],
-                "peak_bytes": a.memory["peak_bytes"],
-                "fits": a.memory["fits"],
-            }
-        )
-    return pd.DataFrame(rows)
+    deployments = (
+        [as_deployment(d) for d in model] if devices is None else resolve_each(model, devices, variants or [{}], **how)
+    )
+    return compare_deployments(deployments, batch, seq_len, generate)
 
 
 # --- used by the CLI ---
@@ -393,13 +237,6 @@ def analyze_with_draft(
     return replace(result, extra={**result.extra, "speculative": spec})
 
 
-def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """{Settings field: [values]} -> Settings keywords for every combination (itertools.product
-    order), each on top of ``base`` for the fields not listed."""
-    base = {k: v for k, v in (base or {}).items() if k not in lists}
-    return [{**base, **dict(zip(lists, values))} for values in itertools.product(*lists.values())]
-
-
 def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: Generate = 0, on_step=None):
     """Every combination of the listed settings on ``d``, batch x length in one vectorised pass each."""
     return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step)
@@ -412,22 +249,7 @@ def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtyp
     return compare(name, devices, variants, **how)
 
 
-def trace_arrivals(trace, window=None, log_type: str | None = None, time_scale: float = 1.0) -> Arrivals | None:
-    """A trace file's requests (None without one): ``window`` "START,END" or a pair."""
-    if trace is None:
-        if window is not None or log_type is not None:
-            raise InvalidWorkloadError("--trace-window and --trace-log-type select from a --trace; give one")
-        return None
-    window = parse_window(window) if isinstance(window, str) else window
-    return load_trace(trace, window, log_type).scaled(time_scale)
-
-
-@contextlib.contextmanager
-def _no_progress(_total: int):
-    yield None
-
-
-@takes_keywords()
+@takes_keywords(*keyword_names(serve_arrivals))
 def simulate_serving(
     d: Deployment,
     scheduler: simulator.Scheduler,
@@ -437,33 +259,18 @@ def simulate_serving(
     trace_log_type: str | None = None,
     prefix: str | None = None,
     time_scale: float = 1.0,
-    rate: float = 1.0,
-    requests: int = 1000,
-    prompt: int = 512,
-    output_tokens: int = 128,
-    seed: int = 0,
-    search: bool = False,
-    ttft_slo: float | None = None,
-    tpot_slo: float | None = None,
-    percentile: float = 99.0,
-    progress=_no_progress,
-    fleet: Callable[..., simulator.SimResult] | None = None,
-    intervals: bool = True,
+    **run: Any,
 ) -> dict[str, Any]:
-    """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals;
-    with ``search``, first find the highest rate meeting the SLOs (from ``rate``, or the
-    trace's own) and serve at it. ``progress(total)`` yields a step callback. ``fleet``
-    (:func:`fleet_server`) serves the arrivals instead of one server of ``d``.
-    ``trace_window`` ("START,END" or a pair, seconds from the trace's first request) and
-    ``trace_log_type`` (BurstGPT's Log Type) select requests (:func:`load_trace`);
-    ``prefix`` ("shared:system=S,fanout=F") gives the prompts shared system prompts, in
-    blocks of the deployment's KV block, for ``scheduler.prefix_cache``.
-    Returns the result, its goodput, the search and, with ``intervals``, the summary's
-    intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``;
-    one server only: a fleet's are not computed, and say so)."""
+    """Serve a recorded ``trace`` (replayed ``time_scale`` times faster) or Poisson arrivals
+    (``run``: the rate, the requests, the rate search and the other keywords of
+    :func:`~ridgeline.serving.runs.serve_arrivals`). ``trace_window`` ("START,END" or a pair,
+    seconds from the trace's first request) and ``trace_log_type`` (BurstGPT's Log Type)
+    select requests (:func:`~ridgeline.io.traces.load_trace`); ``prefix``
+    ("shared:system=S,fanout=F") gives the prompts shared system prompts, in blocks of the
+    deployment's KV block, for ``scheduler.prefix_cache``."""
+    ttft_slo, tpot_slo = run.get("ttft_slo"), run.get("tpot_slo")
     check_slos(ttft_slo=ttft_slo, tpot_slo=tpot_slo)
-    slo_given = ttft_slo is not None or tpot_slo is not None
-    if search and not slo_given:
+    if run.get("search") and ttft_slo is None and tpot_slo is None:
         raise InvalidSettingError("ttft_slo", "the rate search needs a latency target: ttft_slo or tpot_slo, seconds")
     base = trace_arrivals(trace, trace_window, trace_log_type, time_scale)
     shared = parse_prefix(prefix) if prefix is not None else None
@@ -471,54 +278,7 @@ def simulate_serving(
         raise InvalidWorkloadError(f"{trace} carries its prompts' block ids (hash_ids); drop --prefix")
     if shared and base is not None:
         base = shared_prefix(base, *shared, d.plan.kv_block)
-
-    def arrivals(at: float):
-        if base is not None:
-            return base.scaled(at / base.rate)
-        made = poisson(at, requests, prompt, output_tokens, seed)
-        return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
-
-    def serve(requests: Arrivals, tick=None):
-        if fleet is not None:
-            return fleet(requests, progress=tick)
-        return simulate(d, None, requests, scheduler, progress=tick)
-
-    def run(at: float, scale: tuple[float, float] = (1.0, 1.0)):
-        if fleet is not None:
-            return serve(arrivals(at))
-        return simulator.simulate_deployment(d, arrivals(at), scheduler, step_scale=scale)
-
-    found = None
-    start = base.rate if base is not None else rate
-    with progress(requests if base is None else len(base)) as tick:
-        if search:
-            found = simulator.max_rate(run, ttft_slo, tpot_slo, percentile, start=start)
-        at = found["max_rate"] if found and found["max_rate"] else rate
-        first = base if base is not None and not search else arrivals(at)
-        result = serve(first, tick)
-    if base is not None:
-        result = replace(result, meta={**result.meta, "trace": base.about})
-    good = simulator.goodput(result, ttft_slo, tpot_slo) if slo_given else None  # no target: no goodput
-    out = {"result": result, "goodput": good, "search": found}
-    if intervals and fleet is not None:
-        out["intervals"] = {"none": "not computed for replicas, pools or speculative steps (one server only)"}
-    elif intervals:
-        cost = simulator.step_cost_of(d, scheduler)  # one table for the four runs
-        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale, cost=cost)  # noqa: E731
-        out["intervals"] = serving_intervals(d, first, scheduler, result, again)
-        if found is not None:
-            found["max_rate_prob90"] = sure_rate(
-                d, scheduler, first, result, run, (ttft_slo, tpot_slo, percentile), start
-            )
-    return out
-
-
-MLPERF_LENGTHS = REPORTS_DIR / "mlperf" / "openorca-llama2-70b.yaml"
-
-
-def mlperf_lengths() -> dict[str, Any]:
-    """The cited length percentiles of MLPerf's Llama 2 70B data set (OpenOrca)."""
-    return read_yaml(MLPERF_LENGTHS)
+    return serve_arrivals(d, scheduler, base, shared, **run)
 
 
 def simulate_scenario(
@@ -533,110 +293,18 @@ def simulate_scenario(
     duration_s: float | None = None,
     progress=None,
 ) -> dict[str, Any]:
-    """An MLPerf Inference scenario (:mod:`ridgeline.serving.scenarios`) on ``instances``
-    copies of ``d``, each serving its share of ``requests`` samples drawn like the data
-    set's: Offline issues them at once; Server and Interactive search the highest Poisson
-    rate (from ``rate``, the whole system's) whose p99 TTFT and TPOT meet the bounds. A
-    random split of a Poisson stream over the copies is a Poisson stream at rate / copies
-    each, so one copy is simulated and the system's rate and tokens/s are copies x its own.
-    A run lasts LoadGen's minimum duration (600 s; ``duration_s`` scales it down) and holds
-    at least ``requests`` samples: Server arrivals span it, Offline adds samples until its
-    makespan reaches it. ``progress`` is not used (many short runs)."""
-    sc = scenarios.scenario(name)
-    if instances < 1:
-        raise InvalidSettingError("instances", f"--instances must be at least 1, got {instances}")
-    span = sc.min_duration_s if duration_s is None else duration_s
-    if not span > 0:
-        raise InvalidSettingError("duration", f"--duration must be a positive number of seconds, got {span}")
-    lengths = mlperf_lengths()
-    if sc.name == "offline":
-        result = _offline(d, scheduler, lengths, requests, seed, span)
-        summary = _scenario_summary(sc, result, result.summary["output_tokens_per_s"], instances, None)
-        return {"result": result, "goodput": None, "search": None, "mlperf": summary}
-    kept: dict[float, simulator.SimResult] = {}
-
-    def passes(at: float) -> bool:
-        n = max(requests, math.ceil(at * span))  # LoadGen runs at least min_duration
-        prompt, output = scenarios.dataset_lengths(lengths, n, seed)
-        kept[at] = simulate(d, None, scenarios.server_arrivals(at, prompt, output, seed), scheduler)
-        return scenarios.meets(kept[at].requests, sc)
-
-    found = scenarios.highest_rate(passes, start=rate / instances)
-    if not found["max_rate"]:
-        raise InvalidWorkloadError(
-            f"no request rate meets the {sc.name} scenario's bounds on {d.device.name}: even one request "
-            "alone is too slow; use a faster deployment (more --tp, lower precision)"
-        )
-    result = kept[found["max_rate"]]
-    s = result.summary
-    per_copy = found["max_rate"] * s["output_tokens"] / s["requests"]  # the offered tokens/s a long run approaches
-    return {
-        "result": result,
-        "goodput": None,
-        "search": None,
-        "mlperf": _scenario_summary(sc, result, per_copy, instances, found),
-    }
-
-
-def _offline(d: Deployment, scheduler, lengths, requests: int, seed: int, span: float, most_runs: int = 4):
-    """Offline: ``requests`` samples at once, more until they take ``span`` seconds (as
-    LoadGen sizes its one query from the expected rate to last min_duration)."""
-    n = requests
-    for _ in range(most_runs):
-        prompt, output = scenarios.dataset_lengths(lengths, n, seed)
-        result = simulate(d, None, scenarios.offline_arrivals(prompt, output), scheduler)
-        took = result.summary["duration_s"]
-        if took >= span:
-            break
-        n = math.ceil(n * span / took * 1.02)
-    return result
-
-
-def _scenario_summary(sc, result: simulator.SimResult, per_copy: float, instances: int, found) -> dict[str, Any]:
-    s = result.summary
-    return {
-        "scenario": sc.name,
-        "ttft_bound_s": sc.ttft_s,
-        "tpot_bound_s": sc.tpot_s,
-        "percentile": sc.percentile,
-        "instances": instances,
-        "tokens_per_s": per_copy * instances,
-        "tokens_per_s_per_instance": per_copy,
-        "rate_per_instance": found["max_rate"] if found else None,
-        "runs": len(found["tried"]) if found else 1,
-        "latency": scenarios.latency_percentiles(result.requests, sc),
-        "mean_output_tokens": s["output_tokens"] / s["requests"],
-        "short": scenarios.shortfall(sc, s["requests"] * instances, s["duration_s"]),
-    }
-
-
-# fmt: off
-def options_scheduler(
-    *,
-    max_batch: Annotated[int | None, Doc("Sequences per step (default: the engine's on this GPU; pytorch: 256).")] = None,
-    token_budget: Annotated[int | None, Doc("Tokens per step, prefill chunks + decodes (default: the engine's on this GPU; pytorch: 2048).")] = None,
-    chunked_prefill: bool | None = None,
-    prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
-    prefix_cache: bool = False,
-    kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
-    admit_margin: Annotated[float, Doc("New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
-    step_overhead: Annotated[float, Doc("Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
-    request_overhead: Annotated[float, Doc("Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
-    host_overlap: Annotated[bool, Doc("The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
-    batch_attention: Annotated[str, Doc("varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
-    **_: Any,
-) -> dict[str, Any]:
-    """The Scheduler fields ``simulate``'s options set (host terms in seconds; None: the
-    engine's, :func:`serving_scheduler`); the options it does not take are
-    ``simulate_options``'."""
-    policy = {"max_batch": max_batch, "token_budget": token_budget, "chunked_prefill": chunked_prefill}
-    policy |= {"prefix_hit": prefix_hit, "prefix_cache": prefix_cache, "kv_blocks": kv_blocks}
-    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap or None, "batch_attention": batch_attention}
-    return {**policy, "step_overhead_s": step_overhead, "request_overhead_s": request_overhead}
+    """An MLPerf Inference scenario on ``instances`` copies of ``d``, its samples drawn like
+    MLPerf's data set (:func:`ridgeline.serving.scenarios.simulate_scenario`). ``progress``
+    is not used (many short runs)."""
+    keys = {"requests": requests, "seed": seed, "instances": instances, "rate": rate, "duration_s": duration_s}
+    return scenarios.simulate_scenario(d, scheduler, scenarios.scenario(name), mlperf_lengths(), **keys)
 
 
 def serving_scheduler(
-    d: Deployment, given: Mapping[str, Any] | None = None, context: str = "server", lengths: tuple[int, int] | None = None
+    d: Deployment,
+    given: Mapping[str, Any] | None = None,
+    context: str = "server",
+    lengths: tuple[int, int] | None = None,
 ) -> simulator.Scheduler:
     """The scheduler ``d``'s engine runs (``d.settings.engine``: its policy, its limits on
     this GPU in ``context``, its KV memory rule), with the fields ``given`` sets over it."""
@@ -649,6 +317,7 @@ def check_percentile(percentile: float) -> None:
         raise InvalidOptionError(f"--percentile must be in (0, 100], got {percentile}")
 
 
+# fmt: off
 def simulate_options(
     d: Deployment,
     scheduler: simulator.Scheduler,
@@ -699,64 +368,13 @@ def simulate_options(
         return simulate_scenario(d, scheduler, scenario, **keep, duration_s=duration)
     arrivals = {"trace": trace, "trace_window": trace_window, "trace_log_type": trace_log_type, "prefix": prefix}
     arrivals |= {"time_scale": time_scale, "rate": rate, "requests": requests, "prompt": prompt}
-    fleet = {"replicas": replicas, "route": route, "seed": seed, "draft": draft, "draft_tokens": draft_tokens}
+    fleet = {"replicas": replicas, "route": route, "seed": seed, "draft_tokens": draft_tokens, "acceptance": acceptance}
     pools = {"prefill": (prefill_replicas, prefill_hardware), "decode": (decode_replicas, decode_hardware)}
-    fleet = fleet_server(d, scheduler, **fleet, acceptance=acceptance, **fleet_pools(pools, kv_link, d, pool))
+    split = fleet_pools(pools, kv_link, d, pool)  # each pool's device resolved before the draft
+    fleet = fleet_server(d, scheduler, **fleet, draft=load_model(draft) if draft else None, **split)
     keys = {"output_tokens": output_tokens, "seed": seed, "search": search, **slos, "percentile": percentile}
     return simulate_serving(d, scheduler, **arrivals, **keys, progress=progress, fleet=fleet)
 # fmt: on
-
-
-def fleet_pools(pools: dict[str, tuple], kv_link: str | None, d: Deployment, pool) -> dict[str, Any]:
-    """``simulate``'s disaggregation options (``pools``: prefill and decode, each its count and
-    device) as :func:`fleet_server`'s keywords; each pool's device resolved."""
-    counts = tuple(n for n, _ in pools.values())
-    if counts == (None, None):
-        if any(device is not None for _, device in pools.values()) or kv_link is not None:
-            raise InvalidOptionError(
-                "--prefill-hardware, --decode-hardware and --kv-link need --prefill-replicas and --decode-replicas"
-            )
-        return {}
-    if None in counts:
-        raise InvalidOptionError("disaggregation needs both --prefill-replicas and --decode-replicas")
-    keys: dict[str, Any] = {name: (n, d if device is None else pool(device)) for name, (n, device) in pools.items()}
-    keys["kv_link"] = parse_link(kv_link) if kv_link is not None else None
-    return keys
-
-
-def fleet_server(
-    d: Deployment,
-    scheduler: simulator.Scheduler,
-    *,
-    replicas: int = 1,
-    route: str = "round-robin",
-    seed: int = 0,
-    draft: str | None = None,
-    draft_tokens: int = 4,
-    acceptance: float = 0.7,
-    prefill: tuple[int, Deployment] | None = None,
-    decode: tuple[int, Deployment] | None = None,
-    kv_link: KvLink | None = None,
-) -> Callable[..., simulator.SimResult] | None:
-    """What serves the arrivals (``fn(arrivals, progress=None)``) when ``simulate`` is given
-    fleet options: ``replicas`` of ``d`` behind a ``route`` router; decodes speculating with
-    a ``draft`` model (a name, on each pool's device); or ``prefill`` and ``decode`` pools
-    (count, deployment) joined by ``kv_link``. None for one plain server."""
-    spec = Speculation(d.with_model(load_model(draft)), draft_tokens, acceptance, seed) if draft else None
-    if prefill is None and decode is None:
-        if replicas == 1 and spec is None:
-            return None
-        if replicas == 1:
-            return lambda arrivals, progress=None: simulate_speculative(d, arrivals, spec, scheduler, progress=progress)
-        keys = {"replicas": replicas, "route": route, "seed": seed, "speculation": spec}
-        return lambda arrivals, progress=None: simulate_replicas(d, arrivals, scheduler, **keys, progress=progress)
-    if replicas != 1:
-        raise InvalidSettingError(
-            "replicas", "with disaggregation each pool has its own count: --prefill-replicas and --decode-replicas"
-        )
-    pools = [Pool(dep, n, scheduler) for n, dep in (prefill or (1, d), decode or (1, d))]
-    keys = {"link": kv_link, "route": route, "seed": seed, "speculation": spec}
-    return lambda arrivals, progress=None: simulate_disaggregated(*pools, arrivals, **keys, progress=progress)
 
 
 def _drafts(given) -> tuple[Draft, ...]:
@@ -819,25 +437,10 @@ def plan(
     roofs, about = plan_roofs(list(specs), profile, transfer) if profile is not None else ((), {})
     space = Space(specs, **dimensions, roofs=roofs)
     cited = prices_for(list(devices), prices)
-    count = fanout.check_executor(executor, workers, address)
-    usd = {k: p.usd_per_gpu_hour for k, p in cited.items()}
-    with fanout.executor(executor, workers, address) as run_many:
-        result = search(config, space, load, slo, usd, run_many, progress, rate_search)
-    meta = {
-        "model": config.name,
-        "basis": "spec: every device's datasheet roofline",
-        **about,
-        "load": asdict(load),
-        "slo": asdict(slo),
-        "prices": {k: asdict(p) for k, p in cited.items()},
-        "executor": executor,
-        "workers": None if address else count,
-    }
-    if space.fleet:
-        meta["fleet"] = {"route": "least-outstanding", "kv_link": asdict(KvLink())}
-    if rate_search is not None:
-        meta["rate_search_percentile"] = rate_search
-    return replace(result, meta={**meta, **result.meta})
+    where = {"executor": executor, "workers": workers, "address": address}
+    return plan_search(
+        config, space, load, slo, cited, **where, progress=progress, rate_search=rate_search, about=about
+    )
 
 
 # fmt: off
@@ -890,41 +493,3 @@ def plan_from_text(
         **how,
     )
 # fmt: on
-
-
-def sure_rate(d: Deployment, scheduler, served, result, run, slos: tuple, start: float) -> float | None:
-    """The highest rate meeting the SLOs with probability >= 0.9: the search again with every
-    step at the 90 % step factor of the served run (meeting them is monotone in the steps'
-    costs), from the same ``start`` as the point's search; None without a measured interval."""
-    if d.intervals is None:
-        return None
-    slow = step_factors(d, served, result, scheduler)[SURE]
-    return simulator.max_rate(lambda at: run(at, slow), *slos, start=start)["max_rate"]
-
-
-def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:
-    """The 80 % and 50 % intervals of a sweep's TTFT, TPOT and tokens/s, every point at once
-    (``frame``: :func:`sweep`'s rows): {'ttft_s': {'lo80': [points], 'hi80': ...}, ...,
-    'basis': ...}, or {'none': why}. Each point's prefill and decode passes (the decode at
-    the mid-generation context) weigh their ops' class draws (``engine.intervals.stage_factors``);
-    without a generation TTFT is the prefill, TPOT one decode step and tokens/s batch / step."""
-    if d.intervals is None:
-        return {"none": d.no_interval or "no measured residuals for these ceilings"}
-    batch, seq_len = frame["batch"].to_numpy(), frame["seq_len"].to_numpy()
-    ops = {
-        "prefill": stage_ops(d.model, "prefill", batch, seq_len, d.plan),
-        "decode": stage_ops(d.model, "decode", batch, seq_len + generate // 2, d.plan),
-    }
-    weights = {}
-    for stage, stage_list in ops.items():
-        table = evaluate(stage_list, d.ceilings)
-        weights[stage] = (table["count"] * table["time_s"]).reshape(len(stage_list), -1)
-    f = stage_factors(ops, weights, d.ceilings, d.intervals)
-    if generate > 0:
-        ttft, tpot, total = (frame[k].to_numpy(float) for k in ("ttft_s", "tpot_s", "total_s"))
-        rate = batch * generate / (ttft * f["prefill"] + (total - ttft) * f["decode"])
-    else:
-        ttft, tpot = frame["prefill_s"].to_numpy(float), frame["decode_step_s"].to_numpy(float)
-        rate = batch / (tpot * f["decode"])
-    out = {"ttft_s": bands(f["prefill"], ttft), "tpot_s": bands(f["decode"], tpot), "tokens_per_s": bands(rate, 1.0)}
-    return {**out, "basis": f"{d.intervals.basis}; per point, its passes' ops drawn per class"}

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ridgeline as rl
-from ridgeline.api import expected_tokens, max_batch, speculative
+from ridgeline.api import max_batch, speculative
 from ridgeline.engine.layers import Plan, attended_pairs, expected_experts, pipeline_factors
 from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, weight_bytes
+from ridgeline.engine.speculative import expected_tokens
 from ridgeline.errors import InvalidWorkloadError, UnsupportedDtypeError
 
 ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ridgeline.api import expected_tokens
 from ridgeline.cli import app
+from ridgeline.engine.speculative import expected_tokens
 from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import load_model
 from ridgeline.serving.arrivals import Arrivals, poisson

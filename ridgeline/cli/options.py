@@ -1,8 +1,9 @@
 """Every option of every command, declared once: on the function that takes it, as
-``Annotated[type, Doc(help)]`` (kernels/commands.py, ridgeline.api, resolve_options), else
-here: a line of ``options`` or a Settings field. A command names the options it takes, in the
-order its help lists them (app.command); a variant ``name__command`` of this table means
-something else in one command (another default or help) under the same flag."""
+``Annotated[type, Doc(help)]`` (kernels/commands.py, ridgeline.api, ridgeline.serving.engines'
+options_scheduler, resolve_options), else here: a line of ``options`` or a Settings field. A
+command names the options it takes, in the order its help lists them (app.command); a variant
+``name__command`` of this table means something else in one command (another default or
+help) under the same flag."""
 
 from __future__ import annotations
 

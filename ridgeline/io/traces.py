@@ -32,10 +32,13 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ridgeline.errors import RidgelineError
+from ridgeline.errors import InvalidWorkloadError, RidgelineError
+from ridgeline.io.catalog import REPORTS_DIR
+from ridgeline.io.files import read_yaml
 from ridgeline.serving.arrivals import Arrivals
 
 ARRIVAL_NAMES = ("arrival_s", "arrival", "arrival_time", "timestamp", "time_s", "time")
@@ -153,6 +156,24 @@ def load_trace(path: str | Path, window: tuple[float, float] | None = None, log_
         for chunk in _chunks(path, fmt):
             picked.add(chunk, path)
     return picked.arrivals(path)
+
+
+def trace_arrivals(trace, window=None, log_type: str | None = None, time_scale: float = 1.0) -> Arrivals | None:
+    """A trace file's requests (None without one): ``window`` "START,END" or a pair."""
+    if trace is None:
+        if window is not None or log_type is not None:
+            raise InvalidWorkloadError("--trace-window and --trace-log-type select from a --trace; give one")
+        return None
+    window = parse_window(window) if isinstance(window, str) else window
+    return load_trace(trace, window, log_type).scaled(time_scale)
+
+
+MLPERF_LENGTHS = REPORTS_DIR / "mlperf" / "openorca-llama2-70b.yaml"
+
+
+def mlperf_lengths() -> dict[str, Any]:
+    """The cited length percentiles of MLPerf's Llama 2 70B data set (OpenOrca)."""
+    return read_yaml(MLPERF_LENGTHS)
 
 
 def _header(path: Path) -> list[str]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
+
+from typing_extensions import Doc
 
 from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.memory import ONE_BYTE, kv_bytes_per_token, weight_bytes
@@ -48,6 +50,32 @@ def engine_scheduler(
     if lengths and not fields["chunked_prefill"] and lengths[0] > budget:
         fields["chunked_prefill"] = True  # a prompt longer than a step's tokens cannot run whole
     return Scheduler(**{**fields, **given})
+
+
+# fmt: off
+def options_scheduler(
+    *,
+    max_batch: Annotated[int | None, Doc("Sequences per step (default: the engine's on this GPU; pytorch: 256).")] = None,
+    token_budget: Annotated[int | None, Doc("Tokens per step, prefill chunks + decodes (default: the engine's on this GPU; pytorch: 2048).")] = None,
+    chunked_prefill: bool | None = None,
+    prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
+    prefix_cache: bool = False,
+    kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
+    admit_margin: Annotated[float, Doc("New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
+    step_overhead: Annotated[float, Doc("Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,
+    request_overhead: Annotated[float, Doc("Host seconds per request in a step, on top of --step-overhead.")] = 0.0,
+    host_overlap: Annotated[bool, Doc("The host terms overlap the device's work (a GPU run eager): a step takes the longer of the forward and the host terms, not their sum.")] = False,
+    batch_attention: Annotated[str, Doc("varlen: each sequence attends to its own keys (vLLM); masked: one attention over the whole step under a block-diagonal mask; gather: masked as transformers' sdpa path runs it (cache written and read back by index, GQA heads repeated).")] = "varlen",
+    **_: Any,
+) -> dict[str, Any]:
+    """The Scheduler fields ``simulate``'s options set (host terms in seconds; None: the
+    engine's, :func:`engine_scheduler`); the options it does not take are
+    ``ridgeline.api.simulate_options``'."""
+    policy = {"max_batch": max_batch, "token_budget": token_budget, "chunked_prefill": chunked_prefill}
+    policy |= {"prefix_hit": prefix_hit, "prefix_cache": prefix_cache, "kv_blocks": kv_blocks}
+    policy |= {"admit_margin": admit_margin, "host_overlap": host_overlap or None, "batch_attention": batch_attention}
+    return {**policy, "step_overhead_s": step_overhead, "request_overhead_s": request_overhead}
+# fmt: on
 
 
 def trtllm_bench_limits(d: Deployment, prompt: int, output: int) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import copyreg
 import io
 import pickle
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import Ceilings, spec_ceilings
 from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidWorkloadError
+from ridgeline.serving import fanout
 from ridgeline.serving.arrivals import Arrivals, poisson
 from ridgeline.serving.bounds import REASONS, Draft, Load, Slo, Space, analytic_pass
 from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
@@ -261,6 +262,45 @@ def search(
         if progress is not None:
             progress(done, len(levels))
     return _ranked(frame, results, per_million, (len(arrivals) - 1) / span, moved)
+
+
+def plan_search(
+    model: ModelConfig,
+    space: Space,
+    load: Load,
+    slo: Slo,
+    cited: Mapping[str, Any],
+    *,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    rate_search: float | None = None,
+    about: Mapping[str, Any] | None = None,
+) -> PlanResult:
+    """:func:`search` simulating on ``executor`` (:mod:`ridgeline.serving.fanout`), priced at
+    the ``cited`` prices (by device: ``usd_per_gpu_hour`` and where it comes from), with its
+    meta block: the model, what the roofs rest on (``about`` over the datasheet's), the load,
+    the SLO, the prices and where the simulations ran."""
+    count = fanout.check_executor(executor, workers, address)
+    usd = {k: p.usd_per_gpu_hour for k, p in cited.items()}
+    with fanout.executor(executor, workers, address) as run_many:
+        result = search(model, space, load, slo, usd, run_many, progress, rate_search)
+    meta = {
+        "model": model.name,
+        "basis": "spec: every device's datasheet roofline",
+        **(about or {}),
+        "load": asdict(load),
+        "slo": asdict(slo),
+        "prices": {k: asdict(p) for k, p in cited.items()},
+        "executor": executor,
+        "workers": None if address else count,
+    }
+    if space.fleet:
+        meta["fleet"] = {"route": "least-outstanding", "kv_link": asdict(KvLink())}
+    if rate_search is not None:
+        meta["rate_search_percentile"] = rate_search
+    return replace(result, meta={**meta, **result.meta})
 
 
 def fleet_of(row) -> str:

@@ -17,9 +17,9 @@ A run of LoadGen lasts at least ``min_duration`` (600 s) and ``min_query_count``
 (100 for Server, 24,576 samples for Offline); a simulation may be shorter, and then says so.
 
 Prompt and output lengths are drawn from the percentiles of the benchmark's data set (the
-OpenOrca subset, ``reports/mlperf/openorca-llama2-70b.yaml``, read by the API): inverse
-transform sampling on the piecewise-linear quantile function, prompt and output drawn
-independently. LoadGen counts the tokens the model generates, so outputs are rescaled to
+OpenOrca subset, ``reports/mlperf/openorca-llama2-70b.yaml``, read by
+:func:`ridgeline.io.traces.mlperf_lengths`): inverse transform sampling on the
+piecewise-linear quantile function, prompt and output drawn independently. LoadGen counts the tokens the model generates, so outputs are rescaled to
 the generated tokens per sample of the reference run and capped at ``max_new_tokens``.
 """
 
@@ -32,8 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.errors import RidgelineError, _did_you_mean
+from ridgeline.engine.deployment import Deployment
+from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, _did_you_mean
 from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.scheduler import Scheduler
+from ridgeline.serving.simulator import SimResult, simulate_deployment
 
 
 @dataclass(frozen=True)
@@ -156,3 +159,93 @@ def shortfall(sc: Scenario, requests: int, span_s: float) -> str | None:
     if span_s < sc.min_duration_s:
         short.append(f"{span_s:.4g} s of {sc.min_duration_s:g} s")
     return None if not short else "shorter than LoadGen's minimum run: " + ", ".join(short)
+
+
+# --- a scenario's run ----------------------------------------------------------------------
+
+
+def simulate_scenario(
+    d: Deployment,
+    scheduler: Scheduler,
+    sc: Scenario,
+    lengths: Mapping[str, Any],
+    *,
+    requests: int = 1000,
+    seed: int = 0,
+    instances: int = 1,
+    rate: float = 1.0,
+    duration_s: float | None = None,
+) -> dict[str, Any]:
+    """The scenario ``sc`` on ``instances`` copies of ``d``, each serving its share of
+    ``requests`` samples drawn like the data set's (``lengths``: its YAML's fields): Offline
+    issues them at once; Server and Interactive search the highest Poisson rate (from
+    ``rate``, the whole system's) whose p99 TTFT and TPOT meet the bounds. A random split of
+    a Poisson stream over the copies is a Poisson stream at rate / copies each, so one copy
+    is simulated and the system's rate and tokens/s are copies x its own. A run lasts
+    LoadGen's minimum duration (600 s; ``duration_s`` scales it down) and holds at least
+    ``requests`` samples: Server arrivals span it, Offline adds samples until its makespan
+    reaches it."""
+    if instances < 1:
+        raise InvalidSettingError("instances", f"--instances must be at least 1, got {instances}")
+    span = sc.min_duration_s if duration_s is None else duration_s
+    if not span > 0:
+        raise InvalidSettingError("duration", f"--duration must be a positive number of seconds, got {span}")
+    if sc.name == "offline":
+        result = offline_run(d, scheduler, lengths, requests, seed, span)
+        summary = scenario_summary(sc, result, result.summary["output_tokens_per_s"], instances, None)
+        return {"result": result, "goodput": None, "search": None, "mlperf": summary}
+    kept: dict[float, SimResult] = {}
+
+    def passes(at: float) -> bool:
+        n = max(requests, math.ceil(at * span))  # LoadGen runs at least min_duration
+        prompt, output = dataset_lengths(lengths, n, seed)
+        kept[at] = simulate_deployment(d, server_arrivals(at, prompt, output, seed), scheduler)
+        return meets(kept[at].requests, sc)
+
+    found = highest_rate(passes, start=rate / instances)
+    if not found["max_rate"]:
+        raise InvalidWorkloadError(
+            f"no request rate meets the {sc.name} scenario's bounds on {d.device.name}: even one request "
+            "alone is too slow; use a faster deployment (more --tp, lower precision)"
+        )
+    result = kept[found["max_rate"]]
+    s = result.summary
+    per_copy = found["max_rate"] * s["output_tokens"] / s["requests"]  # the offered tokens/s a long run approaches
+    return {
+        "result": result,
+        "goodput": None,
+        "search": None,
+        "mlperf": scenario_summary(sc, result, per_copy, instances, found),
+    }
+
+
+def offline_run(d: Deployment, scheduler, lengths, requests: int, seed: int, span: float, most_runs: int = 4):
+    """Offline: ``requests`` samples at once, more until they take ``span`` seconds (as
+    LoadGen sizes its one query from the expected rate to last min_duration)."""
+    n = requests
+    for _ in range(most_runs):
+        prompt, output = dataset_lengths(lengths, n, seed)
+        result = simulate_deployment(d, offline_arrivals(prompt, output), scheduler)
+        took = result.summary["duration_s"]
+        if took >= span:
+            break
+        n = math.ceil(n * span / took * 1.02)
+    return result
+
+
+def scenario_summary(sc: Scenario, result: SimResult, per_copy: float, instances: int, found) -> dict[str, Any]:
+    s = result.summary
+    return {
+        "scenario": sc.name,
+        "ttft_bound_s": sc.ttft_s,
+        "tpot_bound_s": sc.tpot_s,
+        "percentile": sc.percentile,
+        "instances": instances,
+        "tokens_per_s": per_copy * instances,
+        "tokens_per_s_per_instance": per_copy,
+        "rate_per_instance": found["max_rate"] if found else None,
+        "runs": len(found["tried"]) if found else 1,
+        "latency": latency_percentiles(result.requests, sc),
+        "mean_output_tokens": s["output_tokens"] / s["requests"],
+        "short": shortfall(sc, s["requests"] * instances, s["duration_s"]),
+    }

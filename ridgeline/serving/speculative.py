@@ -3,7 +3,7 @@
 A request in decode asks the scheduler for k + 1 tokens instead of one (the last emitted
 token and k draft tokens), so they take their share of the step's token budget and KV
 blocks as vLLM's lookahead slots do. The step is priced as the engine prices speculation
-(``ridgeline.api.speculative``, Leviathan et al., arXiv:2211.17192): the target's pass over
+(``ridgeline.engine.speculative``, Leviathan et al., arXiv:2211.17192): the target's pass over
 the k + 1 tokens of each sequence (``step_cost``'s chunk over its cache, the engine's decode
 pass with ``q_len`` = k + 1), plus the draft model's k decode steps over the verifying
 sequences, and the draft's own prefill of the step's prompt chunks.
@@ -11,7 +11,7 @@ sequences, and the draft's own prefill of the step's prompt chunks.
 Each draft token is accepted with probability a, independently, until the first rejection
 (a seeded draw per verifying sequence per step): a step emits min(G, k) + 1 tokens, G
 geometric (P(G >= i) = a^i), capped at the tokens the request still owes, whose mean is
-(1 - a^(k+1)) / (1 - a) (``ridgeline.api.expected_tokens``). The KV blocks of the rejected
+(1 - a^(k+1)) / (1 - a) (``ridgeline.engine.speculative.expected_tokens``). The KV blocks of the rejected
 positions are freed after the step. The draft shares the device: its weights come out of
 the memory the KV cache gets, and each cached token holds the draft's KV beside the
 target's. The draft is priced with per-sequence attention (``batch_attention`` "varlen")

@@ -1,0 +1,157 @@
+"""Tables of DataFrames (sweep, compare, frontier): readable headers, one unit per column,
+shown as a rich table with its notes or written as CSV or JSON; a progress bar for long sweeps."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from ridgeline.engine.analyze import deployment_basis
+from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.units import format_time
+from ridgeline.io.resolve import Deployment
+from ridgeline.report.terminal import (
+    BYTE_UNITS,
+    TIME_UNITS,
+    add_column,
+    column_unit,
+    compact_table,
+    console_width,
+    emit,
+    fit_columns,
+    plain_number,
+)
+
+# sweep / compare / frontier columns: header and the kind of unit its numbers get
+FRAME_HEADERS = {
+    "batch": "batch",
+    "seq_len": "prompt tokens",
+    "prefill_s": "prefill",
+    "decode_step_s": "decode step",
+    "ttft_s": "TTFT",
+    "tpot_s": "TPOT",
+    "total_s": "total",
+    "tokens_per_s": "tokens/s",
+    "weights_bytes": "weights",
+    "kv_cache_bytes": "KV cache",
+    "activations_peak_bytes": "act. peak",
+    "peak_bytes": "peak memory",
+    "capacity_bytes": "capacity",
+    "fits": "fits",
+    "meets_slo": "meets SLO",
+    "matrix_dtype": "matrix dtype",
+}
+
+
+def frame_column(values, column: str) -> tuple[str, str, list[str]]:
+    """(name, unit, cells) for one DataFrame column; the unit is '' for text and counts."""
+    name = FRAME_HEADERS.get(column, column.replace("_", " "))
+    if column in ("fits", "meets_slo") or all(isinstance(v, (bool, np.bool_)) for v in values):
+        return name, "", ["yes" if v else "no" for v in values]
+    if not all(isinstance(v, (int, float, np.number)) or v is None for v in values):
+        return name, "", ["-" if v is None else str(v) for v in values]
+    units = (
+        TIME_UNITS
+        if column.endswith("_s") and column != "tokens_per_s"
+        else BYTE_UNITS
+        if column.endswith("_bytes")
+        else None
+    )
+    if units is None:
+        return name, "", [str(int(v)) if float(v).is_integer() else plain_number(v) for v in values]
+    scale, unit = column_unit(values, units)
+    return name, unit, [plain_number(v / scale if v is not None else None) for v in values]
+
+
+def frame_table(frame, title: str) -> list:
+    """A DataFrame as a rich table: readable headers with their units, one unit per column;
+    columns equal in every row are said once, under the table."""
+    columns = [frame_column(frame[c].tolist(), c) for c in frame.columns]
+    same = [(name, unit, cells[0]) for name, unit, cells in columns if len(frame) > 1 and len(set(cells)) == 1]
+    shown = [c for c in columns if (c[0], c[1], c[2][0]) not in same] or columns
+    table = compact_table(title)
+    for name, unit, cells in shown:
+        add_column(table, f"{name} ({unit})" if unit else name, text=not any(ch.isdigit() for ch in "".join(cells)))
+    for row in zip(*(cells for _, _, cells in shown)):
+        table.add_row(*row)
+    fit_columns(table, [cells for _, _, cells in shown], console_width())
+    note = ", ".join(f"{name} {value}{' ' + unit if unit else ''}" for name, unit, value in same)
+    return [table] + ([f"the same in every row: {note}"] if same else [])
+
+
+def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None:
+    """A DataFrame for ``--format csv|json`` (JSON records, with the ceilings' ``mode`` when
+    one holds for every row); None for ``table``."""
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if fmt == "json":
+        head = {"mode": mode} if mode else {}
+        rows = frame.to_dict(orient="records")
+        return json.dumps({**head, "rows": rows, "notes": list(notes)}, indent=2, default=float)
+    return None
+
+
+def frame_view(frame, title: str, notes=()) -> list:
+    return [*frame_table(frame, title), *notes]
+
+
+def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
+    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
+    text = frame_text(frame, fmt, notes, mode)
+    emit(text, frame_view(frame, title, notes) if text is None else [], output)
+
+
+def show_deployment_frame(frame, d: Deployment, what: str, notes, fmt: str, output: Path | None) -> None:
+    """One deployment's table (sweep, frontier), titled with its model, device and roofline, then ``what``."""
+    show_frame(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): {what}", notes, d.mode)
+
+
+def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
+    """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
+    prints (ridgeline.engine.basis)."""
+    return basis_text(deployment_basis(d, batch, seq_len))
+
+
+def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]:
+    """What frontier prints under its table: the basis (over its batches), the largest batch,
+    the best pick."""
+    pick = best["best"]
+    found = "no batch meets the targets"
+    if pick:
+        found = (
+            f"best throughput meeting the targets: batch {pick['batch']}, "
+            f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
+            f"TTFT {format_time(pick['ttft_s'])}"
+        )
+    return [*deployment_notes(d, batch, seq_len), f"largest batch that fits: {best['max_batch']}", found]
+
+
+class ProgressAfter:
+    """A progress bar (on stderr, not into the data) that shows only when the work looks set
+    to take over ``seconds``."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start, self.bar, self.task = seconds, time.perf_counter(), None, None
+
+    def step(self, done: int, total: int) -> None:
+        if self.bar is None:
+            elapsed = time.perf_counter() - self.start
+            if done < total and elapsed / done * total > self.seconds:
+                from rich.progress import Progress  # here: a bar is rare, and its import costs every command
+
+                self.bar = Progress(transient=True, console=Console(stderr=True))
+                self.bar.start()
+                self.task = self.bar.add_task("sweep", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __enter__(self) -> ProgressAfter:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
