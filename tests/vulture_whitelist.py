@@ -45,3 +45,6 @@ out_dtype  # tests/test_viewer_app.py: a Settings-like field the test adds to se
 
 # read by transformers' eager_attention_forward from the module it is given
 num_key_value_groups  # tests/test_eager_attention.py
+
+# Module attribute hooks Python calls itself (PEP 562): import ridgeline loads its public names on first use
+__getattr__, __dir__  # ridgeline/__init__.py
