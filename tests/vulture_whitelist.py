@@ -5,29 +5,22 @@ This file is never imported."""
 
 # CLI commands registered by typer's decorators (`@hardware_app.command("list")` etc.)
 hardware_list, hardware_show, models_list, models_show  # ridgeline/cli/catalog.py
-decode_profile  # kernels/cli.py
 
 # the option table's lines (ridgeline/cli/options.py, options): typer reads the signature;
-# a command reads them by their plain name as text (values(ctx)["prompt_range"], setting_lists)
-w_bits, a_bits, kv_bits, step_overhead, request_overhead, prompt_range, output_range
-prefill_replicas, decode_replicas, prefill_hardware, decode_hardware
-batch__sweep, seq_len__sweep, hardware__compare, generate__compare, seq_len__frontier, generate__frontier
-name__show, batch__e2e, generate__e2e, dtype__e2e, execution__e2e, hardware__e2e, output__e2e, prompt__decode
-layers__decode, dtype__decode, threads__decode, device__calibrate, threads__calibrate, output__calibrate
-quiet_wait__calibrate, repredict__validate, hardware__register, transfer__register, output__plan, replicas__plan
-prompt__simulate, ttft_slo__simulate, tpot_slo__simulate, model__check, requests__check, rate__check
-repeats__check, seed__check, dtype__check, device__check, threads__serve, duration
+# a command reads them by their plain name (values(ctx)["w_bits"]; a variant name__command by its plain name)
+w_bits, a_bits, kv_bits
+batch__sweep, seq_len__sweep, hardware__compare
+name__show
+model__check
+threads__serve
 _.__signature__  # cli/options.py: typer reads the settings table's signature (inspect.signature)
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
 
 # Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts
-_.matrix_peak_for, _.vector_peak_for  # ridgeline/engine/device.py
-
-# Dataclass fields read through dataclasses.asdict / the op table's columns
-_.comm_bytes, _.comm_hops  # ridgeline/engine/ops.py (Op)
+_.matrix_peak_for  # ridgeline/engine/device.py
 
 # Scheduler policies, reached through the registry (@register("name"))
-Sarathi, StaticFCFS, TransformersFIFO, GuaranteedNoEvict, PrefillFirst, MaxUtilization  # ridgeline/serving/policies/
+Sarathi, StaticFCFS, TransformersFIFO, GuaranteedNoEvict, MaxUtilization  # ridgeline/serving/policies/
 
 # Attributes set on other libraries' objects
 _.mtime  # kernels/gpu/run.py: tarfile.TarInfo
