@@ -196,6 +196,36 @@ def test_cli_import_is_light():
     assert out.stdout.strip() == "[]"
 
 
+def test_help_lists_every_command_without_importing_one():
+    """`ridgeline --help` reads each command's short help from the tables (ridgeline.cli.app's
+    COMMANDS, each plugin's): no command module, no engine, no numpy is imported."""
+    code = (
+        "import sys; from typer.testing import CliRunner; from ridgeline.cli import app; "
+        "r = CliRunner().invoke(app, ['--help']); "
+        "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'ridgeline')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=1) == [
+        "0",
+        "['ridgeline', 'ridgeline.cli', 'ridgeline.cli.app', 'ridgeline.errors', 'ridgeline.version']\n",
+    ]
+
+
+def test_the_listed_short_help_is_each_commands_own():
+    import typer
+    from typer.core import TyperCommand
+
+    from ridgeline.cli import load_all
+    from ridgeline.cli.app import listed
+
+    group = typer.main.get_command(load_all())
+    with group.make_context("ridgeline", ["analyze"]) as ctx:
+        own = {name: group.get_command(ctx, name).get_short_help_str(10**4) for name in listed()}
+    assert {name: TyperCommand(name=name, help=h).get_short_help_str(10**4) for name, h in listed().items()} == own
+    assert set(own) == set(group.commands)  # every command registered is listed, and no other
+    assert CliRunner().invoke(app, ["anlyze"]).output == "error: No such command 'anlyze'. Did you mean 'analyze'?\n"
+
+
 # --- output paths (issue 12.3) ----------------------------------------------------------
 
 WRITERS = [

@@ -3,12 +3,12 @@ order, right after --output in each of the five commands that take them."""
 
 import typer
 
-from ridgeline.cli import app
+from ridgeline.cli import load_all
 from ridgeline.io.settings import DEPLOYMENT
 
 
 def test_the_deployment_group_follows_output_in_each_command_that_takes_it():
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(load_all())
     for name in ("analyze", "sweep", "compare", "frontier", "simulate"):
         names = [p.name for p in group.commands[name].params]
         at = names.index("output") + 1
@@ -25,7 +25,7 @@ def test_path_options_reach_the_commands_as_paths_whatever_typer_passes():
     from pathlib import Path
 
     from kernels import commands
-    from ridgeline.cli.app import TableCommand, as_path
+    from ridgeline.cli.command import TableCommand, as_path
 
     assert as_path("out/e2e.json") == Path("out/e2e.json") and as_path(None) is None
     assert as_path(("a.tar.gz", Path("b"))) == [Path("a.tar.gz"), Path("b")]
@@ -46,7 +46,7 @@ def test_a_command_takes_the_options_its_function_declares_in_their_order():
     from kernels import commands
     from ridgeline import api
 
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(load_all())
     runs = {"calibrate": commands.calibrate, "validate": commands.validate, "e2e": commands.e2e}
     runs |= {"decode-profile": commands.decode_profile, "simulate-check": commands.simulate_check}
     for name, run in runs.items():

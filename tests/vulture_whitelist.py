@@ -14,6 +14,7 @@ name__show
 model__check
 threads__serve
 _.__signature__  # cli/options.py: typer reads the settings table's signature (inspect.signature)
+_.list_commands, _.format_commands  # cli/app.py: OneLineErrors overrides the group's own, which click calls
 standalone_mode  # cli/app.py: click main() keyword, taken so it is not passed on (always False)
 
 # Public methods of DeviceSpec (exported by `import ridgeline`) for users' scripts

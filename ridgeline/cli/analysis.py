@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from ridgeline import api, report
-from ridgeline.cli.app import app, command, deployment, echo_err, pick, values, writer
+from ridgeline.cli.app import app
+from ridgeline.cli.command import command, deployment, echo_err, pick, values, writer
 from ridgeline.io.settings import check_transfer, model_name, parse_values, setting_lists
 
 SHARED = "dtype profile transfer fmt output deployment"

@@ -1,27 +1,66 @@
-"""The typer application, its one error handler, and what every command shares: the options
-it takes (options.py) and the deployment it names. Output is ridgeline.report's."""
+"""The typer application and its one error handler. A command's module (analysis, catalog,
+serving; the plugins' through entry points) is imported only when that command runs or is
+listed by ``load_all``; ``ridgeline --help`` reads the short help of each from ``COMMANDS`` and
+the plugins' own tables. How a command takes its options is command.py's."""
 
 from __future__ import annotations
 
-import inspect
+import importlib
 import sys
-from collections.abc import Callable
+from difflib import get_close_matches
+from functools import cache
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline import Workload, errors
-from ridgeline.cli.options import keywords_of, params_of
-from ridgeline.io.resolve import Deployment
-from ridgeline.io.settings import SETTING_FIELDS, resolve_options
-from ridgeline.report import check_format
+from ridgeline import errors
+
+# ridgeline's own commands, in the order `ridgeline --help` lists them: the module that
+# registers each (imported when the command runs, so `ridgeline --help` imports no engine) and
+# its short help, the first paragraph of its docstring (a test holds each to the command's own)
+COMMANDS = {
+    "analyze": ("ridgeline.cli.analysis", "Per-operator roofline of prefill and decode, generation totals and memory."),
+    "sweep": ("ridgeline.cli.analysis", "Every combination of the listed values, batch x length in one vectorised pass each."),
+    "compare": ("ridgeline.cli.analysis", "The same model and workload across devices and settings: one row each."),
+    "frontier": ("ridgeline.cli.analysis", "Latency against throughput across batch sizes up to the largest that fits, and the best throughput meeting --tpot-slo / --ttft-slo."),
+    "simulate": ("ridgeline.cli.serving", "Serve requests with continuous batching: latency percentiles, throughput, KV use; replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."),
+    "plan": ("ridgeline.cli.serving", "Search deployments (devices x count x tp/pp x types x batch x chunk): bounds, then simulation; cost vs goodput."),
+    "hardware": ("ridgeline.cli.catalog", "The hardware catalog."),
+    "models": ("ridgeline.cli.catalog", "The model catalog."),
+}  # fmt: skip
 
 
 class OneLineErrors(TyperGroup):
-    """Turn every usage or domain error into one line on stderr and exit code 2."""
+    """Turn every usage or domain error into one line on stderr and exit code 2; load a
+    command's module only when that command runs (``listed``: what ``--help`` shows without)."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(listed())
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in listed():
+            load(cmd_name)
+            self.commands.update(typer.main.get_command(app).commands)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple:
+        try:
+            return super().resolve_command(ctx, args)
+        except typer.TyperException as err:  # typer's own suggestion sees only the commands loaded yet
+            unsaid = str(err).startswith("No such command") and "Did you mean" not in str(err)
+            near = get_close_matches(args[0], list(listed())) if unsaid else []
+            err.message = (
+                f"{err.message.rstrip('.')}. Did you mean {', '.join(map(repr, near))}?" if near else err.message
+            )
+            raise
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        short = listed()  # cut to the width as click cuts a command's own help
+        limit = formatter.width - 6 - max(map(len, short))
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, TyperCommand(name=n, help=h).get_short_help_str(limit)) for n, h in short.items()])
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -49,6 +88,8 @@ def cli_advice(err: errors.RidgelineError) -> str:
     if isinstance(err, errors.UnknownDeviceError):
         return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
     if isinstance(err, errors.InvalidSettingError):
+        from ridgeline.io.settings import SETTING_FIELDS
+
         option = {field: name for name, field in SETTING_FIELDS.items() if "bits" not in name}.get(err.setting)
         return f" (set with --{(option or err.setting).replace('_', '-')})"
     if isinstance(err, errors.ProfileMismatchError) and err.device == "this host":
@@ -59,62 +100,6 @@ def cli_advice(err: errors.RidgelineError) -> str:
     return ""
 
 
-class TableCommand(TyperCommand):
-    """A command taking the options ``names``: those the functions ``declared`` declare, else
-    options.py's table's (options.params_of); its function takes only ``ctx`` and reads them
-    with ``values(ctx)``."""
-
-    names, declared, variant = "", (), ""
-
-    def __init__(self, *, params, **extra):
-        own, self.paths = params_of(self.names, self.declared, self.variant)
-        super().__init__(params=[*params, *own], **extra)
-
-    def invoke(self, ctx):
-        ctx.meta["values"] = {k: as_path(v) if k in self.paths else v for k, v in ctx.params.items()}
-        if "fmt" in ctx.params:  # --format is checked before any work
-            check_format(ctx.params["fmt"])
-        ctx.params = {}
-        return super().invoke(ctx)
-
-
-def as_path(value: Any) -> Any:
-    """A path option as ``pathlib.Path``: typer converts click's path strings in the wrapper
-    that ``TableCommand`` skips, and some typers (0.27) leave them strings."""
-    if value is None:
-        return None
-    return [Path(v) for v in value] if isinstance(value, list | tuple) else Path(value)
-
-
-def command(group: typer.Typer, names: str, name: str | None = None, declared=(), variant: str = ""):
-    """Register a command of ``group`` that takes the options ``names`` ('deployment': that
-    group), as the functions ``declared`` declare them or else as the table does."""
-    keys = {"names": names, "declared": declared, "variant": variant}
-    return group.command(name, cls=type("Command", (TableCommand,), keys))
-
-
-def values(ctx: typer.Context) -> dict[str, Any]:
-    """Every option a command was given."""
-    return ctx.meta["values"]
-
-
-def delegate(group: typer.Typer, name: str, run: Callable[..., int], help: str, variant: str = "") -> None:
-    """A command ``name`` of ``group`` that hands its options (``run``'s keywords) to ``run``
-    (kernels/commands.py's, which import torch when they need it) and exits with its code."""
-
-    def body(ctx: typer.Context) -> None:
-        printing = {"echo": typer.echo} if "echo" in inspect.signature(run).parameters else {}
-        raise typer.Exit(run(**values(ctx), **printing, log=echo_err))
-
-    body.__doc__ = help
-    command(group, keywords_of(run), name, (run,), variant)(body)
-
-
-def pick(v: dict[str, Any], names: str) -> dict[str, Any]:
-    """The options ``names`` ('batch seq_len') of ``v``, as keywords."""
-    return {name: v[name] for name in names.split()}
-
-
 app = typer.Typer(
     cls=OneLineErrors,
     no_args_is_help=True,
@@ -123,36 +108,45 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Roofline performance analysis for LLM inference.",
 )
-hardware_app = typer.Typer(no_args_is_help=True, help="The hardware catalog.")
-models_app = typer.Typer(no_args_is_help=True, help="The model catalog.")
-app.add_typer(hardware_app, name="hardware")
-app.add_typer(models_app, name="models")
 
 
-def add_plugins() -> None:
-    """The commands other packages register through the entry point group ``ridgeline.commands``
-    (kernels' measurements, the viewer's dashboard: pyproject.toml), in the order of their names."""
-    for plugin in sorted(entry_points(group="ridgeline.commands"), key=lambda p: p.name):
+@app.callback()
+def root() -> None:
+    """A group, whatever is registered yet (typer makes one with a callback)."""
+
+
+@cache
+def plugins() -> list[Any]:
+    """The modules other packages register commands from through the entry point group
+    ``ridgeline.commands`` (kernels' measurements, the viewer's dashboard: pyproject.toml), in
+    the order of their names: each lists its ``COMMANDS`` (name: short help), and the entry
+    point's function adds them."""
+    return sorted(entry_points(group="ridgeline.commands"), key=lambda plugin: plugin.name)
+
+
+@cache
+def listed() -> dict[str, str]:
+    """Every command's short help by name: ridgeline's, then each plugin's."""
+    theirs = {n: h for plugin in plugins() for n, h in importlib.import_module(plugin.module).COMMANDS.items()}
+    return {name: h for name, (_, h) in COMMANDS.items()} | theirs
+
+
+def load(name: str) -> None:
+    """Register the command ``name`` (with the others of its module, once)."""
+    if name in COMMANDS:
+        importlib.import_module(COMMANDS[name][0])
+        return
+    plugin = next(p for p in plugins() if name in importlib.import_module(p.module).COMMANDS)
+    if plugin.module not in REGISTERED:
+        REGISTERED.add(plugin.module)
         plugin.load()()
 
 
-def writer(name: str) -> Callable[..., None]:
-    """The output writer another package registers as ``name`` in the entry point group
-    ``ridgeline.writers`` (the viewer's ``html``: one analysis's charts in a file)."""
-    found = entry_points(group="ridgeline.writers", name=name)
-    if not found:
-        raise errors.RidgelineError(f"no '{name}' writer is installed: pip install 'ridgeline[viewer]'")
-    return next(iter(found)).load()
+REGISTERED: set[str] = set()  # the plugins whose commands are added
 
 
-def echo_err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
-def deployment(params: dict[str, Any], settings: dict[str, Any] | None = None) -> Deployment:
-    """A command's deployment, resolved once (ridgeline.io.settings.resolve_options); print the notes it raised."""
-    Workload(**{k: params[k] for k in ("batch", "seq_len", "generate") if type(params.get(k)) is int})  # no note first
-    d = resolve_options(**params, settings=settings)
-    for note in d.notes:
-        echo_err(f"warning: {note}")
-    return d
+def load_all() -> typer.Typer:
+    """The app with every command registered (for a caller that reads them all: tests, docs)."""
+    for name in listed():
+        load(name)
+    return app

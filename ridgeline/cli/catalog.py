@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from ridgeline.cli.app import command, hardware_app, models_app, values
+from ridgeline.cli.app import app
+from ridgeline.cli.command import command, values
 from ridgeline.io.resolve import list_devices, list_models, load_device, load_model
 from ridgeline.report import DEVICE_HEADER, MODEL_HEADER, device_line, device_rows, model_line, model_rows, print_lines
+
+hardware_app = typer.Typer(no_args_is_help=True, help="The hardware catalog.")
+models_app = typer.Typer(no_args_is_help=True, help="The model catalog.")
+app.add_typer(hardware_app, name="hardware")
+app.add_typer(models_app, name="models")
 
 
 @hardware_app.command("list")

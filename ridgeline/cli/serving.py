@@ -14,7 +14,8 @@ from ridgeline.api import (
     serving_scheduler,
     simulate_options,
 )
-from ridgeline.cli.app import app, command, deployment, echo_err, pick, values
+from ridgeline.cli.app import app
+from ridgeline.cli.command import command, deployment, echo_err, pick, values
 
 SIMULATE = "model config hardware rate requests prompt output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo tpot_slo percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
 
