@@ -257,3 +257,20 @@ def test_the_device_count_the_model_manual_quotes_is_the_catalogs():
 
     quoted = re.search(r"`hardware/\*\.yaml`, (\d+) devices", (ROOT / "docs" / "model.md").read_text())
     assert quoted and int(quoted.group(1)) == len(list_devices())
+
+
+def tracked(folder: str) -> list[str]:
+    """The files git tracks under ``folder``."""
+    done = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_every_reports_folder_says_its_role_and_who_writes_it():
+    """reports/ by role (issue 56): each folder git tracks there has a README naming its role(s)
+    and who writes what it holds, and reports/README.md lists every folder."""
+    folders = {Path(p).parts[1] for p in tracked("reports") if len(Path(p).parts) > 2}
+    index = (ROOT / "reports" / "README.md").read_text()
+    for name in sorted(folders):
+        text = (ROOT / "reports" / name / "README.md").read_text()
+        assert re.search(r"\*\*Roles?:\*\*|\| role \|", text) and re.search(r"[Ww]ho writes", text), name
+        assert f"[{name}/]({name}/README.md)" in index, name
