@@ -20,7 +20,9 @@ import numpy as np
 
 from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
 from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.ops import base_name
 from ridgeline.engine.roofline import Ceilings, evaluate
+from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving.transformers_sdpa import GatherCost, build_gather_cost
 
 # ops whose work depends on each sequence's own query and cached lengths
@@ -80,6 +82,17 @@ class StepCost:
         return float(np.dot(self.count, per_op))
 
 
+def check_served(config: ModelConfig) -> None:
+    """The simulator caps every layer's keys at one window: a model whose layers attend over
+    different spans (sliding and global, chunked) is refused, by name."""
+    if config.windows and config.layer_groups:
+        kinds = ", ".join(f"{g.count} {g.label}" for g in config.layer_groups)
+        raise InvalidWorkloadError(
+            f"the serving simulator caps every layer at one attention span; {config.name} mixes "
+            f"layers ({kinds}): ridgeline analyze prices them layer by layer"
+        )
+
+
 def _first(ops, table: dict, name: str) -> float:
     """The per-kernel overhead of op ``name`` in an evaluated table."""
     i = [op.name for op in ops].index(name)
@@ -97,6 +110,7 @@ def build_step_cost(
 ) -> StepCost:
     """Tabulate every term a step's cost needs, with six vectorised engine calls (two more
     for ``batch_attention`` "gather": :func:`build_gather_cost`)."""
+    check_served(config)
     tokens = np.arange(1, max_tokens + 1)
     batches = np.arange(1, max_batch + 1)
     fresh_ops = stage_ops(config, "prefill", 1, tokens, p)
@@ -109,8 +123,8 @@ def build_step_cost(
     by_token = evaluate(token_ops, roofs)
 
     skip = ATTENTION_OPS + HEAD_OPS
-    fresh_names = [op.name for op in fresh_ops if op.name not in skip]
-    cached_names = [op.name for op in token_ops if op.name not in skip]
+    fresh_names = [op.name for op in fresh_ops if base_name(op.name) not in skip]
+    cached_names = [op.name for op in token_ops if base_name(op.name) not in skip]
     shared = [n for n in fresh_names if n in cached_names]
     pad = lambda a: np.concatenate([[0.0], np.broadcast_to(a, tokens.shape)])  # noqa: E731
     rows = lambda ops, names: [i for i, op in enumerate(ops) if op.name in names]  # noqa: E731
@@ -120,7 +134,8 @@ def build_step_cost(
     head_rows = rows(dec_ops[0], HEAD_OPS)
     head_s = np.concatenate([[0.0], np.broadcast_to(_token_time(dec[0], head_rows), batches.shape)])
 
-    names = [n for n in ATTENTION_OPS if any(op.name == n for op in fresh_ops + chunk_ops[0])]
+    present = dict.fromkeys(op.name for op in fresh_ops + chunk_ops[0] if base_name(op.name) in ATTENTION_OPS)
+    names = sorted(present, key=lambda n: ATTENTION_OPS.index(base_name(n)))  # each kind of layer's in turn
     K = len(names)
 
     def gather(ops, table, key, width):

@@ -1,0 +1,106 @@
+"""Layers that differ: per-layer attention (sliding, chunked, NoPE) and MLP kinds, priced
+group by group, and models whose layers are alike priced as before."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ridgeline as rl
+from ridgeline.api import simulate
+from ridgeline.engine.analyze import decode_total, stage_totals
+from ridgeline.engine.layers import Plan, stage_ops
+from ridgeline.engine.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import spec_ceilings
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
+from ridgeline.io.catalog import MODELS_DIR
+from ridgeline.io.files import read_json
+from ridgeline.serving.arrivals import poisson
+
+FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
+LLAMA = read_json(MODELS_DIR / "llama-3-8b.json")  # 32 layers, 8 KV heads of 128
+
+
+def mixed(**keys) -> ModelConfig:
+    return ModelConfig.from_hf_config({**LLAMA, **keys}, name="mixed")
+
+
+HALF = ["sliding_attention", "full_attention"] * 16  # 16 sliding, 16 global
+
+
+def test_alike_layers_price_as_the_uniform_model():
+    """``layer_types`` all full is the plain model, op for op."""
+    plain = rl.load_model("llama-3-8b")
+    same = mixed(layer_types=["full_attention"] * 32, sliding_window=4096)
+    assert same.layer_groups == () and same.sliding_window is None
+    a = stage_ops(plain, "decode", 2, 1000, FP16)
+    b = stage_ops(same, "decode", 2, 1000, FP16)
+    assert [op.name for op in a] == [op.name for op in b]
+    assert all(x.kv_read_bytes == y.kv_read_bytes and x.flops == y.flops for x, y in zip(a, b))
+
+
+def test_groups_and_their_ops():
+    m = mixed(layer_types=HALF, sliding_window=128)
+    assert [(g.label, g.count, g.window) for g in m.layer_groups] == [("sliding", 16, 128), ("global", 16, None)]
+    assert m.windows == (128,)
+    assert "layers: 16 sliding, 16 global" in m.notes
+    ops = {op.name: op for op in stage_ops(m, "decode", 1, 1000, FP16)}
+    # decode over 1001 positions: a sliding layer reads 128 of them, 8 KV heads x (K + V) 256 x 2 B
+    assert ops["sliding/attention"].kv_read_bytes == 8 * 128 * 256 * 2
+    assert ops["global/attention"].kv_read_bytes == 8 * 1001 * 256 * 2
+    assert ops["sliding/q_proj"].count == ops["global/q_proj"].count == 16
+    assert ops["global/attn_norm"].inputs == ("x",)
+
+
+def test_kv_cache_by_kind():
+    """Per token, 2 x 32 layers x 8 x 128 x 2 B = 128 KiB, whatever the kinds; a cache of
+    10,000 tokens keeps 10,000 in the 16 global layers and 128 in the 16 sliding ones:
+    16 x 4096 B x (10,000 + 128) = 663,748,608 B."""
+    m = mixed(layer_types=HALF, sliding_window=128)
+    assert kv_bytes_per_token(m, FP16) == 131_072
+    assert kv_cache_bytes(m, 1, 10_000, FP16) == 16 * 4096 * (10_000 + 128)
+    assert weight_bytes(m, FP16) == weight_bytes(rl.load_model("llama-3-8b"), FP16)
+
+
+def test_decode_sum_splits_at_each_window_and_matches_the_loop():
+    m = mixed(layer_types=HALF, sliding_window=128)
+    device = rl.load_device("h100-sxm")
+    roofs = spec_ceilings(device)
+    loop = sum(
+        stage_totals(stage_ops(m, "decode", 4, s, FP16), roofs, FP16, "decode")[0]["time_s"] for s in range(50, 300)
+    )
+    closed = decode_total(m, 4, np.asarray(50), np.asarray(299), FP16, roofs)
+    assert float(closed) == pytest.approx(loop, rel=1e-12)
+
+
+def test_moe_every_other_layer_and_nope():
+    """Llama 4's pattern on a MoE model: MoE on odd layers (interleave step 2), chunked
+    attention on layers with rotary, global NoPE on every fourth."""
+    moe = read_json(MODELS_DIR / "mixtral-8x7b.json")
+    rope = [0 if (i + 1) % 4 == 0 else 1 for i in range(32)]
+    m = ModelConfig.from_hf_config(
+        {**moe, "interleave_moe_layer_step": 2, "attention_chunk_size": 8192, "no_rope_layers": rope}, name="x"
+    )
+    kinds = [(g.label, g.count) for g in m.layer_groups]
+    assert kinds == [("chunked-dense", 16), ("chunked-moe", 8), ("global-nope-moe", 8)]
+    assert m.num_moe_layers == 16
+    ops = {op.name for op in stage_ops(m, "decode", 1, 100, FP16)}
+    assert "global-nope-moe/rope" not in ops and "chunked-moe/rope" in ops
+    assert "chunked-dense/router" not in ops and "chunked-moe/router" in ops
+
+
+def test_unmodelled_keys_and_bad_layer_types_are_refused():
+    with pytest.raises(InvalidConfigError, match="'num_kv_shared_layers' .* is not modelled"):
+        mixed(num_kv_shared_layers=10)
+    with pytest.raises(InvalidConfigError, match="'layer_types' must list 32 of"):
+        mixed(layer_types=["linear_attention"] * 32)
+
+
+def test_the_simulator_refuses_mixed_spans(tmp_path):
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({**LLAMA, "layer_types": HALF, "sliding_window": 128}))
+    with pytest.raises(InvalidWorkloadError, match="mixes layers \\(16 sliding, 16 global\\)"):
+        simulate(str(path), "h100-sxm", poisson(1.0, 4, 100, 10))
