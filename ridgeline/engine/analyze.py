@@ -445,6 +445,8 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     warnings = context_warnings(config, workload)
     if warnings:
         extra["warnings"] = warnings
+    if config.notes:  # what the config was read with beyond a uniform layer (ModelConfig.notes)
+        extra["model_notes"] = list(config.notes)
     if p.pp > 1:
         extra["pipeline"] = {
             "stages": p.pp,

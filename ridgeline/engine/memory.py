@@ -67,6 +67,8 @@ def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
     out = linear_groups(c, s, attention_parameters, mlp_parameters)
     norms = (1 if c.parallel_attn and not c.mlp_norm_in_parallel else 2) + (2 if c.post_norms else 0)
     qk = 2 * c.head_dim if c.qk_norm else 0  # Qwen3's q_norm and k_norm weights
+    if c.qk_norm_whole:  # OLMo 2's: as wide as q and k
+        qk = (s.heads + s.kv_heads) * c.head_dim
     sinks = s.heads if c.attention_sinks else 0  # gpt-oss: one learned logit per head
     out["norms"] = s.layers * (c.hidden_size * norms + qk + sinks)
     if c.is_moe:

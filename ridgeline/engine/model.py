@@ -42,6 +42,8 @@ ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
 
 # model types that wrap a text decoder in ``text_config`` (with a vision tower, left out)
 WRAPPERS = ("gemma3", "llama4", "mistral3")
+# model types another's code runs (Kimi K2: architectures DeepseekV3ForCausalLM)
+ALIASES = {"kimi_k2": "deepseek_v3"}
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,11 @@ class LayerGroup:
 
 # model types whose attention normalises each head of q and k (modeling_qwen3.py: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
-POST_NORM_TYPES = ("gemma2", "gemma3_text")  # a norm after attention and after the MLP too
+POST_NORM_TYPES = ("gemma2", "gemma3_text")
+UNTIED_TYPES = ("llama4_text",)  # Llama4TextConfig's default: a separate lm_head
+WHOLE_QK_NORM_TYPES = (
+    "olmo2",
+)  # q_norm and k_norm over the whole projection (modeling_olmo2.py)  # a norm after attention and after the MLP too
 # keys that change what a layer computes, with what ridgeline does with each (named in notes)
 READ_KEYS = {
     "layer_types": "per-layer attention",
@@ -110,6 +116,7 @@ class ModelConfig:
     # read their own LayerNorm of the residual (ln_attn, ln_mlp)
     mlp_norm_in_parallel: bool = False
     qk_norm: bool = False  # an RMSNorm over each head of q and of k before RoPE (Qwen3)
+    qk_norm_whole: bool = False  # that norm over all of q's and k's heads at once: a weight as wide (OLMo 2)
     rotary: bool = True  # rotary position embedding applied to q and k
     max_position_embeddings: int = 0
     sliding_window: int | None = None  # attention sees at most this many past tokens
@@ -258,9 +265,16 @@ def _attention_kinds(raw: Mapping[str, Any], model_type: str, n: int, where: str
 
 
 def _rope_layers(raw: Mapping[str, Any], n: int) -> list[bool]:
-    """Per layer, whether it turns q and k (``no_rope_layers``: 1 where rotary is used)."""
+    """Per layer, whether it turns q and k (``no_rope_layers``: 1 where rotary is used;
+    Llama 4 without the list: every ``no_rope_layer_interval``-th layer (4) is NoPE, as
+    Llama4TextConfig fills it in)."""
     flags = raw.get("no_rope_layers")
-    return [bool(f) for f in flags] if isinstance(flags, list) and len(flags) == n else [True] * n
+    if isinstance(flags, list) and len(flags) == n:
+        return [bool(f) for f in flags]
+    if raw.get("model_type") == "llama4_text":
+        every = int(raw.get("no_rope_layer_interval") or 4)
+        return [(i + 1) % every != 0 for i in range(n)]
+    return [True] * n
 
 
 def _moe_layers(raw: Mapping[str, Any], n: int) -> list[bool]:
@@ -331,6 +345,12 @@ def _notes(raw: Mapping[str, Any], groups: tuple[LayerGroup, ...], where: str) -
         if raw.get(key):
             raise InvalidConfigError(where, f"'{key}' ({what}) is not modelled")
     notes = [f"{key}: {what}" for key, what in READ_KEYS.items() if raw.get(key) not in (None, False, 1, [])]
+    quant = raw.get("quantization_config")
+    if isinstance(quant, Mapping):  # the checkpoint's format; what is priced is --dtype / --w-bits
+        method = quant.get("quant_method", "?")
+        notes.append(f"quantization_config ({method}): weights priced at the settings' types, not the checkpoint's")
+    if raw.get("model_type") == "gpt_oss":
+        notes.append("attention sinks: a learned logit per head (its weights counted; inside the attention kernel)")
     if groups:
         notes.append("layers: " + ", ".join(f"{g.count} {g.label}" for g in groups))
     return tuple(notes)
@@ -339,6 +359,10 @@ def _notes(raw: Mapping[str, Any], groups: tuple[LayerGroup, ...], where: str) -
 def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfig:
     raw, wrapped = _text_decoder(raw, where)
     model_type = raw.get("model_type")
+    if model_type in ALIASES:
+        wrapped += (f"{model_type}: read as {ALIASES[model_type]} (the architecture its config names)",)
+        raw = {**raw, "model_type": ALIASES[model_type]}
+        model_type = raw["model_type"]
     if not model_type:
         raise InvalidConfigError(where, "missing 'model_type'; is this a Hugging Face config.json?")
     if model_type not in ARCHITECTURES:
@@ -394,7 +418,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
             default=4 * hidden,
         ),
         vocab_size=_positive(raw, where, "vocab_size"),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", model_type not in UNTIED_TYPES)),
         hidden_act=act,
         gated_mlp=gated,
         norm=norm,
@@ -408,6 +432,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         **mla,
         layer_groups=groups,
         post_norms=model_type in POST_NORM_TYPES,
+        qk_norm_whole=model_type in WHOLE_QK_NORM_TYPES,
         attention_sinks=model_type == "gpt_oss",
         logit_softcap=float(raw.get("final_logit_softcapping") or 0.0),
         notes=wrapped + _notes(raw, groups, where),
