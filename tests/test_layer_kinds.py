@@ -7,15 +7,17 @@ import json
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import ridgeline as rl
 from ridgeline.api import simulate
+from ridgeline.cli import app
 from ridgeline.engine.analyze import decode_total, stage_totals
 from ridgeline.engine.layers import Plan, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
-from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError, UnsupportedArchitectureError
 from ridgeline.io.catalog import MODELS_DIR
 from ridgeline.io.files import read_json
 from ridgeline.serving.arrivals import poisson
@@ -104,3 +106,20 @@ def test_the_simulator_refuses_mixed_spans(tmp_path):
     path.write_text(json.dumps({**LLAMA, "layer_types": HALF, "sliding_window": 128}))
     with pytest.raises(InvalidWorkloadError, match="mixes layers \\(16 sliding, 16 global\\)"):
         simulate(str(path), "h100-sxm", poisson(1.0, 4, 100, 10))
+
+
+def test_an_unsupported_architecture_names_the_nearest_and_what_it_lacks():
+    with pytest.raises(
+        UnsupportedArchitectureError, match="Nearest: 'qwen3_moe', whose reader this config lacks 'num_hidden_layers'"
+    ):
+        ModelConfig.from_hf_config({"model_type": "qwen3_next", "hidden_size": 2048, "num_attention_heads": 16})
+    with pytest.raises(UnsupportedArchitectureError, match="Nearest: 'llama', whose reader this config has its fields"):
+        ModelConfig.from_hf_config({**LLAMA, "model_type": "llamba"})
+
+
+def test_the_cli_refuses_an_unsupported_architecture_in_one_line(tmp_path):
+    path = tmp_path / "next.json"
+    path.write_text(json.dumps({**LLAMA, "model_type": "qwen3_next"}))
+    result = CliRunner().invoke(app, ["analyze", str(path), "-H", "h100-sxm"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "Nearest: 'qwen3_moe'" in result.output

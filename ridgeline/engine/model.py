@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -188,6 +189,15 @@ def group_of(c: ModelConfig, g: LayerGroup) -> ModelConfig:
     )
 
 
+# the fields every reader needs, each with its aliases
+REQUIRED = (
+    ("hidden_size", "n_embd", "d_model"),
+    ("num_attention_heads", "n_head", "num_heads"),
+    ("num_hidden_layers", "n_layer", "num_layers"),
+    ("vocab_size",),
+)
+
+
 def _first(raw: Mapping[str, Any], *keys: str) -> Any:
     for key in keys:
         if raw.get(key) is not None:
@@ -366,7 +376,9 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     if not model_type:
         raise InvalidConfigError(where, "missing 'model_type'; is this a Hugging Face config.json?")
     if model_type not in ARCHITECTURES:
-        raise UnsupportedArchitectureError(model_type, ARCHITECTURES)
+        nearest = (difflib.get_close_matches(str(model_type), ARCHITECTURES, 1, 0.0) or [""])[0]
+        missing = next((keys[0] for keys in REQUIRED if _first(raw, *keys) is None), "")
+        raise UnsupportedArchitectureError(model_type, ARCHITECTURES, nearest, missing)
     gated, norm, parallel = ARCHITECTURES[model_type]
     hidden = _positive(raw, where, "hidden_size", "n_embd", "d_model")
     heads = _positive(raw, where, "num_attention_heads", "n_head", "num_heads")
