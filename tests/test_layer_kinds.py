@@ -123,3 +123,30 @@ def test_the_cli_refuses_an_unsupported_architecture_in_one_line(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(path), "-H", "h100-sxm"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "Nearest: 'qwen3_moe'" in result.output
+
+
+# A small decoder's keys, for the readers of types the catalog has no config of (the values
+# are this test's, not a published model's)
+SMALL = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8}
+SMALL |= {"intermediate_size": 512, "vocab_size": 1000}
+
+
+def test_cohere2_slides_with_rotary_and_keeps_its_global_layers_without():
+    m = ModelConfig.from_hf_config(
+        {**SMALL, "model_type": "cohere2", "sliding_window": 64, "sliding_window_pattern": 4}
+    )
+    assert [(g.label, g.count, g.window) for g in m.layer_groups] == [("sliding", 6, 64), ("global-nope", 2, None)]
+    assert (m.norm, m.parallel_attn, m.mlp_norm_in_parallel) == ("layernorm_nobias", True, False)
+    names = {op.name for op in stage_ops(m, "decode", 1, 100, FP16)}
+    assert "sliding/rope" in names and "global-nope/rope" not in names and "sliding/mlp_norm" not in names
+
+
+def test_wrappers_and_moe_readers():
+    wrapped = ModelConfig.from_hf_config({"model_type": "mistral3", "text_config": {**SMALL, "model_type": "mistral"}})
+    assert wrapped.model_type == "mistral" and wrapped.notes[0].startswith("mistral3: the text decoder")
+    glm = {**SMALL, "model_type": "glm4_moe", "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1}
+    glm |= {"moe_intermediate_size": 64, "first_k_dense_replace": 3, "use_qk_norm": True}
+    g = ModelConfig.from_hf_config(glm)
+    assert (g.qk_norm, g.num_moe_layers, g.num_shared_experts, g.layer_groups) == (True, 5, 1, ())
+    granite = {**SMALL, "model_type": "granitemoe", "num_local_experts": 8, "num_experts_per_tok": 2}
+    assert ModelConfig.from_hf_config(granite).moe_intermediate_size == 512  # its experts are intermediate_size wide
