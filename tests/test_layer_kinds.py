@@ -20,7 +20,9 @@ from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import InvalidConfigError, InvalidWorkloadError, UnsupportedArchitectureError
 from ridgeline.io.catalog import MODELS_DIR
 from ridgeline.io.files import read_json
+from ridgeline.io.resolve import resolve
 from ridgeline.serving.arrivals import poisson
+from ridgeline.serving.step_cost import build_step_cost, step_time
 
 FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
 LLAMA = read_json(MODELS_DIR / "llama-3-8b.json")  # 32 layers, 8 KV heads of 128
@@ -101,11 +103,32 @@ def test_unmodelled_keys_and_bad_layer_types_are_refused():
         mixed(layer_types=["linear_attention"] * 32)
 
 
-def test_the_simulator_refuses_mixed_spans(tmp_path):
-    path = tmp_path / "mixed.json"
-    path.write_text(json.dumps({**LLAMA, "layer_types": HALF, "sliding_window": 128}))
-    with pytest.raises(InvalidWorkloadError, match="mixes layers \\(16 sliding, 16 global\\)"):
-        simulate(str(path), "h100-sxm", poisson(1.0, 4, 100, 10))
+def test_the_simulator_prices_each_kind_of_layer():
+    """gpt-oss-20b in the simulator: a step of 4 decodes at 1000 cached is the engine's
+    decode pass (the sliding layers' attention capped at its 128 keys), a fresh chunk of 200
+    its prefill; a sequence of 1000 tokens keeps 128 in half the KV bytes and 1000 in the
+    other half, 564 whole-model positions, 36 blocks of 16."""
+    d = resolve("gpt-oss-20b", "h100-sxm", attention="flash")
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+    engine = lambda stage, batch, length: stage_totals(  # noqa: E731
+        stage_ops(d.model, stage, batch, length, d.plan), d.ceilings, d.plan, stage
+    )[0]["time_s"]
+    decodes = step_time(cost, [], [], 4, cost.capped(np.full(4, 1000)))
+    assert decodes == pytest.approx(engine("decode", 4, 1000), rel=1e-12)
+    assert step_time(cost, [200], [], 0, cost.capped(np.zeros(0))) == pytest.approx(
+        engine("prefill", 1, 200), rel=1e-12
+    )
+    assert cost.kv_kept(1000) == 0.5 * 128 + 0.5 * 1000
+    result = simulate(d, None, poisson(4.0, 8, 1000, 20))
+    assert result.summary["requests"] == 8
+
+
+def test_the_masked_and_gathered_steps_refuse_mixed_spans():
+    d = resolve("gpt-oss-20b", "h100-sxm")
+    with pytest.raises(
+        InvalidWorkloadError, match="gpt-oss-20b mixes layers \\(12 sliding, 12 global\\): use 'varlen'"
+    ):
+        build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "masked")
 
 
 def test_an_unsupported_architecture_names_the_nearest_and_what_it_lacks():
