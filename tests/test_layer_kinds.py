@@ -17,7 +17,7 @@ from ridgeline.engine.layers import Plan, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.roofline import spec_ceilings
-from ridgeline.errors import InvalidConfigError, InvalidWorkloadError, UnsupportedArchitectureError
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError, RidgelineError, UnsupportedArchitectureError
 from ridgeline.io.catalog import MODELS_DIR
 from ridgeline.io.files import read_json
 from ridgeline.io.resolve import resolve
@@ -173,3 +173,10 @@ def test_wrappers_and_moe_readers():
     assert (g.qk_norm, g.num_moe_layers, g.num_shared_experts, g.layer_groups) == (True, 5, 1, ())
     granite = {**SMALL, "model_type": "granitemoe", "num_local_experts": 8, "num_experts_per_tok": 2}
     assert ModelConfig.from_hf_config(granite).moe_intermediate_size == 512  # its experts are intermediate_size wide
+
+
+def test_the_e2e_decoder_refuses_layers_that_differ():
+    from kernels.e2e.decoder import check_supported
+
+    with pytest.raises(RidgelineError, match="gemma-2-9b: layers that differ is not implemented by the e2e decoder"):
+        check_supported(rl.load_model("gemma-2-9b"))
