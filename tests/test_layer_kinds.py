@@ -180,3 +180,12 @@ def test_the_e2e_decoder_refuses_layers_that_differ():
 
     with pytest.raises(RidgelineError, match="gemma-2-9b: layers that differ is not implemented by the e2e decoder"):
         check_supported(rl.load_model("gemma-2-9b"))
+
+
+def test_the_plan_bounds_count_blocks_by_kind():
+    """gpt-oss-20b, 1000 tokens: (12 sliding x 128 + 12 global x 1000) / 24 layers = 564
+    whole-model positions, 36 blocks of 16 (as the simulator's kv_kept)."""
+    from ridgeline.serving.bounds import _blocks
+
+    assert _blocks(1000, rl.load_model("gpt-oss-20b"), 16) == 36
+    assert _blocks(1000, rl.load_model("mistral-7b-v0.1"), 16) == 63  # uniform: ceil(1000 / 16)
