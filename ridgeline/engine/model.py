@@ -84,6 +84,12 @@ READ_KEYS = {
     "rotary_pct": "rotary over part of each head, priced over all of it (an upper bound)",
     "use_parallel_residual": "attention and MLP in parallel, each off its own norm",
     "use_qk_norm": "a norm over q and k",
+    "swiglu_limit": "gate and up clamped before the activation: not priced (2 ops an element)",
+    "logit_scale": "logits scaled by a constant: not priced (one multiply a logit)",
+    "logits_scaling": "logits scaled by a constant: not priced (one multiply a logit)",
+    "residual_multiplier": "branches scaled by a constant: not priced (one multiply an element)",
+    "embedding_multiplier": "embeddings scaled by a constant: not priced (one multiply an element)",
+    "attn_temperature_tuning": "NoPE layers' queries scaled by position: not priced (one multiply an element)",
 }
 # keys whose compute ridgeline does not model: reading past them would misprice the model
 UNMODELLED_KEYS = {
