@@ -72,9 +72,16 @@ class UnwritableOutputError(RidgelineError):
 
 
 class UnsupportedArchitectureError(RidgelineError):
-    def __init__(self, model_type: str, supported: Iterable[str]):
+    """A ``model_type`` no reader knows; ``nearest`` the closest supported one and ``missing``
+    the first field its reader needs that the config lacks ("" when it has them all)."""
+
+    def __init__(self, model_type: str, supported: Iterable[str], nearest: str = "", missing: str = ""):
         self.model_type = model_type
-        super().__init__(f"unsupported model_type '{model_type}'; supported: {', '.join(sorted(supported))}.")
+        text = f"unsupported model_type '{model_type}'; supported: {', '.join(sorted(supported))}."
+        if nearest:
+            lacks = f"lacks '{missing}'" if missing else "has its fields, but not its layers"
+            text += f" Nearest: '{nearest}', whose reader this config {lacks}."
+        super().__init__(text)
 
 
 class InvalidWorkloadError(RidgelineError):

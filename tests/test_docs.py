@@ -174,6 +174,7 @@ SCHEMA_CASES = [
     ("llama-2-7b", "a6000", {"generate": 1}),
     ("mixtral-8x7b", "h100-sxm", {"batch": 8, "generate": 16, "w_dtype": "int4", "group_size": 128}),
     ("deepseek-v2-lite", "h100-sxm", {"generate": 4, "attention": "flash"}),
+    ("gpt-oss-20b", "h100-sxm", {"generate": 4}),  # layers that differ, with the config's notes
     ("llama-2-70b", "h100-sxm", {"batch": 8, "generate": 4, "tp": 4, "pp": 2, "micro_batches": 2}),
 ]
 

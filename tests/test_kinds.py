@@ -188,7 +188,8 @@ def _widths(model: str) -> set[int]:
 
 def test_the_draw_pool_is_every_dense_held_out_model_within_the_per_op_bound():
     """Each catalog model left out of DRAW_MODELS is calibrated, MoE or MLA, over the bound,
-    not held out in width, or has a drawn model's shapes and kinds."""
+    not held out in width, has a drawn model's shapes and kinds, or came after the
+    committed draws (``DRAW_LATER``: in the pool, their seeds would draw other sets)."""
     cal = K.dimension_values(K.suite_cases("calibration", K.Options(), False))
     signature = lambda m: (sorted(_widths(m)), K.model_kernels(m), load_model(m).num_heads)  # noqa: E731
     drawn = {m: signature(m) for m in K.DRAW_MODELS}
@@ -201,6 +202,7 @@ def test_the_draw_pool_is_every_dense_held_out_model_within_the_per_op_bound():
             "too large": largest > K.DRAW_MAX_WEIGHT_BYTES,
             "width": bool(_widths(model) & cal["width"]),
             "twin": model not in drawn and signature(model) in drawn.values(),
+            "later": model in K.DRAW_LATER,
         }
         assert (model in K.DRAW_MODELS) == (not any(reasons.values())), (model, reasons)
     assert set(K.DRAW_KINDS) == {m for m in K.DRAW_MODELS if K.model_kernels(m) != ("rmsnorm", "silu_mul")}

@@ -32,7 +32,12 @@ class OneSecondSteps(_Server):
 def run_steps(name: str, arrivals: Arrivals, blocks: int = 100, block: int = 4, **scheduler) -> OneSecondSteps:
     """Serve ``arrivals`` under policy ``name`` with 1-second steps (no sliding window)."""
     server = OneSecondSteps(
-        arrivals, Scheduler(policy=name, **scheduler), SimpleNamespace(window=None), blocks, block, policy(name)
+        arrivals,
+        Scheduler(policy=name, **scheduler),
+        SimpleNamespace(window=None, spans=None),
+        blocks,
+        block,
+        policy(name),
     )
     server.steps = []
     server.line = _run(server, arrivals, None)
@@ -204,7 +209,9 @@ def test_sarathi_never_stalls_a_decode_behind_a_prompt(name, chunk):
     """A state where a prompt (A: 10 tokens, 4 computed, 6 to go) runs ahead of a decode
     (B: 3-token prompt, one token out) with a budget of 4. vLLM V1's admission order gives A
     the budget and B nothing (a stall); Sarathi gives B its token first, A the other 3."""
-    s = ServerState(trace((0.0, 10, 5), (0.0, 3, 5)), Scheduler(token_budget=4), SimpleNamespace(window=None), 50, 4)
+    s = ServerState(
+        trace((0.0, 10, 5), (0.0, 3, 5)), Scheduler(token_budget=4), SimpleNamespace(window=None, spans=None), 50, 4
+    )
     # the running requests: id, prompt, output, emitted, cached
     s.run = [np.array(v) for v in ([0, 1], [10, 3], [5, 5], [0, 1], [4, 3])]
     s.used = 2

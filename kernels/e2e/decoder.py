@@ -49,9 +49,11 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def check_supported(config: ModelConfig) -> None:
-    """Mixture-of-experts and latent attention have no real implementation here."""
-    if config.is_moe or config.is_mla:
-        kind = "mixture-of-experts" if config.is_moe else "multi-head latent attention"
+    """Mixture-of-experts, latent attention and layers that differ have no real
+    implementation here (every layer here is the first's)."""
+    if config.is_moe or config.is_mla or config.layer_groups:
+        mla = "multi-head latent attention" if config.is_mla else "layers that differ"
+        kind = "mixture-of-experts" if config.is_moe else mla
         raise RidgelineError(
             f"{config.name}: {kind} is not implemented by the e2e decoder; "
             "pick a dense model (e.g. llama-2-7b, qwen2-0.5b)"

@@ -102,7 +102,7 @@ def engine_model(raw: Mapping[str, Any], name: str) -> ModelConfig:
     """The engine's config of the same layer; a model whose layer is not plain attention and
     a dense MLP is refused in one line."""
     config = engine_config(raw, name)
-    if config.is_moe or config.is_mla:
+    if config.is_moe or config.is_mla or config.layer_groups:
         raise RidgelineError(f"--through transformers measures dense models with plain attention; {name} is not one")
     return replace(config, num_layers=1)
 

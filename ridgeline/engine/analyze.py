@@ -215,13 +215,14 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
 
 
 def decode_ranges(model: ModelConfig, lo, hi, q_len=1) -> list[tuple]:
-    """Ranges of cached length on which every op is affine: a sliding window splits at
-    the step whose KV length (cached + q_len) reaches the window."""
-    window = model.sliding_window
-    if not window:
-        return [(lo, hi)]
-    edge = window - q_len
-    return [(lo, np.minimum(hi, edge)), (np.maximum(lo, edge + 1), hi)]
+    """Ranges of cached length on which every op is affine: each sliding window (or chunk)
+    splits at the step whose KV length (cached + q_len) reaches it."""
+    ranges, start = [], lo
+    for window in model.windows:
+        edge = window - q_len
+        ranges.append((start, np.minimum(hi, edge)))
+        start = np.maximum(lo, edge + 1)
+    return [*ranges, (start, hi)]
 
 
 def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
@@ -444,6 +445,8 @@ def analyze_deployment(d: Deployment, batch: int = 1, seq_len: int = 512, genera
     warnings = context_warnings(config, workload)
     if warnings:
         extra["warnings"] = warnings
+    if config.notes:  # what the config was read with beyond a uniform layer (ModelConfig.notes)
+        extra["model_notes"] = list(config.notes)
     if p.pp > 1:
         extra["pipeline"] = {
             "stages": p.pp,

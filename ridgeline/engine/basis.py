@@ -23,7 +23,7 @@ from typing import Any
 from ridgeline.engine.collectives import LABELS, MODELLED
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
-from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, op_variant
+from ridgeline.engine.ops import DEFAULT_VARIANTS, Op, base_name, op_variant
 from ridgeline.engine.roofline import FUSED, TIMINGS, Ceilings, execution_key, kernels_table
 from ridgeline.engine.units import format_bytes, format_time
 
@@ -70,7 +70,7 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
             out.append({"op": op.name, "dtype": op.dtype, "term": "device", "priced_by": key or "datasheet roofs"})
         elif not key.endswith(f"@{dtype}"):  # no class of its own type: the nearest measured type's
             out.append({"op": op.name, "dtype": op.dtype, "term": "type", "priced_by": key})
-        elif op.name in OWN_CLASS and not key.startswith(f"{op.kind}:{op.name}"):
+        elif base_name(op.name) in OWN_CLASS and not key.startswith(f"{op.kind}:{base_name(op.name)}"):
             out.append({"op": op.name, "dtype": op.dtype, "term": "kernel", "priced_by": key})
         elif other_kind(op, key):
             out.append({"op": op.name, "dtype": op.dtype, "term": f"kind {op_variant(op)}", "priced_by": key})
@@ -86,7 +86,7 @@ def unmeasured(ops: Sequence[Op], ceilings: Ceilings) -> list[dict[str, Any]]:
             continue
         for op in _distinct(ops):
             key = execution_key(table, op)
-            if key != op.name:
+            if key != base_name(op.name):
                 out.append({"op": op.name, "dtype": op.dtype, "term": term, "priced_by": key or "none"})
     return out
 

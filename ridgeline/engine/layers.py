@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from ridgeline.engine import ops as O
 from ridgeline.engine.fusion import fuse
-from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.model import ModelConfig, group_of
 from ridgeline.engine.ops import Op, Quant
 from ridgeline.engine.workload import Number
 from ridgeline.errors import InvalidSettingError
@@ -453,7 +453,44 @@ def tp_all_reduce(name: str, tokens, c: ModelConfig, p: Plan, count: int, source
     return [O.collective(name, tokens * c.hidden_size, p.tp, ab=p.ab, count=count, inputs=(source,))]
 
 
+def layer_parts(c: ModelConfig, p: Plan) -> list[tuple[str, ModelConfig, Plan]]:
+    """The model's kinds of layer, each as a uniform model of its layers on one device and
+    the plan it runs under, with its label ("" when every layer is alike). Under pipeline
+    parallelism a group keeps its share of a stage's layers, ceil(n x ceil(L / pp) / L);
+    a dense group of a MoE model runs without expert parallelism."""
+    if not c.layer_groups:
+        return [("", c, p)]
+    shard(c, p)  # the whole model's splits, checked once
+    per_stage = math.ceil(c.num_layers / p.pp)
+    parts = []
+    for g in c.layer_groups:
+        part = replace(group_of(c, g), num_layers=math.ceil(g.count * per_stage / c.num_layers))
+        plan = replace(p, pp=1, ep=p.ep if part.is_moe else 1)
+        parts.append((g.label, part, plan))
+    return parts
+
+
+def labelled(ops: list[Op], label: str) -> list[Op]:
+    """A group's ops named ``label/name`` (their inputs too; ``x``, the layer input, stays)."""
+    name = lambda n: n if n == "x" else f"{label}/{n}"  # noqa: E731
+    return [O.replaced(op, name=name(op.name), inputs=tuple(map(name, op.inputs))) for op in ops]
+
+
 def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Plan, prefill: bool = True) -> list[Op]:
+    """The decoder layers on one device, ``count`` = its layers there; a model whose layers
+    differ gives each kind its ops (fused as a pass of its own), named ``label/op``."""
+    if not c.layer_groups:
+        return uniform_layer_ops(c, batch, q_len, kv_len, p, prefill)
+    ops = []
+    for label, part, plan in layer_parts(c, p):
+        group = uniform_layer_ops(part, batch, q_len, kv_len, plan, prefill)
+        ops += labelled(fuse(group, p.fusion) if p.fusion else group, label)
+    return ops
+
+
+def uniform_layer_ops(
+    c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: Plan, prefill: bool = True
+) -> list[Op]:
     """One decoder layer on one device, ``count`` = its layers there."""
     s = shard(c, p)
     tokens, h, L = batch * q_len, c.hidden_size, s.layers
@@ -462,7 +499,8 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     build = latent_attention if c.is_mla else standard_attention
     ops += build(c, s, batch, q_len, kv_len, p, prefill)
     ops += tp_all_reduce("attn_allreduce", tokens, c, p, L, "o_proj")
-    ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", "o_proj"), **vec))
+    attn_out = post_norm(ops, "post_attn_norm", "o_proj", c, tokens, p, L)
+    ops.append(O.residual_add("attn_add", tokens, h, inputs=("x", attn_out), **vec))
     mlp_source = "attn_norm"
     if c.mlp_norm_in_parallel:  # its own norm of the layer's input, beside attention's
         ops.append(O.norm("mlp_norm", tokens, h, wb=p.head_bytes, inputs=("x",), kind=c.norm, **vec))
@@ -474,8 +512,20 @@ def layer_ops(c: ModelConfig, batch: Number, q_len: Number, kv_len: Number, p: P
     ops += mlp
     ops += tp_all_reduce("mlp_allreduce", tokens, c, p, L, "down_proj")
     branch = tuple(op.name for op in mlp if op.name.endswith("down_proj"))
+    if c.post_norms:  # Gemma 2/3: one norm of the MLP's whole output (its branches summed)
+        branch = (post_norm(ops, "post_mlp_norm", branch[0], c, tokens, p, L),)
     ops.append(O.residual_add("mlp_add", tokens, h, inputs=("attn_add", *branch), **vec))
     return ops
+
+
+def post_norm(ops: list[Op], name: str, source: str, c: ModelConfig, tokens, p: Plan, count: int) -> str:
+    """Gemma 2/3's norm of a branch's output before the residual add (appended to ``ops``);
+    the name of what the add reads."""
+    if not c.post_norms:
+        return source
+    vec = dict(ab=p.ab, count=count, dtype=p.vector_dtype)
+    ops.append(O.norm(name, tokens, c.hidden_size, wb=p.head_bytes, inputs=(source,), kind=c.norm, **vec))
+    return name
 
 
 EMBED_OPS = ("embed", "embed_allreduce")  # the head ops that run before the layers
@@ -509,6 +559,9 @@ def head_ops(c: ModelConfig, batch: Number, q_len: Number, p: Plan, logit_rows: 
             inputs=("final_norm",),
         ),
     ]
+    if c.logit_softcap:  # cap * tanh(logits / cap): a divide, a tanh, a multiply per logit
+        el = dict(in_bytes=p.ab, out_bytes=p.ab, flops=3, count=1, dtype=p.vector_dtype, inputs=("lm_head",))
+        after.append(O.score_pass("logit_softcap", logit_rows, 1, 1, vocab, **el))
     if p.tp > 1:
         before.append(O.collective("embed_allreduce", tokens * h, p.tp, ab=p.ab, count=1, inputs=("embed",)))
         after.append(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.layers import Plan, Shard, shard
+from ridgeline.engine.layers import Plan, Shard, layer_parts, shard
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import Op, quantised_bytes
 from ridgeline.engine.workload import Number
@@ -65,9 +65,12 @@ def _parameters(c: ModelConfig, s: Shard) -> dict[str, float]:
     """Parameters of the layers one device holds, by group (biases are left out: < 0.1%):
     the linear groups of ``linear_groups``, norms, and the MoE router."""
     out = linear_groups(c, s, attention_parameters, mlp_parameters)
-    norms = 1 if c.parallel_attn and not c.mlp_norm_in_parallel else 2
+    norms = (1 if c.parallel_attn and not c.mlp_norm_in_parallel else 2) + (2 if c.post_norms else 0)
     qk = 2 * c.head_dim if c.qk_norm else 0  # Qwen3's q_norm and k_norm weights
-    out["norms"] = s.layers * (c.hidden_size * norms + qk)
+    if c.qk_norm_whole:  # OLMo 2's: as wide as q and k
+        qk = (s.heads + s.kv_heads) * c.head_dim
+    sinks = s.heads if c.attention_sinks else 0  # gpt-oss: one learned logit per head
+    out["norms"] = s.layers * (c.hidden_size * norms + qk + sinks)
     if c.is_moe:
         out["router"] = s.moe_layers * c.hidden_size * c.num_experts
     return out
@@ -85,16 +88,21 @@ def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
     embeddings and lm_head (vocabulary split over tensor-parallel devices; with pipeline
     stages the first holds the embeddings and the last lm_head, so the larger of the two
     counts)."""
-    s = shard(c, p)
-    parts = _parameters(c, s)
-    linear = _linear_total(parts, active)
-    channels = _linear_total(linear_groups(c, s, attention_outputs, mlp_outputs), active)
     hb = p.head_bytes
-    layers = quantised_bytes(linear, channels, p.quant) + (parts["norms"] + parts.get("router", 0)) * hb
+    layers = sum(layer_weight_bytes(part, plan, active) for _, part, plan in layer_parts(c, p))
     table = math.ceil(c.vocab_size / p.tp) * c.hidden_size * hb
     head = 0 if c.tie_word_embeddings and p.pp == 1 else table
     ends = max(table, head) if p.pp > 1 else table + head
     return layers + ends + c.hidden_size * hb
+
+
+def layer_weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
+    """The weights of a uniform model's layers on one device (``weight_bytes``' layers)."""
+    s = shard(c, p)
+    parts = _parameters(c, s)
+    linear = _linear_total(parts, active)
+    channels = _linear_total(linear_groups(c, s, attention_outputs, mlp_outputs), active)
+    return quantised_bytes(linear, channels, p.quant) + (parts["norms"] + parts.get("router", 0)) * p.head_bytes
 
 
 ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")  # one byte per weight: weight_bytes counts parameters
@@ -125,7 +133,12 @@ def kv_capacity_bytes(c: ModelConfig, device: DeviceSpec, p: Plan, activation_by
 
 def kv_bytes_per_token(c: ModelConfig, p: Plan) -> float:
     """KV cache one token adds on one device: K and V per layer and KV head
-    (2 * L * g * d), or MLA's latent + rotary key (L * (r + d_rope)), replicated over TP."""
+    (2 * L * g * d), or MLA's latent + rotary key (L * (r + d_rope)), replicated over TP;
+    summed over the kinds of layer of a model whose layers differ."""
+    return sum(_kv_per_token(part, plan) for _, part, plan in layer_parts(c, p))
+
+
+def _kv_per_token(c: ModelConfig, p: Plan) -> float:
     s = shard(c, p)
     if c.is_mla:
         return s.layers * (c.kv_lora_rank + c.qk_rope_head_dim) * p.kvb
@@ -134,11 +147,16 @@ def kv_bytes_per_token(c: ModelConfig, p: Plan) -> float:
 
 def kv_cache_bytes(c: ModelConfig, batch: Number, kv_len: Number, p: Plan) -> Number:
     """The cache for ``batch`` sequences of ``kv_len`` tokens (a sliding window caps the
-    length kept; paged attention allocates whole blocks)."""
+    length kept; paged attention allocates whole blocks), layer kind by layer kind: a
+    sliding layer keeps at most W tokens, a chunked one at most C."""
+    return sum(_kv_cache(part, batch, kv_len, plan) for _, part, plan in layer_parts(c, p))
+
+
+def _kv_cache(c: ModelConfig, batch: Number, kv_len: Number, p: Plan) -> Number:
     kept = np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
     if p.attention == "paged":
         kept = np.ceil(kept / p.kv_block) * p.kv_block
-    return batch * kept * kv_bytes_per_token(c, p)
+    return batch * kept * _kv_per_token(c, p)
 
 
 def activation_peak(ops: Sequence[Op], input_bytes: Number) -> Number:

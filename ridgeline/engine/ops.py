@@ -141,6 +141,11 @@ class Op:
         return self.flops / self.bytes
 
 
+def base_name(name: str) -> str:
+    """An op's name without the label of its kind of layer (``sliding/attention``: ``attention``)."""
+    return name.rpartition("/")[2]
+
+
 def replaced(op: Op, **changes: Any) -> Op:
     """``dataclasses.replace`` for an Op, without its per-field checks (a pass replaces a few)."""
     return Op(**{**vars(op), **changes})

@@ -18,7 +18,7 @@ import numpy as np
 
 from ridgeline.engine.collectives import MODELLED, collective_seconds
 from ridgeline.engine.device import DeviceSpec
-from ridgeline.engine.ops import BYTE_FIELDS, DEFAULT_VARIANTS, Op, op_variant
+from ridgeline.engine.ops import BYTE_FIELDS, DEFAULT_VARIANTS, Op, base_name, op_variant
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, GIGA
 from ridgeline.engine.workload import EXECUTIONS, Settings
 
@@ -658,6 +658,7 @@ def class_keys(kind: str, name: str, dtype: str, variant: str = "") -> tuple[str
     RMSNorm) keep their bare class names, so a profile from before kinds prices them as it did."""
     if variant == FUSED:  # an engine's one-kernel op: the measured one-kernel class, not PyTorch's
         return (f"{ONE_KERNEL}@{dtype}", f"{kind}@{dtype}", ONE_KERNEL, kind)
+    name = base_name(name)  # a kind of layer's op is priced as the op
     plain = (f"{kind}:{name}@{dtype}", f"{kind}:{name}", f"{kind}@{dtype}", kind)
     kernel = QUANT_MATMUL.get(dtype) if kind == "linear" else None
     if kernel and name != kernel:  # a W8A8 projection: the quantised matmul's class first
@@ -970,8 +971,8 @@ def execution_key(table: Mapping[str, float], op: Op) -> str | None:
     """The key of ``op``'s own entry in a host or kernels table (keyed by engine op name:
     fused SDPA is 'attention'; the unfused qk_matmul, softmax and sv_matmul are ops of
     their own), 'default' where the table has none for it, or None."""
-    if op.name in table:
-        return op.name
+    if base_name(op.name) in table:
+        return base_name(op.name)
     return "default" if "default" in table else None
 
 

@@ -267,6 +267,7 @@ def fit_text(mem: dict, usable: float) -> str:
 def summary_lines(analysis: Analysis) -> list[str]:
     """Key numbers as short lines: generation and memory."""
     lines = [f"warning: {w}" for w in analysis.extra.get("warnings", [])]
+    lines += [f"model: {note}" for note in analysis.extra.get("model_notes", [])]
     gen = analysis.generation
     if gen:
         tpot = format_time(gen["tpot_s"]) if gen["tpot_s"] is not None else "- (1 token)"

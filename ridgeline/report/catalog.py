@@ -55,9 +55,10 @@ def device_rows(d: DeviceSpec) -> list[str]:
 def model_line(name: str, m: ModelConfig) -> str:
     """One catalog model: name, then its shape."""
     moe = f"\tMoE {m.num_experts} experts, top-{m.num_experts_per_tok}" if m.is_moe else ""
+    kinds = "\t" + ", ".join(f"{g.count} {g.label}" for g in m.layer_groups) if m.layer_groups else ""
     return (
         f"{name}\t{m.model_type}\t{m.num_layers} layers\thidden {m.hidden_size}\t"
-        f"{m.attention_kind} {m.num_heads}/{m.num_kv_heads} heads{moe}"
+        f"{m.attention_kind} {m.num_heads}/{m.num_kv_heads} heads{moe}{kinds}"
     )
 
 

@@ -226,7 +226,11 @@ def _columns(value, shape) -> np.ndarray:
 
 
 def _blocks(tokens, model: ModelConfig, block: int) -> int:
-    """KV blocks ``tokens`` positions take (a sliding window caps them)."""
+    """KV blocks ``tokens`` positions take (a sliding window caps them; with layers that
+    differ, each kind keeps its span: its layers' share of the whole-model positions)."""
+    if model.layer_groups:
+        kept = sum(g.count * min(tokens, g.window or g.chunk or tokens) for g in model.layer_groups)
+        return math.ceil(kept / model.num_layers / block)
     kept = min(tokens, model.sliding_window) if model.sliding_window else tokens
     return -(-kept // block)
 

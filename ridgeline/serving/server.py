@@ -52,6 +52,8 @@ class ServerState:
             self.held: dict[int, list[int]] = {}  # a running request's cached units
 
     def kv_blocks(self, tokens):
+        if self.cost.spans is not None:  # layers keeping different spans (StepCost.kv_kept)
+            return np.ceil(self.cost.kv_kept(tokens) / self.block)
         kept = np.minimum(tokens, self.cost.window) if self.cost.window else tokens
         return -(-kept // self.block)
 
@@ -189,17 +191,18 @@ class ServerState:
             if self.s.batch_attention == "gather":
                 return gather_step_time(self.cost, *mix, bool(np.any(done[active] > 0)))
             return masked_step_time(self.cost, *mix)
-        if pure:
+        if pure and self.cost.spans is None:
             cached = np.minimum(done, self.cost.window - 1) if self.cost.window else done
             return self.cost.decode_time(len(done), float(cached.sum()))
         decode = (chunk == 1) & (done > 0)
         cached = done[decode]
-        if self.cost.window:
+        if self.cost.window and self.cost.spans is None:
             cached = np.minimum(cached, self.cost.window - 1)
         other = np.flatnonzero((chunk > 0) & ~decode)
         fresh = [int(chunk[i]) for i in other if done[i] == 0]
         chunks = [(int(chunk[i]), int(done[i])) for i in other if done[i] > 0]
-        return step_time(self.cost, fresh, chunks, int(decode.sum()), float(cached.sum()))
+        summed = float(cached.sum()) if self.cost.spans is None else self.cost.capped(cached)
+        return step_time(self.cost, fresh, chunks, int(decode.sum()), summed)
 
     def advance(self, chunk: np.ndarray, end: float) -> None:
         """Apply a finished step: cached tokens grow; a request whose chunk completes its

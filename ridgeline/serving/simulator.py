@@ -186,9 +186,11 @@ def server_maker(
     cost = cost or step_cost_of(d, s)
     blocks = kv_block_count(config, device, p, s) if blocks is None else blocks
     block = p.kv_block
-    largest = int(
-        np.max(-(-np.minimum(arrivals.prompt + arrivals.output - 1, config.sliding_window or np.inf) // block))
-    )
+    longest = arrivals.prompt + arrivals.output - 1
+    if cost.spans is not None:  # each kind of layer keeps its own span (StepCost.kv_kept)
+        largest = int(np.max(np.ceil(cost.kv_kept(longest) / block)))
+    else:
+        largest = int(np.max(-(-np.minimum(longest, config.sliding_window or np.inf) // block)))
     if largest > blocks:
         raise InvalidWorkloadError(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
@@ -234,7 +236,7 @@ def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> N
             f"the trace's blocks of {arrivals.hash_block} tokens are not whole KV blocks of "
             f"{block}; pick a --kv-block that divides {arrivals.hash_block}"
         )
-    if config.sliding_window:
+    if config.windows:
         raise InvalidWorkloadError(
             f"the prefix cache is modelled for full attention; {config.name} attends to a sliding window"
         )

@@ -18,9 +18,12 @@ from functools import cached_property
 
 import numpy as np
 
-from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
+from ridgeline.engine.layers import Plan, layer_parts, pipeline_factors, stage_ops
+from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.ops import base_name
 from ridgeline.engine.roofline import Ceilings, evaluate
+from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving.transformers_sdpa import GatherCost, build_gather_cost
 
 # ops whose work depends on each sequence's own query and cached lengths
@@ -51,6 +54,20 @@ class StepCost:
     window: int | None  # sliding window: attention sees at most this many keys
     factor: float  # pipeline stages a step passes through
     gather: GatherCost | None = None  # transformers' sdpa step (batch_attention "gather")
+    # layers that attend over different spans: each attention op's (inf: global), and each
+    # kind's share of a token's KV bytes with its span; None / () when every layer is alike
+    spans: np.ndarray | None = None  # [K]
+    kv_spans: tuple[tuple[float, float], ...] = ()
+
+    def capped(self, cached: np.ndarray) -> np.ndarray:
+        """[K] each attention op's sum of the cached lengths, each capped at its span less
+        the new token (``spans``)."""
+        return np.minimum(np.asarray(cached, dtype=float)[None, :], self.spans[:, None] - 1).sum(axis=1)
+
+    def kv_kept(self, tokens):
+        """Positions a sequence of ``tokens`` keeps, in whole-model tokens: each kind of
+        layer keeps at most its span, weighted by its share of a token's KV bytes."""
+        return sum(share * np.minimum(tokens, span) for share, span in self.kv_spans)
 
     def decode_time(self, n: int, cached: float) -> float:
         """``step_time`` of n decodes alone, in scalars (the simulator's hot path)."""
@@ -80,6 +97,33 @@ class StepCost:
         return float(np.dot(self.count, per_op))
 
 
+def mixed_spans(config: ModelConfig) -> bool:
+    """Whether the model's layers attend over different spans (sliding and global, chunked)."""
+    return bool(config.windows and config.layer_groups)
+
+
+def check_served(config: ModelConfig, batch_attention: str) -> None:
+    """Layers over different spans are priced op by op in ``varlen`` steps only (the masked
+    and gathered paths price one attention over the whole step)."""
+    if mixed_spans(config) and batch_attention != "varlen":
+        kinds = ", ".join(f"{g.count} {g.label}" for g in config.layer_groups)
+        raise InvalidWorkloadError(
+            f"batch attention '{batch_attention}' prices one attention span for every layer; "
+            f"{config.name} mixes layers ({kinds}): use 'varlen'"
+        )
+
+
+def layer_spans(config: ModelConfig, p: Plan, names: list[str]) -> tuple[np.ndarray, tuple]:
+    """Each attention op's span (by its kind's label) and each kind's (share of a token's
+    KV bytes, span), for a model whose layers attend over different spans."""
+    span = lambda part: float(part.sliding_window or np.inf)  # noqa: E731
+    parts = {label: (part, plan) for label, part, plan in layer_parts(config, p)}
+    total = kv_bytes_per_token(config, p)
+    per_op = np.array([span(parts[n.rpartition("/")[0]][0]) for n in names])
+    kv = tuple((kv_bytes_per_token(part, plan) / total, span(part)) for part, plan in parts.values())
+    return per_op, kv
+
+
 def _first(ops, table: dict, name: str) -> float:
     """The per-kernel overhead of op ``name`` in an evaluated table."""
     i = [op.name for op in ops].index(name)
@@ -97,6 +141,7 @@ def build_step_cost(
 ) -> StepCost:
     """Tabulate every term a step's cost needs, with six vectorised engine calls (two more
     for ``batch_attention`` "gather": :func:`build_gather_cost`)."""
+    check_served(config, batch_attention)
     tokens = np.arange(1, max_tokens + 1)
     batches = np.arange(1, max_batch + 1)
     fresh_ops = stage_ops(config, "prefill", 1, tokens, p)
@@ -109,8 +154,8 @@ def build_step_cost(
     by_token = evaluate(token_ops, roofs)
 
     skip = ATTENTION_OPS + HEAD_OPS
-    fresh_names = [op.name for op in fresh_ops if op.name not in skip]
-    cached_names = [op.name for op in token_ops if op.name not in skip]
+    fresh_names = [op.name for op in fresh_ops if base_name(op.name) not in skip]
+    cached_names = [op.name for op in token_ops if base_name(op.name) not in skip]
     shared = [n for n in fresh_names if n in cached_names]
     pad = lambda a: np.concatenate([[0.0], np.broadcast_to(a, tokens.shape)])  # noqa: E731
     rows = lambda ops, names: [i for i, op in enumerate(ops) if op.name in names]  # noqa: E731
@@ -120,7 +165,8 @@ def build_step_cost(
     head_rows = rows(dec_ops[0], HEAD_OPS)
     head_s = np.concatenate([[0.0], np.broadcast_to(_token_time(dec[0], head_rows), batches.shape)])
 
-    names = [n for n in ATTENTION_OPS if any(op.name == n for op in fresh_ops + chunk_ops[0])]
+    present = dict.fromkeys(op.name for op in fresh_ops + chunk_ops[0] if base_name(op.name) in ATTENTION_OPS)
+    names = sorted(present, key=lambda n: ATTENTION_OPS.index(base_name(n)))  # each kind of layer's in turn
     K = len(names)
 
     def gather(ops, table, key, width):
@@ -147,6 +193,7 @@ def build_step_cost(
         ]
     )
     time_factor, _ = pipeline_factors(p, "decode")  # one micro-batch (simulate refuses more): pp either way
+    spans, kv_spans = layer_spans(config, p, names) if mixed_spans(config) else (None, ())
     return StepCost(
         token_s=token_s,
         fresh_only_s=fresh_only,
@@ -159,9 +206,11 @@ def build_step_cost(
         cached_has=np.array([any(op.name == n for op in chunk_ops[0]) for n in names], dtype=bool),
         overhead_s=overhead,
         count=np.array([float(info[n].count) for n in names]),
-        window=config.sliding_window,
+        window=min(config.windows) if spans is not None else config.sliding_window,
         factor=time_factor,
         gather=build_gather_cost(config, p, roofs, max_tokens) if batch_attention == "gather" else None,
+        spans=spans,
+        kv_spans=kv_spans,
     )
 
 
@@ -190,7 +239,9 @@ def step_time(
         present = present | cost.fresh_has
     qa, qb, wa, wb = cost.chunk
     for c, cached in chunks:
-        if cost.window:
+        if cost.spans is not None:  # each op's own span
+            cached = np.minimum(cached, np.maximum(cost.spans - c, 0))
+        elif cost.window:
             cached = min(cached, max(cost.window - c, 0))
         compute = compute + qa[:, c] + qb[:, c] * cached
         memory = memory + wa[:, c] + wb[:, c] * cached

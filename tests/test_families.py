@@ -1,0 +1,190 @@
+"""The model families of issue 58, from their own config.json (models/catalog/, each with its
+``_source``): parameters against the published figures, KV bytes per token worked by hand,
+and one decode step's bytes per op for one model of each family (fp16, flash attention)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ridgeline as rl
+from ridgeline.engine.layers import Plan
+from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, kv_cache_bytes, total_parameters
+
+FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
+
+
+def decode_rows(model: str, cached: int) -> dict:
+    a = rl.analyze(model, "h100-sxm", batch=1, seq_len=cached, attention="flash")
+    return {r["name"]: r for r in a.decode.records()}
+
+
+def embedding(model: str) -> int:
+    m = rl.load_model(model)
+    return m.vocab_size * m.hidden_size
+
+
+# (model, published total, published active, relative tolerance, where the figure comes from)
+PUBLISHED = [
+    # model card: "30.5B in total and 3.3B activated"; active here 3.353B, 1.6 % above the
+    # card's 0.1B step (what the card leaves out of "activated" it does not say)
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02),
+    # model card: "235B in total and 22B activated" (nearest billion)
+    ("qwen3-235b-a22b", 235e9, 22e9, 0.01),
+    ("qwen3-8b", 8.2e9, 8.2e9, 0.005),  # model card: "8.2B"
+    ("qwen3-32b", 32.8e9, 32.8e9, 0.005),  # model card: "32.8B"
+    # Pythia's model card table: 6,857,302,016 total (biases included; ridgeline leaves them out)
+    ("pythia-6.9b", 6_857_302_016, 6_857_302_016, 0.005),
+    # Meta: Maverick "17B (Activated) 400B (Total)" (nearest billion)
+    ("llama-4-maverick", 400e9, 17e9, 0.011),
+]
+
+
+@pytest.mark.parametrize("name, total, active, rel", PUBLISHED)
+def test_parameters_against_the_published_figures(name, total, active, rel):
+    m = rl.load_model(name)
+    assert total_parameters(m) == pytest.approx(total, rel=rel)
+    assert active_parameters(m) == pytest.approx(active, rel=rel)
+
+
+def test_parameters_where_cards_count_without_the_embedding():
+    """gpt-oss's card paper (arXiv 2508.10925): 20.9B total, 3.6B active (20b); 116.8B and
+    5.1B (120b); Kimi K2's card: 1T total (1.04T in its report), 32B activated. Their
+    active counts leave out the embedding table (a token reads one row of it)."""
+    assert total_parameters(rl.load_model("gpt-oss-20b")) == pytest.approx(20.9e9, rel=0.005)
+    assert active_parameters(rl.load_model("gpt-oss-20b")) - embedding("gpt-oss-20b") == pytest.approx(3.6e9, rel=0.005)
+    assert total_parameters(rl.load_model("gpt-oss-120b")) == pytest.approx(116.8e9, rel=0.005)
+    assert active_parameters(rl.load_model("gpt-oss-120b")) - embedding("gpt-oss-120b") == pytest.approx(
+        5.1e9, rel=0.01
+    )  # 5.13B: the paper rounds to 0.1B
+    assert total_parameters(rl.load_model("kimi-k2")) == pytest.approx(1.04e12, rel=0.02)  # 1.026T; "1T" rounded
+    assert active_parameters(rl.load_model("kimi-k2")) - embedding("kimi-k2") == pytest.approx(32e9, rel=0.01)
+
+
+def test_parameters_worked_from_the_shapes():
+    """Gemma 2 report (arXiv 2408.00118): 9B has 8,324,201,984 non-embedding parameters;
+    + the tied 256000 x 3584 table. OLMo 2 7B, by hand: per layer 4 x 4096^2 + 3 x 4096 x
+    11008 + 4 x 4096 (two norms, q_norm and k_norm over all heads) = 202,391,552; x 32, +
+    2 x 100352 x 4096 (untied) + 4096 = 7,298,617,344 (the card says "7B")."""
+    assert total_parameters(rl.load_model("gemma-2-9b")) - 256000 * 3584 == 8_324_201_984
+    assert total_parameters(rl.load_model("olmo-2-7b")) == 7_298_617_344
+    # the cards round: StarCoder2 "15B" (15.96B here), Phi-4 "14B" (14.66B), Gemma 3 4B "4B"
+    # (3.88B of text decoder; the 0.4B vision tower is left out), Llama 4 Scout "109B" with its
+    # vision tower (107.8B of text decoder)
+    assert total_parameters(rl.load_model("starcoder2-15b")) == pytest.approx(15.96e9, rel=0.001)
+    assert total_parameters(rl.load_model("phi-4")) == pytest.approx(14.66e9, rel=0.001)
+    assert total_parameters(rl.load_model("llama-4-scout")) == pytest.approx(109e9, rel=0.012)
+
+
+# KV bytes per token in fp16: 2 (K and V) x layers x KV heads x head_dim x 2 B, or MLA's
+# layers x (kv_lora_rank + qk_rope_head_dim) x 2 B
+KV_PER_TOKEN = {
+    "gpt-oss-20b": 2 * 24 * 8 * 64 * 2,  # 49,152
+    "gpt-oss-120b": 2 * 36 * 8 * 64 * 2,  # 73,728
+    "qwen3-30b-a3b": 2 * 48 * 4 * 128 * 2,  # 98,304
+    "qwen3-235b-a22b": 2 * 94 * 4 * 128 * 2,  # 192,512
+    "qwen3-8b": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "qwen3-32b": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "gemma-2-9b": 2 * 42 * 8 * 256 * 2,  # 344,064
+    "gemma-3-4b": 2 * 34 * 4 * 256 * 2,  # 139,264
+    "llama-4-scout": 2 * 48 * 8 * 128 * 2,  # 196,608
+    "llama-4-maverick": 2 * 48 * 8 * 128 * 2,  # 196,608
+    "kimi-k2": 61 * (512 + 64) * 2,  # 70,272
+    "olmo-2-7b": 2 * 32 * 32 * 128 * 2,  # 524,288
+    "starcoder2-15b": 2 * 40 * 4 * 128 * 2,  # 81,920
+    "phi-4": 2 * 40 * 10 * 128 * 2,  # 204,800
+    "pythia-6.9b": 2 * 32 * 32 * 128 * 2,  # 524,288
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV_PER_TOKEN))
+def test_kv_bytes_per_token(name):
+    assert kv_bytes_per_token(rl.load_model(name), FP16) == KV_PER_TOKEN[name]
+
+
+def test_the_cache_a_sliding_or_chunked_layer_keeps():
+    """A layer keeps K and V of 2 x g x d x 2 B a token: 8192 B (Gemma 2 9B), 4096 B (Gemma 3
+    4B, Llama 4). Gemma 2 at 8192 tokens: 21 global layers keep 8192, 21 sliding ones 4096.
+    Gemma 3 4B at 32768: 5 global x 32768 + 29 sliding x 1024. Maverick at 16384: 36 chunked
+    layers x 8192 + 12 global x 16384."""
+    assert kv_cache_bytes(rl.load_model("gemma-2-9b"), 1, 8192, FP16) == 8192 * 21 * (8192 + 4096)
+    assert kv_cache_bytes(rl.load_model("gemma-3-4b"), 1, 32768, FP16) == 4096 * (5 * 32768 + 29 * 1024)
+    assert kv_cache_bytes(rl.load_model("llama-4-maverick"), 1, 16384, FP16) == 4096 * (36 * 8192 + 12 * 16384)
+
+
+def test_gpt_oss_decode_step():
+    """gpt-oss-20b, 1000 cached (1001 attended): h 2880, 64 heads x 64, 8 KV heads, top-4 of
+    32 experts 2880 wide, vocab 201088, alternating 128-token sliding and global layers."""
+    r = decode_rows("gpt-oss-20b", 1000)
+    assert r["sliding/attention"]["kv_read_bytes"] == 8 * 128 * (64 + 64) * 2  # the window: 128 keys
+    assert r["global/attention"]["kv_read_bytes"] == 8 * 1001 * (64 + 64) * 2
+    assert r["sliding/q_proj"]["weight_bytes"] == 2880 * 64 * 64 * 2
+    assert r["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * 2  # one token hits 4 experts
+    assert r["global/router"]["weight_bytes"] == 2880 * 32 * 2
+    assert r["lm_head"]["weight_bytes"] == 201088 * 2880 * 2
+    assert r["sliding/attention"]["count"] == r["global/attention"]["count"] == 12
+
+
+def test_gemma2_decode_step():
+    """Gemma 2 9B, 5000 cached: a sliding layer reads its 4096-token window, a global one
+    5001 positions (8 KV heads x 2 x 256 x 2 B each); a norm after attention and after the
+    MLP; the logits soft-capped (one read, one write of 256000 fp16 values)."""
+    r = decode_rows("gemma-2-9b", 5000)
+    assert r["sliding/attention"]["kv_read_bytes"] == 8 * 4096 * 512 * 2
+    assert r["global/attention"]["kv_read_bytes"] == 8 * 5001 * 512 * 2
+    assert r["global/post_attn_norm"]["weight_bytes"] == 3584 * 2
+    assert r["logit_softcap"]["act_read_bytes"] == r["logit_softcap"]["act_write_bytes"] == 256000 * 2
+    assert r["sliding/up_proj"]["weight_bytes"] == 3584 * 14336 * 2
+
+
+def test_gemma3_decode_step():
+    """Gemma 3 4B (text_config), 2000 cached: 29 sliding layers read 1024 positions, 5 global
+    ones 2001 (4 KV heads x 2 x 256 x 2 B); q_norm over 8 heads of 256."""
+    r = decode_rows("gemma-3-4b", 2000)
+    assert r["sliding/attention"]["kv_read_bytes"] == 4 * 1024 * 512 * 2
+    assert r["global/attention"]["kv_read_bytes"] == 4 * 2001 * 512 * 2
+    assert (r["sliding/attention"]["count"], r["global/attention"]["count"]) == (29, 5)
+    assert r["global/q_norm"]["weight_bytes"] == 256 * 2
+
+
+def test_llama4_decode_step():
+    """Llama 4 Maverick, 10000 cached: chunked layers priced at their chunk of 8192 (the
+    most a query sees), NoPE layers global with no rotary; dense layers 16384 wide, MoE
+    layers one routed expert and one shared, each 8192 wide."""
+    r = decode_rows("llama-4-maverick", 10000)
+    assert r["chunked-dense/attention"]["kv_read_bytes"] == 8 * 8192 * 256 * 2
+    assert r["global-nope-moe/attention"]["kv_read_bytes"] == 8 * 10001 * 256 * 2
+    assert "global-nope-moe/rope" not in r and "chunked-moe/rope" in r
+    assert r["chunked-dense/up_proj"]["weight_bytes"] == 5120 * 16384 * 2
+    assert r["chunked-moe/up_proj"]["weight_bytes"] == 5120 * 8192 * 2
+    assert r["chunked-moe/shared_up_proj"]["weight_bytes"] == 5120 * 8192 * 2
+    counts = {k: r[f"{k}/attention"]["count"] for k in ("chunked-dense", "chunked-moe", "global-nope-moe")}
+    assert counts == {"chunked-dense": 24, "chunked-moe": 12, "global-nope-moe": 12}
+
+
+def test_uniform_families_decode_step():
+    """Reader-only families, 1000 cached (1001 attended): Qwen3-30B-A3B (top-8 of 128
+    experts 768 wide, q/k norm, 4 KV heads of 128), Kimi K2 (MLA: the 512 + 64 latent row,
+    top-8 of 384 experts 2048 wide, one shared, one dense first layer), Pythia (parallel
+    attention and MLP each off its own LayerNorm, GELU without a gate), StarCoder2 (a
+    4096 window on every layer)."""
+    q = decode_rows("qwen3-30b-a3b", 1000)
+    assert q["attention"]["kv_read_bytes"] == 4 * 1001 * 256 * 2
+    assert q["up_proj"]["weight_bytes"] == 8 * 2048 * 768 * 2
+    assert q["router"]["weight_bytes"] == 2048 * 128 * 2
+    assert q["k_norm"]["weight_bytes"] == 128 * 2
+    k = decode_rows("kimi-k2", 1000)
+    assert k["attention"]["kv_read_bytes"] == 1001 * 576 * 2
+    assert k["up_proj"]["weight_bytes"] == pytest.approx(8 * 7168 * 2048 * 2)  # 384 (1 - (1 - 8/384)) = 8 hit
+    assert (k["up_proj"]["count"], k["dense_up_proj"]["count"]) == (60, 1)
+    p = decode_rows("pythia-6.9b", 1000)
+    assert "gate_proj" not in p and p["up_proj"]["weight_bytes"] == 4096 * 16384 * 2
+    assert p["mlp_norm"]["count"] == 32 and p["attention"]["kv_read_bytes"] == 32 * 1001 * 256 * 2
+    s = decode_rows("starcoder2-15b", 5000)
+    assert s["attention"]["kv_read_bytes"] == 4 * 4096 * 256 * 2
+
+
+def test_the_reader_names_what_it_read():
+    assert rl.load_model("gpt-oss-20b").notes[-1] == "layers: 12 sliding, 12 global"
+    assert "kimi_k2: read as deepseek_v3 (the architecture its config names)" in rl.load_model("kimi-k2").notes
+    gemma = rl.load_model("gemma-3-4b").notes
+    assert gemma[0] == "gemma3: the text decoder (text_config, gemma3_text); the vision tower is left out"

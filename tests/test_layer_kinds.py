@@ -1,0 +1,191 @@
+"""Layers that differ: per-layer attention (sliding, chunked, NoPE) and MLP kinds, priced
+group by group, and models whose layers are alike priced as before."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import ridgeline as rl
+from ridgeline.api import simulate
+from ridgeline.cli import app
+from ridgeline.engine.analyze import decode_total, stage_totals
+from ridgeline.engine.layers import Plan, stage_ops
+from ridgeline.engine.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
+from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.roofline import spec_ceilings
+from ridgeline.errors import InvalidConfigError, InvalidWorkloadError, RidgelineError, UnsupportedArchitectureError
+from ridgeline.io.catalog import MODELS_DIR
+from ridgeline.io.files import read_json
+from ridgeline.io.resolve import resolve
+from ridgeline.serving.arrivals import poisson
+from ridgeline.serving.step_cost import build_step_cost, step_time
+
+FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
+LLAMA = read_json(MODELS_DIR / "llama-3-8b.json")  # 32 layers, 8 KV heads of 128
+
+
+def mixed(**keys) -> ModelConfig:
+    return ModelConfig.from_hf_config({**LLAMA, **keys}, name="mixed")
+
+
+HALF = ["sliding_attention", "full_attention"] * 16  # 16 sliding, 16 global
+
+
+def test_alike_layers_price_as_the_uniform_model():
+    """``layer_types`` all full is the plain model, op for op."""
+    plain = rl.load_model("llama-3-8b")
+    same = mixed(layer_types=["full_attention"] * 32, sliding_window=4096)
+    assert same.layer_groups == () and same.sliding_window is None
+    a = stage_ops(plain, "decode", 2, 1000, FP16)
+    b = stage_ops(same, "decode", 2, 1000, FP16)
+    assert [op.name for op in a] == [op.name for op in b]
+    assert all(x.kv_read_bytes == y.kv_read_bytes and x.flops == y.flops for x, y in zip(a, b))
+
+
+def test_groups_and_their_ops():
+    m = mixed(layer_types=HALF, sliding_window=128)
+    assert [(g.label, g.count, g.window) for g in m.layer_groups] == [("sliding", 16, 128), ("global", 16, None)]
+    assert m.windows == (128,)
+    assert "layers: 16 sliding, 16 global" in m.notes
+    ops = {op.name: op for op in stage_ops(m, "decode", 1, 1000, FP16)}
+    # decode over 1001 positions: a sliding layer reads 128 of them, 8 KV heads x (K + V) 256 x 2 B
+    assert ops["sliding/attention"].kv_read_bytes == 8 * 128 * 256 * 2
+    assert ops["global/attention"].kv_read_bytes == 8 * 1001 * 256 * 2
+    assert ops["sliding/q_proj"].count == ops["global/q_proj"].count == 16
+    assert ops["global/attn_norm"].inputs == ("x",)
+
+
+def test_kv_cache_by_kind():
+    """Per token, 2 x 32 layers x 8 x 128 x 2 B = 128 KiB, whatever the kinds; a cache of
+    10,000 tokens keeps 10,000 in the 16 global layers and 128 in the 16 sliding ones:
+    16 x 4096 B x (10,000 + 128) = 663,748,608 B."""
+    m = mixed(layer_types=HALF, sliding_window=128)
+    assert kv_bytes_per_token(m, FP16) == 131_072
+    assert kv_cache_bytes(m, 1, 10_000, FP16) == 16 * 4096 * (10_000 + 128)
+    assert weight_bytes(m, FP16) == weight_bytes(rl.load_model("llama-3-8b"), FP16)
+
+
+def test_decode_sum_splits_at_each_window_and_matches_the_loop():
+    m = mixed(layer_types=HALF, sliding_window=128)
+    device = rl.load_device("h100-sxm")
+    roofs = spec_ceilings(device)
+    loop = sum(
+        stage_totals(stage_ops(m, "decode", 4, s, FP16), roofs, FP16, "decode")[0]["time_s"] for s in range(50, 300)
+    )
+    closed = decode_total(m, 4, np.asarray(50), np.asarray(299), FP16, roofs)
+    assert float(closed) == pytest.approx(loop, rel=1e-12)
+
+
+def test_moe_every_other_layer_and_nope():
+    """Llama 4's pattern on a MoE model: MoE on odd layers (interleave step 2), chunked
+    attention on layers with rotary, global NoPE on every fourth."""
+    moe = read_json(MODELS_DIR / "mixtral-8x7b.json")
+    rope = [0 if (i + 1) % 4 == 0 else 1 for i in range(32)]
+    m = ModelConfig.from_hf_config(
+        {**moe, "interleave_moe_layer_step": 2, "attention_chunk_size": 8192, "no_rope_layers": rope}, name="x"
+    )
+    kinds = [(g.label, g.count) for g in m.layer_groups]
+    assert kinds == [("chunked-dense", 16), ("chunked-moe", 8), ("global-nope-moe", 8)]
+    assert m.num_moe_layers == 16
+    ops = {op.name for op in stage_ops(m, "decode", 1, 100, FP16)}
+    assert "global-nope-moe/rope" not in ops and "chunked-moe/rope" in ops
+    assert "chunked-dense/router" not in ops and "chunked-moe/router" in ops
+
+
+def test_unmodelled_keys_and_bad_layer_types_are_refused():
+    with pytest.raises(InvalidConfigError, match="'num_kv_shared_layers' .* is not modelled"):
+        mixed(num_kv_shared_layers=10)
+    with pytest.raises(InvalidConfigError, match="'layer_types' must list 32 of"):
+        mixed(layer_types=["linear_attention"] * 32)
+
+
+def test_the_simulator_prices_each_kind_of_layer():
+    """gpt-oss-20b in the simulator: a step of 4 decodes at 1000 cached is the engine's
+    decode pass (the sliding layers' attention capped at its 128 keys), a fresh chunk of 200
+    its prefill; a sequence of 1000 tokens keeps 128 in half the KV bytes and 1000 in the
+    other half, 564 whole-model positions, 36 blocks of 16."""
+    d = resolve("gpt-oss-20b", "h100-sxm", attention="flash")
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+    engine = lambda stage, batch, length: stage_totals(  # noqa: E731
+        stage_ops(d.model, stage, batch, length, d.plan), d.ceilings, d.plan, stage
+    )[0]["time_s"]
+    decodes = step_time(cost, [], [], 4, cost.capped(np.full(4, 1000)))
+    assert decodes == pytest.approx(engine("decode", 4, 1000), rel=1e-12)
+    assert step_time(cost, [200], [], 0, cost.capped(np.zeros(0))) == pytest.approx(
+        engine("prefill", 1, 200), rel=1e-12
+    )
+    assert cost.kv_kept(1000) == 0.5 * 128 + 0.5 * 1000
+    result = simulate(d, None, poisson(4.0, 8, 1000, 20))
+    assert result.summary["requests"] == 8
+
+
+def test_the_masked_and_gathered_steps_refuse_mixed_spans():
+    d = resolve("gpt-oss-20b", "h100-sxm")
+    with pytest.raises(
+        InvalidWorkloadError, match="gpt-oss-20b mixes layers \\(12 sliding, 12 global\\): use 'varlen'"
+    ):
+        build_step_cost(d.model, d.plan, d.ceilings, 256, 16, "masked")
+
+
+def test_an_unsupported_architecture_names_the_nearest_and_what_it_lacks():
+    with pytest.raises(
+        UnsupportedArchitectureError, match="Nearest: 'qwen3_moe', whose reader this config lacks 'num_hidden_layers'"
+    ):
+        ModelConfig.from_hf_config({"model_type": "qwen3_next", "hidden_size": 2048, "num_attention_heads": 16})
+    with pytest.raises(UnsupportedArchitectureError, match="Nearest: 'llama', whose reader this config has its fields"):
+        ModelConfig.from_hf_config({**LLAMA, "model_type": "llamba"})
+
+
+def test_the_cli_refuses_an_unsupported_architecture_in_one_line(tmp_path):
+    path = tmp_path / "next.json"
+    path.write_text(json.dumps({**LLAMA, "model_type": "qwen3_next"}))
+    result = CliRunner().invoke(app, ["analyze", str(path), "-H", "h100-sxm"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "Nearest: 'qwen3_moe'" in result.output
+
+
+# A small decoder's keys, for the readers of types the catalog has no config of (the values
+# are this test's, not a published model's)
+SMALL = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8}
+SMALL |= {"intermediate_size": 512, "vocab_size": 1000}
+
+
+def test_cohere2_slides_with_rotary_and_keeps_its_global_layers_without():
+    m = ModelConfig.from_hf_config(
+        {**SMALL, "model_type": "cohere2", "sliding_window": 64, "sliding_window_pattern": 4}
+    )
+    assert [(g.label, g.count, g.window) for g in m.layer_groups] == [("sliding", 6, 64), ("global-nope", 2, None)]
+    assert (m.norm, m.parallel_attn, m.mlp_norm_in_parallel) == ("layernorm_nobias", True, False)
+    names = {op.name for op in stage_ops(m, "decode", 1, 100, FP16)}
+    assert "sliding/rope" in names and "global-nope/rope" not in names and "sliding/mlp_norm" not in names
+
+
+def test_wrappers_and_moe_readers():
+    wrapped = ModelConfig.from_hf_config({"model_type": "mistral3", "text_config": {**SMALL, "model_type": "mistral"}})
+    assert wrapped.model_type == "mistral" and wrapped.notes[0].startswith("mistral3: the text decoder")
+    glm = {**SMALL, "model_type": "glm4_moe", "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1}
+    glm |= {"moe_intermediate_size": 64, "first_k_dense_replace": 3, "use_qk_norm": True}
+    g = ModelConfig.from_hf_config(glm)
+    assert (g.qk_norm, g.num_moe_layers, g.num_shared_experts, g.layer_groups) == (True, 5, 1, ())
+    granite = {**SMALL, "model_type": "granitemoe", "num_local_experts": 8, "num_experts_per_tok": 2}
+    assert ModelConfig.from_hf_config(granite).moe_intermediate_size == 512  # its experts are intermediate_size wide
+
+
+def test_the_e2e_decoder_refuses_layers_that_differ():
+    from kernels.e2e.decoder import check_supported
+
+    with pytest.raises(RidgelineError, match="gemma-2-9b: layers that differ is not implemented by the e2e decoder"):
+        check_supported(rl.load_model("gemma-2-9b"))
+
+
+def test_the_plan_bounds_count_blocks_by_kind():
+    """gpt-oss-20b, 1000 tokens: (12 sliding x 128 + 12 global x 1000) / 24 layers = 564
+    whole-model positions, 36 blocks of 16 (as the simulator's kv_kept)."""
+    from ridgeline.serving.bounds import _blocks
+
+    assert _blocks(1000, rl.load_model("gpt-oss-20b"), 16) == 36
+    assert _blocks(1000, rl.load_model("mistral-7b-v0.1"), 16) == 63  # uniform: ceil(1000 / 16)
