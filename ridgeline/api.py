@@ -127,10 +127,13 @@ def simulate(
     ``w_dtype="int4"``, ...), ``dtype``, ``settings``, ``profile``, ``ceilings``.
     ``progress(finished, total)`` is called every few thousand steps. Without an
     ``attention`` keyword (or ``settings``), the attention is the policy's
-    (:func:`default_attention`: vLLM V1 runs flash)."""
+    (:func:`default_attention`: vLLM V1 runs flash). Without a ``scheduler``, the one the
+    deployment's engine runs on its device (:func:`serving_scheduler`: the default engine
+    runs vLLM V1's, with vLLM V1's limits for the device and prefix caching on)."""
     if not isinstance(model, Deployment) and not {"attention", "settings"} & set(how):
         how["attention"] = default_attention((scheduler or simulator.Scheduler()).policy)
-    return simulator.simulate_deployment(as_deployment(model, hardware, **how), arrivals, scheduler, progress=progress)
+    d = as_deployment(model, hardware, **how)
+    return simulator.simulate_deployment(d, arrivals, scheduler or serving_scheduler(d), progress=progress)
 
 
 def _draft(d: Deployment, draft: Deployment | ModelConfig | str) -> Deployment:

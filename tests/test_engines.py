@@ -141,6 +141,43 @@ def test_vllm_defaults_per_gpu(device, server, offline):
 
 
 @pytest.mark.parametrize(
+    "device,limits,why",
+    [
+        ("h200", (1024, 8192), "141 GiB: at least 70 GiB and not an A100"),
+        ("h100-sxm", (1024, 8192), "80 GiB: at least 70 GiB and not an A100"),
+        ("a100-80gb", (256, 2048), "80 GiB: an A100"),  # vLLM keeps the A100 on the small defaults
+        ("l4", (256, 2048), "24 GiB: under 70 GiB"),
+    ],
+)
+def test_the_default_engine_runs_vllm_v1_defaults_and_says_which(device, limits, why):
+    """Issue 57 item 7: ``simulate`` without --engine runs vLLM V1's policy (the pytorch
+    engine), so it takes vLLM V1's server limits for the device (`vllm serve`: 1024
+    sequences and 8192 tokens on >= 70 GiB GPUs that are not A100s, else 256 and 2048) and
+    its prefix caching, and its basis says which rule applied."""
+    s = rl.api.serving_scheduler(resolve("llama-3-8b", device))
+    assert (s.policy, (s.max_batch, s.token_budget), s.prefix_cache) == ("vllm-v1", limits, True)
+    assert s.basis == (
+        f"vLLM (V1 engine) server defaults for {device} ({why}): {limits[0]} sequences, "
+        f"{limits[1]} batched tokens, prefix caching on"
+    )
+
+
+def test_given_scheduler_options_win_and_the_basis_names_them():
+    d = resolve("llama-3-8b", "h100-sxm")
+    s = rl.api.serving_scheduler(d, {"max_batch": 64, "prefix_cache": False})
+    assert (s.max_batch, s.token_budget, s.prefix_cache) == (64, 8192, False)
+    assert s.basis.endswith("64 sequences, 8192 batched tokens, prefix caching off; given: max_batch, prefix_cache")
+    hit = rl.api.serving_scheduler(d, {"prefix_hit": 0.5})  # a fixed hit fraction replaces the cache
+    assert (hit.prefix_hit, hit.prefix_cache) == (0.5, False) and hit.basis.endswith("; given: prefix_hit")
+    run = rl.api.simulate("llama-3-8b", "h100-sxm", poisson(1.0, 2, 64, 2))  # no scheduler: the engine's
+    assert (run.meta["scheduler"]["max_batch"], run.meta["scheduler"]["token_budget"]) == (1024, 8192)
+    out = CliRunner().invoke(app, ["simulate", "llama-3-8b", "-H", "a100-80gb", "--requests", "4"])
+    assert out.exit_code == 0, out.output
+    assert "engine pytorch: policy vllm-v1, batch 256, 2048 tokens a step, chunked prefill" in out.output
+    assert "scheduler defaults: vLLM (V1 engine) server defaults for a100-80gb (80 GiB: an A100)" in out.output
+
+
+@pytest.mark.parametrize(
     "device,tokens,reserve_gib",
     [
         ("l4", 2048, 2.8 + 0.1),  # 24 GiB: below 35 x 1024 MiB

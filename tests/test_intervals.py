@@ -121,6 +121,73 @@ def test_spec_intervals_say_how_many_devices_they_pool():
     assert cpu.extra["intervals"]["basis"].startswith("spec residuals from 6 cpu devices")
 
 
+def test_a_gpu_of_another_vendor_or_kind_gets_no_interval_and_an_unmeasured_one_says_what_it_pools():
+    """Issue 57 item 6: the GPU spec residuals are the H100's and the H200's. An NVIDIA GPU
+    not measured takes their pool and says so; an AMD GPU and a TPU get none, and say why;
+    a measured one keeps its plain basis."""
+    pool = "h100-sxm (hopper), h200 (hopper)"
+    least = yaml.safe_load(SPEC_INTERVALS.read_text())["gpu"]["groups"][POOL]["q"][0]
+    assert least == 0.05201  # docs/measurement.md: every GPU spec residual is at least +0.052
+    a100 = rl.analyze("llama-2-7b", "a100-80gb", generate=16).extra["intervals"]["basis"]
+    assert a100.endswith(f"; a100-80gb (ampere) was not measured: pooled from {pool}")
+    assert rl.analyze("llama-2-7b", "h200", generate=16).extra["intervals"]["basis"] == (
+        "spec residuals from 2 gpu devices (cuda-nvidia-h100-80gb-hbm3, cuda-nvidia-h200): 1128 held-out kernel rows"
+    )
+    for device, who in (("mi300x", "amd gpu"), ("tpu-v5e", "google accelerator")):
+        none = rl.analyze("llama-2-7b", device, generate=16).extra["intervals"]
+        assert none == {"none": f"no measured interval: no {who} was measured; the spec residuals pool {pool}"}
+
+
+def test_an_interval_contains_its_point_where_the_residuals_straddle_it():
+    """The intervals are central quantiles of log(measured / predicted), two-sided: 20
+    residuals -0.10, -0.08, ..., 0.28 put the 10 % quantile at index 0.1 x 19 = 1.9,
+    -0.08 + 0.9 x 0.02 = -0.062, and the 90 % at 17.1, 0.24 + 0.1 x 0.02 = 0.242: the 80 %
+    interval is [exp(-0.062), exp(0.242)] = [0.93988, 1.27380] of the point, which it
+    contains. Shifted up by 0.152 (the least GPU spec residual, 0.052, is their least) the
+    same quantiles are [exp(0.09), exp(0.394)] = [1.09417, 1.48289]: every residual says
+    the device was slower than the point, and the interval says so too. A whole analysis
+    on the straddling table contains its TTFT and TPOT."""
+    r = np.round(np.arange(-0.10, 0.29, 0.02), 10)
+    assert r.size == 20
+    around = fit_table(r, [("x",)] * 20, ["large"] * 20, "hand")
+    assert residual_interval(around, POOL)["80"] == pytest.approx([math.exp(-0.062), math.exp(0.242)], rel=1e-9)
+    above = fit_table(r + 0.152, [("x",)] * 20, ["large"] * 20, "hand")
+    assert residual_interval(above, POOL)["80"] == pytest.approx([math.exp(0.09), math.exp(0.394)], rel=1e-9)
+    d = replace(rl.resolve("llama-2-7b", "h200"), intervals=around)
+    a = rl.analyze(d, generate=16)
+    for key in ("ttft_s", "tpot_s"):
+        lo, hi = a.extra["intervals"][key]["80"]
+        assert lo < a.generation[key] < hi
+
+
+def test_speculative_figures_carry_intervals():
+    """Issue 57 item 6: speculative decoding's TTFT, TPOT and tokens/s get intervals from
+    the same residuals. Twenty residuals all log 1.25 make every op's factor exactly 1.25,
+    so each interval is the point x 1.25 at both ends (tokens/s: the point / 1.25); on the
+    straddling table of the test above, each interval holds its point."""
+    from ridgeline import api
+
+    flat = fit_table([math.log(1.25)] * 20, [("x",)] * 20, ["large"] * 20, "hand")
+    d = replace(rl.resolve("llama-2-7b", "h200"), intervals=flat)
+    s = api.speculative(d, None, "llama-3.2-1b", seq_len=512, generate=64)
+    for key in ("ttft_s", "tpot_s"):
+        assert s["intervals"][key]["80"] == pytest.approx([1.25 * s[key]] * 2, rel=1e-9)
+    assert s["intervals"]["tokens_per_s"]["80"] == pytest.approx([s["tokens_per_s"] / 1.25] * 2, rel=1e-9)
+    r = np.round(np.arange(-0.10, 0.29, 0.02), 10)
+    around = api.speculative(
+        replace(d, intervals=fit_table(r, [("x",)] * 20, ["large"] * 20, "hand")), None, "llama-3.2-1b", generate=64
+    )
+    for key in ("ttft_s", "tpot_s"):
+        lo, hi = around["intervals"][key]["80"]
+        assert lo < around[key] < hi
+    none = api.speculative("llama-2-7b", "mi300x", "llama-3.2-1b", generate=16)["intervals"]
+    assert none["none"].startswith("no measured interval: no amd gpu was measured")
+    line = CliRunner().invoke(
+        app, ["analyze", "llama-2-7b", "-H", "h200", "--generate", "64", "--draft", "llama-3.2-1b"]
+    )
+    assert next(x for x in line.output.splitlines() if x.startswith("speculative")).count("(80 %: ") == 3
+
+
 def test_a_point_outside_its_interval_is_said_on_the_intervals_line():
     spec = {"basis": "spec residuals from 2 gpu devices", "ttft_s": {"80": [0.3, 0.4]}, "tpot_s": {"80": [0.01, 0.02]}}
     gen = {"ttft_s": 0.2, "tpot_s": 0.015}

@@ -1,5 +1,5 @@
 """ridgeline plan: the enumeration, the analytical bounds (equal to the engine's scalar
-figures and to what the simulator then does), the exact Pareto set, the price list, the
+figures and to what the simulator then does), the Pareto set against brute force, the price list, the
 executors giving the same answer, and bad input as one line with exit 2."""
 
 from __future__ import annotations
@@ -123,8 +123,10 @@ def test_what_the_bounds_prune_misses_the_slo_in_simulation():
 
 def test_pareto_set_by_hand():
     """Cost [3, 1, 2, 1], goodput [5, 1, 5, 2]: position 3 (cheapest, more goodput than 1)
-    and 2 (more goodput); 0 costs more for no more goodput."""
+    and 2 (more goodput); 0 costs more for no more goodput. A cheaper point with no goodput
+    (cost 0.5, goodput 0) serves nobody within the SLO: on no front."""
     assert pareto_set(np.array([3.0, 1, 2, 1]), np.array([5.0, 1, 5, 2])) == [3, 2]
+    assert pareto_set(np.array([3.0, 1, 2, 1, 0.5]), np.array([5.0, 1, 5, 2, 0])) == [3, 2]
 
 
 @settings(max_examples=60, deadline=None)
@@ -139,7 +141,7 @@ def test_pareto_set_is_exactly_the_undominated(points):
             for j in range(len(cost))
         )
 
-    undominated = {i for i in range(len(cost)) if not dominated(i)}
+    undominated = {i for i in range(len(cost)) if not dominated(i) and good[i] > 0}  # no goodput: on no front
     # among exact ties one representative is kept
     assert front <= undominated and {(cost[i], good[i]) for i in front} == {(cost[i], good[i]) for i in undominated}
 
@@ -180,6 +182,41 @@ def test_the_search_pareto_set_equals_simulating_every_survivor():
     brute = kept.iloc[pareto_set(cost, good)][KEY].to_dict("records")
     assert frame.loc[result.pareto, KEY].to_dict("records") == brute
     assert result.chosen == result.pareto[-1]
+
+
+def test_every_deployment_on_the_brute_force_front_is_reported_or_marked():
+    """Issue 57 item 3: simulate every deployment the simulator accepts (the bounds' choices
+    ignored) and take the Pareto set by brute force: each member is on plan's front or is
+    pruned by a steady-state bound and marked may_be_on_front. 40 req/s of 512-token prompts
+    overload one A100 (pruned as throughput) yet about a quarter of its requests meet the
+    SLO, at a lower cost than tp=2 (which meets it for all): on the full front, and marked."""
+    model, prices = rl.load_model("llama-3-8b"), {"a100-80gb": 2.3}
+    space, load, slo = Space(devices("a100-80gb"), **SMALL), Load(40, 512, 128, 300), Slo(0.5, 0.05)
+    with local(1) as run_many:
+        result = search(model, space, load, slo, prices, run_many)
+    frame = result.frame
+    runnable = frame[~frame.reason.isin(["settings", "memory"])]
+    tasks = [
+        Task(
+            model,
+            portable(space.devices[0]),
+            rl.Settings(w_dtype=row.w_dtype, kv_dtype=row.kv_dtype, tp=int(row.tp), pp=int(row.pp), attention="flash"),
+            Scheduler(max_batch=int(row.max_batch), token_budget=int(row.token_budget)),
+            load,
+            slo,
+        )
+        for _, row in runnable.iterrows()
+    ]
+    with local(1) as run_many:
+        found = run_many(run_task, tasks)
+    cost = (runnable.gpus * 2.3 * np.array([f["duration_s"] for f in found]) / 3600 / (300 * 128 / 1e6)).to_numpy()
+    good = result.meta["offered_rate"] * np.array([f["slo_attainment"] for f in found])
+    brute = [runnable.index[i] for i in pareto_set(cost, good)]
+    assert all(i in result.pareto or frame.at[i, "may_be_on_front"] for i in brute)
+    marked = [i for i in brute if frame.at[i, "may_be_on_front"]]
+    assert marked and set(frame.loc[marked, "reason"]) == {"throughput"} and set(frame.loc[marked, "gpus"]) == {1}
+    assert not frame.loc[frame.reason.isin(["", "settings", "memory", "ttft", "dominated"]), "may_be_on_front"].any()
+    assert result.counts["may_be_on_front"] == int(frame["may_be_on_front"].sum())
 
 
 def _task_of(row):

@@ -164,7 +164,6 @@ def test_the_cache_itself():
 @pytest.mark.parametrize(
     "arrivals, scheduler, model, message",
     [
-        (poisson(1.0, 2, 100, 2), CACHE, MODEL, "the prefix cache needs the prompts' block ids"),
         (shared_prefix(poisson(1.0, 2, 100, 2), 64, 2, 8), CACHE, MODEL, "not whole KV blocks of 16"),
         (shared_prefix(poisson(1.0, 2, 100, 2), 64, 2, 16), CACHE, "mistral-7b-v0.1", "sliding window"),
     ],
@@ -172,6 +171,16 @@ def test_the_cache_itself():
 def test_what_the_cache_needs(arrivals, scheduler, model, message):
     with pytest.raises(RidgelineError, match=message):
         simulate(model, DEVICE, arrivals, scheduler)
+
+
+def test_prompts_without_ids_share_nothing():
+    """Issue 57 item 7: vLLM V1 caches prefixes by default; Poisson prompts carry no block
+    ids (each prompt its own tokens), so the cache on serves them exactly as the cache off."""
+    arrivals = poisson(4.0, 40, 300, 8, 1)
+    on, off = (simulate(MODEL, DEVICE, arrivals, Scheduler(prefix_cache=c)) for c in (True, False))
+    assert on.summary["prefix_hit_tokens"] == 0
+    assert on.summary == off.summary
+    assert list(on.timeline["step_s"]) == list(off.timeline["step_s"])
 
 
 def test_one_hit_model_at_a_time():
@@ -192,11 +201,10 @@ def test_cli_shared_prefix(tmp_path):
     table = runner.invoke(app, [*base, *shared, "--prefix-cache"]).output
     assert "prefix cache: 14336 prompt tokens hit (59.7% of the prefill asked for)" in table
     off = runner.invoke(app, [*base, *shared, "--no-prefix-cache"]).output
-    assert "prefix cache" not in off
-    for extra, message in (
-        (["--prefix-cache"], "the prefix cache needs the prompts' block ids"),
-        (["--prefix", "shared:fanout=8"], "--prefix takes shared:system=TOKENS,fanout=N"),
-    ):
+    assert "prefix cache" not in off.replace("prefix caching off; given: prefix_cache", "")
+    plain = runner.invoke(app, [*base, "--prefix-cache"]).output  # Poisson prompts: no ids, no hits
+    assert "prefix cache: on, no prompt tokens hit (shared blocks need ids: a trace's hash_ids or --prefix)" in plain
+    for extra, message in ((["--prefix", "shared:fanout=8"], "--prefix takes shared:system=TOKENS,fanout=N"),):
         bad = runner.invoke(app, [*base, *extra])
         assert bad.exit_code == 2 and message in bad.output
 

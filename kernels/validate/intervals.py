@@ -142,11 +142,13 @@ def spec_pools(paths: Sequence[Path]) -> dict[str, IntervalTable]:
     the devices measured (a device's repeated snapshots all count)."""
     frames: dict[str, list[pd.DataFrame]] = {}
     devices: dict[str, set[str]] = {}
+    catalog: dict[str, set[str]] = {}  # the catalog devices the snapshots were priced as (spec_device)
     for path in paths:
         data = json.loads(Path(path).read_text())
         kind = "cpu" if data["meta"].get("device_kind") == "cpu" else "gpu"
         frames.setdefault(kind, []).append(snapshot_frame(path, Ceilings.from_dict(data["ceilings"]["spec"])))
         devices.setdefault(kind, set()).add(data["meta"]["device_key"])
+        catalog.setdefault(kind, set()).update({data["meta"].get("spec_device")} - {None, "host"})
     out = {}
     for kind, parts in sorted(frames.items()):
         frame = pd.concat(parts, ignore_index=True)
@@ -154,7 +156,7 @@ def spec_pools(paths: Sequence[Path]) -> dict[str, IntervalTable]:
         basis = (
             f"spec residuals from {len(names)} {kind} devices ({', '.join(names)}): {len(frame)} held-out kernel rows"
         )
-        out[kind] = table_from(frame, basis, devices=names, residuals=len(frame))
+        out[kind] = table_from(frame, basis, devices=names, spec_devices=sorted(catalog[kind]), residuals=len(frame))
     return out
 
 

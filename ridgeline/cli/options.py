@@ -41,7 +41,7 @@ def options(
     name__show: Annotated[str, typer.Argument(help="Catalog name or a config.json path.")] = ...,
     results: Annotated[list[Path], typer.Argument(help="A run's OUT/results.tar.gz, or the folder it unpacks to; several for stages run again later (a later file of the same name replaces an earlier).")] = ...,
     chunked_prefill: Annotated[bool | None, typer.Option("--chunked-prefill/--no-chunked-prefill", help="Split prompts to fit the token budget (default: the engine's; on for pytorch, vLLM and SGLang).")] = None,
-    prefix_cache: Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Cache prompts' KV blocks by their ids (a Mooncake trace's hash_ids, or --prefix), LRU-evicted within the KV cache.")] = False,
+    prefix_cache: Annotated[bool | None, typer.Option("--prefix-cache/--no-prefix-cache", help="Cache prompts' KV blocks by their ids (a Mooncake trace's hash_ids, or --prefix), LRU-evicted within the KV cache (default: the engine's; vLLM V1's, and the default engine's, is on; prompts without ids share nothing).")] = None,
     model__check: Annotated[str, typer.Argument(help="Catalog model (built with random weights).")] = "qwen2-0.5b",
     host: Annotated[str, typer.Option(help="Interface to bind; the default keeps it on this machine.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8050,

@@ -40,15 +40,32 @@ class ServingEngine:
         """max_batch and token_budget for ``device``, from the first of the context's rules
         that matches (``min_memory_gib``, a device name it ``exclude``s), or the token
         budget by the device's memory; None where the engine states none for the context."""
-        table = self.scheduler.get("limits") or {}
-        rules = table.get(context) or table.get("server")  # a context it states nothing of: its server's
-        if rules:
-            rule = next(r for r in rules if rule_matches(r, device))
+        rule = self.limits_rule(device, context)
+        if rule is not None:
             return {"max_batch": int(rule["max_batch"]), "token_budget": int(rule["token_budget"])}
         by_memory = self.scheduler.get("token_budget_by_memory_mib")
         if by_memory:
             return {"token_budget": int(first_below(by_memory, device.memory_capacity / MIB)["tokens"])}
         return None
+
+    def limits_rule(self, device: DeviceSpec, context: str = "server") -> Mapping[str, Any] | None:
+        """The first of the context's limits rules that ``device`` matches (a context the
+        engine states nothing of: its server's); None where it states no rules."""
+        table = self.scheduler.get("limits") or {}
+        rules = table.get(context) or table.get("server")
+        return next(r for r in rules if rule_matches(r, device)) if rules else None
+
+    def limits_basis(self, device: DeviceSpec, context: str = "server") -> str | None:
+        """Why ``device`` gets the limits it gets, in words: 'vLLM (V1 engine) server defaults
+        for h100-sxm (80 GiB: at least 70 GiB and not an A100)'; None without rules."""
+        rule = self.limits_rule(device, context)
+        if rule is None:
+            return None
+        table = self.scheduler["limits"]
+        stated = context if table.get(context) else "server"
+        gib = device.memory_capacity / GIB
+        why = rule_reason(rule, table[stated], device)
+        return f"{self.scheduler.get('of', self.full_name)} {stated} defaults for {device.name} ({gib:.4g} GiB: {why})"
 
     def reserve_bytes(self, device: DeviceSpec, gpus: int) -> float:
         """SGLang's memory held back from the static pool (weights and KV cache):
@@ -64,6 +81,25 @@ def rule_matches(rule: Mapping[str, Any], device: DeviceSpec) -> bool:
         return False
     names = f"{device.name} {device.full_name}".lower()
     return not any(str(x).lower() in names for x in rule.get("exclude", ()))
+
+
+def rule_reason(rule: Mapping[str, Any], rules, device: DeviceSpec) -> str:
+    """Why ``rule`` is the first of ``rules`` that ``device`` matches: the conditions it asks
+    (the first rule), or what failed in each rule before it ('under 70 GiB', 'an A100')."""
+    earlier = list(rules)[: list(rules).index(rule)]
+    if not earlier:
+        terms = [f"at least {rule['min_memory_gib']:g} GiB"] if "min_memory_gib" in rule else []
+        terms += [f"not an {str(x).upper()}" for x in rule.get("exclude", ())]
+        return " and ".join(terms) or "any device"
+    return "; ".join(rule_failure(r, device) for r in earlier)
+
+
+def rule_failure(rule: Mapping[str, Any], device: DeviceSpec) -> str:
+    """What in ``rule`` ``device`` fails: too little memory, or a name it excludes."""
+    if device.memory_capacity < float(rule.get("min_memory_gib", 0)) * GIB:
+        return f"under {rule['min_memory_gib']:g} GiB"
+    names = f"{device.name} {device.full_name}".lower()
+    return " and ".join(f"an {str(x).upper()}" for x in rule.get("exclude", ()) if str(x).lower() in names)
 
 
 def first_below(rules, memory_mib: float) -> Mapping[str, Any]:

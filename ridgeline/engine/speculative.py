@@ -11,6 +11,7 @@ import numpy as np
 
 from ridgeline.engine.analyze import decode_total, memory_totals, plain, stage_totals, verify_activation_peak
 from ridgeline.engine.deployment import Deployment
+from ridgeline.engine.intervals import analysis_intervals
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.workload import Workload
 
@@ -111,6 +112,8 @@ def speculative_figures(
     tpot = (k * draft_s + verify_s[k]) / tokens[k]
     ttft = target_pre + draft_pre
     rate = batch * generate / (ttft + max(generate - 1, 0) * tpot) if generate > 0 else None
+    points = {"ttft_s": ttft, "tpot_s": tpot, "total_s": ttft + max(generate - 1, 0) * tpot, "tokens": batch * generate}
+    bands = speculative_intervals(d, small, batch, seq_len, (seq_len + last) // 2, k, points) if rate else None
     return plain(
         {
             "draft": small.model.name,
@@ -127,8 +130,33 @@ def speculative_figures(
             "speedup": speedup[k],
             "break_even_acceptance": even[k],
             "memory": together(target_mem, draft_mem),
+            **({"intervals": bands} if bands is not None else {}),
             "by_draft_tokens": [
                 {"draft_tokens": int(i), "speedup": speedup[i], "break_even_acceptance": even[i]} for i in ks
             ],
         }
     )
+
+
+def speculative_intervals(d: Deployment, small: Deployment, batch: int, seq_len: int, mid: int, k: int, points):
+    """The central intervals of speculative decoding's TTFT, TPOT and tokens/s from ``d``'s
+    residual table, as a plain analysis's (:func:`ridgeline.engine.intervals.analysis_intervals`):
+    the TTFT's ops are both prefills, the TPOT's a step's, k draft decodes and the target's
+    verify of k + 1 tokens at the middle cached length ``mid``, each op weighted by its
+    share of that time; or why there is none. (Without a generation, none: its figures
+    are per step.)"""
+    if d.intervals is None:
+        return {"none": d.no_interval or "no measured residuals for these ceilings"}
+    passes = {
+        "prefill": [(d, "prefill", seq_len, 1, 1), (small, "prefill", seq_len, 1, 1)],
+        "decode": [(small, "decode", mid, 1, k), (d, "decode", mid, k + 1, 1)],
+    }
+    ops, weights = {}, {}
+    for stage, parts in passes.items():
+        built = [(stage_ops(m.model, kind, batch, n, m.plan, q), m, kind, times) for m, kind, n, q, times in parts]
+        tables = [stage_totals(o, m.ceilings, m.plan, kind)[1] for o, m, kind, _ in built]
+        ops[stage] = [op for o, *_ in built for op in o]
+        weights[stage] = np.concatenate([times * t["count"] * t["time_s"] for (*_, times), t in zip(built, tables)])
+    out = analysis_intervals(ops, weights, d.ceilings, d.intervals, points)
+    out.pop("ops")
+    return out

@@ -41,7 +41,7 @@ def load_engine(name: str) -> ServingEngine:
     if unknown:
         raise InvalidSpecError(where, f"'settings' names no Settings field {unknown[0]!r}")
     Settings(**settings)  # each value valid (one-line errors name the field)
-    scheduler = dict(raw["scheduler"] or {})
+    scheduler = scheduler_of(raw["scheduler"] or {})
     unknown = sorted(set(scheduler.get("limits") or {}) - set(CONTEXTS))
     if unknown:
         raise InvalidSpecError(where, f"'scheduler.limits' names no context {unknown[0]!r}; use {', '.join(CONTEXTS)}")
@@ -60,6 +60,17 @@ def load_engine(name: str) -> ServingEngine:
         graphs=frozen(raw.get("graphs")),
         sources=frozen(raw["sources"]),
     )
+
+
+def scheduler_of(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """An engine's scheduler facts; ``defaults: NAME`` takes engine NAME's scheduler under
+    its own keys (``of`` then names whose defaults they are)."""
+    own = dict(raw)
+    base = own.pop("defaults", None)
+    if base is None:
+        return own
+    other = load_engine(str(base))
+    return {**other.scheduler, "of": other.full_name, **own}
 
 
 def with_engine_defaults(settings: Settings) -> Settings:

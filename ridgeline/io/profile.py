@@ -559,10 +559,34 @@ def profile_intervals(profile: Mapping[str, Any], where: str = "profile") -> tup
     return interval_table(profile["intervals"], f"{where}: intervals"), ""
 
 
-def spec_intervals(kind: str) -> tuple[IntervalTable | None, str]:
-    """The spec residuals pooled over measured devices of ``kind`` ('cpu', 'gpu'), or why none."""
+def spec_intervals(device: DeviceSpec) -> tuple[IntervalTable | None, str]:
+    """The spec residuals behind ``device``'s intervals, or why none: a CPU takes the pool of
+    every measured CPU; a GPU the pool of the measured GPUs of its vendor, its basis saying
+    which catalog devices it pools and, where ``device`` is not one of them, so; a device of
+    another vendor or kind (an AMD GPU, a TPU, under NVIDIA's residuals) none."""
+    kind = "cpu" if device.kind == "cpu" else "gpu"
     table = _spec_table(kind, *_version(SPEC_INTERVALS))
-    return (table, "") if table is not None else (None, f"no measured interval: no {kind} device was measured")
+    if table is None:
+        return None, f"no measured interval: no {kind} device was measured"
+    if kind == "cpu":
+        return table, ""
+    return _pooled_for((device.name, device.vendor, device.kind, device.architecture), *_version(SPEC_INTERVALS))
+
+
+@functools.lru_cache(maxsize=64)
+def _pooled_for(device: tuple[str, str, str, str], *version) -> tuple[IntervalTable | None, str]:
+    """The GPU pool as ``device``'s (name, vendor, kind, architecture): one table per device
+    and version of the file (it keeps its draws)."""
+    name, vendor, kind, architecture = device
+    table = _spec_table("gpu", *version)
+    pooled = [load_catalog_device(n) for n in table.extra.get("spec_devices", ())]
+    names = ", ".join(f"{d.name} ({d.architecture})" for d in pooled) or "devices of no catalog name"
+    if kind != "gpu" or any(d.vendor != vendor for d in pooled) or not pooled:
+        return None, f"no measured interval: no {vendor} {kind} was measured; the spec residuals pool {names}"
+    if name in {d.name for d in pooled}:
+        return table, ""
+    basis = f"{table.basis}; {name} ({architecture}) was not measured: pooled from {names}"
+    return replace(table, basis=basis), ""
 
 
 def intervals_for(
@@ -571,7 +595,7 @@ def intervals_for(
     """The residual table behind ``ceilings``' intervals: a calibrated profile's own, the
     spec residuals pooled over measured devices of the kind, or none (with why)."""
     if ceilings.mode == "spec":
-        return spec_intervals("cpu" if device.kind == "cpu" else "gpu")
+        return spec_intervals(device)
     if ceilings.mode == "transferred":
         return None, "no measured interval: a transferred profile was not measured on this device"
     if raw is None:

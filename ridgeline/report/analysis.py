@@ -292,11 +292,12 @@ def summary_lines(analysis: Analysis) -> list[str]:
                 f"the {format_bytes(smem['usable_bytes'])} usable"
             )
         )
-        rate = spec["tokens_per_s"]
+        rate, sb = spec["tokens_per_s"], spec.get("intervals") or {}
         lines.append(
             f"speculative ({spec['draft']}, k={spec['draft_tokens']}, a={spec['acceptance']}): "
-            f"TTFT {format_time(spec['ttft_s'])}   TPOT {format_time(spec['tpot_s'])}   "
-            f"{'-' if rate is None else plain_number(rate, 4)} tokens/s   ({spec['expected_tokens_per_step']:.3g} "
+            f"TTFT {format_time(spec['ttft_s'])}{band_text(sb, 'ttft_s', spec['ttft_s'])}   "
+            f"TPOT {format_time(spec['tpot_s'])}{band_text(sb, 'tpot_s', spec['tpot_s'])}   "
+            f"{'-' if rate is None else plain_number(rate, 4)} tokens/s{band_text(sb, 'tokens_per_s', rate, rate=True)}   ({spec['expected_tokens_per_step']:.3g} "
             f"tokens/step, speed-up {spec['speedup']:.3g}x, break-even acceptance "
             f"{'-' if even is None else format(even, '.3g')})"
         )

@@ -63,6 +63,15 @@ def plan_view(result, top: int) -> list[Any]:
         f"one that met the SLO for every request); {counts['simulated']} simulated on "
         f"{'datasheet rooflines' if 'roofs' not in meta else meta['basis']} ({meta['executor']} executor)"
     ]
+    if counts["may_be_on_front"]:
+        view.append(
+            f"the Pareto set is of the deployments the bounds keep: {counts['may_be_on_front']} pruned by a steady-state "
+            "bound (throughput, tpot) cost less than the cheapest that met the SLO for every request and may serve "
+            "some requests in time, so may be on the front of all deployments (not simulated; -o marks them "
+            "may_be_on_front)"
+        )
+    if result.chosen is None and counts["simulated"]:
+        return [*view, "no simulated deployment served a request within the SLO"]
     if result.chosen is None:
         return [*view, "no deployment survived the bounds: none can meet the SLO at this rate"]
     view.append(plan_table(frame.loc[result.pareto], "Pareto set: cost per million output tokens vs goodput"))

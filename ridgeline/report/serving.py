@@ -95,9 +95,10 @@ def engine_line(meta: dict) -> str:
     2048, 8192 tokens a step, ...'."""
     settings, s = meta.get("settings") or {}, meta.get("scheduler") or {}
     chunks = "chunked prefill" if s.get("chunked_prefill") else "whole prompts"
+    basis = f"\n  scheduler defaults: {s['basis']}" if s.get("basis") else ""
     return (
         f"engine {settings.get('engine', 'pytorch')}: policy {s.get('policy')}, batch {s.get('max_batch')}, "
-        f"{s.get('token_budget')} tokens a step, {chunks}"
+        f"{s.get('token_budget')} tokens a step, {chunks}{basis}"
     )
 
 
@@ -120,10 +121,14 @@ def simulation_tables(run: dict, percentile: float) -> list:
         f"attention {result.meta['attention']}",
         engine_line(result.meta),
     ]
-    if result.meta["scheduler"].get("prefix_cache") or s["prefix_hit_tokens"]:
+    if s["prefix_hit_tokens"]:
         lines.insert(
             -1,
             f"prefix cache: {s['prefix_hit_tokens']} prompt tokens hit ({s['prefix_hit_rate']:.1%} of the prefill asked for)",
+        )
+    elif result.meta["scheduler"].get("prefix_cache"):
+        lines.insert(
+            -1, "prefix cache: on, no prompt tokens hit (shared blocks need ids: a trace's hash_ids or --prefix)"
         )
     if "trace" in result.meta:
         lines.insert(1, trace_line(result.meta["trace"]))

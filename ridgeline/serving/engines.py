@@ -32,14 +32,17 @@ def engine_scheduler(
     memory rule is not vLLM's (``memory_utilization`` of the whole memory). ``given``
     Scheduler fields (None: not given) win."""
     given = {k: v for k, v in (given or {}).items() if v is not None}
+    bench = context == "bench" and engine.scheduler.get("bench") == "trtllm-bench"
     fields: dict[str, Any] = {
         "policy": engine.policy,
         "chunked_prefill": bool(engine.scheduler.get("chunked_prefill", True)),
         "host_overlap": bool((engine.host or {}).get("overlap", False)),
+        # the engine's prefix caching (trtllm-bench turns it off); a fixed --prefix-hit replaces it
+        "prefix_cache": bool(engine.scheduler.get("prefix_cache")) and not bench and not given.get("prefix_hit"),
         **SCHEDULER_DEFAULTS,
         **(engine.limits(d.device, context) or {}),
     }
-    if context == "bench" and engine.scheduler.get("bench") == "trtllm-bench" and lengths:
+    if bench and lengths:
         fields["max_batch"], fields["token_budget"] = trtllm_bench_limits(d, *lengths)
     budget = int(given.get("token_budget", fields["token_budget"]))
     blocks = kv_blocks(d, engine, budget) if "kv_blocks" not in given else None
@@ -49,7 +52,23 @@ def engine_scheduler(
         fields["max_batch"] = sglang_max_running(d, (blocks or 0) * d.plan.kv_block)
     if lengths and not fields["chunked_prefill"] and lengths[0] > budget:
         fields["chunked_prefill"] = True  # a prompt longer than a step's tokens cannot run whole
-    return Scheduler(**{**fields, **given})
+    s = Scheduler(**{**fields, **given})
+    return replace(s, basis=scheduler_basis(d, engine, context, s, given))
+
+
+def scheduler_basis(d: Deployment, engine: ServingEngine, context: str, s: Scheduler, given: Mapping) -> str:
+    """Which defaults ``s`` took, in words: 'vLLM (V1 engine) server defaults for h200 (141
+    GiB: at least 70 GiB and not an A100): 1024 sequences, 8192 batched tokens, prefix
+    caching on', then the fields the user gave."""
+    whose = engine.limits_basis(d.device, context) or f"{engine.scheduler.get('of', engine.full_name)} defaults"
+    if context == "bench" and engine.scheduler.get("bench") == "trtllm-bench":
+        whose = f"{engine.full_name} bench defaults (trtllm-bench's sizing from the data set's lengths)"
+    caching = "on" if s.prefix_cache else "off"
+    mine = [k for k in ("max_batch", "token_budget", "prefix_cache") if k in given] + ["prefix_hit"] * bool(
+        s.prefix_hit
+    )
+    chosen = f"; given: {', '.join(mine)}" if mine else ""
+    return f"{whose}: {s.max_batch} sequences, {s.token_budget} batched tokens, prefix caching {caching}{chosen}"
 
 
 # fmt: off
@@ -59,7 +78,7 @@ def options_scheduler(
     token_budget: Annotated[int | None, Doc("Tokens per step, prefill chunks + decodes (default: the engine's on this GPU; pytorch: 2048).")] = None,
     chunked_prefill: bool | None = None,
     prefix_hit: Annotated[float, Doc("Fraction of each prompt found in the prefix cache.")] = 0.0,
-    prefix_cache: bool = False,
+    prefix_cache: bool | None = None,
     kv_blocks: Annotated[int | None, Doc("Paged KV blocks (default: what memory leaves).")] = None,
     admit_margin: Annotated[float, Doc("New prompts wait below this fraction of free KV blocks (transformers: 0.15).")] = 0.0,
     step_overhead: Annotated[float, Doc("Host seconds per step beyond the forward (measured: simulate-check --fit-overhead).")] = 0.0,

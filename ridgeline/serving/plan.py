@@ -6,8 +6,16 @@ vLLM V1's scheduler, the same Poisson arrivals for all: common random numbers), 
 price per hour first, one price level at a time. A level is skipped where it cannot pay:
 its cost per million tokens is at least its price x the arrivals' span (a run lasts longer
 than its arrivals), and a cheaper deployment already served every request within the SLO,
-which is the most goodput any deployment can have. So the Pareto set is exact, and the
-levels run in the same order whatever executes them: the answer is the same, seed for seed.
+which is the most goodput any deployment can have. The levels run in the same order whatever
+executes them: the answer is the same, seed for seed.
+
+The Pareto set is that of the deployments the bounds keep, not of every deployment: the
+steady-state bounds (``throughput``, ``tpot``) discard deployments that still serve some
+requests within the SLO (the first ones, on an empty server), and one of those may cost less
+than the set's cheapest. Each such deployment whose cost floor is below the cost of the
+cheapest that served every request is marked ``may_be_on_front``; every other pruned one is
+provably off the front (no plan, no room, no request within the TTFT target, or dominated).
+The front holds deployments with goodput: one that serves no request within the SLO is on none.
 
 - cost per million tokens: devices x price per GPU-hour x the run's duration, over its
   output tokens;
@@ -49,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MOST_REQUEST_RUNS = 50_000_000  # simulated requests a search may cost at most (survivors x n)
 KEY = ["device", "gpus", "tp", "pp", "w_dtype", "kv_dtype", "max_batch", "token_budget"]
+STEADY = ("throughput", "tpot")  # the steady-state bounds: what they discard may still serve some requests in time
 ROUTE = "least-outstanding"  # replicas' and pools' router: it sends work where the queue is shortest
 
 
@@ -168,7 +177,13 @@ class PlanResult:
     def counts(self) -> dict[str, Any]:
         reasons = self.frame["reason"]
         pruned = {r: int((reasons == r).sum()) for r in (*REASONS, "dominated") if (reasons == r).any()}
-        return {"enumerated": len(self.frame), "pruned": pruned, "simulated": int((reasons == "").sum())}
+        maybe = int(self.frame["may_be_on_front"].sum())
+        return {
+            "enumerated": len(self.frame),
+            "pruned": pruned,
+            "simulated": int((reasons == "").sum()),
+            "may_be_on_front": maybe,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         simulated = self.frame[self.frame["reason"] == ""]
@@ -180,9 +195,9 @@ class PlanResult:
                 "chosen": None if self.chosen is None else _record(self.frame.loc[self.chosen]),
                 "pareto": [_record(self.frame.loc[i]) for i in self.pareto],
                 "deployments": [_record(row) for _, row in simulated.sort_values("rank_cost").iterrows()],
-                "pruned": pruned[[*KEY, "reason", "why", "ttft_bound_s", "decode_tokens_per_s_bound"]].to_dict(
-                    "records"
-                ),
+                "pruned": pruned[
+                    [*KEY, "reason", "why", "ttft_bound_s", "decode_tokens_per_s_bound", "may_be_on_front"]
+                ].to_dict("records"),
             }
         )
 
@@ -192,10 +207,10 @@ def _record(row: pd.Series) -> dict[str, Any]:
 
 
 def pareto_set(cost: np.ndarray, good: np.ndarray) -> list[int]:
-    """Positions not dominated: no other costs as little or less and serves as much or more
-    (one of the two strictly). Cheapest first."""
+    """Positions with goodput not dominated: no other costs as little or less and serves as
+    much or more (one of the two strictly). Cheapest first; no goodput, on no front."""
     order = np.lexsort((-good, cost))
-    keep, best = [], -np.inf
+    keep, best = [], 0.0
     for i in order:
         if good[i] > best:
             keep.append(int(i))
@@ -261,6 +276,7 @@ def search(
                 best = min(best, cost)
         if progress is not None:
             progress(done, len(levels))
+    frame["may_be_on_front"] = frame["reason"].isin(STEADY) & (floor < best)
     return _ranked(frame, results, per_million, (len(arrivals) - 1) / span, moved)
 
 

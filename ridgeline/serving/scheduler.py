@@ -38,6 +38,8 @@ class Scheduler:
     # sdpa path runs it (cache copied out, GQA heads repeated)
     policy: str = "vllm-v1"  # who chooses each step's chunks and admissions: a name registered
     # in ridgeline.serving.policies (vllm-v1, transformers, sarathi, static)
+    basis: str = ""  # which defaults the limits and prefix caching took (an engine's on this
+    # device: ridgeline.serving.engines.engine_scheduler); empty: set here or by hand
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "token_budget"):

@@ -43,7 +43,7 @@ class ServerState:
         self.ones = np.ones(scheduler.max_batch, dtype=np.int64)  # a steady step's chunk (read only)
         self.tokens = 0  # tokens this step computes (set by the policy)
         self.cache = None  # the prefix cache (Scheduler.prefix_cache), its units of hash_block tokens
-        if scheduler.prefix_cache:
+        if scheduler.prefix_cache and arrivals.hash_ids is not None:  # without ids no prompt shares a block
             self.cache = PrefixCache(arrivals.hash_block, arrivals.hash_block // block)
             self.hash_ids = arrivals.hash_ids
             self.units = cacheable_units(arrivals.prompt, arrivals.hash_ids, arrivals.hash_block)

@@ -196,7 +196,7 @@ def server_maker(
             f"one request needs {largest} KV blocks of {block} tokens but the cache holds "
             f"{blocks}; shorten the requests or give the cache more memory"
         )
-    if s.prefix_cache:
+    if s.prefix_cache and arrivals.hash_ids is not None:  # prompts without ids share nothing: no hits
         check_prefix_cache(config, arrivals, block)
     return lambda: (kind or _Server)(arrivals, s, cost, blocks, block, rule)
 
@@ -225,12 +225,7 @@ def run_step(server: _Server, now: float, line: dict[str, list]) -> tuple[float,
 
 
 def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> None:
-    """What the prefix cache needs: prompts' block ids, units of whole KV blocks, full attention."""
-    if arrivals.hash_ids is None:
-        raise InvalidWorkloadError(
-            "the prefix cache needs the prompts' block ids: a Mooncake trace (hash_ids) "
-            "or shared system prompts (--prefix shared:system=TOKENS,fanout=N)"
-        )
+    """What the prefix cache needs of prompts with block ids: units of whole KV blocks, full attention."""
     if arrivals.hash_block % block:
         raise InvalidWorkloadError(
             f"the trace's blocks of {arrivals.hash_block} tokens are not whole KV blocks of "
