@@ -5,6 +5,7 @@ no import cycle among the project's modules, imports inside functions counted.""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +181,57 @@ def test_the_top_level_is_the_agreed_one():
     top = {path.split("/")[0] for path in listed}
     folders = {"ridgeline", "hardware", "models", "kernels", "viewer", "reports", "tests", "docs", ".ci"}
     assert top == {"pyproject.toml", "README.md", ".gitignore", *folders}
+
+
+# what a command reads, counted in a fresh process: every file opened for reading by path
+READS = """
+import collections, json, sys
+from pathlib import Path
+opened = collections.Counter()
+plain = Path.open
+def counted(self, mode="r", *args, **kw):
+    if "r" in mode and self.suffix in (".yaml", ".json", ".csv"):
+        opened[self.resolve().relative_to(Path.cwd().resolve()).as_posix()] += 1
+    return plain(self, mode, *args, **kw)
+Path.open = counted
+from typer.testing import CliRunner
+from ridgeline.cli import app
+result = CliRunner().invoke(app, sys.argv[1:])
+print(json.dumps([result.exit_code, opened]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command, inputs",
+    [
+        (
+            [
+                "analyze",
+                "llama-3-8b",
+                "-H",
+                "h200",
+                "--dtype",
+                "fp8",
+                "--profile",
+                "reports/profiles/cuda-nvidia-h200.yaml",
+            ],
+            {"models/catalog/llama-3-8b.json", "hardware/h200.yaml", "reports/profiles/cuda-nvidia-h200.yaml"},
+        ),
+        (
+            ["simulate", "llama-3-8b", "-H", "h100-sxm", "--rate", "2", "--requests", "20"],
+            {"models/catalog/llama-3-8b.json", "hardware/h100-sxm.yaml", "reports/intervals/spec-residuals.yaml"},
+        ),
+        (["compare", "llama-2-7b", "-H", "a6000,h100-sxm,a6000"], {"hardware/a6000.yaml", "hardware/h100-sxm.yaml"}),
+    ],
+    ids=lambda c: c[0] if isinstance(c, list) else "",
+)
+def test_each_input_file_is_read_once_per_command(command, inputs):
+    """Issue 56: a command reads each file it needs once (a profile was read twice; a device
+    again when its interval pool named it), however many places use it."""
+    done = subprocess.run(
+        [sys.executable, "-c", READS, *command], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    code, opened = json.loads(done.stdout.splitlines()[-1])
+    assert code == 0 and inputs <= set(opened), (done.stderr[-2000:], opened)
+    assert {path: n for path, n in opened.items() if n > 1} == {}

@@ -190,7 +190,14 @@ def load_catalog_device(name: str | DeviceSpec) -> DeviceSpec:
     path = HARDWARE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise UnknownDeviceError(name, list_devices() + ["host"])
-    return device_from_dict(read_yaml(path), f"hardware/{name}.yaml")
+    return _catalog_device(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=128)
+def _catalog_device(path: Path, version: int) -> DeviceSpec:
+    """A catalog device, read once per version of its file (a command resolves its device,
+    then the spec interval's pool names the measured ones again)."""
+    return device_from_dict(read_yaml(path), f"hardware/{path.stem}.yaml")
 
 
 @lru_cache(maxsize=1)
