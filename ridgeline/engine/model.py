@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
@@ -70,6 +70,7 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what the config left to the architecture
 
     @property
     def is_moe(self) -> bool:
@@ -112,6 +113,17 @@ def _positive(raw: Mapping[str, Any], where: str, *keys: str, default: int | Non
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidConfigError(where, f"'{keys[0]}' must be a positive integer, got {value!r}")
     return value
+
+
+# published configs that omit the MLP width: modeling_falcon.py (ffn_hidden_size None) and
+# modeling_gptj.py (n_inner None) take 4 x hidden_size; any other architecture must give it
+MLP_4X_TYPES = ("falcon", "RefinedWebModel", "RefinedWeb", "gptj")
+
+
+def _mlp_note(raw: Mapping[str, Any], model_type: str, hidden: int) -> tuple[str, ...]:
+    if _first(raw, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size") is not None:
+        return ()
+    return (f"no intermediate_size in the config: {model_type}'s MLP is 4 x hidden_size = {4 * hidden} wide",)
 
 
 def _moe_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
@@ -190,6 +202,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     if mla:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     act = _activation(raw, model_type)
+    mlp_4x = 4 * hidden if model_type in MLP_4X_TYPES else None
     return ModelConfig(
         name=name or str(raw.get("_name_or_path") or model_type),
         model_type=model_type,
@@ -199,7 +212,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         intermediate_size=_positive(
-            raw, where, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", default=4 * hidden
+            raw, where, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", default=mlp_4x
         ),
         vocab_size=_positive(raw, where, "vocab_size"),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)),
@@ -214,4 +227,5 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         sliding_window=_sliding_window(raw),
         **_moe_fields(raw, where),
         **mla,
+        notes=_mlp_note(raw, model_type, hidden),
     )
