@@ -3,6 +3,8 @@ on the CLI, and a RidgelineError naming the setting in the API."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -108,3 +110,33 @@ def test_a_gpu_snapshot_is_not_repredicted_with_the_other_gpus_profile(tmp_path)
         "measured on cuda-nvidia-h100-80gb-hbm3: re-predict it with a profile of cuda-nvidia-h100-80gb-hbm3",
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--batch", "1000000000000000000"], "batch 1000000000000000000 is over the limit of 1048576 sequences"),
+        (["--seq-len", "100000000"], "seq_len + generate = 100000000 tokens is over the limit of 16777216 a sequence"),
+        (
+            ["--batch", "1000000", "--seq-len", "8192"],
+            "batch x (seq_len + generate) = 8192000000 tokens is over the limit of 4294967296",
+        ),
+    ],
+)
+def test_sizes_past_the_documented_limits_are_refused_before_any_arithmetic(args, says):
+    """Issue 59 item 2: --batch 1e18 overflowed numpy's int64 (exit 0, a RuntimeWarning,
+    'KV cache -3.24e+15GiB', '-10.29 tokens/s'); each limit is docs/limits.md's."""
+    _one_line_exit_2(["analyze", "llama-2-7b", *args], f"{says} (docs/limits.md) (set with --")
+    _one_line_exit_2(["sweep", "llama-2-7b", *args], says)
+    with pytest.raises(rl.RidgelineError, match=re.escape(says)):
+        rl.analyze("llama-2-7b", "a6000", **{a[2:].replace("-", "_"): int(v) for a, v in zip(args[::2], args[1::2])})
+
+
+def test_at_the_limits_every_byte_count_and_rate_is_positive_and_no_numpy_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for batch, seq_len in ((1048576, 4096 - 2), (256, 16777216 - 2)):
+            frame = rl.sweep("llama-2-7b", "h100-sxm", batch=batch, seq_len=seq_len, generate=2)
+            assert (frame.select_dtypes("number").to_numpy() > 0).all(), frame.T

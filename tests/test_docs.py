@@ -257,3 +257,12 @@ def test_the_device_count_the_model_manual_quotes_is_the_catalogs():
 
     quoted = re.search(r"`hardware/\*\.yaml`, (\d+) devices", (ROOT / "docs" / "model.md").read_text())
     assert quoted and int(quoted.group(1)) == len(list_devices())
+
+
+def test_the_limits_page_quotes_the_limits_the_engine_checks():
+    """Issue 59 items 2-3: the caps are documented in one place, with the engine's values."""
+    from ridgeline.engine import workload
+
+    text = (ROOT / "docs" / "limits.md").read_text()
+    for name in ("MAX_BATCH", "MAX_TOKENS", "MAX_BATCH_TOKENS"):
+        assert f"| {getattr(workload, name)} " in text and f"`{name}`" in text, name

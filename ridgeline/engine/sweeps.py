@@ -16,7 +16,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import evaluate
-from ridgeline.engine.workload import Settings
+from ridgeline.engine.workload import MAX_BATCH, Settings
 from ridgeline.errors import InvalidWorkloadError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +31,9 @@ def batch_frontier(
     latency targets."""
     top = largest_batch(d.model, d.device, d.plan, seq_len, generate)
     if batches is None:
-        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
+        batches = sorted(
+            {b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({min(top, MAX_BATCH)} if top else set())
+        )
     if not batches:
         raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
     frame = sweep_deployment(d, batches, [seq_len], generate)
