@@ -140,3 +140,18 @@ def test_at_the_limits_every_byte_count_and_rate_is_positive_and_no_numpy_warnin
         for batch, seq_len in ((1048576, 4096 - 2), (256, 16777216 - 2)):
             frame = rl.sweep("llama-2-7b", "h100-sxm", batch=batch, seq_len=seq_len, generate=2)
             assert (frame.select_dtypes("number").to_numpy() > 0).all(), frame.T
+
+
+def test_a_run_past_the_request_limit_is_refused_up_front_with_its_memory():
+    """Issue 59 item 3: --requests 1000000000 grew to 24 GB and was killed; a run past the
+    limit is refused before any arrival is drawn, naming the memory it would need."""
+    from ridgeline.serving.arrivals import poisson
+
+    says = (
+        "--requests 10000000 would need about 25 GB of memory (2.5 KB a request); "
+        "the limit is 1000000 requests (docs/limits.md)"
+    )
+    _one_line_exit_2([*SIM[:4], "--requests", "10000000"], says)
+    _one_line_exit_2([*SIM[:4], "--requests", "10000000", "--scenario", "offline"], says)
+    with pytest.raises(rl.RidgelineError, match=re.escape(says)):
+        poisson(1.0, 10_000_000, 512, 128)

@@ -262,7 +262,11 @@ def test_the_device_count_the_model_manual_quotes_is_the_catalogs():
 def test_the_limits_page_quotes_the_limits_the_engine_checks():
     """Issue 59 items 2-3: the caps are documented in one place, with the engine's values."""
     from ridgeline.engine import workload
+    from ridgeline.serving import arrivals
 
     text = (ROOT / "docs" / "limits.md").read_text()
-    for name in ("MAX_BATCH", "MAX_TOKENS", "MAX_BATCH_TOKENS"):
-        assert f"| {getattr(workload, name)} " in text and f"`{name}`" in text, name
+    for where, name in [(workload, "MAX_BATCH"), (workload, "MAX_TOKENS"), (workload, "MAX_BATCH_TOKENS")] + [
+        (arrivals, "MAX_REQUESTS")
+    ]:
+        assert f"| {getattr(where, name)} " in text and f"`{name}`" in text, name
+    assert f"about {arrivals.REQUEST_BYTES / 1e3:g} KB a request" in text
