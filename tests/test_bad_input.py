@@ -155,3 +155,25 @@ def test_a_run_past_the_request_limit_is_refused_up_front_with_its_memory():
     _one_line_exit_2([*SIM[:4], "--requests", "10000000", "--scenario", "offline"], says)
     with pytest.raises(rl.RidgelineError, match=re.escape(says)):
         poisson(1.0, 10_000_000, 512, 128)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "llama-2-7b", "-f", "json", "-o", "/proc/a.json", "--draft", "no-such-model"],
+        ["analyze", "llama-2-7b", "--html", "/proc/a.html", "--draft", "no-such-model"],
+        ["sweep", "llama-2-7b", "-f", "csv", "-o", "/proc/s.csv", "--batch", "2000000"],
+        ["compare", "llama-2-7b", "-H", "a6000,no-such-gpu", "-f", "csv", "-o", "/proc/c.csv"],
+        ["frontier", "llama-2-7b", "-f", "csv", "-o", "/proc/f.csv", "--generate", "1"],
+        [*SIM, "-f", "csv", "-o", "/proc/s.csv", "--trace", "/no/such/trace.csv"],
+        [*SIM, "--timeline", "/proc/t.csv", "--trace", "/no/such/trace.csv"],
+        ["plan", "llama-3-8b", "--devices", "h100-sxm,no-such-gpu", "-o", "/proc/p.json"],
+    ],
+    ids=lambda a: f"{a[0]} {next(x for x in a if x.startswith('/proc'))}",
+)
+def test_every_output_path_is_checked_before_the_work(args):
+    """Issue 59 item 4: `plan -o /proc/p.json` ran the whole search before it found the path
+    unwritable. Each command's output paths are checked first: the error is the path's, not
+    the one the work (an unknown device, a missing trace, a size past its limit) would raise."""
+    path = next(x for x in args if x.startswith("/proc"))
+    _one_line_exit_2(args, f"error: cannot write {path}: No such file or directory; choose another output path")

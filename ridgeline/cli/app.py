@@ -15,6 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from ridgeline import Workload, errors
 from ridgeline.cli.options import keywords_of, params_of
+from ridgeline.io.files import check_writable
 from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import SETTING_FIELDS, resolve_options
 from ridgeline.report import check_format
@@ -59,6 +60,9 @@ def cli_advice(err: errors.RidgelineError) -> str:
     return ""
 
 
+OUTPUT_PATHS = ("output", "html", "timeline")  # the options that name a file a command writes
+
+
 class TableCommand(TyperCommand):
     """A command taking the options ``names``: those the functions ``declared`` declare, else
     options.py's table's (options.params_of); its function takes only ``ctx`` and reads them
@@ -74,6 +78,9 @@ class TableCommand(TyperCommand):
         ctx.meta["values"] = {k: as_path(v) if k in self.paths else v for k, v in ctx.params.items()}
         if "fmt" in ctx.params:  # --format is checked before any work
             check_format(ctx.params["fmt"])
+        for key in OUTPUT_PATHS:  # and so is every file a command writes
+            if ctx.meta["values"].get(key) is not None:
+                check_writable(ctx.meta["values"][key])
         ctx.params = {}
         return super().invoke(ctx)
 
