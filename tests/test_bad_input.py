@@ -40,8 +40,9 @@ def test_a_nan_slo_is_refused_without_a_search_too(slo):
 @pytest.mark.parametrize("value", ["nan", "-1", "inf"])
 def test_plan_slos_are_validated_the_same_way(value):
     args = ["plan", "llama-3-8b", "--workload", "poisson:rate=20,prompt=512,output=256,n=100", "--devices", "h100-sxm"]
-    _one_line_exit_2([*args, "--slo", f"ttft={value},tpot=0.05"], f"the ttft SLO must be positive, got '{value}'")
-    _one_line_exit_2([*args, "--slo", f"ttft=0.5,tpot={value}"], f"the tpot SLO must be positive, got '{value}'")
+    says = "must be positive" if value == "-1" else "must be a positive, finite number"
+    _one_line_exit_2([*args, "--slo", f"ttft={value},tpot=0.05"], f"the ttft SLO {says}, got '{value}'")
+    _one_line_exit_2([*args, "--slo", f"ttft=0.5,tpot={value}"], f"the tpot SLO {says}, got '{value}'")
 
 
 def test_a_rate_search_needs_a_target_and_no_target_claims_no_goodput():
@@ -177,3 +178,32 @@ def test_every_output_path_is_checked_before_the_work(args):
     the one the work (an unknown device, a missing trace, a size past its limit) would raise."""
     path = next(x for x in args if x.startswith("/proc"))
     _one_line_exit_2(args, f"error: cannot write {path}: No such file or directory; choose another output path")
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["sweep", "llama-2-7b", "--batch", "0,1,2"],
+            "batch must be a positive whole number, got 0 in 0,1,2 (set with --batch)",
+        ),
+        (
+            ["plan", "llama-3-8b", "--devices", "h100"],
+            "unknown hardware 'h100'. Did you mean: h100-pcie, h100-sxm, v100? Run 'ridgeline hardware list' for the names --devices takes.",
+        ),
+        (
+            ["plan", "llama-9x"],
+            "unknown model 'llama-9x'. Did you mean: llama-3-8b, llama-2-7b, llama-3-70b? "
+            "Run 'ridgeline models list', or give the path of a config.json as the model.",
+        ),
+        (
+            ["plan", "llama-3-8b", "--slo", "ttft=inf"],
+            "the ttft SLO must be a positive, finite number, got 'inf'",
+        ),
+    ],
+)
+def test_a_message_says_what_was_given_and_what_is_accepted_in_the_users_terms(args, line):
+    """Issue 59 item 5: 'got array([0, 1, 2])'; plan's hint of --hardware, which plan does not
+    take; 'must be positive, got 'inf''. (A trace's 'nan' cell: tests/test_traces_formats.py.)"""
+    result = CliRunner().invoke(app, args)
+    assert (result.exit_code, result.output) == (2, f"error: {line}\n")

@@ -65,8 +65,11 @@ def _check_positive(field: str, value: Number) -> None:
     arr = np.asarray(value)
     if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
-    if np.any(arr <= 0) or np.any(arr != np.floor(arr)):
-        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
+    bad = (arr <= 0) | (arr != np.floor(arr))
+    if np.any(bad):  # the first bad value, in the list the user gave (a sweep's grid repeats it)
+        given = ",".join(f"{v:g}" for v in dict.fromkeys(arr.ravel().tolist()))
+        shown = f"{arr[bad].ravel()[0]:g}" + (f" in {given}" if arr.size > 1 else "")
+        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {shown}")
 
 
 # The attention settings (docs/model.md, "Attention settings"): how a framework computes

@@ -231,7 +231,9 @@ def _csv_rows(path: Path, fmt: TraceFormat):
         # usecols would hide); blank lines kept as empty rows, so a row's index gives its line
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            reader = pd.read_csv(path, chunksize=CHUNK_ROWS, skip_blank_lines=False, index_col=False)
+            # only an empty cell is missing: a cell holding 'nan' or 'NA' is reported as it reads
+            empty = {"na_values": [""], "keep_default_na": False}
+            reader = pd.read_csv(path, chunksize=CHUNK_ROWS, skip_blank_lines=False, index_col=False, **empty)
             for frame in reader:
                 lines = np.arange(first, first + len(frame))
                 first += len(frame)
