@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from ridgeline.engine.analyze import deployment_basis
+from ridgeline.engine.analyze import context_warnings, deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
 from ridgeline.engine.units import format_time
+from ridgeline.engine.workload import Workload
 from ridgeline.io.resolve import Deployment
 from ridgeline.report.terminal import (
     BYTE_UNITS,
@@ -110,15 +111,17 @@ def show_deployment_frame(frame, d: Deployment, what: str, notes, fmt: str, outp
     show_frame(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): {what}", notes, d.mode)
 
 
-def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
+def deployment_notes(d: Deployment, batch=1, seq_len=512, generate=0) -> list[str]:
     """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
-    prints (ridgeline.engine.basis)."""
-    return basis_text(deployment_basis(d, batch, seq_len))
+    prints (ridgeline.engine.basis), and analyze's warning past the model's positions."""
+    lengths = Workload(1, np.asarray(seq_len), generate)
+    warnings = [f"warning: {w}" for w in context_warnings(d.model, lengths)]
+    return basis_text(deployment_basis(d, batch, seq_len)) + warnings
 
 
-def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]:
-    """What frontier prints under its table: the basis (over its batches), the largest batch,
-    the best pick."""
+def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512, generate=0) -> list[str]:
+    """What frontier prints under its table: the basis (over its batches) and any warning, the
+    largest batch, the best pick."""
     pick = best["best"]
     found = "no batch meets the targets"
     if pick:
@@ -127,7 +130,7 @@ def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]
             f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
             f"TTFT {format_time(pick['ttft_s'])}"
         )
-    return [*deployment_notes(d, batch, seq_len), f"largest batch that fits: {best['max_batch']}", found]
+    return [*deployment_notes(d, batch, seq_len, generate), f"largest batch that fits: {best['max_batch']}", found]
 
 
 class ProgressAfter:
