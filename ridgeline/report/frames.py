@@ -19,11 +19,13 @@ from ridgeline.report.terminal import (
     BYTE_UNITS,
     TIME_UNITS,
     add_column,
+    choose_columns,
     column_unit,
     compact_table,
     console_width,
     emit,
     fit_columns,
+    left_out_line,
     plain_number,
 )
 
@@ -46,6 +48,12 @@ FRAME_HEADERS = {
     "meets_slo": "meets SLO",
     "matrix_dtype": "matrix dtype",
 }
+
+
+# the columns a narrow terminal leaves out first (headers with units): the stage times that
+# TTFT and TPOT already say, the activations, the totals; then the rightmost
+FRAME_DROP_FIRST = ("prefill (s)", "prefill (ms)", "decode step (ms)", "decode step (s)", "act. peak (GiB)")
+FRAME_DROP_FIRST += ("act. peak (MiB)", "total (s)", "total (ms)", "capacity (GiB)", "weights (GiB)", "matrix dtype")
 
 
 def frame_column(values, column: str) -> tuple[str, str, list[str]]:
@@ -74,14 +82,16 @@ def frame_table(frame, title: str) -> list:
     columns = [frame_column(frame[c].tolist(), c) for c in frame.columns]
     same = [(name, unit, cells[0]) for name, unit, cells in columns if len(frame) > 1 and len(set(cells)) == 1]
     shown = [c for c in columns if (c[0], c[1], c[2][0]) not in same] or columns
+    cols = [(f"{n} ({u})" if u else n, cells, not any(ch.isdigit() for ch in "".join(cells))) for n, u, cells in shown]
+    keep, left_out = choose_columns(cols, console_width(), FRAME_DROP_FIRST)
     table = compact_table(title)
-    for name, unit, cells in shown:
-        add_column(table, f"{name} ({unit})" if unit else name, text=not any(ch.isdigit() for ch in "".join(cells)))
-    for row in zip(*(cells for _, _, cells in shown)):
+    for header, _, text in (cols[i] for i in keep):
+        add_column(table, header, text=text)
+    for row in zip(*(cols[i][1] for i in keep)):
         table.add_row(*row)
-    fit_columns(table, [cells for _, _, cells in shown], console_width())
+    fit_columns(table, [cols[i][1] for i in keep], console_width())
     note = ", ".join(f"{name} {value}{' ' + unit if unit else ''}" for name, unit, value in same)
-    return [table] + ([f"the same in every row: {note}"] if same else [])
+    return [table] + ([f"the same in every row: {note}"] if same else []) + left_out_line(left_out)
 
 
 def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None:
