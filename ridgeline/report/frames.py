@@ -12,9 +12,11 @@ from rich.console import Console
 
 from ridgeline.engine.analyze import context_warnings, deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.sweeps import BAND_COLUMNS
 from ridgeline.engine.units import format_time
 from ridgeline.engine.workload import Workload
 from ridgeline.io.resolve import Deployment
+from ridgeline.report.analysis import interval_basis
 from ridgeline.report.terminal import (
     BYTE_UNITS,
     TIME_UNITS,
@@ -54,6 +56,8 @@ FRAME_HEADERS = {
 # TTFT and TPOT already say, the activations, the totals; then the rightmost
 FRAME_DROP_FIRST = ("prefill (s)", "prefill (ms)", "decode step (ms)", "decode step (s)", "act. peak (GiB)")
 FRAME_DROP_FIRST += ("act. peak (MiB)", "total (s)", "total (ms)", "capacity (GiB)", "weights (GiB)", "matrix dtype")
+FRAME_DROP_FIRST += ("tokens/s 80 %", "TTFT 80 % (s)", "TTFT 80 % (ms)", "TPOT 80 % (ms)", "TPOT 80 % (s)")
+FRAME_DROP_FIRST += ("prefill 80 % (s)", "prefill 80 % (ms)", "decode step 80 % (ms)", "decode step 80 % (s)")
 
 
 def frame_column(values, column: str) -> tuple[str, str, list[str]]:
@@ -76,10 +80,46 @@ def frame_column(values, column: str) -> tuple[str, str, list[str]]:
     return name, unit, [plain_number(v / scale if v is not None else None) for v in values]
 
 
+def band_column(frame, key: str) -> tuple[str, str, list[str]]:
+    """(name, unit, cells) of a figure's 80 % intervals ('89.1–116'), in its own column's unit."""
+    values = frame[key].tolist()
+    name, unit, _ = frame_column(values, key)
+    scale = column_unit(values, TIME_UNITS)[0] if key != "tokens_per_s" else 1.0
+    ends = zip(frame[f"{key}_lo80"].tolist(), frame[f"{key}_hi80"].tolist())
+    cells = [f"{plain_number(lo / scale)}–{plain_number(hi / scale)}" if lo == lo and lo else "-" for lo, hi in ends]
+    return f"{name} 80 %", unit, cells
+
+
+def frame_columns(frame) -> list[tuple[str, str, list[str]]]:
+    """Each column's (name, unit, cells), a figure's 80 % intervals in one column beside it."""
+    banded = [k for k in BAND_COLUMNS if f"{k}_lo80" in frame]
+    plain = [c for c in frame.columns if not any(c in (f"{k}_lo80", f"{k}_hi80") for k in banded)]
+    out = []
+    for c in plain:
+        out += [frame_column(frame[c].tolist(), c)] + ([band_column(frame, c)] if c in banded else [])
+    return out
+
+
+def interval_notes(frame) -> list[str]:
+    """What a frame's rows rest on (``attrs``: ``basis`` and ``intervals``, by device for
+    compare's rows), in analyze's words; a line all devices share is said once."""
+    bands, basis = frame.attrs.get("intervals"), frame.attrs.get("basis") or {}
+    if not bands:
+        return []
+    if "basis" in bands or "none" in bands:
+        return [interval_basis(bands)]
+    per = {device: [*basis.get(device, []), interval_basis(b)] for device, b in bands.items()}
+    out = []
+    for line in dict.fromkeys(line for device_lines in per.values() for line in device_lines):
+        holders = [device for device, device_lines in per.items() if line in device_lines]
+        out.append(line if len(holders) == len(per) else f"{', '.join(holders)}: {line}")
+    return out
+
+
 def frame_table(frame, title: str) -> list:
     """A DataFrame as a rich table: readable headers with their units, one unit per column;
     columns equal in every row are said once, under the table."""
-    columns = [frame_column(frame[c].tolist(), c) for c in frame.columns]
+    columns = frame_columns(frame)
     same = [(name, unit, cells[0]) for name, unit, cells in columns if len(frame) > 1 and len(set(cells)) == 1]
     shown = [c for c in columns if (c[0], c[1], c[2][0]) not in same] or columns
     cols = [(f"{n} ({u})" if u else n, cells, not any(ch.isdigit() for ch in "".join(cells))) for n, u, cells in shown]
@@ -111,7 +151,11 @@ def frame_view(frame, title: str, notes=()) -> list:
 
 
 def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
-    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
+    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``), with its
+    notes and what its intervals rest on."""
+    notes = list(notes)  # what the intervals rest on, after the basis lines (the last lines stay the answer)
+    at = max((i + 1 for i, line in enumerate(notes) if line.startswith("basis")), default=0)
+    notes[at:at] = interval_notes(frame)
     text = frame_text(frame, fmt, notes, mode)
     emit(text, frame_view(frame, title, notes) if text is None else [], output)
 
