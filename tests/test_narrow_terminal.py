@@ -15,7 +15,7 @@ CASES = [
     (["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8", "--seq-len", "512,4096", "--generate", "128"], [4]),
     (["compare", "llama-2-7b", "-H", "a6000,h100-sxm,l4", "--w-bits", "16,4"], [6]),
     (["frontier", "llama-2-7b", "--tpot-slo", "0.02"], [7]),
-    ([*PLAN, "--counts", "1", "--top", "2", "--workers", "1"], [1, 2]),
+    pytest.param([*PLAN, "--counts", "1", "--top", "2", "--workers", "1"], [1, 2], marks=pytest.mark.slow),
 ]
 
 
@@ -35,7 +35,7 @@ def is_subsequence(short: list[str], long: list[str]) -> bool:
     return all(word in it for word in short)
 
 
-@pytest.mark.parametrize("args, rows", CASES, ids=[c[0][0] for c in CASES])
+@pytest.mark.parametrize("args, rows", CASES, ids=["sweep", "compare", "frontier", "plan"])
 def test_a_table_at_80_columns_fits_and_breaks_no_number_or_header_word(args, rows):
     narrow = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
     wide = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
