@@ -207,3 +207,15 @@ def test_a_message_says_what_was_given_and_what_is_accepted_in_the_users_terms(a
     take; 'must be positive, got 'inf''. (A trace's 'nan' cell: tests/test_traces_formats.py.)"""
     result = CliRunner().invoke(app, args)
     assert (result.exit_code, result.output) == (2, f"error: {line}\n")
+
+
+@pytest.mark.slow
+def test_a_trace_past_the_request_limit_is_refused_while_it_is_read(tmp_path):
+    """Issue 59 item 3, for traces: the count is checked a chunk at a time, before the run."""
+    trace = tmp_path / "big.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "1,8,2\n" * 1_000_001)
+    _one_line_exit_2(
+        [*SIM[:4], "--trace", str(trace)],
+        f"{trace}'s first 1000001 requests would need about 2.5 GB of memory (2.5 KB a request); "
+        "the limit is 1000000 requests (docs/limits.md)",
+    )

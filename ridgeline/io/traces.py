@@ -39,7 +39,7 @@ import numpy as np
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import read_yaml
-from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.arrivals import Arrivals, check_requests
 
 ARRIVAL_NAMES = ("arrival_s", "arrival", "arrival_time", "timestamp", "time_s", "time")
 PROMPT_NAMES = ("prompt_tokens", "prompt", "input_tokens", "contexttokens", "context_tokens")
@@ -150,6 +150,7 @@ def load_trace(path: str | Path, window: tuple[float, float] | None = None, log_
     picked = _Selection(fmt, window, log_type)
     for chunk in _chunks(path, fmt):
         picked.add(chunk, path)
+        check_requests(picked.kept, f"{path}'s first {picked.kept} requests")  # a chunk at a time
     if picked.rerun:  # an earlier first request turned up late: select again from it
         origin = picked.origin
         picked = _Selection(fmt, window, log_type, origin)

@@ -80,12 +80,13 @@ MAX_REQUESTS = 1_000_000
 REQUEST_BYTES = 2500
 
 
-def check_requests(n: int) -> None:
-    """Refuse, before anything is drawn, a run past MAX_REQUESTS, naming the memory it would need."""
+def check_requests(n: int, what: str = "") -> None:
+    """Refuse, before anything is drawn, a run past MAX_REQUESTS, naming the memory it would
+    need; ``what`` names where the requests come from (default: ``--requests N``)."""
     if n > MAX_REQUESTS:
         need = n * REQUEST_BYTES / 1e9
         raise RidgelineError(
-            f"--requests {n} would need about {need:.3g} GB of memory ({REQUEST_BYTES / 1e3:g} KB a request); "
+            f"{what or f'--requests {n}'} would need about {need:.3g} GB of memory ({REQUEST_BYTES / 1e3:g} KB a request); "
             f"the limit is {MAX_REQUESTS} requests (docs/limits.md)"
         )
 
