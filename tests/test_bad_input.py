@@ -178,6 +178,9 @@ def test_every_output_path_is_checked_before_the_work(args):
     the one the work (an unknown device, a missing trace, a size past its limit) would raise."""
     path = next(x for x in args if x.startswith("/proc"))
     _one_line_exit_2(args, f"error: cannot write {path}: No such file or directory; choose another output path")
+    if "-f" in args:  # and a table asked to go to a file, before the work too
+        table = [("table" if a in ("csv", "json") else a.replace("/proc", "/tmp")) for a in args]
+        _one_line_exit_2(table, "error: Invalid value: --output needs --format json or csv")
 
 
 @pytest.mark.parametrize(

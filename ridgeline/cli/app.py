@@ -83,7 +83,7 @@ class TableCommand(TyperCommand):
     def invoke(self, ctx):
         ctx.meta["values"] = {k: as_path(v) if k in self.paths else v for k, v in ctx.params.items()}
         if "fmt" in ctx.params:  # --format is checked before any work
-            check_format(ctx.params["fmt"])
+            check_format(ctx.params["fmt"], ctx.params.get("output"))
         for key in OUTPUT_PATHS:  # and so is every file a command writes
             if ctx.meta["values"].get(key) is not None:
                 check_writable(ctx.meta["values"][key])

@@ -122,9 +122,12 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=console_width())
 
 
-def check_format(fmt: str) -> None:
+def check_format(fmt: str, output: Path | None = None) -> None:
+    """--format's value, and that a table (for a terminal) is not asked to go to a file."""
     if fmt not in ("table", "json", "csv"):
         raise InvalidOptionError(f"--format must be one of table, json, csv, got '{fmt}'")
+    if fmt == "table" and output is not None:
+        raise InvalidOptionError("--output needs --format json or csv")
 
 
 def write_text(path: Path, text: str) -> None:
