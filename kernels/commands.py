@@ -26,7 +26,12 @@ from ridgeline.report import console, overhead_line, registered_line
 Log = Callable[[str], None]
 # the options calibrate and validate share
 Device = Annotated[str, Doc("cpu or cuda.")]
-Quick = Annotated[bool, Doc("Fewer shapes and repetitions (CI: a few minutes on 2 cores).")]
+Quick = Annotated[
+    bool,
+    Doc(
+        "Fewer shapes and repetitions: calibrate --quick took 660 s on one core of a shared Intel Xeon; more on a busier one."
+    ),
+]
 Threads = Annotated[int | None, Doc("torch CPU threads, fixed for the run (default: all cores this process may use).")]
 QuietWait = Annotated[float, Doc("CPU: before each case, wait up to this many seconds for other processes to go idle.")]
 # the options e2e, decode-profile and simulate-check share

@@ -22,7 +22,7 @@ from ridgeline.engine.analyze import (
 )
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.speculative import speculative_figures
-from ridgeline.engine.sweeps import batch_frontier, compare_deployments, setting_combinations
+from ridgeline.engine.sweeps import batch_frontier, compare_deployments, setting_combinations, with_bands
 from ridgeline.engine.sweeps import sweep_bands as sweep_bands  # the viewer's bands
 from ridgeline.engine.workload import SETTING_NAMES, check_slos
 from ridgeline.errors import (
@@ -241,8 +241,10 @@ def analyze_with_draft(
 
 
 def sweep_settings(d: Deployment, lists: dict[str, list], batches, seq_lens, generate: Generate = 0, on_step=None):
-    """Every combination of the listed settings on ``d``, batch x length in one vectorised pass each."""
-    return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step)
+    """Every combination of the listed settings on ``d``, batch x length in one vectorised pass
+    each, with each point's 80 % intervals where residuals support them (``with_bands``)."""
+    bands = lambda each, frame: with_bands(each, frame, generate)  # noqa: E731
+    return sweep_each(d, setting_combinations(lists), batches, seq_lens, generate, on_step=on_step, finish=bands)
 
 
 def compare_settings(name: str, devices: list[str], lists: dict[str, list], dtype: str | None, **how: Any):

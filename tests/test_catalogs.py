@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import ridgeline as rl
 from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
+from ridgeline.io.catalog import MODELS_DIR
 from ridgeline.io.hardware import device_from_dict
 from ridgeline.io.host import cpu_flops_per_cycle
 
@@ -255,3 +258,27 @@ def test_malformed_yaml_keeps_pyyaml_s_own_message(text, line):
     with pytest.raises(InvalidSpecError) as err:
         parse_yaml(text, "bad.yaml")
     assert str(err.value).endswith(line)
+
+
+def test_a_missing_mlp_width_is_an_error_but_where_the_architecture_defaults_it(tmp_path):
+    """Issue 59 item 1: a llama config without intermediate_size was priced at 4 x hidden,
+    silently; only falcon's and GPT-J's published configs omit it (their modeling files take
+    4 x hidden_size), and the answer says so."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    llama = json.loads((MODELS_DIR / "llama-2-7b.json").read_text())
+    del llama["intermediate_size"]
+    (tmp_path / "config.json").write_text(json.dumps(llama))
+    bad = CliRunner().invoke(app, ["analyze", "--config", str(tmp_path / "config.json"), "-H", "a6000"])
+    assert bad.exit_code == 2 and bad.output == (
+        f"error: {tmp_path / 'config.json'}: missing 'intermediate_size' "
+        "(also accepted: ffn_dim, n_inner, ffn_hidden_size)\n"
+    )
+    gptj = CliRunner().invoke(app, ["analyze", "gpt-j-6b", "-H", "a6000"])
+    assert gptj.exit_code == 0
+    assert "warning: no intermediate_size in the config: gptj's MLP is 4 x hidden_size = 16384 wide" in gptj.output
+    assert rl.resolve("falcon-7b", "a6000").notes[-1] == (
+        "no intermediate_size in the config: falcon's MLP is 4 x hidden_size = 18176 wide"
+    )

@@ -82,3 +82,18 @@ def test_an_option_the_api_checks_is_one_line_and_exit_2(args, line):
     api.plan_from_text); the command line prints them as its own usage errors."""
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and result.output == f"error: Invalid value: {line}\n"
+
+
+def test_sweep_and_frontier_warn_past_the_models_length_as_analyze_does():
+    """Issue 59 item 8: `sweep --seq-len 32768` on llama-2-7b (4096 positions) said nothing."""
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    says = "warning: 32895 positions exceed llama-2-7b's max_position_embeddings (4096)"
+    for command in (["analyze"], ["sweep"], ["frontier", "--hardware", "h100-sxm"]):
+        args = [*command, "llama-2-7b", "--seq-len", "32768", "--generate", "128"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0 and says in result.output.splitlines(), (command, result.output)
+    data = json.loads(CliRunner().invoke(app, ["sweep", "llama-2-7b", "--seq-len", "512,32768", "-f", "json"]).output)
+    assert data["notes"][-1] == "warning: 32768 positions exceed llama-2-7b's max_position_embeddings (4096)"

@@ -78,8 +78,12 @@ def test_every_piped_command_a_manual_shows_is_a_checked_example():
     """Each ``ridgeline ... | tail/grep/head`` in the README or docs is a ``$ `` example of a
     bash block, so ``test_example_prints_what_the_docs_quote`` pipes it and compares its
     output byte for byte (issue 30 item 8); none is shown unchecked."""
-    checked = {command for _, command, _ in ALL_EXAMPLES}
-    shown = [(page.name, m.group(0).strip()) for page in PAGES for m in PIPED.finditer(page.read_text())]
+    checked = {command for _, command, _ in ALL_EXAMPLES} | {command for _, command, _ in ALL_QUOTES}
+    shown = [
+        (page.name, m.group(0).strip().removesuffix("-->").strip())
+        for page in PAGES
+        for m in PIPED.finditer(page.read_text())
+    ]
     assert len(shown) >= 10
     assert [(name, command) for name, command in shown if command not in checked] == []
 
@@ -275,3 +279,64 @@ def test_every_reports_folder_says_its_role_and_who_writes_it():
         text = (ROOT / "reports" / name / "README.md").read_text()
         assert re.search(r"\*\*Roles?:\*\*|\| role \|", text) and re.search(r"[Ww]ho writes", text), name
         assert f"[{name}/]({name}/README.md)" in index, name
+
+
+def test_the_limits_page_quotes_the_limits_the_engine_checks():
+    """Issue 59 items 2-3: the caps are documented in one place, with the engine's values."""
+    from ridgeline.engine import workload
+    from ridgeline.serving import arrivals
+
+    text = (ROOT / "docs" / "limits.md").read_text()
+    for where, name in [(workload, "MAX_BATCH"), (workload, "MAX_TOKENS"), (workload, "MAX_BATCH_TOKENS")] + [
+        (arrivals, "MAX_REQUESTS")
+    ]:
+        assert f"| {getattr(where, name)} " in text and f"`{name}`" in text, name
+    assert f"about {arrivals.REQUEST_BYTES / 1e3:g} KB a request" in text
+
+
+# A figure quoted in prose is tied to the command that prints it: a comment
+# ``<!-- quotes: COMMAND -->`` after a paragraph runs COMMAND (as an example does), and each
+# line it prints must stand in that paragraph word for word.
+QUOTES = re.compile(r"((?:[^\n]+\n)+)<!-- quotes: (.+?) -->")
+ALL_QUOTES = [
+    (f"{page.relative_to(ROOT)}:{page.read_text()[: m.start(2)].count(chr(10)) + 1}", m.group(2), m.group(1))
+    for page in PAGES
+    for m in QUOTES.finditer(page.read_text())
+]
+
+
+def test_the_settings_manual_ties_its_quoted_figures_to_commands():
+    """Issue 59 item 9: docs/settings.md said Llama-2-7B "fits 43 sequences (the frontier
+    example above)" while that example printed 47."""
+    assert any(where.startswith("docs/settings.md") and "frontier" in command for where, command, _ in ALL_QUOTES)
+
+
+@pytest.mark.parametrize("where,command,paragraph", ALL_QUOTES, ids=[q[0] for q in ALL_QUOTES])
+@pytest.mark.slow
+def test_a_figure_a_manual_quotes_is_what_its_command_prints(where, command, paragraph):
+    text = " ".join(paragraph.split())
+    for line in run_example(command):
+        assert line in text, f"{where}: the paragraph quotes other figures than '{command}' prints: {line}"
+
+
+def test_the_dashboard_manual_gives_each_settings_default_and_choice_as_settings_does():
+    """Issue 59 item 9: docs/dashboard.md gave the attention default as `eager`; the page (and
+    ``Settings``) take `auto`. Each settings row's default and listed choices are the field's."""
+    import dataclasses
+
+    from ridgeline.engine import workload
+
+    choices = {"attention": workload.ATTENTION_KERNELS, "execution": workload.EXECUTION_CHOICES}
+    choices["zero_points"] = workload.ZERO_POINTS
+    defaults = {f.name: f.default for f in dataclasses.fields(rl.Settings)}
+    rows = [line.split(" | ") for line in (ROOT / "docs" / "dashboard.md").read_text().splitlines()]
+    checked = 0
+    for key, _section, kind, default, *_ in (r for r in rows if len(r) >= 5 and r[1] == "settings"):
+        name = key.strip("| `")
+        want = defaults[name]
+        shown = "empty" if want == "" else f"`{want:g}`" if isinstance(want, float) else f"`{want}`"
+        assert default == shown, f"{name}: the manual gives {default}, Settings {shown}"
+        if name in choices:
+            assert kind == ", ".join(f"`{c}`" for c in choices[name]), f"{name}: {kind}"
+        checked += 1
+    assert checked == len(defaults)

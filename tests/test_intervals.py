@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -430,3 +431,24 @@ def test_the_replay_comparison_tolerates_rounding_only():
     assert same_to_rounding({"w": [0.07180743211288973, "x"]}, {"w": [0.07180743211288967, "x"]})
     assert not same_to_rounding({"w": [0.0718074321]}, {"w": [0.0718074322]})
     assert not same_to_rounding({"w": 1.0}, {"w": 1.0, "extra": 2})
+
+
+def test_sweep_compare_and_frontier_say_their_basis_and_intervals_as_analyze_does():
+    """Issue 59 item 7: sweep, compare and frontier printed predictions with no basis line and
+    no intervals, while analyze gave both. Each now names what it rests on and, where held-out
+    residuals exist, each row's 80 % interval: TTFT's is analyze's for the same point."""
+    run = lambda *args: CliRunner().invoke(app, [*args, "-H", "h100-sxm", "--generate", "128"]).stdout  # noqa: E731
+    analyze = run("analyze", "llama-2-7b", "--batch", "8")
+    assert "TTFT 62.7 ms (80 %: 89.1–116)" in analyze
+    sweep = run("sweep", "llama-2-7b", "--batch", "1,8")
+    compare = run("compare", "llama-2-7b", "--batch", "8")
+    frontier = run("frontier", "llama-2-7b")
+    residuals = "intervals: spec residuals from 2 gpu devices (cuda-nvidia-h100-80gb-hbm3, cuda-nvidia-h200)"
+    for out in (sweep, compare, frontier):
+        assert "basis: spec roofline; execution graph; engine pytorch" in out.splitlines()
+        assert any(line.startswith(residuals) for line in out.splitlines()), out
+        assert re.search(r"\d–\d", out), out  # an interval cell
+    assert "89.1–116" in next(line for line in sweep.splitlines() if line.startswith("    8 "))
+    assert "89.1–116" in compare
+    rows = json.loads(CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "-f", "json"]).stdout)["rows"]
+    assert rows[0]["prefill_s"] < rows[0]["prefill_s_lo80"] < rows[0]["prefill_s_hi80"]  # spec: a bound below

@@ -375,7 +375,7 @@ def _one_line_exit_2(args, says):
         (["--workload", "poisson:rate=0,prompt=128,output=16,n=20"], "the workload's rate must be positive, got '0'"),
         (
             ["--workload", "poisson:rate=nan,prompt=128,output=16,n=20"],
-            "the workload's rate must be positive, got 'nan'",
+            "the workload's rate must be a positive, finite number, got 'nan'",
         ),
         (
             ["--workload", "poisson:rate=5,prompt=1.5,output=16,n=20"],

@@ -124,7 +124,7 @@ def test_an_empty_window_says_what_the_trace_spans(tmp_path):
 @pytest.mark.parametrize(
     "rows, message",
     [
-        (["5,,1,ChatGPT,nan,3,4,API log"], ":2: Request tokens is not a finite number (got empty)"),
+        (["5,,1,ChatGPT,nan,3,4,API log"], ":2: Request tokens is not a finite number (got 'nan')"),
         (["5,,1,ChatGPT,,3,4,API log"], ":2: Request tokens is not a finite number (got empty)"),
         (["5,,1,ChatGPT,10,3,13,API log", "6,,1,ChatGPT,10,-1,9,API log"], ":3: Response tokens is negative"),
         (["5,,1,ChatGPT,10.5,3,13,API log"], ":2: Request tokens must hold whole token counts (got 10.5)"),

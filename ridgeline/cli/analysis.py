@@ -32,9 +32,8 @@ def sweep(ctx: typer.Context) -> None:
     d = deployment(v, settings={})
     with report.ProgressAfter(1.0) as progress:
         frame = api.sweep_settings(d, lists, batches, lengths, v["generate"], on_step=progress.step)
-    report.show_deployment_frame(  # a row per point: every combination, batch x length
-        frame, d, f"{len(frame)} points", report.deployment_notes(d, batches, lengths), v["fmt"], v["output"]
-    )
+    notes = report.deployment_notes(d, batches, lengths, v["generate"])  # a row per point: batch x length
+    report.show_deployment_frame(frame, d, f"{len(frame)} points", notes, v["fmt"], v["output"])
 
 
 @command(app, f"model config hardware__compare batch seq_len generate {SHARED}", declared=(api.compare,))
@@ -56,7 +55,7 @@ def frontier(ctx: typer.Context) -> None:
     v = values(ctx)
     d = deployment(v)
     frame, best = api.frontier(d, **pick(v, "seq_len generate tpot_slo ttft_slo"))
-    notes = report.frontier_notes(d, best, frame["batch"].to_numpy(), v["seq_len"])
+    notes = report.frontier_notes(d, best, frame["batch"].to_numpy(), v["seq_len"], v["generate"])
     report.show_deployment_frame(
         frame, d, f"prompt {v['seq_len']}, generate {v['generate']}", notes, v["fmt"], v["output"]
     )

@@ -69,7 +69,8 @@ class OneLineErrors(TyperGroup):
             typer.echo("error: aborted", err=True)
             sys.exit(1)
         except errors.RidgelineError as err:
-            typer.echo(f"error: {err}{cli_advice(err)}", err=True)
+            words = [w for w in (sys.argv[1:] if args is None else args) if not w.startswith("-")]
+            typer.echo(f"error: {err}{cli_advice(err, words[0] if words else '')}", err=True)
             sys.exit(2)
         except typer.TyperException as err:  # usage errors: bad option values, missing args
             typer.echo(f"error: {err.format_message()}", err=True)
@@ -81,10 +82,15 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def cli_advice(err: errors.RidgelineError) -> str:
-    """The option that changes what an engine error names (the engine speaks of settings)."""
+def cli_advice(err: errors.RidgelineError, command: str = "") -> str:
+    """The option of ``command`` that changes what an engine error names (the engine speaks
+    of settings); plan takes no --config or --hardware."""
+    if isinstance(err, errors.UnknownModelError) and command == "plan":
+        return " Run 'ridgeline models list', or give the path of a config.json as the model."
     if isinstance(err, errors.UnknownModelError):
         return " Run 'ridgeline models list', or pass --config path/to/config.json."
+    if isinstance(err, errors.UnknownDeviceError) and command == "plan":
+        return " Run 'ridgeline hardware list' for the names --devices takes."
     if isinstance(err, errors.UnknownDeviceError):
         return " Run 'ridgeline hardware list', or pass --hardware path/to/device.yaml."
     if isinstance(err, errors.InvalidSettingError):

@@ -15,9 +15,13 @@ from typer.core import TyperCommand
 
 from ridgeline import Workload, errors
 from ridgeline.cli.options import keywords_of, params_of
+from ridgeline.io.files import check_writable
 from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import resolve_options
 from ridgeline.report import check_format
+
+
+OUTPUT_PATHS = ("output", "html", "timeline")  # the options that name a file a command writes
 
 
 class TableCommand(TyperCommand):
@@ -34,7 +38,10 @@ class TableCommand(TyperCommand):
     def invoke(self, ctx):
         ctx.meta["values"] = {k: as_path(v) if k in self.paths else v for k, v in ctx.params.items()}
         if "fmt" in ctx.params:  # --format is checked before any work
-            check_format(ctx.params["fmt"])
+            check_format(ctx.params["fmt"], ctx.params.get("output"))
+        for key in OUTPUT_PATHS:  # and so is every file a command writes
+            if ctx.meta["values"].get(key) is not None:
+                check_writable(ctx.meta["values"][key])
         ctx.params = {}
         return super().invoke(ctx)
 

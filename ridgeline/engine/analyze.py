@@ -516,18 +516,23 @@ def sweep_deployment(d: Deployment, batch=1, seq_len=512, generate=0) -> pd.Data
 
 
 def sweep_each(
-    d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0, on_step=None
+    d: Deployment, variants: Sequence[dict[str, Any]], batch, seq_len, generate=0, on_step=None, finish=None
 ) -> pd.DataFrame:
     """:func:`sweep_deployment` under each variant of ``d``'s settings (a dict of Settings fields), with
-    the variant's fields as leading columns; ``on_step(done, total)`` after each."""
+    the variant's fields as leading columns; ``on_step(done, total)`` after each; ``finish(variant,
+    frame)`` adds to each variant's frame (its intervals) and its ``attrs`` are the whole's."""
     import pandas as pd
 
     frames = []
     for i, options in enumerate(variants):
-        frame = sweep_deployment(d.with_settings(make_settings(None, d.settings, options)), batch, seq_len, generate)
+        each = d.with_settings(make_settings(None, d.settings, options))
+        frame = sweep_deployment(each, batch, seq_len, generate)
+        frame = frame if finish is None else finish(each, frame)
         for key, value in options.items():
             frame.insert(0, key, value)
         frames.append(frame)
         if on_step is not None:
             on_step(i + 1, len(variants))
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs = frames[0].attrs  # one device: the same residuals behind every variant
+    return out

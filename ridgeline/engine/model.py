@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ridgeline.errors import InvalidConfigError, UnsupportedArchitectureError
@@ -146,6 +146,7 @@ class ModelConfig:
     attention_sinks: bool = False  # a learned logit per head in the softmax's sum (gpt-oss)
     logit_softcap: float = 0.0  # logits = cap * tanh(logits / cap) (Gemma 2); 0: none
     notes: tuple[str, ...] = ()  # keys beyond the uniform layer that this config was read with
+    defaults: tuple[str, ...] = field(default=(), compare=False)  # what the config left to the architecture
 
     @property
     def is_moe(self) -> bool:
@@ -220,6 +221,17 @@ def _positive(raw: Mapping[str, Any], where: str, *keys: str, default: int | Non
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidConfigError(where, f"'{keys[0]}' must be a positive integer, got {value!r}")
     return value
+
+
+# published configs that omit the MLP width: modeling_falcon.py (ffn_hidden_size None) and
+# modeling_gptj.py (n_inner None) take 4 x hidden_size; any other architecture must give it
+MLP_4X_TYPES = ("falcon", "RefinedWebModel", "RefinedWeb", "gptj")
+
+
+def _mlp_note(raw: Mapping[str, Any], model_type: str, hidden: int) -> tuple[str, ...]:
+    if _first(raw, "intermediate_size_mlp", "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size") is not None:
+        return ()
+    return (f"no intermediate_size in the config: {model_type}'s MLP is 4 x hidden_size = {4 * hidden} wide",)
 
 
 def _moe_fields(raw: Mapping[str, Any], model_type: str, where: str) -> dict[str, int]:
@@ -417,6 +429,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     layers = _positive(raw, where, "num_hidden_layers", "n_layer", "num_layers")
     moe = _moe_fields(raw, model_type, where)
     groups = _layer_groups(raw, model_type, layers, bool(moe), where)
+    mlp_4x = 4 * hidden if model_type in MLP_4X_TYPES else None
     return ModelConfig(
         name=name or str(raw.get("_name_or_path") or model_type),
         model_type=model_type,
@@ -433,7 +446,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
             "ffn_dim",
             "n_inner",
             "ffn_hidden_size",
-            default=4 * hidden,
+            default=mlp_4x,
         ),
         vocab_size=_positive(raw, where, "vocab_size"),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", model_type not in UNTIED_TYPES)),
@@ -454,6 +467,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         attention_sinks=model_type == "gpt_oss",
         logit_softcap=float(raw.get("final_logit_softcapping") or 0.0),
         notes=wrapped + _notes(raw, groups, where),
+        defaults=_mlp_note(raw, model_type, hidden),
     )
 
 

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ridgeline.engine.analyze import analyze_deployment, largest_batch, sweep_deployment
+from ridgeline.engine.basis import basis_lines
 from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.intervals import bands, stage_factors
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import evaluate
-from ridgeline.engine.workload import Settings
+from ridgeline.engine.workload import MAX_BATCH, Settings
 from ridgeline.errors import InvalidWorkloadError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +32,9 @@ def batch_frontier(
     latency targets."""
     top = largest_batch(d.model, d.device, d.plan, seq_len, generate)
     if batches is None:
-        batches = sorted({b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({top} if top else set()))
+        batches = sorted(
+            {b for b in (2 ** np.arange(0, 20)).tolist() if b <= top} | ({min(top, MAX_BATCH)} if top else set())
+        )
     if not batches:
         raise InvalidWorkloadError(f"not even batch 1 fits at {seq_len} + {generate} tokens")
     frame = sweep_deployment(d, batches, [seq_len], generate)
@@ -41,6 +44,7 @@ def batch_frontier(
     if ttft_slo is not None:
         ok &= frame["ttft_s"].to_numpy() <= ttft_slo
     frame["meets_slo"] = ok
+    with_bands(d, frame, generate)
     best = None
     if ok.any():
         row = frame[ok].sort_values("tokens_per_s").iloc[-1]
@@ -58,7 +62,7 @@ def compare_deployments(deployments: Sequence[Deployment], batch: int, seq_len: 
     row and its settings where they differ from the defaults."""
     import pandas as pd
 
-    rows = []
+    rows, basis, bands_of = [], {}, {}
     for d in deployments:
         a = analyze_deployment(d, batch, seq_len, generate)
         gen = a.generation or {}
@@ -76,9 +80,22 @@ def compare_deployments(deployments: Sequence[Deployment], batch: int, seq_len: 
                 "decode_step_s": a.decode.total["time_s"],
                 "peak_bytes": a.memory["peak_bytes"],
                 "fits": a.memory["fits"],
+                **row_bands(a.extra.get("intervals") or {}),
             }
         )
-    return pd.DataFrame(rows)
+        basis[a.device.name] = basis_lines(a.extra.get("basis"))
+        bands_of[a.device.name] = {
+            k: v for k, v in (a.extra.get("intervals") or {}).items() if k in ("basis", "none", "widened_past_grid")
+        }
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(basis=basis, intervals=bands_of)  # by device: what each row rests on
+    return frame
+
+
+def row_bands(intervals: dict) -> dict[str, float | None]:
+    """An analysis's 80 % intervals of TTFT, TPOT and tokens/s as a row's ``<figure>_lo80`` / ``_hi80``."""
+    pairs = {key: (intervals.get(key) or {}).get("80") or (None, None) for key in BAND_KEYS}
+    return {f"{key}_{end}80": pair[i] for key, pair in pairs.items() for i, end in enumerate(("lo", "hi"))}
 
 
 def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -86,6 +103,27 @@ def setting_combinations(lists: dict[str, list], base: dict[str, Any] | None = N
     order), each on top of ``base`` for the fields not listed."""
     base = {k: v for k, v in (base or {}).items() if k not in lists}
     return [{**base, **dict(zip(lists, values))} for values in itertools.product(*lists.values())]
+
+
+BAND_KEYS = ("ttft_s", "tpot_s", "tokens_per_s")  # the figures a table gives an interval
+BAND_COLUMNS = (*BAND_KEYS, "prefill_s", "decode_step_s")  # without a generation: the two passes
+
+
+def with_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> pd.DataFrame:
+    """``frame`` (a sweep's rows of ``d``) with each point's 80 % interval (:func:`sweep_bands`)
+    as ``<figure>_lo80`` and ``<figure>_hi80`` columns, and in ``frame.attrs["intervals"]``
+    what they rest on (or why there are none), as an analysis's ``extra["intervals"]``."""
+    found = sweep_bands(d, frame, generate)
+    if "none" in found:
+        frame.attrs["intervals"] = {"none": found["none"]}
+        return frame
+    shown = {"ttft_s": "prefill_s", "tpot_s": "decode_step_s"} if generate <= 0 else {}  # no generation: a pass each
+    for key in BAND_KEYS:
+        if shown.get(key, key) in frame:
+            column = shown.get(key, key)
+            frame[f"{column}_lo80"], frame[f"{column}_hi80"] = found[key]["lo80"], found[key]["hi80"]
+    frame.attrs["intervals"] = {"basis": found["basis"]}
+    return frame
 
 
 def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[str, Any]:

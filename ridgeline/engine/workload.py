@@ -31,6 +31,30 @@ class Workload:
         generate = self.generate
         if (generate < 0) if type(generate) is int else np.any(np.asarray(generate) < 0):
             raise InvalidWorkloadError(f"generate must be >= 0, got {self.generate!r}")
+        _check_limits(self.batch, self.seq_len, generate)
+
+
+# The largest sizes priced (docs/limits.md), checked before any arithmetic: at these, every
+# byte count (batch x tokens x bytes a token) stays far inside the int64 and float64 the
+# engine computes in; past them numpy's int64 wrapped to negative bytes and rates.
+MAX_BATCH = 2**20  # sequences
+MAX_TOKENS = 2**24  # seq_len + generate, a sequence
+MAX_BATCH_TOKENS = 2**32  # batch x (seq_len + generate)
+LIMITS = " (docs/limits.md)"
+
+
+def _check_limits(batch: Number, seq_len: Number, generate: Number) -> None:
+    top = lambda v: int(max(np.ravel(v).tolist()))  # noqa: E731  (Python ints: 10**20 does not wrap)
+    tokens = top(seq_len) + top(generate)
+    if top(batch) > MAX_BATCH:
+        raise InvalidSettingError("batch", f"batch {top(batch)} is over the limit of {MAX_BATCH} sequences{LIMITS}")
+    if tokens > MAX_TOKENS:
+        problem = f"seq_len + generate = {tokens} tokens is over the limit of {MAX_TOKENS} a sequence{LIMITS}"
+        raise InvalidSettingError("seq_len", problem)
+    total = top(np.asarray(batch) * (np.asarray(seq_len) + np.asarray(generate)))  # <= 2**44 here: no wrap
+    if total > MAX_BATCH_TOKENS:
+        problem = f"batch x (seq_len + generate) = {total} tokens is over the limit of {MAX_BATCH_TOKENS}{LIMITS}"
+        raise InvalidSettingError("batch", problem)
 
 
 def _check_positive(field: str, value: Number) -> None:
@@ -41,8 +65,11 @@ def _check_positive(field: str, value: Number) -> None:
     arr = np.asarray(value)
     if arr.size == 0 or not np.issubdtype(arr.dtype, np.number):
         raise InvalidWorkloadError(f"{field} must be a positive whole number, got {value!r}")
-    if np.any(arr <= 0) or np.any(arr != np.floor(arr)):
-        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {value!r}")
+    bad = (arr <= 0) | (arr != np.floor(arr))
+    if np.any(bad):  # the first bad value, in the list the user gave (a sweep's grid repeats it)
+        given = ",".join(f"{v:g}" for v in dict.fromkeys(arr.ravel().tolist()))
+        shown = f"{arr[bad].ravel()[0]:g}" + (f" in {given}" if arr.size > 1 else "")
+        raise InvalidSettingError(field, f"{field} must be a positive whole number, got {shown}")
 
 
 # The attention settings (docs/model.md, "Attention settings"): how a framework computes

@@ -122,6 +122,12 @@ def check_writable(path: Path) -> None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise UnwritableOutputError(path, f"{folder} is a file, not a folder")
+        raise UnwritableOutputError(path, "part of its folder path is a file")
     if not os.access(folder, os.W_OK):
         raise UnwritableOutputError(path, f"no permission to write in {folder}")
+    try:  # root passes os.access everywhere: a virtual or read-only file system shows only on a try
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".ridgeline-probe.")
+    except OSError as err:
+        raise UnwritableOutputError(path, err.strerror or str(err)) from None
+    os.close(fd)
+    os.unlink(probe)

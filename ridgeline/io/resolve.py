@@ -164,7 +164,7 @@ def target(
     if ceilings is None:
         ceilings, notes = resolve_ceilings(device, raw, transfer=transfer, where=where)
     table, why = intervals if intervals is not None else (intervals_for(ceilings, device, raw, where))
-    return Target(config, device, ceilings, notes, table, why)
+    return Target(config, device, ceilings, config.defaults + notes, table, why)
 
 
 def deploy(named: Target, dtype: str | None, settings: Settings | None, options: Mapping[str, Any]) -> Deployment:

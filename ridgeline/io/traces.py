@@ -39,7 +39,7 @@ import numpy as np
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
 from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.files import read_yaml
-from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.arrivals import Arrivals, check_requests
 
 ARRIVAL_NAMES = ("arrival_s", "arrival", "arrival_time", "timestamp", "time_s", "time")
 PROMPT_NAMES = ("prompt_tokens", "prompt", "input_tokens", "contexttokens", "context_tokens")
@@ -150,6 +150,7 @@ def load_trace(path: str | Path, window: tuple[float, float] | None = None, log_
     picked = _Selection(fmt, window, log_type)
     for chunk in _chunks(path, fmt):
         picked.add(chunk, path)
+        check_requests(picked.kept, f"{path}'s first {picked.kept} requests")  # a chunk at a time
     if picked.rerun:  # an earlier first request turned up late: select again from it
         origin = picked.origin
         picked = _Selection(fmt, window, log_type, origin)
@@ -231,7 +232,9 @@ def _csv_rows(path: Path, fmt: TraceFormat):
         # usecols would hide); blank lines kept as empty rows, so a row's index gives its line
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            reader = pd.read_csv(path, chunksize=CHUNK_ROWS, skip_blank_lines=False, index_col=False)
+            # only an empty cell is missing: a cell holding 'nan' or 'NA' is reported as it reads
+            empty = {"na_values": [""], "keep_default_na": False}
+            reader = pd.read_csv(path, chunksize=CHUNK_ROWS, skip_blank_lines=False, index_col=False, **empty)
             for frame in reader:
                 lines = np.arange(first, first + len(frame))
                 first += len(frame)

@@ -10,19 +10,24 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from ridgeline.engine.analyze import deployment_basis
+from ridgeline.engine.analyze import context_warnings, deployment_basis
 from ridgeline.engine.basis import basis_lines as basis_text
+from ridgeline.engine.sweeps import BAND_COLUMNS
 from ridgeline.engine.units import format_time
+from ridgeline.engine.workload import Workload
 from ridgeline.io.resolve import Deployment
+from ridgeline.report.analysis import interval_basis
 from ridgeline.report.terminal import (
     BYTE_UNITS,
     TIME_UNITS,
     add_column,
+    choose_columns,
     column_unit,
     compact_table,
     console_width,
     emit,
     fit_columns,
+    left_out_line,
     plain_number,
 )
 
@@ -47,6 +52,14 @@ FRAME_HEADERS = {
 }
 
 
+# the columns a narrow terminal leaves out first (headers with units): the stage times that
+# TTFT and TPOT already say, the activations, the totals; then the rightmost
+FRAME_DROP_FIRST = ("prefill (s)", "prefill (ms)", "decode step (ms)", "decode step (s)", "act. peak (GiB)")
+FRAME_DROP_FIRST += ("act. peak (MiB)", "total (s)", "total (ms)", "capacity (GiB)", "weights (GiB)", "matrix dtype")
+FRAME_DROP_FIRST += ("tokens/s 80 %", "TTFT 80 % (s)", "TTFT 80 % (ms)", "TPOT 80 % (ms)", "TPOT 80 % (s)")
+FRAME_DROP_FIRST += ("prefill 80 % (s)", "prefill 80 % (ms)", "decode step 80 % (ms)", "decode step 80 % (s)")
+
+
 def frame_column(values, column: str) -> tuple[str, str, list[str]]:
     """(name, unit, cells) for one DataFrame column; the unit is '' for text and counts."""
     name = FRAME_HEADERS.get(column, column.replace("_", " "))
@@ -67,20 +80,58 @@ def frame_column(values, column: str) -> tuple[str, str, list[str]]:
     return name, unit, [plain_number(v / scale if v is not None else None) for v in values]
 
 
+def band_column(frame, key: str) -> tuple[str, str, list[str]]:
+    """(name, unit, cells) of a figure's 80 % intervals ('89.1–116'), in its own column's unit."""
+    values = frame[key].tolist()
+    name, unit, _ = frame_column(values, key)
+    scale = column_unit(values, TIME_UNITS)[0] if key != "tokens_per_s" else 1.0
+    ends = zip(frame[f"{key}_lo80"].tolist(), frame[f"{key}_hi80"].tolist())
+    cells = [f"{plain_number(lo / scale)}–{plain_number(hi / scale)}" if lo == lo and lo else "-" for lo, hi in ends]
+    return f"{name} 80 %", unit, cells
+
+
+def frame_columns(frame) -> list[tuple[str, str, list[str]]]:
+    """Each column's (name, unit, cells), a figure's 80 % intervals in one column beside it."""
+    banded = [k for k in BAND_COLUMNS if f"{k}_lo80" in frame]
+    plain = [c for c in frame.columns if not any(c in (f"{k}_lo80", f"{k}_hi80") for k in banded)]
+    out = []
+    for c in plain:
+        out += [frame_column(frame[c].tolist(), c)] + ([band_column(frame, c)] if c in banded else [])
+    return out
+
+
+def interval_notes(frame) -> list[str]:
+    """What a frame's rows rest on (``attrs``: ``basis`` and ``intervals``, by device for
+    compare's rows), in analyze's words; a line all devices share is said once."""
+    bands, basis = frame.attrs.get("intervals"), frame.attrs.get("basis") or {}
+    if not bands:
+        return []
+    if "basis" in bands or "none" in bands:
+        return [interval_basis(bands)]
+    per = {device: [*basis.get(device, []), interval_basis(b)] for device, b in bands.items()}
+    out = []
+    for line in dict.fromkeys(line for device_lines in per.values() for line in device_lines):
+        holders = [device for device, device_lines in per.items() if line in device_lines]
+        out.append(line if len(holders) == len(per) else f"{', '.join(holders)}: {line}")
+    return out
+
+
 def frame_table(frame, title: str) -> list:
     """A DataFrame as a rich table: readable headers with their units, one unit per column;
     columns equal in every row are said once, under the table."""
-    columns = [frame_column(frame[c].tolist(), c) for c in frame.columns]
+    columns = frame_columns(frame)
     same = [(name, unit, cells[0]) for name, unit, cells in columns if len(frame) > 1 and len(set(cells)) == 1]
     shown = [c for c in columns if (c[0], c[1], c[2][0]) not in same] or columns
+    cols = [(f"{n} ({u})" if u else n, cells, not any(ch.isdigit() for ch in "".join(cells))) for n, u, cells in shown]
+    keep, left_out = choose_columns(cols, console_width(), FRAME_DROP_FIRST)
     table = compact_table(title)
-    for name, unit, cells in shown:
-        add_column(table, f"{name} ({unit})" if unit else name, text=not any(ch.isdigit() for ch in "".join(cells)))
-    for row in zip(*(cells for _, _, cells in shown)):
+    for header, _, text in (cols[i] for i in keep):
+        add_column(table, header, text=text)
+    for row in zip(*(cols[i][1] for i in keep)):
         table.add_row(*row)
-    fit_columns(table, [cells for _, _, cells in shown], console_width())
+    fit_columns(table, [cols[i][1] for i in keep], console_width())
     note = ", ".join(f"{name} {value}{' ' + unit if unit else ''}" for name, unit, value in same)
-    return [table] + ([f"the same in every row: {note}"] if same else [])
+    return [table] + ([f"the same in every row: {note}"] if same else []) + left_out_line(left_out)
 
 
 def frame_text(frame, fmt: str, notes=(), mode: str | None = None) -> str | None:
@@ -100,7 +151,11 @@ def frame_view(frame, title: str, notes=()) -> list:
 
 
 def show_frame(frame, fmt: str, output: Path | None, title: str, notes=(), mode: str | None = None) -> None:
-    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``)."""
+    """A DataFrame as a rich table, CSV or JSON records (with the ceilings' ``mode``), with its
+    notes and what its intervals rest on."""
+    notes = list(notes)  # what the intervals rest on, after the basis lines (the last lines stay the answer)
+    at = max((i + 1 for i, line in enumerate(notes) if line.startswith("basis")), default=0)
+    notes[at:at] = interval_notes(frame)
     text = frame_text(frame, fmt, notes, mode)
     emit(text, frame_view(frame, title, notes) if text is None else [], output)
 
@@ -110,15 +165,17 @@ def show_deployment_frame(frame, d: Deployment, what: str, notes, fmt: str, outp
     show_frame(frame, fmt, output, f"{d.model.name} on {d.device.name} ({d.mode} roofline): {what}", notes, d.mode)
 
 
-def deployment_notes(d: Deployment, batch=1, seq_len=512) -> list[str]:
+def deployment_notes(d: Deployment, batch=1, seq_len=512, generate=0) -> list[str]:
     """What a deployment's numbers rest on over a grid of (batch, seq_len), as the lines analyze
-    prints (ridgeline.engine.basis)."""
-    return basis_text(deployment_basis(d, batch, seq_len))
+    prints (ridgeline.engine.basis), and analyze's warning past the model's positions."""
+    lengths = Workload(1, np.asarray(seq_len), generate)
+    warnings = [f"warning: {w}" for w in context_warnings(d.model, lengths)]
+    return basis_text(deployment_basis(d, batch, seq_len)) + warnings
 
 
-def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]:
-    """What frontier prints under its table: the basis (over its batches), the largest batch,
-    the best pick."""
+def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512, generate=0) -> list[str]:
+    """What frontier prints under its table: the basis (over its batches) and any warning, the
+    largest batch, the best pick."""
     pick = best["best"]
     found = "no batch meets the targets"
     if pick:
@@ -127,7 +184,7 @@ def frontier_notes(d: Deployment, best: dict, batch=1, seq_len=512) -> list[str]
             f"{plain_number(pick['tokens_per_s'], 4)} tokens/s, TPOT {format_time(pick['tpot_s'])}, "
             f"TTFT {format_time(pick['ttft_s'])}"
         )
-    return [*deployment_notes(d, batch, seq_len), f"largest batch that fits: {best['max_batch']}", found]
+    return [*deployment_notes(d, batch, seq_len, generate), f"largest batch that fits: {best['max_batch']}", found]
 
 
 class ProgressAfter:

@@ -7,9 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from ridgeline.report.terminal import show, write_text
+from ridgeline.report.terminal import (
+    add_column,
+    choose_columns,
+    compact_table,
+    console_width,
+    fit_columns,
+    left_out_line,
+    show,
+    to_terminal,
+    write_text,
+)
 
 PLAN_COLUMNS = {  # the optional ones (fleet, basis, max rate) where the search has them
     "device": ("device", "{}"),
@@ -32,15 +40,23 @@ PLAN_COLUMNS = {  # the optional ones (fleet, basis, max rate) where the search 
 }
 
 
-def plan_table(frame, title: str) -> Table:
-    """Deployments of a plan, one row each (the columns of PLAN_COLUMNS)."""
-    out = Table(title=title)
-    shown = {key: how for key, how in PLAN_COLUMNS.items() if key in frame}
-    for header, _ in shown.values():
-        out.add_column(header, justify="right")
-    for _, row in frame.iterrows():
-        out.add_row(*(fmt.format(row[key]) for key, (_, fmt) in shown.items()))
-    return out
+PLAN_DROP_FIRST = ("$/hour", "chunk", "pp", "basis", "fleet")  # what a narrow terminal leaves out first
+PLAN_TEXT = ("device", "fleet", "w_dtype", "kv_dtype", "basis")
+
+
+def plan_table(frame, title: str) -> list[Any]:
+    """Deployments of a plan, one row each (the columns of PLAN_COLUMNS that fit the terminal;
+    terminal.choose_columns), and the line naming the columns left out."""
+    shown = [(key, *how) for key, how in PLAN_COLUMNS.items() if key in frame]
+    cols = [(header, [fmt.format(v) for v in frame[key]], key in PLAN_TEXT) for key, header, fmt in shown]
+    keep, left_out = choose_columns(cols, console_width(), PLAN_DROP_FIRST)
+    out = compact_table(title)
+    for header, _, text in (cols[i] for i in keep):
+        add_column(out, header, text)
+    for row in zip(*(cols[i][1] for i in keep)):
+        out.add_row(*row)
+    fit_columns(out, [cols[i][1] for i in keep], console_width())
+    return [out, *left_out_line(left_out)]
 
 
 def plan_output(result, top: int, output: Path | None) -> None:
@@ -48,7 +64,7 @@ def plan_output(result, top: int, output: Path | None) -> None:
     where asked; then the view of the ``top`` cheapest."""
     if output is not None:
         write_text(output, json.dumps(result.to_dict(), indent=1) + "\n")
-    show(plan_view(result, top))
+    show(plan_view(result, top), whole_lines=not to_terminal())  # as analyze: wrapped at a terminal's width
 
 
 def plan_view(result, top: int) -> list[Any]:
@@ -74,9 +90,9 @@ def plan_view(result, top: int) -> list[Any]:
         return [*view, "no simulated deployment served a request within the SLO"]
     if result.chosen is None:
         return [*view, "no deployment survived the bounds: none can meet the SLO at this rate"]
-    view.append(plan_table(frame.loc[result.pareto], "Pareto set: cost per million output tokens vs goodput"))
+    view += plan_table(frame.loc[result.pareto], "Pareto set: cost per million output tokens vs goodput")
     simulated = frame[frame["reason"] == ""].sort_values("rank_cost").head(top)
-    view.append(plan_table(simulated, f"The {len(simulated)} cheapest simulated"))
+    view += plan_table(simulated, f"The {len(simulated)} cheapest simulated")
     row = frame.loc[result.chosen]
     fleet = f" as {row['fleet']}" if row.get("fleet") else ""
     view.append(

@@ -72,6 +72,38 @@ def fit_columns(table, cells: list[list[str]], width: int) -> None:
         column.width = max([longest_word(column.header), *map(cell, col)])
 
 
+def column_need(header: str, cells: list[str], text: bool) -> int:
+    """The narrowest a column may be: its longest header word and its longest number (text
+    may wrap between words; a number never breaks)."""
+    cell = longest_word if text else len
+    return max([longest_word(header), *map(cell, cells)])
+
+
+def choose_columns(
+    columns: list[tuple[str, list[str], bool]], width: int, drop_first=()
+) -> tuple[list[int], list[str]]:
+    """Which of ``columns`` (header, cells, is text) a table ``width`` wide shows, each at least
+    ``column_need`` wide, two spaces between: the headers ``drop_first`` names leave first,
+    then the rightmost; the first column stays. Returns the kept indices and the headers left out."""
+    need = [column_need(*c) + 2 for c in columns]  # compact_table: a space of padding, one of rule
+    keep = list(range(len(columns)))
+    order = [i for i, c in enumerate(columns) if c[0] in drop_first and i > 0]
+    order.sort(key=lambda i: drop_first.index(columns[i][0]))
+    order += [i for i in reversed(keep) if i > 0 and i not in order]
+    for i in order:
+        if sum(need[k] for k in keep) <= width:
+            break
+        keep.remove(i)
+    return keep, [columns[i][0] for i in range(len(columns)) if i not in keep]
+
+
+def left_out_line(headers: list[str]) -> list[str]:
+    """The note under a table whose columns did not all fit the terminal."""
+    if not headers:
+        return []
+    return [f"left out at {console_width()} columns: {', '.join(headers)} (a wider terminal, or the file, has them)"]
+
+
 def to_terminal() -> bool:
     """Whether output goes to a terminal (or $COLUMNS says how wide one is)."""
     import os
@@ -90,9 +122,12 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=console_width())
 
 
-def check_format(fmt: str) -> None:
+def check_format(fmt: str, output: Path | None = None) -> None:
+    """--format's value, and that a table (for a terminal) is not asked to go to a file."""
     if fmt not in ("table", "json", "csv"):
         raise InvalidOptionError(f"--format must be one of table, json, csv, got '{fmt}'")
+    if fmt == "table" and output is not None:
+        raise InvalidOptionError("--output needs --format json or csv")
 
 
 def write_text(path: Path, text: str) -> None:

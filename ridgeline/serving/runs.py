@@ -13,7 +13,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.model import ModelConfig
 from ridgeline.errors import InvalidOptionError, InvalidSettingError
 from ridgeline.serving import simulator
-from ridgeline.serving.arrivals import Arrivals, poisson, shared_prefix
+from ridgeline.serving.arrivals import Arrivals, check_requests, poisson, shared_prefix
 from ridgeline.serving.disagg import KvLink, Pool, parse_link, simulate_disaggregated
 from ridgeline.serving.intervals import SURE, serving_intervals, step_factors
 from ridgeline.serving.router import simulate_replicas
@@ -106,6 +106,7 @@ def serve_arrivals(
     ``d``. Returns the result, its goodput, the search and, with ``intervals``, the summary's
     intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``; one
     server only: a fleet's are not computed, and say so)."""
+    check_requests(requests if base is None else len(base))  # before the progress bar starts
     slo_given = ttft_slo is not None or tpot_slo is not None
 
     def arrivals(at: float):

@@ -34,7 +34,7 @@ import numpy as np
 
 from ridgeline.engine.deployment import Deployment
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, _did_you_mean
-from ridgeline.serving.arrivals import Arrivals, poisson
+from ridgeline.serving.arrivals import Arrivals, check_requests, poisson
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.simulator import SimResult, simulate_deployment
 
@@ -185,6 +185,7 @@ def simulate_scenario(
     LoadGen's minimum duration (600 s; ``duration_s`` scales it down) and holds at least
     ``requests`` samples: Server arrivals span it, Offline adds samples until its makespan
     reaches it."""
+    check_requests(requests)
     if instances < 1:
         raise InvalidSettingError("instances", f"--instances must be at least 1, got {instances}")
     span = sc.min_duration_s if duration_s is None else duration_s

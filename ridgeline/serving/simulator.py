@@ -45,7 +45,7 @@ from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.workload import Workload
 from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving import policies  # noqa: F401  (each policy registers itself on import)
-from ridgeline.serving.arrivals import Arrivals
+from ridgeline.serving.arrivals import Arrivals, check_requests
 from ridgeline.serving.policy import Policy, attention_note, policy
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.server import ServerState
@@ -153,6 +153,7 @@ def simulate_deployment(
     (prefill, decode; :mod:`ridgeline.serving.intervals`), from ``cost`` where given
     (:func:`step_cost_of`). ``progress(finished, total)`` is called every few thousand steps.
     """
+    check_requests(len(arrivals))
     s = scheduler or Scheduler()
     server = server_maker(d, arrivals, s, cost=cost)()
     server.step_scale = step_scale

@@ -28,7 +28,9 @@ def number(value: str, what: str, whole: bool = False) -> float | int:
     except ValueError:
         kind = "a whole number" if whole else "a number"
         raise InvalidWorkloadError(f"{what} must be {kind}, got {value!r}") from None
-    if not math.isfinite(parsed) or parsed <= 0 and not (whole and what.endswith("seed")):
+    if not math.isfinite(parsed):
+        raise InvalidWorkloadError(f"{what} must be a positive, finite number, got {value!r}")
+    if parsed <= 0 and not (whole and what.endswith("seed")):
         raise InvalidWorkloadError(f"{what} must be positive, got {value!r}")
     return parsed
 
