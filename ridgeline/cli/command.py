@@ -20,7 +20,6 @@ from ridgeline.io.resolve import Deployment
 from ridgeline.io.settings import resolve_options
 from ridgeline.report import check_format
 
-
 OUTPUT_PATHS = ("output", "html", "timeline")  # the options that name a file a command writes
 
 
