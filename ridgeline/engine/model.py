@@ -223,13 +223,16 @@ def _positive(raw: Mapping[str, Any], where: str, *keys: str, default: int | Non
     return value
 
 
+# where a config states the dense MLP's width (Llama 4: intermediate_size is an expert's)
+MLP_WIDTH = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
+MLP_WIDTH_KEYS = {"llama4": ("intermediate_size_mlp", *MLP_WIDTH), "llama4_text": ("intermediate_size_mlp", *MLP_WIDTH)}
 # published configs that omit the MLP width: modeling_falcon.py (ffn_hidden_size None) and
 # modeling_gptj.py (n_inner None) take 4 x hidden_size; any other architecture must give it
 MLP_4X_TYPES = ("falcon", "RefinedWebModel", "RefinedWeb", "gptj")
 
 
 def _mlp_note(raw: Mapping[str, Any], model_type: str, hidden: int) -> tuple[str, ...]:
-    if _first(raw, "intermediate_size_mlp", "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size") is not None:
+    if _first(raw, "intermediate_size_mlp", *MLP_WIDTH) is not None:
         return ()
     return (f"no intermediate_size in the config: {model_type}'s MLP is 4 x hidden_size = {4 * hidden} wide",)
 
@@ -438,16 +441,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=_positive(
-            raw,
-            where,
-            "intermediate_size_mlp",
-            "intermediate_size",
-            "ffn_dim",
-            "n_inner",
-            "ffn_hidden_size",
-            default=mlp_4x,
-        ),
+        intermediate_size=_positive(raw, where, *MLP_WIDTH_KEYS.get(model_type, MLP_WIDTH), default=mlp_4x),
         vocab_size=_positive(raw, where, "vocab_size"),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", model_type not in UNTIED_TYPES)),
         hidden_act=act,
