@@ -144,7 +144,14 @@ def test_sync_url_to_controls_and_back():
     assert got["sweep_dtypes"] == ["fp16", "int8", "int4"]
     assert tab == "layer" and path is no_update
     assert search == state.to_query(state.parse_query("?batch=16&kv_dtype=int8&stage=prefill"))
-    assert "llama-2-7b" in models and "host" in devices
+    # the layout's menus hold the catalog already; an upload adds itself
+    assert models is no_update and devices is no_update
+    uploads = {"models": {"mine": {}}, "devices": {}}
+    *_, models, devices = callbacks.sync_state(None, "/layer", search, "layer", keys, values, uploads)
+    assert models[-1] == "upload:mine" and "llama-2-7b" in models and "host" in devices
+    # the same URL again: no control changes, so the browser re-renders none
+    again, _, _, tab_again, *_ = callbacks.sync_state(None, "/layer", search, "layer", keys, values, None)
+    assert all(v is no_update for v in again) and tab_again is no_update
     # a control changes: only the URL follows
     values2 = list(values)
     values2[keys.index("w_dtype")] = "int4"

@@ -22,7 +22,7 @@ from ridgeline.api import plan
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.bounds import Load, Slo, Space
 from viewer import ids
-from viewer.data import hide_paths
+from viewer.data import hide_paths, view_memo
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.serving import MOST_REQUEST_STEPS, section_defaults
 from viewer.state import page_from_path, parse_query, plain
@@ -66,9 +66,10 @@ def check_plan_work(state: Mapping[str, Any], deployments: int) -> None:
         )
 
 
+@view_memo()
 def run_plan(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None):
     """``ridgeline.api.plan`` for the state (a ``PlanResult``), refused before any work
-    past the budget."""
+    past the budget; once per view (``view_memo``)."""
     from viewer.data import catalog_device, resolve_model
 
     dimensions = plan_space(state)
