@@ -98,7 +98,7 @@ def sidebar_style(pathname: str | None) -> dict[str, str]:
 
 
 def url_message(search: str | None, uploads: Mapping | None) -> str:
-    """One line naming each URL value that was not understood (a default is shown instead),
+    """One line naming each URL value that was not understood and what is shown instead,
     and uploads the URL names that this browser session no longer holds."""
     problems = query_problems(search)
     state = parse_query(search)
@@ -106,9 +106,7 @@ def url_message(search: str | None, uploads: Mapping | None) -> str:
         name = state[key]
         if name.startswith(UPLOAD_PREFIX) and name[len(UPLOAD_PREFIX) :] not in ((uploads or {}).get(kind) or {}):
             problems.append(f"{key}={name!r} (an upload this browser session no longer holds: upload the file again)")
-    return (
-        (f"{ERROR_PREFIX}not understood in the URL, defaults shown instead: " + "; ".join(problems)) if problems else ""
-    )
+    return (f"{ERROR_PREFIX}not understood in the URL: " + "; ".join(problems)) if problems else ""
 
 
 def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
