@@ -3,6 +3,7 @@ figure or dash-cytoscape elements. No Dash, no files: tested without a browser."
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,6 +101,30 @@ def decades(fig: go.Figure, axis: str = "both") -> go.Figure:
     return fig
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis showing [lo, hi]: its decades where three or more fall in
+    it, else 1, 2 and 5 times a power of ten, else every digit's (never a lone '0.1' label)."""
+    powers = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    ticks: list[float] = []
+    for digits in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        ticks = [float(f"{d}e{k}") for k in powers for d in digits if lo <= float(f"{d}e{k}") <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks
+
+
+def label_log_axis(fig: go.Figure, axis: str, values: Sequence[float], row: int = 1, col: int = 1) -> go.Figure:
+    """A log axis' ticks (``log_ticks``) over the positive finite ``values`` it shows, in
+    plain numbers ('0.02', not '20m')."""
+    shown = np.asarray(values, dtype=float)
+    shown = shown[np.isfinite(shown) & (shown > 0)]
+    if not shown.size:
+        return fig
+    ticks = log_ticks(shown.min(), shown.max())
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    return update(tickvals=ticks, ticktext=[number(t, 3) for t in ticks], row=row, col=col)
+
+
 def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, KIND_COLORS["other"])
 
@@ -159,10 +184,19 @@ def interval_caption(intervals: dict | None) -> str:
     )
 
 
-def add_caption(fig: go.Figure, intervals: dict | None) -> go.Figure:
-    """The bands' caption under the plot (``interval_caption``), named 'interval-caption'."""
+CAPTION_CHARS = 100  # a caption line under a full-width chart: ~600 px of 11 px text, 1024 px windows
+HALF_CAPTION_CHARS = 48  # under a chart half the page wide
+CAPTION_TOP_PX = 58  # below the plot: clear of the x axis' tick labels and title
+CAPTION_LINE_PX = 15
+
+
+def add_caption(fig: go.Figure, intervals: dict | None, chars: int = CAPTION_CHARS) -> go.Figure:
+    """The bands' caption under the plot (``interval_caption``), named 'interval-caption':
+    wrapped at ``chars`` characters a line (no line runs past the figure's right edge), below
+    the x axis' title, with the bottom margin grown to hold it."""
+    lines = textwrap.wrap(interval_caption(intervals), chars, break_on_hyphens=False)
     fig.add_annotation(
-        text=interval_caption(intervals),
+        text="<br>".join(lines),
         name="interval-caption",
         xref="paper",
         yref="paper",
@@ -170,12 +204,13 @@ def add_caption(fig: go.Figure, intervals: dict | None) -> go.Figure:
         y=0,
         xanchor="left",
         yanchor="top",
-        yshift=-42,
+        yshift=-CAPTION_TOP_PX,
         showarrow=False,
         align="left",
         font={"size": 11, "color": "#666"},
     )
-    fig.update_layout(margin={"b": 80})
+    margin = CAPTION_TOP_PX + CAPTION_LINE_PX * len(lines) + 8
+    fig.update_layout(margin={"b": margin}, height=(fig.layout.height or 420) + margin - (fig.layout.margin.b or 0))
     return fig
 
 
@@ -185,14 +220,31 @@ def faded(color: str, alpha: float = 0.2) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def band_traces(x, lo, hi, color: str, meta: str, **where: Any) -> list[go.Scatter]:
-    """A shaded band between ``lo`` and ``hi`` along ``x``: the lower edge, then the upper
-    edge filled down to it (``fill='tonexty'``); no legend entries, no hover."""
-    edge = {"mode": "lines", "line": {"width": 0, "color": color}, "showlegend": False, "hoverinfo": "skip", **where}
-    return [
-        go.Scatter(x=x, y=lo, meta=f"{meta}:lo", **edge),
-        go.Scatter(x=x, y=hi, meta=f"{meta}:hi", fill="tonexty", fillcolor=faded(color), **edge),
-    ]
+def band_trace(x, lo, hi, color: str, meta: str, **where: Any) -> go.Scatter:
+    """A shaded band between ``lo`` and ``hi`` along ``x``: one closed outline, along ``lo``
+    and back along ``hi``, filled inside itself (``fill='toself'``), so only its own points
+    shape it (a 'tonexty' fill follows whatever trace plotly takes for the previous one);
+    no legend entry, no hover. ``band_ends`` reads the ends back."""
+    x, lo, hi = list(x), list(lo), list(hi)
+    return go.Scatter(
+        x=[*x, *x[::-1]],
+        y=[*lo, *hi[::-1]],
+        mode="lines",
+        fill="toself",
+        fillcolor=faded(color),
+        line={"width": 0, "color": color},
+        meta=meta,
+        showlegend=False,
+        hoverinfo="skip",
+        **where,
+    )
+
+
+def band_ends(trace: go.Scatter) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) along the band's x, from its outline (``band_trace``)."""
+    y = np.asarray(trace.y, dtype=float)
+    n = len(y) // 2
+    return y[:n], y[n:][::-1]
 
 
 def op_factors(analysis: Analysis, stage: str) -> np.ndarray | None:
@@ -496,7 +548,7 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="time (ms)", row=1, col=1)
     base_layout(fig, "Time by op kind (count x time)", height, top=100)
-    return add_caption(fig, analysis.extra.get("intervals"))
+    return add_caption(fig, analysis.extra.get("intervals"), HALF_CAPTION_CHARS)
 
 
 def total_band(stage: str, ms: float, factors: tuple[float, float]) -> go.Scatter:
@@ -602,8 +654,7 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
         for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
             if f"{col}_lo{BAND}" in group:
                 ends = (group[f"{col}_{end}{BAND}"] * scale for end in ("lo", "hi"))
-                for band in band_traces(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w):
-                    fig.add_trace(band, row=row, col=1)
+                fig.add_trace(band_trace(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w), row=row, col=1)
             fits = group["fits"].to_numpy(bool)
             symbols = np.where(fits, "circle", "x-open")
             fig.add_trace(

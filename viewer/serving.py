@@ -27,7 +27,7 @@ from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES
 from viewer import ids
 from viewer.data import hide_paths, view_memo
-from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout, decades, number
+from viewer.figures import BAND, SERIES_COLORS, add_caption, band_trace, base_layout, label_log_axis, number
 from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
@@ -94,8 +94,8 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
         for i, q in enumerate(PERCENTILES):
             if all("none" not in b for b in bands):
                 lo, hi = zip(*(b[key][f"p{q}"][BAND] for b in bands))
-                for band in band_traces(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}"):
-                    fig.add_trace(band, row=1, col=col)
+                band = band_trace(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}")
+                fig.add_trace(band, row=1, col=col)
             ys = [r.summary[key][f"p{q}"] for _, r, _ in runs]
             fig.add_trace(
                 go.Scatter(
@@ -112,12 +112,10 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
                 col=col,
             )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
-        fig.update_yaxes(title_text="seconds", type="log", exponentformat="SI", row=1, col=col)
+        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
+        shown = [y for t in fig.data if t.yaxis == ("y" if col == 1 else f"y{col}") for y in t.y]
+        label_log_axis(fig, "y", shown, row=1, col=col)
     base_layout(fig, "Latency percentiles against request rate", height)
-    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data])
-    ys = ys[np.isfinite(ys) & (ys > 0)]
-    if len(ys) and ys.max() >= 10 * ys.min():  # a decade or more: label the decades only
-        decades(fig, "y")
     return add_caption(fig, bands[0] if bands else None)
 
 
