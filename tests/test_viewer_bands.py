@@ -27,14 +27,6 @@ def without_table(**options):
     return resolve(MODEL, DEVICE, intervals=(None, WHY), **options)
 
 
-@pytest.fixture(autouse=True)
-def fresh_serving_runs():
-    """These tests swap the deployment under ``serving_runs``, which keeps a view's runs."""
-    serving.serving_runs.cache_clear()
-    yield
-    serving.serving_runs.cache_clear()
-
-
 def bands_of(fig):
     return [t for t in fig.data if str(t.meta).startswith("band:")]
 
@@ -137,8 +129,15 @@ def test_sweep_bands_with_spread_bracket_the_line(monkeypatch):
 QUERY = to_query({**parse_query(""), "model": MODEL, "device": DEVICE, "seq_len": 128, "generate": 16})
 
 
+def swap_serving_deployment(monkeypatch, deployment) -> None:
+    """``serving_runs`` on ``deployment`` whatever the view, with a memo of its own for the
+    test (the page's keeps a view's runs, and must not keep these)."""
+    monkeypatch.setattr(data, "deployment_for", lambda state, uploads=None: deployment)
+    monkeypatch.setattr(serving, "serving_runs", data.view_memo()(serving.serving_runs.__wrapped__))
+
+
 def test_serving_bands_and_caption(monkeypatch):
-    monkeypatch.setattr(data, "deployment_for", lambda state, uploads=None: with_table(EVEN, attention="flash"))
+    swap_serving_deployment(monkeypatch, with_table(EVEN, attention="flash"))
     state = {**parse_query(QUERY), "serving_rates": "4,16", "serving_requests": 40}
     runs = serving.serving_runs(state)
     fig = serving.latency_figure(runs)
@@ -150,7 +149,7 @@ def test_serving_bands_and_caption(monkeypatch):
 
 
 def test_serving_without_table_shows_why(monkeypatch):
-    monkeypatch.setattr(data, "deployment_for", lambda state, uploads=None: without_table(attention="flash"))
+    swap_serving_deployment(monkeypatch, without_table(attention="flash"))
     state = {**parse_query(QUERY), "serving_rates": "4", "serving_requests": 20}
     fig = serving.latency_figure(serving.serving_runs(state))
     assert not bands_of(fig) and caption(fig) == WHY
