@@ -204,3 +204,15 @@ def test_the_plan_chart_spans_its_points_not_zero_to_them():
 
 
 PLAN_QUERY = "?model=llama-3-8b&device=h100-sxm&plan_devices=a100-80gb,h100-sxm,h200"
+
+
+def test_sweep_log_axes_label_whole_values_not_bare_digits():
+    frame = data.sweep_frame(state.parse_query("?model=llama-2-13b&seq_len=2048&generate=256"))
+    fig = figures.sweep_figure(frame)
+    for row in range(1, len(figures.SWEEP_ROWS) + 1):
+        axis = fig.layout["yaxis" if row == 1 else f"yaxis{row}"]
+        name = "y" if row == 1 else f"y{row}"
+        ys = np.array([y for t in fig.data if t.yaxis == name and t.y is not None for y in t.y], dtype=float)
+        ys = ys[np.isfinite(ys) & (ys > 0)]
+        assert list(axis.tickvals) == figures.log_ticks(ys.min(), ys.max()) and len(axis.tickvals) >= 3
+        assert list(axis.ticktext) == [figures.number(t, 3) for t in axis.tickvals]

@@ -718,6 +718,8 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     )
     for row, (_, label, _) in enumerate(SWEEP_ROWS, start=1):
         fig.update_yaxes(title=label, type="log", row=row, col=1)
+        yaxis = "y" if row == 1 else f"y{row}"
+        label_log_axis(fig, "y", [y for t in fig.data if t.yaxis == yaxis and t.y is not None for y in t.y], row=row)
     fig.update_xaxes(type="log", dtick=np.log10(2), tickformat="d")
     fig.update_xaxes(title=AXIS_TITLES.get(axis, axis), row=len(SWEEP_ROWS), col=1)
     title = f"Sweep: {frame.attrs.get('model', '')} on {frame.attrs.get('device', '')}"
