@@ -216,3 +216,12 @@ def test_sweep_log_axes_label_whole_values_not_bare_digits():
         ys = ys[np.isfinite(ys) & (ys > 0)]
         assert list(axis.tickvals) == figures.log_ticks(ys.min(), ys.max()) and len(axis.tickvals) >= 3
         assert list(axis.ticktext) == [figures.number(t, 3) for t in axis.tickvals]
+
+
+def test_measured_roofline_labels_peta_as_the_analyze_roofline_does():
+    fig = callbacks.profile_figure("cuda-nvidia-h100-80gb-hbm3")
+    labels = list(fig.layout.yaxis.ticktext)
+    assert "1P" in labels and not [t for t in labels if "^" in t or "e" in t]
+    powers = np.log10(list(fig.layout.yaxis.tickvals))
+    assert np.array_equal(np.diff(powers), np.ones(len(powers) - 1))  # every decade, once
+    assert labels == [figures.si_decade(int(round(k))) for k in powers]

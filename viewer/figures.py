@@ -1094,6 +1094,10 @@ def ceilings_figure(spec: Ceilings, measured: Ceilings, height: int = 420) -> go
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)")
     fig.update_yaxes(type="log", title="ops/s")
     decades(fig)
+    ys = np.array([y for t in fig.data for y in t.y], dtype=float)
+    powers = np.arange(np.floor(np.log10(ys.min())), np.ceil(np.log10(ys.max())) + 1)
+    # SI prefixes to peta and beyond, as the Analyze roofline labels them (plotly writes '10^15')
+    fig.update_yaxes(tickvals=10.0**powers, ticktext=[si_decade(int(k)) for k in powers])
     fig.update_xaxes(exponentformat="none")
     return base_layout(fig, f"Measured roofline over the datasheet one ({spec.device})", height)
 
