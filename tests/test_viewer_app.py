@@ -96,12 +96,13 @@ def test_url_says_hardware_or_device():
 def test_bad_url_values_get_a_message_and_the_defaults():
     search = "?model=/etc/passwd&batch=-4&sweep_dtypes=fp16,fp9&devices=a6000,nope"
     assert callbacks.url_message(search, None) == (
-        "error: not understood in the URL, defaults shown instead: "
-        "model='/etc/passwd' (expected a catalog model or one uploaded in this session); "
-        "batch='-4' (expected a whole number from 1 to 65,536; the CLI takes more); "
-        f"sweep_dtypes='fp16,fp9' (expected at most 6 items of {', '.join(state.DTYPES)}); "
+        "error: not understood in the URL: "
+        "model='/etc/passwd' (expected a catalog model or one uploaded in this session; shown: the default, "
+        "llama-2-7b); "
+        "batch='-4' (expected a whole number from 1 to 65,536; the CLI takes more; shown: the default, 1); "
+        f"sweep_dtypes='fp16,fp9' (expected at most 6 items of {', '.join(state.DTYPES)}; shown: fp16); "
         "devices='a6000,nope' (expected at most 8 catalog devices, host, or ones uploaded in this session; "
-        "the CLI takes more)"
+        "the CLI takes more; shown: a6000)"
     )
     parsed = state.parse_query(search)
     assert (parsed["model"], parsed["batch"], parsed["sweep_dtypes"], parsed["devices"]) == (
@@ -144,7 +145,14 @@ def test_sync_url_to_controls_and_back():
     assert got["sweep_dtypes"] == ["fp16", "int8", "int4"]
     assert tab == "layer" and path is no_update
     assert search == state.to_query(state.parse_query("?batch=16&kv_dtype=int8&stage=prefill"))
-    assert "llama-2-7b" in models and "host" in devices
+    # the layout's menus hold the catalog already; an upload adds itself
+    assert models is no_update and devices is no_update
+    uploads = {"models": {"mine": {}}, "devices": {}}
+    *_, models, devices = callbacks.sync_state(None, "/layer", search, "layer", keys, values, uploads)
+    assert models[-1] == "upload:mine" and "llama-2-7b" in models and "host" in devices
+    # the same URL again: no control changes, so the browser re-renders none
+    again, _, _, tab_again, *_ = callbacks.sync_state(None, "/layer", search, "layer", keys, values, None)
+    assert all(v is no_update for v in again) and tab_again is no_update
     # a control changes: only the URL follows
     values2 = list(values)
     values2[keys.index("w_dtype")] = "int4"

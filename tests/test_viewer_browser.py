@@ -212,3 +212,18 @@ def test_screenshot_window_holds_the_whole_serving_page(page):
         assert bottom <= shown
     finally:
         page.set_window_size(1400, 1000)
+
+
+def test_timing_of_every_page(page, record_property):
+    """Reports (prints, and records in the JUnit XML) how long each page takes, from asking
+    for its URL until its numbers show (``viewer.bench.SHOWN``): the first load, then two
+    more. No bound is asserted: the time depends on the machine and its load. Run
+    ``pytest -s tests/test_viewer_browser.py -k timing``, or ``python -m viewer.bench --pages``."""
+    from viewer.bench import page_report, time_pages
+
+    times = time_pages(page, page.base, repeats=2)
+    print("\n" + page_report(times))
+    for name, seconds in times.items():
+        record_property(f"{name}_seconds", [round(t, 3) for t in seconds])
+    assert set(times) == set(PAGES) and all(len(ts) == 3 for ts in times.values())  # every page showed numbers
+    assert severe_logs(page) == []

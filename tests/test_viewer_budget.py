@@ -65,16 +65,40 @@ def test_every_number_and_list_has_a_range():
 @pytest.mark.parametrize(
     ("raw", "key", "message"),
     [
-        ("?batch=100000", "batch", "batch='100000' (expected a whole number from 1 to 65,536; the CLI takes more)"),
-        ("?seq_len=nan", "seq_len", "seq_len='nan' (expected a whole number from 1 to 4,194,304; the CLI takes more)"),
-        ("?link_bw_gb_s=inf", "link_bw_gb_s", "(expected a number from 0 to 100,000; the CLI takes more)"),
-        ("?memory_utilization=2", "memory_utilization", "(expected a number from 0.01 to 1; the CLI takes more)"),
-        ("?serving_rates=" + "1," * 150, "serving_rates", "(expected at most 200 characters)"),
-        ("?plan_rate=1e9", "plan_rate", "(expected a number from 0.01 to 1,000; the CLI takes more)"),
+        (
+            "?batch=100000",
+            "batch",
+            "batch='100000' (expected a whole number from 1 to 65,536; the CLI takes more; shown: the default, 1)",
+        ),
+        (
+            "?seq_len=nan",
+            "seq_len",
+            "seq_len='nan' (expected a whole number from 1 to 4,194,304; the CLI takes more; shown: the default, 512)",
+        ),
+        (
+            "?link_bw_gb_s=inf",
+            "link_bw_gb_s",
+            "(expected a number from 0 to 100,000; the CLI takes more; shown: the default, 0)",
+        ),
+        (
+            "?memory_utilization=2",
+            "memory_utilization",
+            "(expected a number from 0.01 to 1; the CLI takes more; shown: the default, 0.9)",
+        ),
+        (
+            "?serving_rates=" + "1," * 150,
+            "serving_rates",
+            "(expected at most 200 characters; shown: the default, 1,2,4,8,16)",
+        ),
+        (
+            "?plan_rate=1e9",
+            "plan_rate",
+            "(expected a number from 0.01 to 1,000; the CLI takes more; shown: the default, 4)",
+        ),
         (  # the one-request denial of service
             "?serving_requests=100000000",
             "serving_requests",
-            "serving_requests='100000000' (expected a whole number from 1 to 100,000; the CLI takes more)",
+            "serving_requests='100000000' (expected a whole number from 1 to 100,000; the CLI takes more; shown: the default, 300)",
         ),
     ],
 )
@@ -95,7 +119,15 @@ def test_lists_are_cut_to_their_most_items_once_each():
         "l4",
         "b200",
     )
-    assert "expected at most 8 catalog devices" in callbacks.url_message(f"?devices={names}", None)
+    message = callbacks.url_message(f"?devices={names}", None)
+    assert "expected at most 8 catalog devices" in message
+    # the message says what the page shows: the first 8, not the defaults
+    assert message.endswith("; shown: the first 8, a6000, h100-sxm, l40s, a10, t4, v100, l4, b200)")
+    seven = ",".join(state.DTYPES[:7])
+    assert len(state.DTYPES) >= 7 and state.parse_query(f"?sweep_dtypes={seven}")["sweep_dtypes"] == state.DTYPES[:6]
+    assert callbacks.url_message(f"?sweep_dtypes={seven}", None).endswith(
+        f"; shown: the first 6, {', '.join(state.DTYPES[:6])})"
+    )
     assert callbacks.url_message("?devices=a6000,a6000", None) == ""  # repeats are merely merged
 
 

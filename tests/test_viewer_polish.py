@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 pytest.importorskip("dash")
@@ -108,11 +109,119 @@ def test_the_page_shows_no_server_paths():
     assert data.hide_paths(f"cannot read {root}/reports/x.json") == "cannot read reports/x.json"
 
 
-def test_serving_latency_axes_label_decades_only_when_they_span_one():
+def test_serving_latency_axes_label_several_values_each():
     from viewer import serving
 
     runs = serving.serving_runs(state.parse_query("?model=llama-3.2-1b&seq_len=256&generate=16&serving_rates=1,50"))
     fig = serving.latency_figure(runs)
-    ys = [y for t in fig.data for y in t.y if y and y > 0]
-    wide = max(ys) >= 10 * min(ys)
-    assert (fig.layout.yaxis.dtick == 1) == wide
+    for col, axis in enumerate((fig.layout.yaxis, fig.layout.yaxis2, fig.layout.yaxis3), start=1):
+        name = "y" if col == 1 else f"y{col}"
+        ys = np.array([y for t in fig.data if t.yaxis == name for y in t.y if y and y > 0])
+        ticks = list(axis.tickvals)
+        assert ticks == figures.log_ticks(ys.min(), ys.max())
+        assert len(ticks) >= 2 and all(ys.min() <= t <= ys.max() for t in ticks)
+        assert list(axis.ticktext) == [figures.number(t, 3) for t in ticks]
+
+
+# --- issue 59 item 12: what the 1400 and 1024 px screenshots showed ------------------------
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "ticks"),
+    [
+        (0.0046, 0.078, [0.005, 0.01, 0.02, 0.05]),  # the TPOT axis that showed one label, '0.1'
+        (0.6, 10.06, [1, 2, 5, 10]),
+        (1e-3, 20.0, [1e-3, 1e-2, 1e-1, 1, 10]),
+        (0.0051, 0.0062, [0.006]),  # narrower than 1-2-5 and digits: what falls in it
+    ],
+)
+def test_log_ticks_label_several_values_in_the_range(lo, hi, ticks):
+    assert figures.log_ticks(lo, hi) == pytest.approx(ticks)
+
+
+def serving_runs_with_bands():
+    from viewer import serving
+
+    runs = serving.serving_runs(state.parse_query(state.to_query({**state.defaults(), "serving_rates": "5,10,20"})))
+    assert all("none" not in b for *_, b in runs), "the default view's deployment has residuals"
+    return runs
+
+
+def test_serving_bands_are_drawn_at_their_own_line_s_points():
+    """Each percentile's band spans that percentile's interval at the line's own rates, in
+    the line's own subplot: never another percentile's or another metric's values."""
+    from viewer import serving
+
+    runs = serving_runs_with_bands()
+    fig = serving.latency_figure(runs)
+    for key, axis in (("ttft_s", "y"), ("tpot_s", "y2"), ("latency_s", "y3")):
+        for q in ("p50", "p90", "p99"):
+            line = next(t for t in fig.data if t.name == q and t.yaxis == axis and not t.meta)
+            band = next(t for t in fig.data if t.meta == f"band:{key}:{q}")
+            lo, hi = figures.band_ends(band)
+            assert band.yaxis == axis and band.fill == "toself" and list(band.x) == [*line.x, *line.x[::-1]]
+            assert list(line.y) == [r.summary[key][q] for _, r, _ in runs]
+            assert list(lo) == [b[key][q][figures.BAND][0] for *_, b in runs]
+            assert list(hi) == [b[key][q][figures.BAND][1] for *_, b in runs]
+            # around its point: within the step-time factors' spread of it (the runs scale every step)
+            factors = [
+                f for *_, b in runs for f in (b["step_factors"]["10"]["decode"], b["step_factors"]["90"]["prefill"])
+            ]
+            assert all(lo_y <= hi_y for lo_y, hi_y in zip(lo, hi))
+            assert all(lo_y >= y * min(factors) / 2 for lo_y, y in zip(lo, line.y))
+
+
+def test_captions_wrap_within_the_figure_and_sit_below_the_axis_title(analysis):
+    from viewer import serving
+
+    wide = [figures.roofline_figure(analysis), serving.latency_figure(serving_runs_with_bands())]
+    for fig, most in [
+        *((f, figures.CAPTION_CHARS) for f in wide),
+        (figures.time_breakdown_figure(analysis), figures.HALF_CAPTION_CHARS),
+    ]:
+        (note,) = [a for a in fig.layout.annotations if a.name == "interval-caption"]
+        lines = note.text.split("<br>")
+        assert len(lines) >= 2 and all(len(line) <= most for line in lines)
+        assert note.yshift == -figures.CAPTION_TOP_PX  # below the x axis' tick labels and title
+        assert fig.layout.margin.b >= figures.CAPTION_TOP_PX + figures.CAPTION_LINE_PX * len(lines)
+    # a half-page chart's line fits the half of a 1024 px window's page: ~6 px a character at 11 px
+    assert figures.HALF_CAPTION_CHARS * 6 <= (1024 - 278 - 36) / 2 - 60
+
+
+def test_the_plan_chart_spans_its_points_not_zero_to_them():
+    from viewer import plan
+
+    result = plan.run_plan(state.parse_query(PLAN_QUERY))
+    fig = plan.plan_figure(result)
+    done = result.frame[result.frame["reason"] == ""]
+    for axis, col in ((fig.layout.xaxis, "usd_per_million_tokens"), (fig.layout.yaxis, "goodput_rps")):
+        lo, hi = axis.range
+        values = done[col].to_numpy(float)
+        assert lo <= values.min() and values.max() <= hi
+        if values.max() > values.min():  # the points fill most of the axis
+            assert (values.max() - values.min()) / (hi - lo) > 0.75
+    assert plan.padded_range(done["goodput_rps"].iloc[:1])[0] < done["goodput_rps"].iloc[0]
+
+
+PLAN_QUERY = "?model=llama-3-8b&device=h100-sxm&plan_devices=a100-80gb,h100-sxm,h200"
+
+
+def test_sweep_log_axes_label_whole_values_not_bare_digits():
+    frame = data.sweep_frame(state.parse_query("?model=llama-2-13b&seq_len=2048&generate=256"))
+    fig = figures.sweep_figure(frame)
+    for row in range(1, len(figures.SWEEP_ROWS) + 1):
+        axis = fig.layout["yaxis" if row == 1 else f"yaxis{row}"]
+        name = "y" if row == 1 else f"y{row}"
+        ys = np.array([y for t in fig.data if t.yaxis == name and t.y is not None for y in t.y], dtype=float)
+        ys = ys[np.isfinite(ys) & (ys > 0)]
+        assert list(axis.tickvals) == figures.log_ticks(ys.min(), ys.max()) and len(axis.tickvals) >= 3
+        assert list(axis.ticktext) == [figures.number(t, 3) for t in axis.tickvals]
+
+
+def test_measured_roofline_labels_peta_as_the_analyze_roofline_does():
+    fig = callbacks.profile_figure("cuda-nvidia-h100-80gb-hbm3")
+    labels = list(fig.layout.yaxis.ticktext)
+    assert "1P" in labels and not [t for t in labels if "^" in t or "e" in t]
+    powers = np.log10(list(fig.layout.yaxis.tickvals))
+    assert np.array_equal(np.diff(powers), np.ones(len(powers) - 1))  # every decade, once
+    assert labels == [figures.si_decade(int(round(k))) for k in powers]

@@ -81,3 +81,44 @@ def test_subplot_titles_neither_overlap_nor_leave_the_figure_at_800_px(narrow, p
         assert inside(a, figure), f"{a['text']!r} is cut by the figure's edge: {a} outside {figure}"
         for b in titles[i + 1 :]:
             assert not overlap(a, b), f"{a['text']!r} overlaps {b['text']!r}: {a} and {b}"
+
+
+# --- issue 59 item 12: the bands' captions at a 1024 px window ------------------------------
+
+CAPTIONED = (
+    ("analyze", PAGES["analyze"][0], ids.ROOFLINE),
+    ("analyze", PAGES["analyze"][0], ids.TIME_BREAKDOWN),
+    ("sweep", PAGES["sweep"][0], ids.SWEEP_GRAPH),
+    ("serving", PAGES["serving"][0], ids.SERVING_LATENCY),
+)
+# the figure's box, the caption's box (the annotation that says what the bands rest on) and
+# the x axis titles' boxes
+CAPTION_BOXES = """
+const plot = document.getElementById(arguments[0]).querySelector('.js-plotly-plot');
+const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+const notes = [...plot.querySelectorAll('g.annotation text.annotation-text')]
+  .filter(t => /^(bands:|no measured interval)/.test(t.textContent));
+const titles = [...plot.querySelectorAll('g.infolayer [class^="g-x"][class$="title"] text')];
+return {figure: box(plot.querySelector('.main-svg')), captions: notes.map(box), xtitles: titles.map(box)};
+"""
+
+
+@pytest.fixture(scope="module")
+def window_1024():
+    with serve_in_thread() as base, chrome(1024, 768) as driver:
+        driver.base = base
+        yield driver
+
+
+@pytest.mark.parametrize(("page", "query", "graph"), CAPTIONED, ids=[f"{f[0]}-{f[2]}" for f in CAPTIONED])
+def test_band_captions_stay_in_their_figure_clear_of_the_axis_titles(window_1024, page, query, graph):
+    window_1024.get(f"{window_1024.base}/{page}{query}")
+    wait_for(window_1024, f"#{graph} .main-svg", 60)
+    wait_idle(window_1024, 60)
+    boxes = window_1024.execute_script(CAPTION_BOXES, graph)
+    (caption,) = boxes["captions"]
+    assert caption["right"] > caption["left"]
+    assert boxes["xtitles"] or graph == ids.TIME_BREAKDOWN  # the titles it must clear are drawn (bars: none)
+    assert inside(caption, boxes["figure"]), f"the caption leaves its figure: {caption} outside {boxes['figure']}"
+    for title in boxes["xtitles"]:
+        assert not overlap(caption, title), f"the caption overlaps an x axis title: {caption} and {title}"

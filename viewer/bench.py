@@ -1,7 +1,9 @@
-"""Time the Analyze page's full update in-process: engine, figures, table rows and the JSON
-Dash sends to the browser.
+"""Time the dashboard: the Analyze page's full update in-process (engine, figures, table rows
+and the JSON Dash sends to the browser), and every page in headless Chromium (from asking for
+its URL until its numbers show).
 
-    python -m viewer.bench [--repeats 20]
+    python -m viewer.bench [--repeats 20]          # the Analyze callback, in-process
+    python -m viewer.bench --pages [--repeats 5]   # each page in headless Chromium
 """
 
 from __future__ import annotations
@@ -11,7 +13,26 @@ import json
 import statistics
 import time
 
+from viewer import ids
+
 QUERY = "?model=llama-2-7b&device=a6000&batch={batch}&seq_len=1024&generate=64&w_dtype=int8"
+
+# page -> what must be on screen for its numbers to show: (elements whose text is not
+# empty, graphs holding at least one trace)
+SHOWN = {
+    "analyze": ((ids.card("ttft"),), (ids.ROOFLINE,)),
+    "layer": ((), (ids.LAYER_ROOFLINE,)),
+    "sweep": ((), (ids.SWEEP_GRAPH,)),
+    "compare": ((ids.COMPARE_TABLE,), (ids.COMPARE_GRAPH,)),
+    "validation": ((ids.VALIDATION_MESSAGE,), (ids.VALIDATION_SCATTER,)),
+    "serving": ((ids.SERVING_SUMMARY, ids.PLAN_SUMMARY), (ids.SERVING_LATENCY, ids.PLAN_GRAPH)),
+}
+NUMBERS_SHOWN = """
+const [texts, graphs] = arguments;
+const text = id => (document.getElementById(id) || {}).innerText || "";
+const traces = id => ((document.querySelector(`#${id} .js-plotly-plot`) || {}).data || []).length;
+return texts.every(id => text(id).trim() !== "") && graphs.every(id => traces(id) > 0);
+"""
 
 
 def time_analyze_callback(repeats: int = 20, serialize: bool = True) -> list[float]:
@@ -32,10 +53,49 @@ def time_analyze_callback(repeats: int = 20, serialize: bool = True) -> list[flo
     return times
 
 
+def time_page(driver, url: str, page: str, timeout: float = 60.0) -> float:
+    """Seconds from asking ``driver`` for ``url`` until ``page``'s numbers show (``SHOWN``)."""
+    texts, graphs = SHOWN[page]
+    driver.get("about:blank")
+    start = time.perf_counter()
+    driver.get(url)
+    while not driver.execute_script(NUMBERS_SHOWN, list(texts), list(graphs)):
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError(f"{page}: no numbers after {timeout:.0f} s")
+        time.sleep(0.02)
+    return time.perf_counter() - start
+
+
+def time_pages(driver, base: str, repeats: int = 3) -> dict[str, list[float]]:
+    """Each page of ``viewer.screenshots.PAGES`` (its screenshot's URL): the first load (the
+    server computes the view), then ``repeats`` more (the browser's cache warm, and the
+    views the server keeps per URL, the Serving page's, kept)."""
+    from viewer.screenshots import PAGES
+
+    urls = {page: f"{base}/{page}{query}" for page, (query, _) in PAGES.items()}
+    return {page: [time_page(driver, url, page) for _ in range(1 + repeats)] for page, url in urls.items()}
+
+
+def page_report(times: dict[str, list[float]]) -> str:
+    """One line per page: its first load, then the median (min, max) of the others."""
+    return "\n".join(
+        f"{page:<11} first {ts[0]:.2f} s, then median {statistics.median(ts[1:]):.2f} s "
+        f"(min {min(ts[1:]):.2f}, max {max(ts[1:]):.2f}, {len(ts) - 1} loads)"
+        for page, ts in times.items()
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--pages", action="store_true", help="time each page in headless Chromium")
     args = parser.parse_args()
+    if args.pages:
+        from viewer.screenshots import chrome, serve_in_thread
+
+        with serve_in_thread() as base, chrome(1400, 1000) as driver:
+            print(page_report(time_pages(driver, base, args.repeats)))
+        return
     for serialize in (False, True):
         times = time_analyze_callback(args.repeats, serialize)
         what = "callback + JSON encoding" if serialize else "callback only"

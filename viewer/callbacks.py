@@ -68,14 +68,28 @@ def sync_state(
     query = to_query(state)
     # a URL with values not understood stays as it is, so its message (url_message) stays
     keep_url = query == search or bool(query_problems(search))
+    page = page_from_path(pathname)
     return (
-        [component_value(control(k), state[k]) for k in keys],
+        changed([component_value(control(k), state[k]) for k in keys], values),
         no_update if keep_url else query,
         no_update,
-        page_from_path(pathname) if page_from_path(pathname) in PAGES else no_update,
-        data.model_options(uploads),
-        data.device_options(uploads),
+        page if page in PAGES and page != tab else no_update,
+        *upload_options(uploads),
     )
+
+
+def changed(new: Sequence[Any], old: Sequence[Any]) -> list:
+    """``new`` with ``no_update`` where it equals ``old``: the browser re-renders only the
+    controls whose value changes (a page load's controls mostly hold their value already)."""
+    return [no_update if n == o else n for n, o in zip(new, old)]
+
+
+def upload_options(uploads: Mapping | None) -> tuple:
+    """The model and device menus' options, ``no_update`` without uploads (the layout's
+    options are the catalog's already)."""
+    if not any((uploads or {}).values()):
+        return no_update, no_update
+    return data.model_options(uploads), data.device_options(uploads)
 
 
 def sidebar_style(pathname: str | None) -> dict[str, str]:
@@ -84,7 +98,7 @@ def sidebar_style(pathname: str | None) -> dict[str, str]:
 
 
 def url_message(search: str | None, uploads: Mapping | None) -> str:
-    """One line naming each URL value that was not understood (a default is shown instead),
+    """One line naming each URL value that was not understood and what is shown instead,
     and uploads the URL names that this browser session no longer holds."""
     problems = query_problems(search)
     state = parse_query(search)
@@ -92,9 +106,7 @@ def url_message(search: str | None, uploads: Mapping | None) -> str:
         name = state[key]
         if name.startswith(UPLOAD_PREFIX) and name[len(UPLOAD_PREFIX) :] not in ((uploads or {}).get(kind) or {}):
             problems.append(f"{key}={name!r} (an upload this browser session no longer holds: upload the file again)")
-    return (
-        (f"{ERROR_PREFIX}not understood in the URL, defaults shown instead: " + "; ".join(problems)) if problems else ""
-    )
+    return (f"{ERROR_PREFIX}not understood in the URL: " + "; ".join(problems)) if problems else ""
 
 
 def update_analyze(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,31 @@ def check_count(what: str, count: int, most: int, command: str) -> None:
             f"this view asks for {count} {what}; the dashboard draws at most {most}: choose fewer, "
             f"or run '{command}', which has no such bound"
         )
+
+
+def view_memo(maxsize: int = 16) -> Callable:
+    """A memo for a pure ``fn(state, uploads)``, keyed on both as JSON: a page reloaded,
+    revisited or shared computes once. Results are shared: callers must not change them.
+    Errors are not kept; uploads JSON cannot hold (a YAML date) are computed every time."""
+
+    def wrap(fn: Callable) -> Callable:
+        @lru_cache(maxsize=maxsize)
+        def by_key(key: str) -> Any:
+            state, uploads = json.loads(key)
+            return fn(state, uploads)
+
+        @functools.wraps(fn)
+        def call(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> Any:
+            try:
+                key = json.dumps([dict(state), dict(uploads or {})], sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):
+                return fn(state, uploads)
+            return by_key(key)
+
+        call.cache_clear = by_key.cache_clear  # type: ignore[attr-defined]
+        return call
+
+    return wrap
 
 
 # --- uploads --------------------------------------------------------------------------
@@ -366,11 +392,32 @@ def validation_devices(folder: Path | None = None) -> list[str]:
 def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Every row of every ``*.json`` in ``folder`` (default: ``validation_folders()``) with
     a measured time, and the files that could not be read (with why). Missing columns become
-    NaN; rows keep their file."""
+    NaN; rows keep their file. Read once per set of files (``read_validation``)."""
     folders = validation_folders() if folder is None else (folder,)
-    frames, problems = [], []
     paths = [p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))]
+    frame, problems = read_validation(file_stamps(paths))
+    return frame.copy(), list(problems)
+
+
+def file_stamps(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:
+    """(path, modification time in ns, size) per file: what a memo of their contents keys on."""
+    stamps = []
     for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:
+            stat = None
+        stamps.append((str(path), stat.st_mtime_ns if stat else -1, stat.st_size if stat else -1))
+    return tuple(stamps)
+
+
+@lru_cache(maxsize=8)
+def read_validation(stamps: tuple[tuple[str, int, int], ...]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """``load_validation``'s work for the files ``stamps`` names (``file_stamps``): the
+    page's 20 MB of committed runs are parsed once, again only when a file changes."""
+    frames, problems = [], []
+    for name, *_ in stamps:
+        path = Path(name)
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
@@ -383,7 +430,7 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
             frame["device"] = measured_on(raw, path)
             frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=[*VALIDATION_COLUMNS, "file", "device"]), problems
+        return pd.DataFrame(columns=[*VALIDATION_COLUMNS, "file", "device"]), tuple(problems)
     out = pd.concat(frames, ignore_index=True)
     for col in VALIDATION_COLUMNS:
         if col not in out:
@@ -391,8 +438,7 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     for col in VALIDATION_COLUMNS[2:]:
         out[col] = pd.to_numeric(out[col], errors="coerce")
     out["kind"] = out["kind"].fillna("other").astype(str)
-    out = out[out["measured_s"] > 0].reset_index(drop=True)
-    return out, problems
+    return out[out["measured_s"] > 0].reset_index(drop=True), tuple(problems)
 
 
 WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.results.generate writes it
@@ -401,8 +447,16 @@ WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.results.g
 def user_waterfalls(folder: Path) -> list[dict]:
     """Waterfalls the user's own runs carry: e2e rows' ``waterfall`` per metric, and a
     serving run's (``simulate-check`` writes them); unreadable files are skipped."""
+    paths = sorted([*folder.glob("*.json"), *folder.glob("serving/*.json")])
+    return list(read_user_waterfalls(file_stamps(paths)))
+
+
+@lru_cache(maxsize=8)
+def read_user_waterfalls(stamps: tuple[tuple[str, int, int], ...]) -> tuple[dict, ...]:
+    """``user_waterfalls``' work for the files ``stamps`` names (``file_stamps``)."""
     out = []
-    for path in sorted([*folder.glob("*.json"), *folder.glob("serving/*.json")]):
+    for name, *_ in stamps:
+        path = Path(name)
         try:
             raw = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
@@ -416,17 +470,22 @@ def user_waterfalls(folder: Path) -> list[dict]:
                 out.append({"run": path.name, "kind": "e2e", "device": device, "case": label, "metric": metric, **fall})
         for metric, fall in (raw.get("waterfall") or {}).items():
             out.append({"run": path.name, "kind": "serving", "device": device, "case": "", "metric": metric, **fall})
-    return out
+    return tuple(out)
 
 
 def load_waterfalls(path: Path | None = None) -> list[dict]:
     """Every committed check's waterfall (``reports/waterfalls.json``), then the user's own
     runs'. A missing or unreadable generated file gives none."""
+    path = path or WATERFALLS_FILE
+    return [*read_committed_waterfalls(file_stamps([path])), *user_waterfalls(user_data_dir() / "validation")]
+
+
+@lru_cache(maxsize=4)
+def read_committed_waterfalls(stamps: tuple[tuple[str, int, int], ...]) -> tuple[dict, ...]:
     try:
-        committed = json.loads((path or WATERFALLS_FILE).read_text()).get("waterfalls", [])
+        return tuple(json.loads(Path(stamps[0][0]).read_text()).get("waterfalls", []))
     except (OSError, json.JSONDecodeError, AttributeError):
-        committed = []
-    return [*committed, *user_waterfalls(user_data_dir() / "validation")]
+        return ()
 
 
 def waterfall_key(entry: Mapping[str, Any]) -> str:

@@ -3,6 +3,7 @@ figure or dash-cytoscape elements. No Dash, no files: tested without a browser."
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,6 +101,30 @@ def decades(fig: go.Figure, axis: str = "both") -> go.Figure:
     return fig
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis showing [lo, hi]: its decades where three or more fall in
+    it, else 1, 2 and 5 times a power of ten, else every digit's (never a lone '0.1' label)."""
+    powers = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    ticks: list[float] = []
+    for digits in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        ticks = [float(f"{d}e{k}") for k in powers for d in digits if lo <= float(f"{d}e{k}") <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks
+
+
+def label_log_axis(fig: go.Figure, axis: str, values: Sequence[float], row: int = 1, col: int = 1) -> go.Figure:
+    """A log axis' ticks (``log_ticks``) over the positive finite ``values`` it shows, in
+    plain numbers ('0.02', not '20m')."""
+    shown = np.asarray(values, dtype=float)
+    shown = shown[np.isfinite(shown) & (shown > 0)]
+    if not shown.size:
+        return fig
+    ticks = log_ticks(shown.min(), shown.max())
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    return update(tickvals=ticks, ticktext=[number(t, 3) for t in ticks], row=row, col=col)
+
+
 def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, KIND_COLORS["other"])
 
@@ -107,13 +132,15 @@ def kind_color(kind: str) -> str:
 MODEBAR_PX = 30  # the plot toolbar's row at the top right: titles start below it
 
 
-def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) -> go.Figure:
+def base_layout_props(title: str, height: int = 420, top: int = 75) -> dict:
     """Transparent backgrounds (the page's CSS theme shows through), light grid, a title
-    below the toolbar's row (``top`` px above the plot leaves room for subplot titles).
+    below the toolbar's row (``top`` px above the plot leaves room for subplot titles), as
+    a layout spec; ``base_layout`` applies it to a figure.
 
     plotly's default template is kept: setting another one costs ~8 ms per figure."""
-    fig.update_layout(
-        title={
+    axis = {"gridcolor": GRID, "zeroline": False, "linecolor": GRID}
+    return {
+        "title": {
             "text": title,
             "x": 0.01,
             "xanchor": "left",
@@ -122,15 +149,46 @@ def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) ->
             "yanchor": "top",
             "pad": {"t": MODEBAR_PX + 4},
         },
-        height=height,
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)",
-        margin={"l": 60, "r": 20, "t": top, "b": 50},
-        legend={"itemsizing": "constant"},
-    )
-    fig.update_xaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
-    fig.update_yaxes(gridcolor=GRID, zeroline=False, linecolor=GRID)
-    return fig
+        "height": height,
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "margin": {"l": 60, "r": 20, "t": top, "b": 50},
+        "legend": {"itemsizing": "constant"},
+        "xaxis": dict(axis),
+        "yaxis": dict(axis),
+    }
+
+
+def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) -> go.Figure:
+    """``base_layout_props`` on ``fig``, its grid on every axis."""
+    props = base_layout_props(title, height, top)
+    axis = props.pop("xaxis")
+    del props["yaxis"]
+    fig.update_layout(**props)
+    fig.update_xaxes(**axis)
+    return fig.update_yaxes(**axis)
+
+
+def vline_props(x: float, line: dict, name: str | None = None, row: int = 1) -> dict:
+    """A vertical line at ``x`` across subplot ``row``'s height (one column of subplots), as
+    a shape spec: what ``add_vline`` draws at a fraction of its cost (~10 ms each)."""
+    axis = "" if row == 1 else str(row)
+    return {
+        "type": "line",
+        "x0": x,
+        "x1": x,
+        "xref": f"x{axis}",
+        "y0": 0,
+        "y1": 1,
+        "yref": f"y{axis} domain",
+        "line": line,
+        "name": name,
+    }
+
+
+def vline(fig: go.Figure, x: float, line: dict, name: str | None = None, row: int = 1) -> go.Figure:
+    """``vline_props`` added to ``fig``."""
+    return fig.add_shape(vline_props(x, line, name, row))
 
 
 # --- intervals (bands) ------------------------------------------------------------------
@@ -150,23 +208,40 @@ def interval_caption(intervals: dict | None) -> str:
     )
 
 
-def add_caption(fig: go.Figure, intervals: dict | None) -> go.Figure:
-    """The bands' caption under the plot (``interval_caption``), named 'interval-caption'."""
-    fig.add_annotation(
-        text=interval_caption(intervals),
-        name="interval-caption",
-        xref="paper",
-        yref="paper",
-        x=0,
-        y=0,
-        xanchor="left",
-        yanchor="top",
-        yshift=-42,
-        showarrow=False,
-        align="left",
-        font={"size": 11, "color": "#666"},
-    )
-    fig.update_layout(margin={"b": 80})
+CAPTION_CHARS = 100  # a caption line under a full-width chart: ~600 px of 11 px text, 1024 px windows
+HALF_CAPTION_CHARS = 48  # under a chart half the page wide
+CAPTION_TOP_PX = 58  # below the plot: clear of the x axis' tick labels and title
+CAPTION_LINE_PX = 15
+
+
+def caption_props(intervals: dict | None, chars: int = CAPTION_CHARS) -> tuple[dict, int]:
+    """The bands' caption under the plot (``interval_caption``) as an annotation spec named
+    'interval-caption', wrapped at ``chars`` characters a line (no line runs past the
+    figure's right edge), below the x axis' title; and the bottom margin that holds it."""
+    lines = textwrap.wrap(interval_caption(intervals), chars, break_on_hyphens=False)
+    note = {
+        "text": "<br>".join(lines),
+        "name": "interval-caption",
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0,
+        "y": 0,
+        "xanchor": "left",
+        "yanchor": "top",
+        "yshift": -CAPTION_TOP_PX,
+        "showarrow": False,
+        "align": "left",
+        "font": {"size": 11, "color": "#666"},
+    }
+    return note, CAPTION_TOP_PX + CAPTION_LINE_PX * len(lines) + 8
+
+
+def add_caption(fig: go.Figure, intervals: dict | None, chars: int = CAPTION_CHARS) -> go.Figure:
+    """``caption_props`` on ``fig``: the caption added, the figure grown by what the bottom
+    margin grows (the plot keeps its height)."""
+    note, margin = caption_props(intervals, chars)
+    fig.add_annotation(**note)
+    fig.update_layout(margin={"b": margin}, height=(fig.layout.height or 420) + margin - (fig.layout.margin.b or 0))
     return fig
 
 
@@ -176,14 +251,31 @@ def faded(color: str, alpha: float = 0.2) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def band_traces(x, lo, hi, color: str, meta: str, **where: Any) -> list[go.Scatter]:
-    """A shaded band between ``lo`` and ``hi`` along ``x``: the lower edge, then the upper
-    edge filled down to it (``fill='tonexty'``); no legend entries, no hover."""
-    edge = {"mode": "lines", "line": {"width": 0, "color": color}, "showlegend": False, "hoverinfo": "skip", **where}
-    return [
-        go.Scatter(x=x, y=lo, meta=f"{meta}:lo", **edge),
-        go.Scatter(x=x, y=hi, meta=f"{meta}:hi", fill="tonexty", fillcolor=faded(color), **edge),
-    ]
+def band_trace(x, lo, hi, color: str, meta: str, **where: Any) -> go.Scatter:
+    """A shaded band between ``lo`` and ``hi`` along ``x``: one closed outline, along ``lo``
+    and back along ``hi``, filled inside itself (``fill='toself'``), so only its own points
+    shape it (a 'tonexty' fill follows whatever trace plotly takes for the previous one);
+    no legend entry, no hover. ``band_ends`` reads the ends back."""
+    x, lo, hi = list(x), list(lo), list(hi)
+    return go.Scatter(
+        x=[*x, *x[::-1]],
+        y=[*lo, *hi[::-1]],
+        mode="lines",
+        fill="toself",
+        fillcolor=faded(color),
+        line={"width": 0, "color": color},
+        meta=meta,
+        showlegend=False,
+        hoverinfo="skip",
+        **where,
+    )
+
+
+def band_ends(trace: go.Scatter) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) along the band's x, from its outline (``band_trace``)."""
+    y = np.asarray(trace.y, dtype=float)
+    n = len(y) // 2
+    return y[:n], y[n:][::-1]
 
 
 def op_factors(analysis: Analysis, stage: str) -> np.ndarray | None:
@@ -231,12 +323,14 @@ def tera_ops(peak: float) -> str:
     return f"{plain_number(peak / TERA)} Top/s"
 
 
-def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatter]:
-    """The bandwidth slope and one flat compute roof per matrix data type (from its ridge)."""
+def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[dict]:
+    """The bandwidth slope and one flat compute roof per matrix data type (from its ridge),
+    as plotly trace specs."""
     bw = ceilings.bandwidth
     top = max(ceilings.matrix_peak.values())
     traces = [
-        go.Scatter(
+        dict(
+            type="scatter",
             x=[x_min, top / bw],
             y=[bw * x_min, top],
             mode="lines",
@@ -248,7 +342,8 @@ def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatt
     ]
     for dtype, peak in sorted(ceilings.matrix_peak.items(), key=lambda kv: -kv[1]):
         traces.append(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=[peak / bw, x_max],
                 y=[peak, peak],
                 mode="lines",
@@ -261,7 +356,8 @@ def roof_traces(ceilings: Ceilings, x_min: float, x_max: float) -> list[go.Scatt
         )
     for dtype, peak in ceilings.vector_peak.items():
         traces.append(
-            go.Scatter(
+            dict(
+                type="scatter",
                 x=[peak / bw, x_max],
                 y=[peak, peak],
                 mode="lines",
@@ -284,78 +380,111 @@ def roofline_figure(
 ) -> go.Figure:
     """Log-log roofline: roofs of the device, one point per op (x = intensity, y = attainable
     perf), prefill circles and decode diamonds, coloured by op kind. ``highlight`` =
-    (stage, op name) rings one point."""
+    (stage, op name) rings one point. Built as one spec that plotly checks once (adding
+    traces and updating the layout one by one took three times as long)."""
     ceilings = ceilings or spec_ceilings(analysis.device)
     points = pd.concat([stage_points(analysis, s) for s in STAGES], ignore_index=True)
-    ridge = ridge_point(ceilings, analysis.plan.matrix_dtype)
+    dtype = analysis.plan.matrix_dtype
+    ridge = ridge_point(ceilings, dtype)
     x_min = 10 ** np.floor(np.log10(max(min(points["intensity"].min(), ridge) / 2, 1e-3)))
     x_max = 10 ** np.ceil(np.log10(max(points["intensity"].max(), ridge) * 2))
-    fig = go.Figure(roof_traces(ceilings, x_min, x_max))
+    traces = [*roof_traces(ceilings, x_min, x_max), *op_traces(points), *highlight_traces(points, highlight)]
+    ys = np.concatenate([np.asarray(t["y"], dtype=float) for t in traces])
+    ys = ys[np.isfinite(ys) & (ys > 0)]
+    powers = np.arange(np.floor(np.log10(ys.min())), np.ceil(np.log10(ys.max())) + 1)
+    log_axis = {"type": "log", "dtick": 1, "minor": {"ticks": "outside", "ticklen": 3, "showgrid": False}}
+    layout = base_layout_props(
+        f"Roofline: {analysis.model.name} on {analysis.device.name} ({analysis.mode}, {dtype} matrix ops)", height
+    )
+    layout["xaxis"] = {
+        **layout["xaxis"],
+        **log_axis,
+        "title": {"text": "arithmetic intensity (ops/byte)"},
+        "range": [np.log10(x_min), np.log10(x_max)],
+        "exponentformat": "none",
+    }
+    layout["yaxis"] = {
+        **layout["yaxis"],
+        **log_axis,
+        "title": {"text": "attainable performance (ops/s)"},
+        "exponentformat": "SI",
+        "tickvals": 10.0**powers,
+        "ticktext": [si_decade(int(k)) for k in powers],
+    }
+    layout["annotations"] = [
+        {
+            "x": np.log10(ridge),
+            "y": np.log10(ceilings.matrix_peak[dtype]),
+            "text": f"ridge {ridge:.0f} ops/B",
+            "showarrow": True,
+            "arrowhead": 2,
+            "ay": 35,
+        },
+    ]
+    if legend_below:
+        layout["legend"] = {**layout["legend"], "orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}}
+    else:
+        note, bottom = caption_props(analysis.extra.get("intervals"))
+        layout["annotations"].append(note)
+        entries = sum(1 for t in traces if t.get("showlegend") is not False and t.get("name"))
+        layout["legend"] = {**layout["legend"], "tracegroupgap": 0}
+        layout["height"] = max(
+            height + bottom - layout["margin"]["b"], entries * LEGEND_ROW_PX + layout["margin"]["t"] + bottom
+        )
+        layout["margin"] = {**layout["margin"], "b": bottom}
+    return go.Figure({"data": traces, "layout": layout})
+
+
+def op_traces(points: pd.DataFrame) -> list[dict]:
+    """One marker trace per stage and op kind, each followed by its ops' bands (``perf_band``)."""
+    traces = []
     for stage in STAGES:
         for kind, group in points[points["stage"] == stage].groupby("kind", sort=False):
-            fig.add_trace(
-                go.Scatter(
-                    x=group["intensity"],
-                    y=group["perf"],
-                    mode="markers",
-                    name=f"{kind} ({stage})",
-                    meta=f"ops:{stage}:{kind}",
-                    customdata=group["name"],
-                    legendgroup=kind,
-                    marker={
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": group["intensity"].to_numpy(),
+                    "y": group["perf"].to_numpy(),
+                    "mode": "markers",
+                    "name": f"{kind} ({stage})",
+                    "meta": f"ops:{stage}:{kind}",
+                    "customdata": group["name"].to_numpy(),
+                    "legendgroup": kind,
+                    "marker": {
                         "symbol": STAGE_SYMBOLS[stage],
                         "size": 11,
                         "color": kind_color(kind),
                         "line": {"width": 1, "color": "white"},
                     },
-                    hovertext=_hover(group),
-                    hoverinfo="text",
-                )
+                    "hovertext": _hover(group),
+                    "hoverinfo": "text",
+                }
             )
             if "perf_lo" in group:
-                fig.add_trace(perf_band(group, stage, kind))
-    if highlight is not None:
-        stage, name = highlight
-        hit = points[(points["stage"] == stage) & (points["name"] == name)]
-        if len(hit):
-            fig.add_trace(
-                go.Scatter(
-                    x=hit["intensity"],
-                    y=hit["perf"],
-                    mode="markers",
-                    name=f"selected: {name}",
-                    meta="selected",
-                    hoverinfo="skip",
-                    marker={"symbol": "circle-open", "size": 26, "line": {"width": 3, "color": "#ffbf00"}},
-                )
-            )
-    fig.add_annotation(
-        x=np.log10(ridge),
-        y=np.log10(ceilings.matrix_peak[analysis.plan.matrix_dtype]),
-        text=f"ridge {ridge:.0f} ops/B",
-        showarrow=True,
-        arrowhead=2,
-        ay=35,
-    )
-    base_layout(
-        fig,
-        f"Roofline: {analysis.model.name} on {analysis.device.name} "
-        f"({analysis.mode}, {analysis.plan.matrix_dtype} matrix ops)",
-        height,
-    )
-    fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)", range=[np.log10(x_min), np.log10(x_max)])
-    if legend_below:
-        fig.update_layout(legend={"orientation": "h", "y": -0.18, "x": 0, "font": {"size": 10}})
-    else:
-        add_caption(fig, analysis.extra.get("intervals"))
-        fit_legend(fig)
-    fig.update_yaxes(type="log", title="attainable performance (ops/s)")
-    decades(fig)
-    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data if t.y is not None])
-    ys = ys[np.isfinite(ys) & (ys > 0)]
-    powers = np.arange(np.floor(np.log10(ys.min())), np.ceil(np.log10(ys.max())) + 1)
-    fig.update_yaxes(tickvals=10.0**powers, ticktext=[si_decade(int(k)) for k in powers])
-    return fig.update_xaxes(exponentformat="none")
+                traces.append(perf_band(group, stage, kind))
+    return traces
+
+
+def highlight_traces(points: pd.DataFrame, highlight: tuple[str, str] | None) -> list[dict]:
+    """A ring around the (stage, op name) point, if it is drawn."""
+    if highlight is None:
+        return []
+    stage, name = highlight
+    hit = points[(points["stage"] == stage) & (points["name"] == name)]
+    if not len(hit):
+        return []
+    return [
+        {
+            "type": "scatter",
+            "x": hit["intensity"].to_numpy(),
+            "y": hit["perf"].to_numpy(),
+            "mode": "markers",
+            "name": f"selected: {name}",
+            "meta": "selected",
+            "hoverinfo": "skip",
+            "marker": {"symbol": "circle-open", "size": 26, "line": {"width": 3, "color": "#ffbf00"}},
+        }
+    ]
 
 
 SI_PREFIXES = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
@@ -367,23 +496,14 @@ def si_decade(power: int) -> str:
     return f"{10 ** (power - base)}{SI_PREFIXES.get(base, f'e{base}')}"
 
 
-def fit_legend(fig: go.Figure) -> go.Figure:
-    """A legend beside the plot that never scrolls: the figure grows to hold every entry
-    (``LEGEND_ROW_PX`` each, no gaps between groups)."""
-    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
-    margin = fig.layout.margin
-    needed = entries * LEGEND_ROW_PX + (margin.t or 0) + (margin.b or 0)
-    fig.update_layout(legend={"tracegroupgap": 0}, height=max(fig.layout.height or 0, needed))
-    return fig
-
-
-def perf_band(group: pd.DataFrame, stage: str, kind: str) -> go.Scatter:
+def perf_band(group: pd.DataFrame, stage: str, kind: str) -> dict:
     """Each op's attainable performance over its time's ``BAND`` interval: a vertical
     segment per op at its intensity (gaps between ops)."""
     n = len(group)
     x = np.column_stack([group["intensity"], group["intensity"], np.full(n, np.nan)]).ravel()
     y = np.column_stack([group["perf_lo"], group["perf_hi"], np.full(n, np.nan)]).ravel()
-    return go.Scatter(
+    return dict(
+        type="scatter",
         x=x,
         y=y,
         mode="lines",
@@ -448,100 +568,124 @@ def stage_band(analysis: Analysis, stage: str) -> tuple[float, float] | None:
 def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     """Stacked bars: where a prefill pass and a decode step spend their time, by op kind;
     with intervals, one band beside each bar spanning the stage's interval in the bar's
-    milliseconds, and each kind's interval in its hover."""
+    milliseconds, and each kind's interval in its hover. Two subplots side by side, laid
+    out as make_subplots would and checked by plotly once."""
     table = time_by_kind(analysis)
     ends = kind_intervals(analysis)
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=[
-            f"prefill: {time_text(table['prefill'].sum())}<br>{analysis.workload.seq_len} tokens",
-            f"decode step:<br>{time_text(table['decode'].sum())}",
-        ],
-    )
-    small_subplot_titles(fig)
+    traces = []
     for kind, row in table.iterrows():
         for col, stage in enumerate(STAGES, start=1):
-            total = table[stage].sum()
             band = ends[stage].loc[kind] * 1e3 if ends and kind in ends[stage].index else None
-            fig.add_trace(
-                go.Bar(
-                    x=[stage],
-                    y=[row[stage] * 1e3],
-                    name=kind,
-                    legendgroup=kind,
-                    showlegend=col == 1,
-                    marker_color=kind_color(kind),
-                    meta=f"time:{stage}:{kind}",
-                    hovertemplate=f"{kind}: %{{y:,.4r}} ms ({100 * row[stage] / total:.1f}%)"
+            traces.append(
+                {
+                    "type": "bar",
+                    "x": [stage],
+                    "y": [row[stage] * 1e3],
+                    "name": kind,
+                    "legendgroup": kind,
+                    "showlegend": col == 1,
+                    "marker": {"color": kind_color(kind)},
+                    "meta": f"time:{stage}:{kind}",
+                    "hovertemplate": f"{kind}: %{{y:,.4r}} ms ({100 * row[stage] / table[stage].sum():.1f}%)"
                     + (f", {BAND} %: {number(band['lo'])}–{number(band['hi'])} ms" if band is not None else "")
                     + "<extra></extra>",
-                ),
-                row=1,
-                col=col,
+                    **SIDE_BY_SIDE[col],
+                }
             )
     for col, stage in enumerate(STAGES, start=1):
         factors = stage_band(analysis, stage)
         if factors is not None:
-            fig.add_trace(total_band(stage, table[stage].sum() * 1e3, factors), row=1, col=col)
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(title="time (ms)", row=1, col=1)
-    base_layout(fig, "Time by op kind (count x time)", height, top=100)
-    return add_caption(fig, analysis.extra.get("intervals"))
-
-
-def total_band(stage: str, ms: float, factors: tuple[float, float]) -> go.Scatter:
-    """A stage bar's interval: a capped line from lo to hi (ms) at the bar's x (the caption
-    names it; no legend entry)."""
-    lo, hi = ms * factors[0], ms * factors[1]
-    return go.Scatter(
-        x=[stage, stage],
-        y=[lo, hi],
-        mode="lines+markers",
-        name=f"{BAND} % interval",
-        showlegend=False,
-        meta=f"band:{stage}",
-        line={"color": "#333", "width": 3},
-        marker={"symbol": "line-ew-open", "size": 14, "color": "#333"},
-        hovertemplate=f"{stage}: {BAND} % {number(lo)}–{number(hi)} ms<extra></extra>",
+            traces.append({**total_band(stage, table[stage].sum() * 1e3, factors), **SIDE_BY_SIDE[col]})
+    titles = (
+        f"prefill: {time_text(table['prefill'].sum())}<br>{analysis.workload.seq_len} tokens",
+        f"decode step:<br>{time_text(table['decode'].sum())}",
     )
+    layout = base_layout_props("Time by op kind (count x time)", height, top=100)
+    axis = layout.pop("xaxis")
+    del layout["yaxis"]
+    for col, (lo, hi) in enumerate(((0.0, 0.45), (0.55, 1.0)), start=1):
+        suffix = "" if col == 1 else str(col)
+        layout[f"xaxis{suffix}"] = {**axis, "domain": [lo, hi], "anchor": f"y{suffix}"}
+        layout[f"yaxis{suffix}"] = {**axis, "domain": [0.0, 1.0], "anchor": f"x{suffix}"}
+    layout["yaxis"]["title"] = {"text": "time (ms)"}
+    note, bottom = caption_props(analysis.extra.get("intervals"), HALF_CAPTION_CHARS)
+    layout["annotations"] = [
+        *(subplot_title(t, (lo + hi) / 2) for t, (lo, hi) in zip(titles, ((0, 0.45), (0.55, 1)))),
+        note,
+    ]
+    layout.update(barmode="stack", height=height + bottom - layout["margin"]["b"])
+    layout["margin"] = {**layout["margin"], "b": bottom}
+    return go.Figure({"data": traces, "layout": layout})
+
+
+SIDE_BY_SIDE = {1: {"xaxis": "x", "yaxis": "y"}, 2: {"xaxis": "x2", "yaxis": "y2"}}  # subplot -> its axes
+
+
+def subplot_title(text: str, x: float) -> dict:
+    """A subplot's title centred over it, as make_subplots places one (``SUBPLOT_TITLE_PX``)."""
+    return {
+        "text": text,
+        "x": x,
+        "xref": "paper",
+        "xanchor": "center",
+        "y": 1.0,
+        "yref": "paper",
+        "yanchor": "bottom",
+        "showarrow": False,
+        "font": {"size": SUBPLOT_TITLE_PX},
+    }
+
+
+def total_band(stage: str, ms: float, factors: tuple[float, float]) -> dict:
+    """A stage bar's interval: a capped line from lo to hi (ms) at the bar's x (the caption
+    names it; no legend entry), as a trace spec."""
+    lo, hi = ms * factors[0], ms * factors[1]
+    return {
+        "type": "scatter",
+        "x": [stage, stage],
+        "y": [lo, hi],
+        "mode": "lines+markers",
+        "name": f"{BAND} % interval",
+        "showlegend": False,
+        "meta": f"band:{stage}",
+        "line": {"color": "#333", "width": 3},
+        "marker": {"symbol": "line-ew-open", "size": 14, "color": "#333"},
+        "hovertemplate": f"{stage}: {BAND} % {number(lo)}–{number(hi)} ms<extra></extra>",
+    }
 
 
 def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
-    """One stacked bar (weights + KV cache + activation peak) against the device capacity."""
+    """One stacked bar (weights + KV cache + activation peak) against the device capacity
+    (dashed) and what the runtime may use (dotted: out of memory starts there)."""
     mem = analysis.memory
-    fig = go.Figure()
-    for key, label, color in MEMORY_PARTS:
-        fig.add_trace(
-            go.Bar(
-                y=["memory"],
-                x=[mem[key] / GIB],
-                name=label,
-                orientation="h",
-                marker_color=color,
-                meta=f"memory:{key}",
-                hovertemplate=f"{label}: {bytes_text(mem[key])}<extra></extra>",
-            )
-        )
-    capacity = mem["capacity_bytes"] / GIB
-    fig.add_vline(
-        x=capacity,
-        line={"color": "#d62728", "width": 3, "dash": "dash"},
-        annotation_text=f"capacity {bytes_text(mem['capacity_bytes'])}",
-        annotation_position="top",
-        name="capacity",
-    )
-    fig.add_vline(  # what the runtime may use: out of memory starts here
-        x=mem["usable_bytes"] / GIB,
-        line={"color": "#ff7f0e", "width": 2, "dash": "dot"},
-        annotation_text=f"usable {bytes_text(mem['usable_bytes'])}",
-        annotation_position="bottom left",
-        name="usable",
-    )
+    traces = [
+        {
+            "type": "bar",
+            "y": ["memory"],
+            "x": [mem[key] / GIB],
+            "name": label,
+            "orientation": "h",
+            "marker": {"color": color},
+            "meta": f"memory:{key}",
+            "hovertemplate": f"{label}: {bytes_text(mem[key])}<extra></extra>",
+        }
+        for key, label, color in MEMORY_PARTS
+    ]
+    capacity, usable = mem["capacity_bytes"] / GIB, mem["usable_bytes"] / GIB
     verdict = "fits" if mem["fits"] else f"does NOT fit ({bytes_text(mem['shortfall_bytes'])} short)"
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="GiB", range=[0, 1.08 * max(capacity, mem["peak_bytes"] / GIB)])
-    return base_layout(fig, f"Memory: peak {bytes_text(mem['peak_bytes'])}: {verdict}", height)
+    layout = base_layout_props(f"Memory: peak {bytes_text(mem['peak_bytes'])}: {verdict}", height)
+    layout["xaxis"].update(title={"text": "GiB"}, range=[0, 1.08 * max(capacity, mem["peak_bytes"] / GIB)])
+    layout["barmode"] = "stack"
+    layout["shapes"] = [
+        vline_props(capacity, {"color": "#d62728", "width": 3, "dash": "dash"}, "capacity"),
+        vline_props(usable, {"color": "#ff7f0e", "width": 2, "dash": "dot"}, "usable"),
+    ]
+    note = {"xref": "x", "yref": "y domain", "yanchor": "bottom", "showarrow": False}
+    layout["annotations"] = [
+        {**note, "x": capacity, "y": 1, "text": f"capacity {bytes_text(mem['capacity_bytes'])}"},
+        {**note, "x": usable, "y": 0, "xanchor": "right", "text": f"usable {bytes_text(mem['usable_bytes'])}"},
+    ]
+    return go.Figure({"data": traces, "layout": layout})
 
 
 # --- sweep ----------------------------------------------------------------------------
@@ -585,8 +729,7 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
         for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
             if f"{col}_lo{BAND}" in group:
                 ends = (group[f"{col}_{end}{BAND}"] * scale for end in ("lo", "hi"))
-                for band in band_traces(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w):
-                    fig.add_trace(band, row=row, col=1)
+                fig.add_trace(band_trace(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w), row=row, col=1)
             fits = group["fits"].to_numpy(bool)
             symbols = np.where(fits, "circle", "x-open")
             fig.add_trace(
@@ -607,11 +750,8 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
                 col=1,
             )
             if boundary is not None:
-                fig.add_vline(
-                    x=max(boundary, float(group["x"].iloc[0])),
-                    row=row,
-                    col=1,
-                    line={"color": color, "dash": "dot", "width": 2},
+                vline(
+                    fig, max(boundary, float(group["x"].iloc[0])), {"color": color, "dash": "dot", "width": 2}, row=row
                 )
         if boundary is not None:
             fig.add_trace(
@@ -629,7 +769,16 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
             )
     capacity = float(frame["capacity_bytes"].iloc[0]) / GIB if len(frame) else 0
     last = len(SWEEP_ROWS)
-    fig.add_hline(y=capacity, row=last, col=1, line={"color": "#d62728", "dash": "dash"})
+    fig.add_shape(
+        type="line",
+        x0=0,
+        x1=1,
+        xref=f"x{last} domain",
+        y0=capacity,
+        y1=capacity,
+        yref=f"y{last}",
+        line={"color": "#d62728", "dash": "dash"},
+    )
     # annotations on a log axis take log10 of the value (shapes take the value itself)
     fig.add_annotation(
         x=1,
@@ -644,6 +793,8 @@ def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     )
     for row, (_, label, _) in enumerate(SWEEP_ROWS, start=1):
         fig.update_yaxes(title=label, type="log", row=row, col=1)
+        yaxis = "y" if row == 1 else f"y{row}"
+        label_log_axis(fig, "y", [y for t in fig.data if t.yaxis == yaxis and t.y is not None for y in t.y], row=row)
     fig.update_xaxes(type="log", dtick=np.log10(2), tickformat="d")
     fig.update_xaxes(title=AXIS_TITLES.get(axis, axis), row=len(SWEEP_ROWS), col=1)
     title = f"Sweep: {frame.attrs.get('model', '')} on {frame.attrs.get('device', '')}"
@@ -833,12 +984,10 @@ def validation_scatter(frame: pd.DataFrame, height: int = 520) -> go.Figure:
                     name=label,
                     meta=f"pred:{label}",
                     marker={"color": color, "size": 8, "opacity": 0.8},
-                    hovertext=[
-                        f"{r.case} ({r.kind})<br>measured {format_time(r.measured_s)}"
-                        f"<br>{label} {format_time(getattr(r, col))}"
-                        for r in rows.itertuples()
-                    ],
-                    hoverinfo="text",
+                    # the browser formats the hover (thousands of cases: no Python string each)
+                    customdata=np.column_stack([rows["case"].astype(str), rows["kind"].astype(str)]),
+                    hovertemplate=f"%{{customdata[0]}} (%{{customdata[1]}})<br>measured %{{x:.3s}}s"
+                    f"<br>{label} %{{y:.3s}}s<extra></extra>",
                 )
             )
     fig.update_xaxes(type="log", title="measured time (s)")
@@ -933,14 +1082,22 @@ def ceilings_figure(spec: Ceilings, measured: Ceilings, height: int = 420) -> go
     fig = go.Figure()
     for roofs, label, dash in ((spec, "spec", "dash"), (measured, "measured", "solid")):
         for trace in roof_traces(roofs, x_min, x_max)[: 1 + len(roofs.matrix_peak)]:
-            trace.name = f"{label}: {trace.name}"
-            trace.meta = f"{label}:{trace.meta}"
-            trace.line.dash = dash
-            trace.line.color = "#1f77b4" if label == "measured" else "#999"
-            fig.add_trace(trace)
+            color = "#1f77b4" if label == "measured" else "#999"
+            fig.add_trace(
+                {
+                    **trace,
+                    "name": f"{label}: {trace['name']}",
+                    "meta": f"{label}:{trace['meta']}",
+                    "line": {**trace["line"], "dash": dash, "color": color},
+                }
+            )
     fig.update_xaxes(type="log", title="arithmetic intensity (ops/byte)")
     fig.update_yaxes(type="log", title="ops/s")
     decades(fig)
+    ys = np.array([y for t in fig.data for y in t.y], dtype=float)
+    powers = np.arange(np.floor(np.log10(ys.min())), np.ceil(np.log10(ys.max())) + 1)
+    # SI prefixes to peta and beyond, as the Analyze roofline labels them (plotly writes '10^15')
+    fig.update_yaxes(tickvals=10.0**powers, ticktext=[si_decade(int(k)) for k in powers])
     fig.update_xaxes(exponentformat="none")
     return base_layout(fig, f"Measured roofline over the datasheet one ({spec.device})", height)
 

@@ -22,7 +22,7 @@ from ridgeline.api import plan
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.bounds import Load, Slo, Space
 from viewer import ids
-from viewer.data import hide_paths
+from viewer.data import hide_paths, view_memo
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.serving import MOST_REQUEST_STEPS, section_defaults
 from viewer.state import page_from_path, parse_query, plain
@@ -66,9 +66,10 @@ def check_plan_work(state: Mapping[str, Any], deployments: int) -> None:
         )
 
 
+@view_memo()
 def run_plan(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None):
     """``ridgeline.api.plan`` for the state (a ``PlanResult``), refused before any work
-    past the budget."""
+    past the budget; once per view (``view_memo``)."""
     from viewer.data import catalog_device, resolve_model
 
     dimensions = plan_space(state)
@@ -174,9 +175,21 @@ def plan_figure(result, height: int = 420) -> go.Figure:
                 hoverinfo="text",
             )
         )
-    fig.update_xaxes(title="USD per million output tokens", rangemode="tozero")
-    fig.update_yaxes(title="goodput (requests/s meeting the SLO)", rangemode="tozero")
+    # the axes span the points (not 0 to the largest): a few deployments fill the chart
+    fig.update_xaxes(title="USD per million output tokens", range=padded_range(done["usd_per_million_tokens"]))
+    fig.update_yaxes(title="goodput (requests/s meeting the SLO)", range=padded_range(done["goodput_rps"]))
     return base_layout(fig, "Plan: cost against goodput (the Pareto set: nothing cheaper serves more)", height)
+
+
+def padded_range(values: pd.Series, share: float = 0.12) -> list[float] | None:
+    """[least, most] of ``values`` widened by ``share`` of their span on each side (of the
+    value itself where all are equal), never below 0; None (plotly's own) without values."""
+    shown = pd.to_numeric(values, errors="coerce").dropna()
+    if shown.empty:
+        return None
+    lo, hi = float(shown.min()), float(shown.max())
+    pad = share * (hi - lo) if hi > lo else share * max(abs(hi), 1e-9)
+    return [max(lo - pad, 0.0) if lo >= 0 else lo - pad, hi + pad]
 
 
 def label(row: pd.Series) -> str:

@@ -1,6 +1,8 @@
 """PNG screenshots of every page of the real app in headless Chromium.
 
-    python -m viewer.screenshots [--out reports/screenshots] [--dark]
+    python -m viewer.screenshots [--out reports/screenshots] [--dark] [--small]
+
+Pages at a 1400 x 1000 window ('sweep.png'); ``--small`` at 1024 x 768 ('sweep-1024.png').
 
 Also the helpers the browser test uses: a stoppable in-process server on a free loopback
 port and a headless Chromium driver with a fresh profile.
@@ -155,18 +157,23 @@ def full_page_png(driver, path: Path, width: int) -> None:
     driver.save_screenshot(str(path))
 
 
-def take_screenshots(out: Path = SHOTS_DIR, dark: bool = False, width: int = 1500) -> list[Path]:
+SMALL = (1024, 768)  # px: the small window every page is checked at too
+
+
+def take_screenshots(
+    out: Path = SHOTS_DIR, dark: bool = False, width: int = 1400, height: int = 1000, suffix: str = ""
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    with serve_in_thread() as base, chrome(width, 1000, dark) as driver:
+    with serve_in_thread() as base, chrome(width, height, dark) as driver:
         for page, (query, ready) in PAGES.items():
-            driver.set_window_size(width, 1000)
+            driver.set_window_size(width, height)
             driver.get(f"{base}/{page}{query}")
-            wait_for(driver, ready)
-            wait_idle(driver)
+            wait_for(driver, ready, 60)
+            wait_idle(driver, 60)
             time.sleep(1.5)
-            wait_idle(driver)  # a page's later callbacks (the Serving page's Plan) grow it
-            path = out / f"{page}{'-dark' if dark else ''}.png"
+            wait_idle(driver, 60)  # a page's later callbacks (the Serving page's Plan) grow it
+            path = out / f"{page}{'-dark' if dark else ''}{suffix}.png"
             full_page_png(driver, path, width)
             written.append(path)
     return written
@@ -176,8 +183,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=SHOTS_DIR)
     parser.add_argument("--dark", action="store_true", help="emulate a browser preferring dark")
+    parser.add_argument("--small", action="store_true", help=f"a {SMALL[0]} x {SMALL[1]} window")
     args = parser.parse_args()
-    for path in take_screenshots(args.out, args.dark):
+    size = {"width": SMALL[0], "height": SMALL[1], "suffix": f"-{SMALL[0]}"} if args.small else {}
+    for path in take_screenshots(args.out, args.dark, **size):
         print(f"wrote {path}")
 
 

@@ -26,8 +26,8 @@ from ridgeline.errors import RidgelineError
 from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES
 from viewer import ids
-from viewer.data import hide_paths
-from viewer.figures import BAND, SERIES_COLORS, add_caption, band_traces, base_layout, decades, number
+from viewer.data import hide_paths, view_memo
+from viewer.figures import BAND, SERIES_COLORS, add_caption, band_trace, base_layout, label_log_axis, number
 from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
@@ -47,8 +47,10 @@ def rates_of(text: str) -> list[float]:
     return rates
 
 
+@view_memo()
 def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
-    """One simulation per rate, with its intervals: [(rate, SimResult, intervals)]."""
+    """One simulation per rate, with its intervals: [(rate, SimResult, intervals)], once
+    per view (``view_memo``: the runs are seeded, so a view's are always the same)."""
     from viewer.data import deployment_for
 
     rates = rates_of(state["serving_rates"])
@@ -92,8 +94,8 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
         for i, q in enumerate(PERCENTILES):
             if all("none" not in b for b in bands):
                 lo, hi = zip(*(b[key][f"p{q}"][BAND] for b in bands))
-                for band in band_traces(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}"):
-                    fig.add_trace(band, row=1, col=col)
+                band = band_trace(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}")
+                fig.add_trace(band, row=1, col=col)
             ys = [r.summary[key][f"p{q}"] for _, r, _ in runs]
             fig.add_trace(
                 go.Scatter(
@@ -110,12 +112,10 @@ def latency_figure(runs: list, height: int = 480) -> go.Figure:
                 col=col,
             )
         fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
-        fig.update_yaxes(title_text="seconds", type="log", exponentformat="SI", row=1, col=col)
+        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
+        shown = [y for t in fig.data if t.yaxis == ("y" if col == 1 else f"y{col}") for y in t.y]
+        label_log_axis(fig, "y", shown, row=1, col=col)
     base_layout(fig, "Latency percentiles against request rate", height)
-    ys = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data])
-    ys = ys[np.isfinite(ys) & (ys > 0)]
-    if len(ys) and ys.max() >= 10 * ys.min():  # a decade or more: label the decades only
-        decades(fig, "y")
     return add_caption(fig, bands[0] if bands else None)
 
 
@@ -123,11 +123,11 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
     """KV-cache occupancy over time, one line per rate."""
     fig = go.Figure()
     for i, (rate, r, _) in enumerate(runs):
-        line = r.timeline
+        start_s, percent = binned_peaks(r.timeline["start_s"], 100 * r.timeline["kv_fraction"])
         fig.add_trace(
             go.Scatter(
-                x=line["start_s"],
-                y=100 * line["kv_fraction"],
+                x=start_s,
+                y=percent,
                 mode="lines",
                 name=f"{number(rate)}/s",
                 line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
@@ -137,6 +137,20 @@ def kv_figure(runs: list, height: int = 360) -> go.Figure:
     fig.update_xaxes(title_text="seconds")
     fig.update_yaxes(title_text="KV blocks used (%)", rangemode="tozero")
     return base_layout(fig, "KV-cache occupancy over time", height)
+
+
+KV_POINTS = 400  # per line: a run has a step per few milliseconds (3,000 at 5 requests/s)
+
+
+def binned_peaks(x: np.ndarray, y: np.ndarray, most: int = KV_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``most`` points of a step line: each of ``most`` runs of consecutive steps
+    becomes its first step's x and its highest y (the peak is kept, the browser draws
+    fewer points; the JSON shrinks by the same factor)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) <= most:
+        return x, y
+    starts = np.linspace(0, len(x), most, endpoint=False).astype(int)
+    return x[starts], np.maximum.reduceat(y, starts)
 
 
 def summary_line(runs: list) -> str:

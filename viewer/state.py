@@ -327,13 +327,28 @@ def shortened(raw: str, most: int = 60) -> str:
 
 
 def query_problems(search: str | None) -> list[str]:
-    """One phrase per URL value that was not understood (its default is shown instead)."""
+    """One phrase per URL value that was not understood: what was expected, what is shown."""
     query = read_query(search)
     return [
-        f"{c.key}={shortened(query[c.key])!r} (expected {expected(c)})"
+        f"{c.key}={shortened(query[c.key])!r} (expected {expected(c)}; {shown_for(c, query[c.key])})"
         for c in controls()
         if c.key in query and is_bad(c, query[c.key])
     ]
+
+
+def shown_for(c: Control, raw: str) -> str:
+    """What the page shows for a URL value not understood: the default, or of a list the
+    items understood (the first ``c.maximum`` of them where it names more)."""
+    value = coerce(c, raw)
+    if c.kind != "multi":
+        return f"shown: the default, {plain(value) if isinstance(value, float) else value}"
+    understood = [i for i in dict.fromkeys(raw.split(",")) if i and allowed(c, i)]
+    listed = ", ".join(value)
+    if not understood:
+        return f"shown: the default, {listed}"
+    if c.maximum and len(understood) > c.maximum:
+        return f"shown: the first {c.maximum:g}, {listed}"
+    return f"shown: {listed}"
 
 
 def to_query(state: Mapping[str, Any]) -> str:

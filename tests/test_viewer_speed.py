@@ -1,0 +1,87 @@
+"""What makes the dashboard fast, checked on values (no timing): memos that return the same
+result and notice a changed file, and payloads cut without losing what they show."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dash")
+
+from dash import no_update  # noqa: E402
+
+from viewer import callbacks, data, figures, serving, state  # noqa: E402
+from viewer.state import parse_query  # noqa: E402
+
+
+def test_validation_files_are_read_once_and_again_when_one_changes(tmp_path):
+    path = tmp_path / "kernels.json"
+    row = {"case": "a", "kind": "linear", "measured_s": 2e-3, "predicted_spec_s": 1e-3}
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row]}))
+    first, _ = data.load_validation(tmp_path)
+    again, _ = data.load_validation(tmp_path)
+    assert list(again["case"]) == ["a"] and again is not first  # a copy: a caller may change it
+    before = data.read_validation.cache_info().hits
+    data.load_validation(tmp_path)
+    assert data.read_validation.cache_info().hits == before + 1
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row, {**row, "case": "b"}]}))
+    os.utime(path, ns=(1, 1))  # a new modification time, whatever the clock's resolution
+    assert list(data.load_validation(tmp_path)[0]["case"]) == ["a", "b"]
+
+
+def test_view_memo_computes_a_view_once():
+    calls = []
+
+    @data.view_memo()
+    def compute(view, uploads=None):
+        calls.append(view["batch"])
+        return [view["batch"] * 2]
+
+    assert compute({"batch": 3}) == [6] and compute({"batch": 3}, {}) == [6]
+    assert compute({"batch": 4}) == [8] and calls == [3, 4]
+    # what JSON cannot hold is computed every time, not cached under a wrong key
+    assert np.isnan(compute({"batch": float("nan")})[0]) and len(calls) == 3
+
+
+def test_serving_runs_are_the_same_objects_for_the_same_view():
+    view = parse_query("?model=llama-3.2-1b&seq_len=128&generate=8&serving_rates=2&serving_requests=20")
+    assert serving.serving_runs(view) is serving.serving_runs(dict(view))
+
+
+def test_kv_line_keeps_its_peak_in_at_most_kv_points():
+    steps = np.arange(3000, dtype=float)
+    occupancy = 50 + 40 * np.sin(steps / 200)
+    occupancy[1234] = 99.5  # one step's spike
+    x, y = serving.binned_peaks(steps * 1e-3, occupancy)
+    assert len(x) == serving.KV_POINTS and x[0] == 0 and np.all(np.diff(x) > 0)
+    assert y.max() == 99.5 and y.min() >= occupancy.min()
+    short = serving.binned_peaks(steps[:10], occupancy[:10])
+    assert np.array_equal(short[1], occupancy[:10])
+
+
+def test_kv_figure_draws_each_run_s_peak():
+    view = parse_query("?model=llama-3.2-1b&seq_len=256&generate=32&serving_rates=4&serving_requests=200")
+    runs = serving.serving_runs(view)
+    (line,) = serving.kv_figure(runs).data
+    assert len(line.x) <= serving.KV_POINTS
+    assert max(line.y) == pytest.approx(100 * runs[0][1].summary["kv_peak_fraction"])
+
+
+def test_page_load_re_renders_only_controls_whose_value_changes():
+    keys = [c.key for c in state.controls()]
+    defaults = [state.component_value(state.control(k), state.defaults()[k]) for k in keys]
+    values, *_ = callbacks.sync_state(None, "/sweep", "?batch=16", "analyze", keys, defaults, None)
+    changed = {k: v for k, v in zip(keys, values) if v is not no_update}
+    assert changed == {"batch": 16}
+
+
+def test_validation_hover_names_each_case():
+    frame = data.load_validation()[0]
+    fig = figures.validation_scatter(frame)
+    spec = next(t for t in fig.data if t.meta == "pred:spec")
+    rows = frame[frame["predicted_spec_s"] > 0]
+    assert [tuple(c) for c in spec.customdata[:3]] == list(zip(rows["case"][:3], rows["kind"][:3]))
+    assert "%{customdata[0]}" in spec.hovertemplate
