@@ -259,20 +259,42 @@ def row_analysis(row: dict, meta: dict, ceilings: Ceilings | None, table: Interv
     )
 
 
+def peak_rows(folder: Path = VALIDATION_DIR) -> list[dict[str, Any]]:
+    """Every committed e2e row that measured its peak memory, beside the peak today's engine
+    predicts for its run (``row_analysis``): kind (cpu, gpu), file, client, case,
+    measured and predicted bytes, and the signed error predicted / measured - 1."""
+    from kernels.e2e.e2e import e2e_files, row_execution
+
+    out = []
+    for name, data in e2e_files(folder):
+        for row in data["rows"]:
+            if row.get("measured_peak_bytes"):
+                predicted = float(row_analysis(row, data["meta"], None).memory["peak_bytes"])
+                out.append(
+                    {
+                        "kind": "cpu" if data["meta"].get("device_kind") == "cpu" else "gpu",
+                        "file": f"reports/validation/{name}",
+                        "client": row.get("client") or "ridgeline",
+                        "model": row["model"],
+                        "batch": row["batch"],
+                        "prompt": row["prompt"],
+                        "execution": row_execution(row),
+                        "measured_bytes": row["measured_peak_bytes"],
+                        "predicted_bytes": predicted,
+                        "error": predicted / row["measured_peak_bytes"] - 1.0,
+                    }
+                )
+    return out
+
+
 def measured_peaks() -> dict[str, dict[str, Any]]:
     """Per kind, the range of measured / predicted peak memory over the committed e2e rows
     that measured their peak (predicted again with today's engine)."""
-    from kernels.e2e.e2e import e2e_files
-
     ratios: dict[str, list[float]] = {}
     runs: dict[str, list[str]] = {}
-    for name, data in e2e_files(VALIDATION_DIR):
-        kind = "cpu" if data["meta"].get("device_kind") == "cpu" else "gpu"
-        for row in data["rows"]:
-            if row.get("measured_peak_bytes"):
-                predicted = row_analysis(row, data["meta"], None).memory["peak_bytes"]
-                ratios.setdefault(kind, []).append(row["measured_peak_bytes"] / predicted)
-                runs.setdefault(kind, []).append(f"reports/validation/{name}")
+    for row in peak_rows():
+        ratios.setdefault(row["kind"], []).append(row["measured_bytes"] / row["predicted_bytes"])
+        runs.setdefault(row["kind"], []).append(row["file"])
     return {
         kind: {
             "low": round(min(r), 6),
