@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline import api
 from ridgeline.cli import app
+from ridgeline.engine.precision import make_plan
 from ridgeline.io.catalog import PROFILES_DIR
 from ridgeline.io.prices import price_list, prices_for
 from ridgeline.serving.arrivals import poisson
-from ridgeline.serving.bounds import Load, Slo, Space, analytic_pass
+from ridgeline.serving.bounds import MATRIX_TYPES, Load, Slo, Space, activation_type, analytic_pass
 from ridgeline.serving.fanout import local
 from ridgeline.serving.plan import KEY, Task, pareto_set, portable, run_task, search
 from ridgeline.serving.scheduler import Scheduler
@@ -39,14 +40,82 @@ def devices(*names):
     return tuple(rl.load_device(n) for n in names)
 
 
-def test_the_example_space_has_the_issues_1440_deployments():
-    """4 devices x (1 + 2 + 3 + 4 splits of 1, 2, 4, 8) x 3 weight x 2 KV types x 3 max
-    batches x 2 chunks = 4 x 10 x 36."""
+def test_the_example_space_has_1800_deployments():
+    """4 devices x (1 + 2 + 3 + 4 splits of 1, 2, 4, 8) x the types each computes x 3 max
+    batches x 2 chunks: fp16, int8, int4 weights x fp16, int8 KV (6) everywhere, and where the
+    device states an fp8 rate (H100, H200, MI300X, not the A100) fp8 weights with an fp16 or
+    fp8 KV cache (8): (8 + 8 + 6 + 8) x 10 x 6 = 1,800 (1,440 before fp8)."""
     space = Space(devices(*FOUR))
     assert [s for s in space.splits if s[0] == 8] == [(8, 1, 8), (8, 2, 4), (8, 4, 2), (8, 8, 1)]
-    assert space.size == 1440
+    assert [len(space.types(d)) for d in space.devices] == [8, 8, 6, 8]
+    assert space.size == 1800
     frame = analytic_pass(rl.load_model("llama-3-8b"), space, Load(20, 512, 256, 10_000), Slo(0.5, 0.05))
-    assert len(frame) == 1440 and not frame.duplicated(KEY).any()
+    assert len(frame) == 1800 and not frame.duplicated(KEY).any()
+    a100 = frame[frame.device == "a100-80gb"]
+    assert len(a100) == 6 * 10 * 6 and set(a100.w_dtype) == {"fp16", "int8", "int4"}
+    assert set(a100.kv_dtype) == {"fp16", "int8"}
+
+
+def test_every_searched_type_is_one_the_device_computes():
+    """Over the whole catalog: a weight or KV type of fp8 or fp4 is searched on a device only
+    where its datasheet states that matrix rate, and there the plan's matrix ops run in it
+    (W8A8, W4A4); the 8-bit KV is fp8 beside fp8/fp4 weights and int8 beside the others."""
+    fp4 = set()
+    for name in rl.list_devices():
+        device = rl.load_device(name)
+        pairs = Space((device,)).types(device)
+        for w, kv in pairs:
+            for t in {w, kv} & set(MATRIX_TYPES):
+                assert device.matrix_peak[t] > 0, (name, t)
+            if w in MATRIX_TYPES:
+                settings = rl.Settings(w_dtype=w, a_dtype=activation_type(w), kv_dtype=kv)
+                assert make_plan(settings, device).matrix_dtype == w and kv in ("fp16", "fp8")
+                fp4 |= {name} if w == "fp4" else set()
+        assert {w for w, _ in pairs} & set(MATRIX_TYPES) == set(MATRIX_TYPES) & set(device.matrix_peak), name
+    assert {"b200", "b300", "gb200", "gb300", "rtx-pro-6000", "rtx-5090", "mi355x"} <= fp4
+    assert not fp4 & {"h100-sxm", "h200", "a100-80gb", "mi300x"}
+
+
+def test_an_a100_search_considers_no_fp8_or_fp4():
+    """The A100 states no fp8 or fp4 rate (the engine would run fp8 in fp16 there): its search is
+    the 6 types it had, and nothing is pruned as settings for a type it cannot run."""
+    space = Space(devices("a100-80gb"), counts=(1,), max_batches=(64,), token_budgets=(512,))
+    assert space.types(space.devices[0]) == [
+        ("fp16", "fp16"), ("fp16", "int8"), ("int8", "fp16"), ("int8", "int8"), ("int4", "fp16"), ("int4", "int8")
+    ]  # fmt: skip
+    frame = analytic_pass(rl.load_model("llama-3-8b"), space, Load(1, 512, 64, 10), Slo(1.0, 0.1))
+    assert len(frame) == space.size == 6 and set(frame.reason) == {""}
+
+
+@pytest.mark.slow
+def test_plan_on_a_b200_chooses_fp4_where_only_it_keeps_up_on_one_gpu(tmp_path):
+    """Llama-3-70B, 12 requests/s of 2,048-token prompts. A prompt's linear layers are
+    80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) = 68.45e9 weights, so its arithmetic
+    is 2 x 68.45e9 x 2048 = 2.80e14 operations; 12 a second need 3.36e15 operations/s: 1.49 s
+    a second at the B200's fp16 rate (2,250 TOPS; int8 and int4 weights compute in fp16):
+    pruned as throughput on one GPU; 0.75 s at fp8 (4,500), 0.37 s at fp4 (9,000). One fp8 B200
+    queues prompts near its limit and misses the TTFT for some requests; one fp4 B200 serves
+    all, the most goodput there is, so every two-GPU deployment (twice the price an hour) is
+    dominated. The price is a nominal $1/GPU-hour (the catalog has none for the B200): with
+    one device it scales every cost alike and changes no choice."""
+    out = tmp_path / "plan.json"
+    args = ["plan", "llama-3-70b", "--workload", "poisson:rate=12,prompt=2048,output=64,n=200"]
+    args += ["--slo", "ttft=0.5,tpot=0.05", "--devices", "b200", "--price", "b200=1", "--counts", "1,2"]
+    result = CliRunner().invoke(app, [*args, "--workers", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "chosen: 1 x b200 (tp 1, pp 1), weights fp4, KV" in result.output
+    data = json.loads(out.read_text())
+    # 10 types (6, fp8 with an fp16 or fp8 KV, fp4 likewise) x (1 + 2 splits) x 6
+    assert data["counts"]["enumerated"] == 10 * 3 * 6 == 180
+    one = [r for r in data["pruned"] + data["deployments"] if r["gpus"] == 1]
+    assert {r["w_dtype"] for r in one if r["reason"] == "throughput"} == {"fp16", "int8", "int4"}
+    assert {r["w_dtype"] for r in one if r["reason"] == ""} == {"fp8", "fp4"}
+    assert {r["reason"] for r in data["pruned"] if r["gpus"] == 2} == {"throughput", "dominated"}
+    chosen = data["chosen"]
+    assert (chosen["gpus"], chosen["w_dtype"], chosen["slo_attainment"]) == (1, "fp4", 1.0)
+    fp8 = [r for r in data["deployments"] if r["w_dtype"] == "fp8"]
+    assert max(r["slo_attainment"] for r in fp8) < 1
+    assert min(r["usd_per_million_tokens"] for r in fp8) > chosen["usd_per_million_tokens"]
 
 
 @pytest.mark.parametrize(
@@ -333,7 +402,8 @@ def test_the_cli_prints_counts_pareto_and_the_chosen_deployment(tmp_path):
     first = next(line for line in result.output.splitlines() if line.startswith("llama-3.2-1b:"))
     counts = out["counts"]
     assert first.startswith(
-        f"llama-3.2-1b: 36 deployments enumerated; 0 pruned by the bounds (none); {counts['pruned'].get('dominated', 0)} dominated"
+        # the H100 computes fp8: 8 weight x KV types (6, fp8 weights with an fp16 or fp8 KV) x 6
+        f"llama-3.2-1b: 48 deployments enumerated; 0 pruned by the bounds (none); {counts['pruned'].get('dominated', 0)} dominated"
     )
     assert "Pareto set" in result.output and "chosen: 1 x h100-sxm" in result.output
     assert "https://www.crusoe.ai/cloud/pricing, read 2026-09-20" in result.output
@@ -346,8 +416,9 @@ def test_the_cli_searches_fleets_and_names_them():
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     first = next(line for line in result.output.splitlines() if line.startswith("llama-3.2-1b:"))
-    # 1 device: count 1 as one server; 2 as 2 splits, 2 replicas or 1 + 1 pooled: 5 shapes x 2 drafts x 36
-    assert first.startswith("llama-3.2-1b: 360 deployments enumerated")
+    # 1 device: count 1 as one server; 2 as 2 splits, 2 replicas or 1 + 1 pooled: 5 shapes x 2 drafts x
+    # 8 types (the H100 computes fp8) x 6
+    assert first.startswith("llama-3.2-1b: 480 deployments enumerated")
     assert "fleet" in result.output and "chosen: " in result.output
 
 

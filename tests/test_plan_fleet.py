@@ -37,7 +37,10 @@ def test_the_count_is_split_over_replicas_and_pools_where_they_divide_it():
         (4, 1, 1, 1, 1, 2),
         (4, 1, 1, 1, 2, 1),
     ]
-    assert space.size == (2 * (2 + 1) + 4 * 1 + 2 * (3 + 2) + 4 * 2) * 36
+    # 8 unpooled shapes (count 2: tp 1, 2, 2 replicas; 4: three splits, 2 replicas of two splits) on
+    # each device, 3 pooled ones on each pair; types: 8 on the H100 (it computes fp8), 6 on the A100,
+    # a pool those both compute; x 3 max batches x 2 chunks
+    assert space.size == (8 * (8 + 6) + 3 * (8 + 6 + 6 + 6)) * 6
     frame = analytic_pass(rl.load_model("llama-3-8b"), space, Load(20, 512, 256, 100), Slo(0.5, 0.05))
     assert len(frame) == space.size and not frame.duplicated(FLEET_KEY).any()
     assert not Space(devices("h100-sxm")).fleet and "replicas" not in analytic_pass(

@@ -22,8 +22,10 @@ KV-cache types, and the server's max batch and token budget (vLLM's ``max_num_se
 
 Each bound is a steady-state mean on the engine's datasheet roofline, the same numbers the
 simulator prices its steps with; a steady state's mean TPOT above the SLO leaves requests that
-miss it. One vectorised engine evaluation covers every weight x KV type of a device and split:
-the plan's bytes per weight and per KV element are arrays (``ridgeline.engine.ops.when``).
+miss it. One vectorised engine evaluation covers the weight x KV types of a device and split
+that compute alike (fp8 and fp4 weights each compute in their own type): the plan's bytes
+per weight and per KV element are arrays (``ridgeline.engine.ops.when``). The types searched
+on a device are those it computes (``type_pairs``).
 """
 
 from __future__ import annotations
@@ -49,13 +51,42 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 COUNTS = (1, 2, 4, 8)  # devices per deployment
-W_DTYPES = ("fp16", "int8", "int4")  # weights 16, 8, 4 bits
-KV_DTYPES = ("fp16", "int8")  # KV cache 16, 8 bits
+W_DTYPES = ("fp16", "int8", "int4", "fp8", "fp4")  # weights 16, 8, 4 bits; fp8 and fp4 where the device computes them
+KV_DTYPES = ("fp16", "int8", "fp8")  # KV cache 16, 8 bits; fp8 where the device computes it
+# Types whose deployments compute in them (fp8: W8A8 as on Hopper; fp4: W4A4, NVFP4/MXFP4 on
+# Blackwell and the MI355X: activations in the same type), searched on a device only where its
+# datasheet states a matrix rate for them. fp16, int8 and int4 weights are weight-only
+# (activations fp16): every device searched computes them in fp16.
+MATRIX_TYPES = ("fp8", "fp4")
 MAX_BATCHES = (64, 128, 256)
 TOKEN_BUDGETS = (512, 2048)  # the prefill chunk: tokens per step
 REASONS = ("settings", "memory", "ttft", "throughput", "tpot")
 MOST_DEPLOYMENTS = 20_000
 MOST_REQUESTS = 1_000_000
+
+
+def activation_type(w_dtype: str) -> str:
+    """The activations' type beside ``w_dtype`` weights: the weights' own where the matrix
+    units compute in it (``MATRIX_TYPES``), else fp16 (weight-only quantisation)."""
+    return w_dtype if w_dtype in MATRIX_TYPES else "fp16"
+
+
+def computes(dtype: str, device: DeviceSpec) -> bool:
+    """Whether ``device`` is searched with ``dtype`` (weights or KV): a type of
+    ``MATRIX_TYPES`` only where its datasheet states that matrix rate (the engine would run
+    fp8 on an A100 in fp16: no deployment an A100 can serve as fp8)."""
+    return dtype not in MATRIX_TYPES or dtype in device.matrix_peak
+
+
+def type_pairs(w_dtypes, kv_dtypes, device: DeviceSpec) -> list[tuple[str, str]]:
+    """The (weight, KV) types searched on ``device``: those it computes, every pairing, except
+    that with both 8-bit KV types on offer, fp8 and fp4 weights take the fp8 cache and the
+    others the int8 one: the engine prices the two alike (a byte an element), so the other
+    pairing would only repeat a deployment."""
+    ws = [w for w in w_dtypes if computes(w, device)]
+    kvs = [kv for kv in kv_dtypes if computes(kv, device)]
+    both = "int8" in kvs and "fp8" in kvs
+    return [(w, kv) for w, kv in product(ws, kvs) if not (both and kv == ("int8" if w in MATRIX_TYPES else "fp8"))]
 
 
 def _whole(name: str, value, least: int = 1) -> int:
@@ -199,11 +230,18 @@ class Space:
         """Whether any fleet dimension (replicas, pools, drafts) is searched."""
         return self.replicas != (1,) or bool(self.pools) or bool(self.drafts)
 
+    def types(self, device: DeviceSpec, other: DeviceSpec | None = None) -> list[tuple[str, str]]:
+        """The (weight, KV) types searched on ``device`` (pools: on it and ``other`` both)."""
+        own = type_pairs(self.w_dtypes, self.kv_dtypes, device)
+        return own if other is None else [t for t in own if t in type_pairs(self.w_dtypes, self.kv_dtypes, other)]
+
     @property
     def size(self) -> int:
-        per_split = len(self.w_dtypes) * len(self.kv_dtypes) * len(self.max_batches) * len(self.token_budgets)
-        placed = sum(len(self.devices) ** (2 if shape[2] else 1) for shape in self.shapes)
-        return placed * (1 + len(self.drafts)) * per_split
+        per_types = len(self.max_batches) * len(self.token_budgets) * (1 + len(self.drafts))
+        pairs = [(d, o) for d in self.devices for o in self.devices]
+        one = sum(len(self.types(d)) for d in self.devices)
+        two = sum(len(self.types(d, o)) for d, o in pairs)
+        return sum(two if shape[2] else one for shape in self.shapes) * per_types
 
     def roofs_of(self, device: DeviceSpec) -> Ceilings:
         return self.roofs[self.devices.index(device)] if self.roofs else spec_ceilings(device)
@@ -325,14 +363,23 @@ def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _variant_bounds(model, space: Space, load: Load, slo: Slo, device, tp: int, pp: int, part: str, draft):
     """{(w, kv): (reason, ttft, top)}, arrays [max batch, token budget], for one device, split,
     part and draft (None: none)."""
-    variants = list(product(space.w_dtypes, space.kv_dtypes))
+    variants = space.types(device)
     sizes = (len(space.max_batches), len(space.token_budgets))
-    settings = [Settings(w_dtype=w, kv_dtype=kv, tp=tp, pp=pp, attention=space.attention) for w, kv in variants]
+    settings = [
+        Settings(w_dtype=w, a_dtype=activation_type(w), kv_dtype=kv, tp=tp, pp=pp, attention=space.attention)
+        for w, kv in variants
+    ]
     try:
         plans = [make_plan(s, device, model.head_dim) for s in settings]
         smalls = [make_plan(s, device, draft.model.head_dim) for s in settings] if draft else plans
-        together = stacked(plans) is not None and stacked(smalls) is not None
-        groups = [list(range(len(plans)))] if together else [[i] for i in range(len(plans))]
+        groups: list[list[int]] = []  # variants priced in one evaluation: plans alike but in their types
+        for i in range(len(plans)):
+            alike = (g for g in groups if all(stacked([x[g[0]], x[i]]) is not None for x in (plans, smalls)))
+            group = next(alike, None)
+            if group is None:
+                groups.append([i])
+            else:
+                group.append(i)
         out = {}
         for group in groups:
             p = stacked([plans[i] for i in group])
@@ -379,7 +426,11 @@ def analytic_pass(model: ModelConfig, space: Space, load: Load, slo: Slo) -> pd.
                     bounds(device, pre, tp, pp, "prefill", draft),
                     bounds(other, dec, tp, pp, "decode", draft),
                 )
-                out = {k: (_first(first[k][0], second[k][0]), first[k][1], second[k][2] * dec) for k in first}
+                out = {
+                    k: (_first(first[k][0], second[k][0]), first[k][1], second[k][2] * dec)
+                    for k in first
+                    if k in second
+                }
             else:
                 out = {
                     k: (reason, ttft, top * r)

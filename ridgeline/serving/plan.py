@@ -44,7 +44,7 @@ from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving import fanout
 from ridgeline.serving.arrivals import Arrivals, poisson
-from ridgeline.serving.bounds import REASONS, Draft, Load, Slo, Space, analytic_pass
+from ridgeline.serving.bounds import REASONS, Draft, Load, Slo, Space, activation_type, analytic_pass
 from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
 from ridgeline.serving.fanout import RunMany
 from ridgeline.serving.router import simulate_replicas
@@ -344,6 +344,7 @@ def basis(frame: pd.DataFrame, modes: dict[str, str]) -> pd.Series:
 def make_task(row, model, devices: dict[str, Server], space: Space, load, slo, percentile=None) -> Task:
     settings = Settings(
         w_dtype=row["w_dtype"],
+        a_dtype=activation_type(row["w_dtype"]),
         kv_dtype=row["kv_dtype"],
         tp=int(row["tp"]),
         pp=int(row["pp"]),
