@@ -15,7 +15,17 @@ from typer.testing import CliRunner
 
 import ridgeline as rl
 from ridgeline.cli import app
-from ridgeline.engine.intervals import LEVELS, MIN_COUNT, POOL, fit_table, residual_interval, widening
+from ridgeline.engine.intervals import (
+    LEVELS,
+    MIN_COUNT,
+    POOL,
+    UNMEASURED,
+    analysis_intervals,
+    fit_table,
+    residual_interval,
+    widening,
+)
+from ridgeline.engine.layers import stage_ops
 from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, VALIDATION_DIR
 from ridgeline.io.profile import SPEC_INTERVALS, recorded_device
 from ridgeline.report import outside_note
@@ -91,6 +101,77 @@ def test_one_class_is_one_draw_so_the_pass_interval_is_the_class_interval():
     # 512 draws: the sample 10 % and 90 % quantiles of u lie within 0.04 of the true ones
     # (3 standard errors, sqrt(0.09 / 512) = 0.013), so the factors within exp(0.04)
     assert np.exp(-0.44) <= lo / point <= np.exp(-0.36) and np.exp(0.36) <= hi / point <= np.exp(0.44)
+
+
+UNMEASURED_COMM = "no measured residuals of their kind; their time is in the interval at their point"
+
+
+def stage_times(a, stage: str) -> tuple[float, float]:
+    """(compute, collectives): the stage's time (count x time per op) off and on the links."""
+    s = getattr(a, stage)
+    time = s.table["count"] * s.table["time_s"]
+    comm = np.array(s.kinds) == "comm"
+    return float(time[~comm].sum()), float(time[comm].sum())
+
+
+def test_collectives_take_no_other_kinds_residuals_and_enter_at_their_point():
+    """Every measured kernel twice its prediction, and no collective measured: at tp 2 each
+    stage's interval is 2 x its compute ops' time + its collectives' time, exactly (the
+    collectives no longer borrow the pool's factor of 2)."""
+    a = rl.analyze("llama-3.2-1b", "h100-sxm", tp=2, seq_len=64, intervals=(constant_table(np.log(2)), ""))
+    iv = a.extra["intervals"]
+    for stage in ("prefill", "decode"):
+        compute, comm = stage_times(a, stage)
+        assert comm > 0.01 * compute  # the collectives weigh: without the fix the ends would be 2 x (compute + comm)
+        for level in ("50", "80"):
+            assert iv[f"{stage}_s"][level] == pytest.approx([2 * compute + comm] * 2, rel=1e-9)
+        kinds = getattr(a, stage).kinds
+        assert [f["80"] for f, k in zip(iv["ops"][stage], kinds) if k == "comm"] == [[1.0, 1.0]] * kinds.count("comm")
+    assert iv["unmeasured"] == f"all-gather, all-reduce: {UNMEASURED_COMM}"
+    assert UNMEASURED not in iv["groups"]
+
+
+def test_a_tp4_interval_is_its_compute_ops_interval_plus_its_collectives_at_their_point():
+    """llama-2-70b at tp 4 on the H100's spec pool: each stage's interval is the interval the
+    same table gives its compute ops alone (drawn as at tp 1: the collectives take no class),
+    plus the collectives' time, which has no spread: lo = compute_lo + comm, hi = compute_hi + comm."""
+    a = rl.analyze("llama-2-70b", "h100-sxm", tp=4)
+    d = rl.resolve("llama-2-70b", "h100-sxm", tp=4)
+    iv = a.extra["intervals"]
+    ops, weights, points = {}, {}, {}
+    for stage in ("prefill", "decode"):
+        s = getattr(a, stage)
+        keep = np.array(s.kinds) != "comm"
+        ops[stage] = [op for op, k in zip(stage_ops(d.model, stage, 1, 512, d.plan), keep) if k]
+        weights[stage] = (s.table["count"] * s.table["time_s"])[keep]
+        points[f"{stage}_s"] = stage_times(a, stage)[0]
+    alone = analysis_intervals(ops, weights, d.ceilings, d.intervals, points)
+    for stage in ("prefill", "decode"):
+        comm = stage_times(a, stage)[1]
+        for level in ("50", "80"):
+            assert iv[f"{stage}_s"][level] == pytest.approx(
+                [end + comm for end in alone[f"{stage}_s"][level]], rel=1e-9
+            )
+    assert "unmeasured" not in alone and iv["unmeasured"] == f"all-gather, all-reduce: {UNMEASURED_COMM}"
+
+
+@pytest.mark.parametrize(
+    ("args", "ttft", "kinds"),
+    [
+        # tp 4: the collectives used to take the small-kernel pool (its factors 30-864): 356-8388 ms
+        (["llama-2-70b", "-H", "h100-sxm", "--tp", "4"], "TTFT 30.8 ms (80 %: 49.1–75.3)", "all-gather, all-reduce"),
+        (["llama-2-70b", "-H", "h100-sxm", "--tp", "2", "--pp", "2"], "(80 %: ", "all-gather, all-reduce, send"),
+        (["gpt-oss-20b", "-H", "h100-sxm", "--ep", "2"], "(80 %: ", "all-to-all"),
+        # one device: no collective, the interval as before (the same before the collectives' rule)
+        (["llama-2-7b", "-H", "h100-sxm"], "TTFT 7.91 ms (80 %: 15.1–28.5)", None),
+    ],
+)
+def test_the_intervals_line_names_the_collectives_without_residuals(args, ttft, kinds):
+    out = CliRunner().invoke(app, ["analyze", *args, "--generate", "128"])
+    assert out.exit_code == 0, out.output
+    assert ttft in next(x for x in out.output.splitlines() if x.startswith("TTFT"))
+    line = next(x for x in out.output.splitlines() if x.startswith("intervals:"))
+    assert (f"; {kinds}: {UNMEASURED_COMM}" in line) if kinds else ("no measured residuals" not in line)
 
 
 @pytest.fixture

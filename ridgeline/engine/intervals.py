@@ -7,6 +7,10 @@ how many residuals are behind them. A group is a pricing class key (``Ceilings.k
 'linear:q_proj@bf16', 'linear@bf16', 'attention' ...) alone, or with a size band
 (``band``); an op takes the first group holding at least ``MIN_COUNT`` residuals of: its key chain
 within its band, its band's pool ('*|large'), its chain across bands, all of them ('*').
+The pools hold device kernels' residuals; a collective (``UNPOOLED``: link time, not a
+device kernel) none of whose chain's keys holds a group has no measured residuals of its
+kind and takes none (``UNMEASURED``): it borrows no other kind's, its factor is 1 (its time
+enters at its point) and the answer names it.
 
 A pass's time is a sum over ops whose errors are correlated within a class (one kernel
 family runs many times), so the ops of one class share one draw: a seeded uniform ``u``
@@ -41,6 +45,8 @@ POOL = "*"
 BYTE_BANDS = ((2**20, "small"), (2**26, "medium"))  # below each bound; 'large' above
 FEW_ROWS = 8  # matrix products with at most this many rows are matrix-vector-like
 MOST_KEPT = 512  # results a table keeps for the next analyses: draws (a stage's: ~60 KiB), op intervals
+UNMEASURED = ""  # the group of an op with no measured residuals of its kind: no spread, its factor is 1
+UNPOOLED = ("comm",)  # op kinds the pools (device kernels' residuals) do not stand for
 
 
 def band(op: Op) -> str:
@@ -81,6 +87,15 @@ class IntervalTable:
             order = [f"{key}|{size_band}" for key in keys] + [f"{POOL}|{size_band}", *keys]
             found = self._found[keys, size_band] = next((name for name in order if name in self.groups), POOL)
         return found
+
+    def holds(self, keys: Sequence[str]) -> bool:
+        """Whether a key of the chain ``keys`` holds a group in some band (residuals of its own)."""
+        return any(key in self._classes for key in keys)
+
+    @cached_property
+    def _classes(self) -> frozenset[str]:
+        """The keys holding a group (a group's name before '|'), the pools aside."""
+        return frozenset(g.split("|")[0] for g in self.groups) - {POOL}
 
     @cached_property
     def _found(self) -> dict[tuple, str]:
@@ -158,11 +173,13 @@ def widening(distance) -> np.ndarray:
 def op_draws(table: IntervalTable, groups: Sequence[str], distances, u: np.ndarray) -> np.ndarray:
     """Per op, its log factor at each class draw: ``u`` is (samples, classes) and each op's
     class is its group's key (the part before '|'); shape (samples, ops). The ops of one
-    group share its quantiles at the draws, interpolated once and widened per op."""
-    names = tuple(dict.fromkeys(groups))
-    median = np.array([table.medians[g] for g in names])
+    group share its quantiles at the draws, interpolated once and widened per op; an op of
+    no group (``UNMEASURED``) draws 0 (a factor of 1)."""
+    names = tuple(g for g in dict.fromkeys(groups) if g != UNMEASURED)
+    median = np.array([table.medians[g] for g in names] + [0.0])  # the last column: the unmeasured ops'
     drawn = table.kept(("draws", names, u.tobytes()), lambda: _drawn(table, names, u))
-    at = [names.index(g) for g in groups]
+    drawn = np.column_stack([drawn, np.zeros(u.shape[0])])
+    at = [names.index(g) if g != UNMEASURED else len(names) for g in groups]
     wide = np.array([widening(d) if d > 1 else 1.0 for d in distances])  # widening(1) is exactly 1
     return np.ascontiguousarray(median[at] + wide * drawn[:, at])  # [samples, ops], C order as the matmul expects
 
@@ -183,6 +200,8 @@ def _drawn(table: IntervalTable, groups: Sequence[str], u: np.ndarray) -> np.nda
     """Each group's log residual quantiles at the uniforms of its class, less its median:
     (samples, groups) for ``u`` (samples, classes: the groups' keys in sorted order); the
     interpolation is most of an analysis's intervals, so it is kept (read-only)."""
+    if not groups:
+        return np.zeros((u.shape[0], 0))
     classes = sorted({g.split("|")[0] for g in groups})
     columns = [u[:, classes.index(g.split("|")[0])] for g in groups]
     drawn = np.column_stack([np.interp(c, LEVELS, table.quantiles(g)) for c, g in zip(columns, groups)])
@@ -214,7 +233,10 @@ def centrals(figures: Mapping[str, tuple[np.ndarray, float]]) -> dict[str, dict[
 
 
 def residual_interval(table: IntervalTable, group: str, distance: float = 1.0) -> dict[str, list[float]]:
-    """One op's central intervals as factors of its prediction (exp of the group's quantiles)."""
+    """One op's central intervals as factors of its prediction (exp of the group's quantiles;
+    an op of no group, ``UNMEASURED``, its point: 1 to 1)."""
+    if group == UNMEASURED:
+        return {c: [1.0, 1.0] for c in COVERAGE_KEYS}
     ends = table.kept(("op", group, float(distance)), lambda: _residual_ends(table, group, distance))
     return {c: [ends[2 * i], ends[2 * i + 1]] for i, c in enumerate(COVERAGE_KEYS)}
 
@@ -243,19 +265,44 @@ def grid_distance(op: Op, ceilings) -> float:
 
 
 def op_groups(ops: Sequence[Op], ceilings, table: IntervalTable) -> tuple[list[str], list[float]]:
-    """Each op's group in ``table`` and its distance past the measured grid."""
-    groups = [table.group_of(ceilings.keys(op), band(op)) for op in ops]
+    """Each op's group in ``table`` (``op_group``) and its distance past the measured grid."""
+    groups = [op_group(op, ceilings, table) for op in ops]
     return groups, [grid_distance(op, ceilings) for op in ops]
+
+
+def op_group(op: Op, ceilings, table: IntervalTable) -> str:
+    """``op``'s group in ``table``, or ``UNMEASURED`` for an ``UNPOOLED`` kind with no
+    residuals of its own (a collective: the pools' device kernels do not stand for it)."""
+    keys = ceilings.keys(op)
+    if op.kind in UNPOOLED and not table.holds(keys):
+        return UNMEASURED
+    return table.group_of(keys, band(op))
+
+
+def unmeasured_note(ops: Mapping[str, Sequence[Op]], ceilings, table: IntervalTable) -> str:
+    """The kinds of op (a collective by its name) with no measured residuals of their kind
+    (``UNMEASURED``), which are in the intervals at their point, in one line ('' when none)."""
+    kinds = {
+        op.dims.get("collective", op.kind).replace("_", "-")
+        for stage in ops.values()
+        for op in stage
+        if op_group(op, ceilings, table) == UNMEASURED
+    }
+    if not kinds:
+        return ""
+    return (
+        f"{', '.join(sorted(kinds))}: no measured residuals of their kind; their time is in the interval at their point"
+    )
 
 
 def shared_draws(groups_by_stage: Sequence[Sequence[str]], samples: int = SAMPLES, seed: int = SEED):
     """One draw per class shared by every stage (a class's error is one error): a function
     giving the uniforms of a stage's groups, one column per class in sorted order, and what
     names them (samples, seed, every class, the stage's classes)."""
-    classes = tuple(sorted({g.split("|")[0] for groups in groups_by_stage for g in groups}))
+    classes = tuple(sorted({g.split("|")[0] for groups in groups_by_stage for g in groups if g != UNMEASURED}))
 
     def u_of(groups: Sequence[str]) -> tuple[np.ndarray, tuple]:
-        own = tuple(sorted({g.split("|")[0] for g in groups}))
+        own = tuple(sorted({g.split("|")[0] for g in groups if g != UNMEASURED}))
         return _class_uniforms(samples, seed, classes, own), (samples, seed, classes, own)
 
     return u_of
@@ -277,15 +324,17 @@ def _uniforms(samples: int, classes: int, seed: int) -> np.ndarray:
     return u
 
 
-def summary(table: IntervalTable, groups: Sequence[str], extrapolated: int) -> dict[str, Any]:
-    """What an analysis's intervals rest on: the table's basis, the groups used and their counts."""
-    used = sorted(set(groups))
+def summary(table: IntervalTable, groups: Sequence[str], extrapolated: int, unmeasured: str = "") -> dict[str, Any]:
+    """What an analysis's intervals rest on: the table's basis, the groups used and their
+    counts, and the kinds of op with no residuals of their own (``unmeasured_note``)."""
+    used = sorted(set(groups) - {UNMEASURED})
     return {
         "basis": table.basis,
         "samples": SAMPLES,
         "seed": SEED,
         "groups": {g: table.count(g) for g in used},
         "widened_past_grid": extrapolated,
+        **({"unmeasured": unmeasured} if unmeasured else {}),
     }
 
 
@@ -319,7 +368,8 @@ def analysis_intervals(
     out["ops"] = {s: [residual_interval(table, g, d) for g, d in zip(*groups[s])] for s in groups}
     every = [g for g, _ in groups.values()]
     far = sum(int(d > 1.0) for _, dist in groups.values() for d in dist)
-    return {**out, **summary(table, [g for gs in every for g in gs], far)}
+    unmeasured = unmeasured_note(ops, ceilings, table)
+    return {**out, **summary(table, [g for gs in every for g in gs], far, unmeasured)}
 
 
 # --- stage factors for many points at once (sweeps, the serving simulator) -------------

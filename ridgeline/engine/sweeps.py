@@ -14,7 +14,7 @@ import numpy as np
 from ridgeline.engine.analyze import analyze_deployment, largest_batch, sweep_deployment
 from ridgeline.engine.basis import basis_lines
 from ridgeline.engine.deployment import Deployment
-from ridgeline.engine.intervals import bands, stage_factors
+from ridgeline.engine.intervals import bands, stage_factors, unmeasured_note
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import evaluate
 from ridgeline.engine.workload import MAX_BATCH, Settings
@@ -152,4 +152,6 @@ def sweep_bands(d: Deployment, frame: pd.DataFrame, generate: int = 0) -> dict[s
         ttft, tpot = frame["prefill_s"].to_numpy(float), frame["decode_step_s"].to_numpy(float)
         rate = batch / (tpot * f["decode"])
     out = {"ttft_s": bands(f["prefill"], ttft), "tpot_s": bands(f["decode"], tpot), "tokens_per_s": bands(rate, 1.0)}
-    return {**out, "basis": f"{d.intervals.basis}; per point, its passes' ops drawn per class"}
+    unmeasured = unmeasured_note(ops, d.ceilings, d.intervals)
+    basis = f"{d.intervals.basis}; per point, its passes' ops drawn per class{'; ' + unmeasured if unmeasured else ''}"
+    return {**out, "basis": basis}

@@ -231,7 +231,8 @@ def interval_basis(intervals: dict) -> str:
         return f"intervals: none ({intervals['none']})"
     far = intervals.get("widened_past_grid", 0)
     wider = f"; {far} ops past the measured grid, their spread widened" if far else ""
-    return f"intervals: {intervals.get('basis', '')}{wider}"
+    unmeasured = f"; {intervals['unmeasured']}" if intervals.get("unmeasured") else ""
+    return f"intervals: {intervals.get('basis', '')}{wider}{unmeasured}"
 
 
 def outside_note(intervals: dict, gen: dict) -> str:

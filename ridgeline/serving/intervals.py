@@ -21,7 +21,7 @@ import numpy as np
 
 from ridgeline.engine.analyze import plain
 from ridgeline.engine.deployment import Deployment
-from ridgeline.engine.intervals import stage_factors
+from ridgeline.engine.intervals import stage_factors, unmeasured_note
 from ridgeline.engine.layers import stage_ops
 from ridgeline.engine.roofline import evaluate
 from ridgeline.serving.arrivals import Arrivals
@@ -86,10 +86,12 @@ def serving_intervals(
         return {"none": d.no_interval or "no measured residuals for these ceilings"}
     factors = step_factors(d, arrivals, point, s)
     runs = {q: run(factors[q]) for q in LEVELS}
+    ops = {stage: stage_ops(d.model, stage, 1, 1, d.plan) for stage in ("prefill", "decode")}  # the kinds of op
+    unmeasured = unmeasured_note(ops, d.ceilings, d.intervals)
     return plain(
         {
             **summary_intervals(runs),
-            "basis": f"{d.intervals.basis}; {METHOD}",
+            "basis": f"{d.intervals.basis}; {METHOD}{'; ' + unmeasured if unmeasured else ''}",
             "step_factors": {str(q): {"prefill": p, "decode": f} for q, (p, f) in factors.items()},
         }
     )
