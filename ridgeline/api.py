@@ -13,13 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from typing_extensions import Doc
 
-from ridgeline.engine.analyze import (
-    Analysis,
-    analyze_deployment,
-    largest_batch,
-    sweep_deployment,
-    sweep_each,
-)
+from ridgeline.engine.analyze import Analysis, analyze_deployment, largest_batch, sweep_deployment, sweep_each
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.speculative import speculative_figures
 from ridgeline.engine.sweeps import batch_frontier, compare_deployments, setting_combinations, with_bands

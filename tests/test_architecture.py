@@ -166,6 +166,13 @@ def command_bodies() -> dict[str, int]:
     return out
 
 
+def test_the_facade_and_the_rendering_stay_thin():
+    """Issue 56: api.py and each module of ridgeline/report/ under 500 lines (the computing
+    lives in the engine and serving/)."""
+    files = [ROOT / "ridgeline" / "api.py", *sorted((ROOT / "ridgeline" / "report").glob("*.py"))]
+    assert {f.name: n for f in files if (n := len(f.read_text().splitlines())) >= 500} == {}
+
+
 def test_no_command_body_is_over_12_lines():
     bodies = command_bodies()
     assert {"analyze", "simulate", "plan", "frontier"} <= set(bodies)
