@@ -249,12 +249,15 @@ def test_cli_window_needs_a_trace():
 def test_cli_mooncake_ids_drive_the_prefix_cache(tmp_path):
     """The three MOON requests share hash id 0 (their first 512 tokens): the second and
     third hit it (the third's prompt of 513 tokens has one whole block; the one token
-    after it is computed); without --prefix-cache nothing hits."""
+    after it is computed); with --no-prefix-cache nothing hits, and without either the
+    engine's default holds (vLLM V1's: on)."""
     out = tmp_path / "sim.json"
     args = ["simulate", "llama-3.2-1b", "-H", "a6000", "--trace", str(mooncake(tmp_path, MOON)), "-f", "json"]
     assert runner.invoke(app, [*args, "--prefix-cache", "-o", str(out)]).exit_code == 0
     data = json.loads(out.read_text())
     assert data["requests"]["prefix_hit_tokens"] == [0, 512, 512]
     assert data["summary"]["prefix_hit_tokens"] == 1024 and data["meta"]["trace"]["format"] == "mooncake"
-    assert runner.invoke(app, [*args, "-o", str(out)]).exit_code == 0
+    assert runner.invoke(app, [*args, "--no-prefix-cache", "-o", str(out)]).exit_code == 0
     assert json.loads(out.read_text())["summary"]["prefix_hit_tokens"] == 0
+    assert runner.invoke(app, [*args, "-o", str(out)]).exit_code == 0
+    assert json.loads(out.read_text())["summary"]["prefix_hit_tokens"] == 1024

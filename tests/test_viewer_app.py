@@ -500,15 +500,16 @@ def test_cli_serve_without_dash_says_how_to_install(monkeypatch):
 
 
 def test_importing_the_cli_loads_no_dash_or_plotly():
-    """The viewer adds serve to the CLI (viewer.cli, viewer.entry); the dashboard's modules and
-    dash load only when it runs."""
+    """Importing the CLI loads no viewer module; registering serve (viewer.cli, viewer.entry)
+    loads no dash: the dashboard's modules and dash load only when it runs."""
     code = (
-        "import sys, ridgeline.cli; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dash', 'plotly', 'dash_cytoscape'}), "
+        "import sys, ridgeline.cli; before = sorted(m for m in sys.modules if m.startswith('viewer')); "
+        "ridgeline.cli.load_all(); "
+        "print(before, sorted({m.split('.')[0] for m in sys.modules} & {'dash', 'plotly', 'dash_cytoscape'}), "
         "sorted(m for m in sys.modules if m.startswith('viewer')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[] ['viewer', 'viewer.cli', 'viewer.entry']"
+    assert out.stdout.strip() == "[] [] ['viewer', 'viewer.cli', 'viewer.entry']"
 
 
 def test_calibrated_profile_changes_roofs_and_numbers(tmp_path, monkeypatch):
