@@ -88,6 +88,29 @@ def test_transformers_sdpa_forward_calls_enable_gqa_without_a_mask(monkeypatch):
     assert calls == [(8, True, False), (32, False, True)]
 
 
+def test_sdpa_repeat_copies_nothing_for_mha_and_the_group_for_gqa():
+    """Issue 55: transformers' ``repeat_kv`` returns its input unchanged when n_rep = heads /
+    K/V heads is 1 (src/transformers/models/llama/modeling_llama.py, ``if n_rep == 1: return
+    hidden_states``; https://github.com/huggingface/transformers/blob/002272831fba584eb30dca9729c1be456836960a/src/transformers/models/llama/modeling_llama.py),
+    so an MHA model pays no copy. One sequence, decode over 100 cached keys and its own
+    (101), bf16, head_dim 128, a K and a V row 256 elements:
+    Llama-2-7B (32 query and 32 K/V heads): SDPA reads the cache itself once, 32 x 101 x 256
+    x 2 B = 1,654,784, and writes nothing but its output (32 x 128 x 2 = 8,192 B); the query
+    8,192 B and the mask 101 B are read.
+    Llama-3-8B (32 over 8, n_rep 4): the cache, 8 x 101 x 256 x 2 = 413,696 B, is read once
+    and copied out to the 32 query heads, 32 x 101 x 256 x 2 = 1,654,784 B written, then read
+    by the kernel: 8,192 + 1,654,784 + 101 = 1,663,077 B of activations read."""
+    _, (mha,) = _attention("llama-2-7b", "sdpa-repeat")
+    assert mha.name == "sdpa_repeat_kv" and mha.dims["heads"] == mha.dims["kv_heads"] == 32
+    assert mha.kv_read_bytes == pytest.approx(1_654_784)
+    assert mha.act_read_bytes == pytest.approx(8_192 + 101)
+    assert mha.act_write_bytes == pytest.approx(8_192)
+    _, (gqa,) = _attention("llama-3-8b", "sdpa-repeat")
+    assert gqa.kv_read_bytes == pytest.approx(413_696)
+    assert gqa.act_write_bytes == pytest.approx(8_192 + 1_654_784)
+    assert gqa.act_read_bytes == pytest.approx(1_663_077)
+
+
 def test_sdpa_repeat_counts_the_copy_and_the_mask():
     """Llama-3.2-1B (32 query heads over 8 K/V heads, head_dim 64), one sequence, decode over
     100 cached keys and its own (101), bf16: the cache is read once (8 x 101 x 128 x 2 B), the
