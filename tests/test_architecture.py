@@ -227,7 +227,7 @@ print(json.dumps([result.exit_code, opened]))
         ),
         (
             ["simulate", "llama-3-8b", "-H", "h100-sxm", "--rate", "2", "--requests", "20"],
-            {"models/catalog/llama-3-8b.json", "hardware/h100-sxm.yaml", "reports/intervals/spec-residuals.yaml"},
+            {"models/catalog/llama-3-8b.json", "hardware/h100-sxm.yaml", "reports/intervals/spec-residuals.json"},
         ),
         (["compare", "llama-2-7b", "-H", "a6000,h100-sxm,a6000"], {"hardware/a6000.yaml", "hardware/h100-sxm.yaml"}),
     ],

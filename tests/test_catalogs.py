@@ -229,14 +229,13 @@ def test_reserve_beyond_the_device_and_fractional_units_are_refused(tmp_path):
 @pytest.mark.slow
 def test_read_yaml_gives_what_safe_load_gives_for_every_committed_file():
     """``read_yaml`` parses with libyaml's safe loader where PyYAML has it: the same values as
-    ``yaml.safe_load`` for every device, profile and the spec intervals."""
+    ``yaml.safe_load`` for every device and profile."""
     import yaml
 
     from ridgeline.io.catalog import HARDWARE_DIR, PROFILES_DIR
     from ridgeline.io.files import read_yaml
-    from ridgeline.io.profile import SPEC_INTERVALS
 
-    files = [*sorted(HARDWARE_DIR.glob("*.yaml")), *sorted(PROFILES_DIR.glob("*.yaml")), SPEC_INTERVALS]
+    files = [*sorted(HARDWARE_DIR.glob("*.yaml")), *sorted(PROFILES_DIR.glob("*.yaml"))]
     assert len(files) > 20
     for path in files:
         assert read_yaml(path) == yaml.safe_load(path.read_text()), path

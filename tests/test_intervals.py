@@ -208,7 +208,7 @@ def test_a_gpu_of_another_vendor_or_kind_gets_no_interval_and_an_unmeasured_one_
     not measured takes their pool and says so; an AMD GPU and a TPU get none, and say why;
     a measured one keeps its plain basis."""
     pool = "h100-sxm (hopper), h200 (hopper)"
-    least = yaml.safe_load(SPEC_INTERVALS.read_text())["gpu"]["groups"][POOL]["q"][0]
+    least = json.loads(SPEC_INTERVALS.read_text())["gpu"]["groups"][POOL]["q"][0]
     assert least == 0.05201  # docs/measurement.md: every GPU spec residual is at least +0.052
     a100 = rl.analyze("llama-2-7b", "a100-80gb", generate=16).extra["intervals"]["basis"]
     assert a100.endswith(f"; a100-80gb (ampere) was not measured: pooled from {pool}")
@@ -345,9 +345,9 @@ def test_interval_commands_refuse_in_one_line(args, says):
 def test_the_committed_spec_pools_are_the_committed_snapshots_refitted():
     from kernels.validate.intervals import committed_snapshots, measured_peaks, spec_pools
 
-    committed = yaml.safe_load(SPEC_INTERVALS.read_text())
+    committed = json.loads(SPEC_INTERVALS.read_text())
     for kind, table in spec_pools(committed_snapshots()).items():
-        assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed[kind]
+        assert json.loads(json.dumps(table.to_dict())) == committed[kind]
     assert measured_peaks() == committed["memory"]
 
 

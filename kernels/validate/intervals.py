@@ -436,15 +436,12 @@ def write_profile_intervals(profile: Path, output: Path | None, log: Callable[[s
 
 def write_spec_pools(output: Path | None, log: Callable[[str], None] = print) -> Path:
     """The spec residual pools of every committed validation snapshot."""
-    from ridgeline.io.files import write_atomic, yaml_text
+    from ridgeline.io.files import write_atomic
 
     target = new_file(output, "--fit-intervals")
     pools: dict[str, Any] = {k: t.to_dict() for k, t in spec_pools(committed_snapshots()).items()}
     pools["memory"] = measured_peaks()
-    write_atomic(
-        target,
-        yaml_text(pools, width=200, flow=None),
-    )
+    write_atomic(target, json.dumps(pools, indent=1, allow_nan=False) + "\n")
     log(f"wrote {target}: spec pools for {', '.join(pools)}")
     return target
 
