@@ -10,6 +10,13 @@ import pytest
 import ridgeline as rl
 from ridgeline.serving.arrivals import poisson
 
+# pytest-xdist's workers are started with COLUMNS=80 set, which tells the CLI it prints to an
+# 80-column terminal; the tests see what a file would get, as under plain pytest (the tests of
+# narrow terminals set COLUMNS themselves)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def user_folders(tmp_path_factory):
