@@ -26,7 +26,7 @@ from ridgeline.engine.intervals import (
     widening,
 )
 from ridgeline.engine.layers import stage_ops
-from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR, VALIDATION_DIR
+from ridgeline.io.catalog import PROFILES_DIR, REPORTS_DIR
 from ridgeline.io.profile import SPEC_INTERVALS, recorded_device
 from ridgeline.report import outside_note
 
@@ -414,7 +414,7 @@ def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
     table = fit_profile(path, lambda _m: None, frame)
     committed = yaml.safe_load(path.read_text())["intervals"]
     assert yaml.safe_load(yaml.safe_dump(table.to_dict(), default_flow_style=None)) == committed
-    stored = json.loads((VALIDATION_DIR / f"coverage-{key}.json").read_text())
+    stored = json.loads((REPORTS_DIR / "results" / f"coverage-{key}.json").read_text())
     assert same_to_rounding(json.loads(json.dumps(coverage(path, lambda _m: None, frame))), stored)
     assert stored["fitted"][0] == f"reports/profiles/{key}.calibration.csv"
     for name in stored["levels"]["serving"]["checked"]:  # held out: host terms from another run

@@ -52,7 +52,7 @@ def test_the_held_out_third_is_the_committed_seeds_draw():
         assert by_id[i]["priced"] is True and not by_id[i]["seen"]
 
 
-# --- the predictions (reports/validation/published.json, python -m kernels.results.published --predict)
+# --- the predictions (reports/results/published.json, python -m kernels.results.published --predict)
 
 import json  # noqa: E402
 

@@ -543,7 +543,7 @@ def test_the_serving_coverage_recomputed_from_the_runs():
 
 def test_every_miss_of_the_coverage_files_is_printed_with_its_cause():
     printed = TEXT.split("### Misses and their causes")[1].split("\n## ")[0]
-    for path in sorted(VALIDATION.glob("coverage-*.json")):
+    for path in sorted((REPORTS / "results").glob("coverage-*.json")):
         data = load(path)
         for miss in data["misses"]:
             assert (

@@ -919,7 +919,7 @@ def mlperf_rows(published: dict[str, Any], predicted: list[dict[str, Any]]) -> l
 
 def mlperf_section(folder: Path = MLPERF) -> list[str]:
     """Predicted / published for MLPerf Inference's Llama 2 70B (kernels/results/mlperf.py)."""
-    path = folder / "predictions.json"
+    path = SECTIONS / "mlperf-predictions.json"
     if not path.is_file():
         return []
     published, snap = read_yaml(folder / "llama2-70b.yaml"), json.loads(path.read_text())
@@ -981,7 +981,7 @@ def coverage_row(key: str, name: str, level: dict[str, Any]) -> str:
     return f"| {key} | {name} | {level['n']} | {cells[0]} | {widths[0]} | {cells[1]} | {widths[1]} |"
 
 
-def coverage_section(folder: Path = SNAPSHOTS) -> list[str]:
+def coverage_section(folder: Path = SECTIONS) -> list[str]:
     """How often each profile's intervals held on data left out of their fit (issue 27)."""
     paths = sorted(folder.glob("coverage-*.json"))
     if not paths:
@@ -1000,7 +1000,7 @@ def coverage_section(folder: Path = SNAPSHOTS) -> list[str]:
         "each interval as a fraction of the prediction. Levels: kernels by nested "
         "leave-one-model-out, kernels of the committed validation snapshots, end-to-end TTFT and "
         "TPOT of the committed e2e runs, TTFT and TPOT p50 and p90 of the committed serving runs "
-        "simulated again. Files: `reports/validation/coverage-*.json`.",
+        "simulated again. Files: `reports/results/coverage-*.json`.",
         "",
         "| device | level | checks | inside 50 % | half-width 50 % | inside 80 % | half-width 80 % |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -1067,7 +1067,7 @@ def sections(folder: Path = SNAPSHOTS, waterfalls: Sequence[dict[str, Any]] | No
         section("gate", gate_section(folder)),
         section("serving", serving_section(serving) + serving_detail_section(folder, serving)),
         waterfall_section(committed_waterfalls(folder) if waterfalls is None else waterfalls),
-        section("coverage", coverage_section(folder)),
+        section("coverage", coverage_section()),
         section("gpu-runs", gpu_run_section(folder)),
         section("transfer", transfer_section(folder)),
         section("published", published_section()),
@@ -1108,7 +1108,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # Published figures: engine makers' and MLCommons' figures beside the engine-priced predictions.
 
-PUBLISHED = SNAPSHOTS / "published.json"
+PUBLISHED = SECTIONS / "published.json"
 
 
 def stats_cells(s: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """Predict the published MLPerf Inference Llama 2 70B results (reports/mlperf/llama2-70b.yaml)
-with ``simulate --scenario``, write reports/mlperf/predictions.json and regenerate
+with ``simulate --scenario``, write reports/results/mlperf-predictions.json and regenerate
 reports/RESULTS.md, whose MLPerf section divides each prediction by its published figure.
 
 Each system is simulated as submitted: its GPU's datasheet roofline (``spec``), fp8 weights,
@@ -30,7 +30,7 @@ from ridgeline.version import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "reports" / "mlperf" / "llama2-70b.yaml"
-PREDICTIONS = ROOT / "reports" / "mlperf" / "predictions.json"
+PREDICTIONS = ROOT / "reports" / "results" / "mlperf-predictions.json"
 FP8 = {"w_dtype": "fp8", "a_dtype": "fp8", "kv_dtype": "fp8"}
 
 

@@ -3,7 +3,7 @@ published (reports/published/*.yaml, one file per source family), and the held-o
 drawn from it before any prediction (reports/published/heldout.yaml).
 
     python -m kernels.results.published --draw SEED   # draw the held-out third (once; never over a draw)
-    python -m kernels.results.published --predict     # every priced figure -> reports/validation/published.json
+    python -m kernels.results.published --predict     # every priced figure -> reports/results/published.json
 
 The draw is a seeded, per-family choice of a third of the figures that can be priced and
 were never predicted before (``seen``): each family's ids sorted, ``numpy.random.
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- predictions ---------------------------------------------------------------------------
 
-OUTPUT = REPORTS_DIR / "validation" / "published.json"
+OUTPUT = REPORTS_DIR / "results" / "published.json"
 MLPERF_LONGEST = 1024  # llama2-70b's prompts and outputs are capped at 1,024 tokens (reports/mlperf)
 BASES = ("spec", "engine")  # the datasheet roofline; the engine priced on the best measured roofs there are
 # the committed device-time profiles, and the GPUs of their architecture they transfer to
