@@ -65,7 +65,9 @@ class LayerGroup:
 # model types whose attention normalises each head of q and k (modeling_qwen3.py: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
 POST_NORM_TYPES = ("gemma2", "gemma3_text")
-UNTIED_TYPES = ("llama4_text",)  # Llama4TextConfig's default: a separate lm_head
+# a separate lm_head where the config leaves tie_word_embeddings out: the default of
+# Llama4TextConfig and MistralConfig (tie_word_embeddings=False); PretrainedConfig's is True
+UNTIED_TYPES = ("llama4_text", "mistral")
 WHOLE_QK_NORM_TYPES = (
     "olmo2",
 )  # q_norm and k_norm over the whole projection (modeling_olmo2.py)  # a norm after attention and after the MLP too
