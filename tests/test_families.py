@@ -8,7 +8,13 @@ import pytest
 
 import ridgeline as rl
 from ridgeline.engine.layers import Plan
-from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, kv_cache_bytes, total_parameters
+from ridgeline.engine.memory import (
+    active_parameters,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    total_parameters,
+    weight_bytes,
+)
 
 FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
 
@@ -181,10 +187,52 @@ def test_gpt_oss_decode_step():
     assert r["sliding/attention"]["kv_read_bytes"] == 8 * 128 * (64 + 64) * 2  # the window: 128 keys
     assert r["global/attention"]["kv_read_bytes"] == 8 * 1001 * (64 + 64) * 2
     assert r["sliding/q_proj"]["weight_bytes"] == 2880 * 64 * 64 * 2
-    assert r["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * 2  # one token hits 4 experts
+    # one token hits 4 experts, stored MXFP4: 0.5 B a weight + a 1-byte scale per 32
+    assert r["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 1 / 32)
+    assert r["global/up_proj"]["dtype"] == "fp16"  # converted up in the kernel: fp16 activations
     assert r["global/router"]["weight_bytes"] == 2880 * 32 * 2
     assert r["lm_head"]["weight_bytes"] == 201088 * 2880 * 2
     assert r["sliding/attention"]["count"] == r["global/attention"]["count"] == 12
+
+
+def test_gpt_oss_weights_against_the_published_checkpoint_sizes():
+    """gpt-oss's config stores its routed experts in MXFP4 (quantization_config: quant_method
+    mxfp4, attention, router, embeddings and lm_head in modules_to_not_convert): 32 fp4
+    values share one 8-bit scale, 0.5 + 1/32 B a weight; the rest stays at the settings'
+    fp16 (2 B). A layer holds E x 3 x 2880^2 expert weights (gate, up, down), attention
+    2880 x 4096 x 2 + 2880 x 512 x 2 = 26,542,080, a router 2880 x E, norms 2 x 2880 and 64
+    sinks; the untied table and lm_head 2 x 201088 x 2880 = 1,158,266,880, a final norm 2880.
+
+    120b (36 layers, 128 experts): experts 36 x 128 x 24,883,200 = 114,661,785,600 x 0.53125
+    = 60,914,073,600 B; the rest 36 x (26,542,080 + 368,640 + 5,824) + 1,158,266,880 + 2880 =
+    2,127,265,344 x 2 = 4,254,530,688 B; 65,168,604,288 B = 60.69 GiB. 20b (24 layers, 32
+    experts): 19,110,297,600 x 0.53125 = 10,152,345,600 B + (24 x (26,542,080 + 92,160 +
+    5,824) + 1,158,266,880 + 2880) x 2 = 3,595,262,592 B; 13,747,608,192 B = 12.80 GiB.
+    The card (arXiv 2508.10925, Table 1) gives checkpoints of 60.8 GiB and 12.8 GiB (its
+    biases, left out here, add about 0.07 GiB to the 120b)."""
+    big = rl.analyze("gpt-oss-120b", "h100-sxm")
+    assert weight_bytes(big.model, big.plan) == 65_168_604_288
+    assert weight_bytes(big.model, big.plan) / 2**30 == pytest.approx(60.8, rel=0.005)
+    small = rl.analyze("gpt-oss-20b", "h100-sxm")
+    assert weight_bytes(small.model, small.plan) == 13_747_608_192
+    assert weight_bytes(small.model, small.plan) / 2**30 == pytest.approx(12.8, rel=0.005)
+
+
+def test_settings_of_four_bits_or_fewer_price_the_experts_too():
+    """int4 weights (a 2 B scale and a 2 B zero point per 128-weight group: 0.5 + 4/128 B a
+    weight) price every linear layer, the experts included; fp8 weights keep the checkpoint's
+    MXFP4 experts (narrower) and price attention at 1 B a weight plus a 2 B scale a row."""
+    int4 = decode_rows_with("gpt-oss-20b", w_dtype="int4", group_size=128)
+    assert int4["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 4 / 128)
+    fp8 = decode_rows_with("gpt-oss-20b", w_dtype="fp8")
+    assert fp8["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 1 / 32)
+    assert fp8["global/q_proj"]["weight_bytes"] == 2880 * 4096 * 1 + 4096 * 2
+    assert rl.load_model("deepseek-v3").expert_format == ""  # its fp8 checkpoint: the settings' type
+
+
+def decode_rows_with(model: str, **settings) -> dict:
+    a = rl.analyze(model, "h100-sxm", batch=1, seq_len=1000, attention="flash", **settings)
+    return {r["name"]: r for r in a.decode.records()}
 
 
 def test_gemma2_decode_step():
@@ -306,6 +354,7 @@ def test_gemma2_27b_decode_step():
 
 def test_the_reader_names_what_it_read():
     assert rl.load_model("gpt-oss-20b").notes[-1] == "layers: 12 sliding, 12 global"
+    assert rl.load_model("gpt-oss-20b").notes[2].startswith("quantization_config (mxfp4): routed experts as stored")
     assert "kimi_k2: read as deepseek_v3 (the architecture its config names)" in rl.load_model("kimi-k2").notes
     gemma = rl.load_model("gemma-3-4b").notes
     assert gemma[0] == "gemma3: the text decoder (text_config, gemma3_text); the vision tower is left out"
