@@ -8,7 +8,13 @@ import pytest
 
 import ridgeline as rl
 from ridgeline.engine.layers import Plan
-from ridgeline.engine.memory import active_parameters, kv_bytes_per_token, kv_cache_bytes, total_parameters
+from ridgeline.engine.memory import (
+    active_parameters,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    total_parameters,
+    weight_bytes,
+)
 
 FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
 
@@ -36,6 +42,8 @@ PUBLISHED = [
     ("pythia-6.9b", 6_857_302_016, 6_857_302_016, 0.005),
     # Meta: Maverick "17B (Activated) 400B (Total)" (nearest billion)
     ("llama-4-maverick", 400e9, 17e9, 0.011),
+    # Command R's card: "a 35 billion parameter ... model"; 34.98B here (worked below)
+    ("command-r", 35e9, 35e9, 0.005),
 ]
 
 
@@ -75,6 +83,61 @@ def test_parameters_worked_from_the_shapes():
     assert total_parameters(rl.load_model("llama-4-scout")) == pytest.approx(109e9, rel=0.012)
 
 
+def test_parameters_of_the_issue_58_families():
+    """Each count worked from its config's shapes (biases left out, as ridgeline counts),
+    then held against the published figure.
+
+    GLM-4.5 (h 5120, 96 heads x 128, 8 KV heads, 3 dense layers 12288 wide, 89 MoE layers of
+    160 experts 1536 wide, top-8, one shared; vocab 151552, untied): attention 2 x 5120 x
+    12288 + 2 x 5120 x 1024 = 136,314,880 a layer, + two norms 10,240 + q/k norms 256; dense
+    MLP 3 x 5120 x 12288 = 188,743,680; MoE 160 x 3 x 5120 x 1536 + 3 x 5120 x 1536 + router
+    160 x 5120 = 3,799,285,760; 92 x 136,325,376 + 3 x 188,743,680 + 89 x 3,799,285,760 + 2 x
+    151552 x 5120 + 5120 = 352,796,495,872. Its README (and transformers' glm4_moe.md): "355
+    billion total parameters with 32 billion active": 352.8B leaves out the checkpoint's one
+    MTP layer (num_nextn_predict_layers, about 4.0B, not run by the 92-layer forward), so it
+    is 0.6 % under the rounded 355B. Active without the embedding and lm_head (2 x 151552 x
+    5120): 92 x 136,325,376 + 3 x 188,743,680 + 89 x (9 x 3 x 5120 x 1536 + 819,200) + 5120 =
+    32,079,040,512, against 32B.
+
+    Command R (h 8192, 64 heads = 64 KV heads x 128, MLP 22528, one LayerNorm a layer,
+    vocab 256000 tied): 40 x (4 x 8192^2 + 3 x 8192 x 22528 + 8192) + 256000 x 8192 + 8192 =
+    34,980,831,232 (the card's 35B, above).
+
+    Gemma 2 27B: its report's Table 2 (arXiv 2408.00118) gives 26,047,480,320 non-embedding
+    parameters: 46 x (2 x 4608 x 4096 + 2 x 4608 x 2048 + 3 x 4608 x 36864 + 4 x 4608) + 4608,
+    exactly; the tied table here is 256000 x 4608 (the report's 1,180,237,824 counts 256128
+    rows).
+
+    Granite 3.3 8B (h 4096, 32 heads x 128, 8 KV heads, MLP 12800, vocab 49159 tied): 40 x
+    (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 12800 + 2 x 4096) + 49159 x 4096 + 4096 =
+    8,170,864,640 (its card says "8B").
+
+    Granite 3.1 3B-A800M (h 1536, 24 heads x 64, 8 KV heads, 40 experts 512 wide, top-8,
+    vocab 49155 tied): a layer's attention 2 x 1536^2 + 2 x 1536 x 512 = 6,291,456, experts
+    40 x 3 x 1536 x 512 = 94,371,840, router 40 x 1536, norms 2 x 1536; 32 x 100,727,808 +
+    49155 x 1536 + 1536 = 3,298,793,472. Active without the embedding: 32 x (6,291,456 + 8 x
+    2,359,296 + 61,440 + 3,072) + 1536 = 807,372,288. IBM's granite-3.1-language-models
+    README: "3B MoE models, with ... 800M activated parameters" (to 0.1B).
+
+    Mistral Small 3.1's text decoder (h 5120, 32 heads x 128 = 4096, 8 KV heads, MLP 32768,
+    vocab 131072 untied: MistralConfig's default): 40 x (2 x 5120 x 4096 + 2 x 5120 x 1024 +
+    3 x 5120 x 32768 + 2 x 5120) + 2 x 131072 x 5120 + 5120 = 23,572,403,200; the card's
+    "24 billion parameters" include the Pixtral vision tower, left out here."""
+    glm = rl.load_model("glm-4.5")
+    assert total_parameters(glm) == 352_796_495_872
+    assert total_parameters(glm) == pytest.approx(355e9, rel=0.007)
+    assert active_parameters(glm) - 2 * embedding("glm-4.5") == 32_079_040_512
+    assert active_parameters(glm) - 2 * embedding("glm-4.5") == pytest.approx(32e9, rel=0.005)
+    assert total_parameters(rl.load_model("command-r")) == 34_980_831_232
+    assert total_parameters(rl.load_model("gemma-2-27b")) - 256000 * 4608 == 26_047_480_320
+    assert total_parameters(rl.load_model("granite-3.3-8b")) == 8_170_864_640
+    moe = rl.load_model("granite-3.1-3b-a800m")
+    assert total_parameters(moe) == 3_298_793_472
+    assert active_parameters(moe) - embedding("granite-3.1-3b-a800m") == 807_372_288
+    assert active_parameters(moe) - embedding("granite-3.1-3b-a800m") == pytest.approx(800e6, rel=0.01)
+    assert total_parameters(rl.load_model("mistral-small-3.1")) == 23_572_403_200
+
+
 # KV bytes per token in fp16: 2 (K and V) x layers x KV heads x head_dim x 2 B, or MLA's
 # layers x (kv_lora_rank + qk_rope_head_dim) x 2 B
 KV_PER_TOKEN = {
@@ -93,6 +156,12 @@ KV_PER_TOKEN = {
     "starcoder2-15b": 2 * 40 * 4 * 128 * 2,  # 81,920
     "phi-4": 2 * 40 * 10 * 128 * 2,  # 204,800
     "pythia-6.9b": 2 * 32 * 32 * 128 * 2,  # 524,288
+    "glm-4.5": 2 * 92 * 8 * 128 * 2,  # 376,832
+    "command-r": 2 * 40 * 64 * 128 * 2,  # 1,310,720: no GQA, 64 KV heads
+    "gemma-2-27b": 2 * 46 * 16 * 128 * 2,  # 376,832
+    "granite-3.3-8b": 2 * 40 * 8 * 128 * 2,  # 163,840
+    "granite-3.1-3b-a800m": 2 * 32 * 8 * 64 * 2,  # 65,536
+    "mistral-small-3.1": 2 * 40 * 8 * 128 * 2,  # 163,840
 }
 
 
@@ -118,10 +187,52 @@ def test_gpt_oss_decode_step():
     assert r["sliding/attention"]["kv_read_bytes"] == 8 * 128 * (64 + 64) * 2  # the window: 128 keys
     assert r["global/attention"]["kv_read_bytes"] == 8 * 1001 * (64 + 64) * 2
     assert r["sliding/q_proj"]["weight_bytes"] == 2880 * 64 * 64 * 2
-    assert r["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * 2  # one token hits 4 experts
+    # one token hits 4 experts, stored MXFP4: 0.5 B a weight + a 1-byte scale per 32
+    assert r["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 1 / 32)
+    assert r["global/up_proj"]["dtype"] == "fp16"  # converted up in the kernel: fp16 activations
     assert r["global/router"]["weight_bytes"] == 2880 * 32 * 2
     assert r["lm_head"]["weight_bytes"] == 201088 * 2880 * 2
     assert r["sliding/attention"]["count"] == r["global/attention"]["count"] == 12
+
+
+def test_gpt_oss_weights_against_the_published_checkpoint_sizes():
+    """gpt-oss's config stores its routed experts in MXFP4 (quantization_config: quant_method
+    mxfp4, attention, router, embeddings and lm_head in modules_to_not_convert): 32 fp4
+    values share one 8-bit scale, 0.5 + 1/32 B a weight; the rest stays at the settings'
+    fp16 (2 B). A layer holds E x 3 x 2880^2 expert weights (gate, up, down), attention
+    2880 x 4096 x 2 + 2880 x 512 x 2 = 26,542,080, a router 2880 x E, norms 2 x 2880 and 64
+    sinks; the untied table and lm_head 2 x 201088 x 2880 = 1,158,266,880, a final norm 2880.
+
+    120b (36 layers, 128 experts): experts 36 x 128 x 24,883,200 = 114,661,785,600 x 0.53125
+    = 60,914,073,600 B; the rest 36 x (26,542,080 + 368,640 + 5,824) + 1,158,266,880 + 2880 =
+    2,127,265,344 x 2 = 4,254,530,688 B; 65,168,604,288 B = 60.69 GiB. 20b (24 layers, 32
+    experts): 19,110,297,600 x 0.53125 = 10,152,345,600 B + (24 x (26,542,080 + 92,160 +
+    5,824) + 1,158,266,880 + 2880) x 2 = 3,595,262,592 B; 13,747,608,192 B = 12.80 GiB.
+    The card (arXiv 2508.10925, Table 1) gives checkpoints of 60.8 GiB and 12.8 GiB (its
+    biases, left out here, add about 0.07 GiB to the 120b)."""
+    big = rl.analyze("gpt-oss-120b", "h100-sxm")
+    assert weight_bytes(big.model, big.plan) == 65_168_604_288
+    assert weight_bytes(big.model, big.plan) / 2**30 == pytest.approx(60.8, rel=0.005)
+    small = rl.analyze("gpt-oss-20b", "h100-sxm")
+    assert weight_bytes(small.model, small.plan) == 13_747_608_192
+    assert weight_bytes(small.model, small.plan) / 2**30 == pytest.approx(12.8, rel=0.005)
+
+
+def test_settings_of_four_bits_or_fewer_price_the_experts_too():
+    """int4 weights (a 2 B scale and a 2 B zero point per 128-weight group: 0.5 + 4/128 B a
+    weight) price every linear layer, the experts included; fp8 weights keep the checkpoint's
+    MXFP4 experts (narrower) and price attention at 1 B a weight plus a 2 B scale a row."""
+    int4 = decode_rows_with("gpt-oss-20b", w_dtype="int4", group_size=128)
+    assert int4["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 4 / 128)
+    fp8 = decode_rows_with("gpt-oss-20b", w_dtype="fp8")
+    assert fp8["global/up_proj"]["weight_bytes"] == 4 * 2880 * 2880 * (0.5 + 1 / 32)
+    assert fp8["global/q_proj"]["weight_bytes"] == 2880 * 4096 * 1 + 4096 * 2
+    assert rl.load_model("deepseek-v3").expert_format == ""  # its fp8 checkpoint: the settings' type
+
+
+def decode_rows_with(model: str, **settings) -> dict:
+    a = rl.analyze(model, "h100-sxm", batch=1, seq_len=1000, attention="flash", **settings)
+    return {r["name"]: r for r in a.decode.records()}
 
 
 def test_gemma2_decode_step():
@@ -183,8 +294,67 @@ def test_uniform_families_decode_step():
     assert s["attention"]["kv_read_bytes"] == 4 * 4096 * 256 * 2
 
 
+def test_glm45_decode_step():
+    """GLM-4.5, 1000 cached (1001 attended): 8 KV heads x 128; q is 96 x 128 = 12288 wide
+    (more than h 5120); q/k norms of 128; three dense layers 12288 wide, then 89 MoE layers:
+    top-8 of 160 experts 1536 wide, one shared expert as wide, a 160-way router."""
+    r = decode_rows("glm-4.5", 1000)
+    assert r["attention"]["kv_read_bytes"] == 8 * 1001 * (128 + 128) * 2
+    assert r["q_proj"]["weight_bytes"] == 5120 * 12288 * 2
+    assert r["q_norm"]["weight_bytes"] == 128 * 2
+    assert r["up_proj"]["weight_bytes"] == pytest.approx(8 * 5120 * 1536 * 2)  # 160 (1 - (1 - 8/160)) = 8 hit
+    assert r["shared_up_proj"]["weight_bytes"] == 5120 * 1536 * 2
+    assert r["router"]["weight_bytes"] == 5120 * 160 * 2
+    assert (r["up_proj"]["count"], r["dense_up_proj"]["count"]) == (89, 3)
+    assert r["dense_up_proj"]["weight_bytes"] == 5120 * 12288 * 2
+    assert r["lm_head"]["weight_bytes"] == 151552 * 5120 * 2
+
+
+def test_command_r_decode_step():
+    """Command R, 1000 cached: 64 KV heads x 128 (no grouping); attention and MLP in
+    parallel off one LayerNorm (no mlp_norm); the tied table still read whole as lm_head."""
+    r = decode_rows("command-r", 1000)
+    assert r["attention"]["kv_read_bytes"] == 64 * 1001 * (128 + 128) * 2
+    assert "mlp_norm" not in r and r["attn_norm"]["count"] == 40
+    assert r["k_proj"]["weight_bytes"] == 8192 * 8192 * 2
+    assert r["gate_proj"]["weight_bytes"] == 8192 * 22528 * 2
+    assert r["lm_head"]["weight_bytes"] == 256000 * 8192 * 2
+
+
+def test_granite_and_mistral_small_decode_step():
+    """1000 cached. Granite 3.3 8B: 8 KV heads x 128, MLP 12800, tied lm_head over 49159;
+    Granite 3.1 3B-A800M: every layer MoE, top-8 of 40 experts 512 wide, 8 KV heads x 64;
+    Mistral Small 3.1: q 32 x 128 = 4096 wide from h 5120, MLP 32768, lm_head of its own."""
+    g = decode_rows("granite-3.3-8b", 1000)
+    assert g["attention"]["kv_read_bytes"] == 8 * 1001 * 256 * 2
+    assert g["up_proj"]["weight_bytes"] == 4096 * 12800 * 2
+    assert g["lm_head"]["weight_bytes"] == 49159 * 4096 * 2
+    m = decode_rows("granite-3.1-3b-a800m", 1000)
+    assert m["attention"]["kv_read_bytes"] == 8 * 1001 * 128 * 2
+    assert m["up_proj"]["weight_bytes"] == pytest.approx(8 * 1536 * 512 * 2)  # 40 (1 - (1 - 8/40)) = 8 hit
+    assert m["router"]["weight_bytes"] == 1536 * 40 * 2 and m["up_proj"]["count"] == 32
+    s = decode_rows("mistral-small-3.1", 1000)
+    assert s["q_proj"]["weight_bytes"] == 5120 * 4096 * 2
+    assert s["attention"]["kv_read_bytes"] == 8 * 1001 * 256 * 2
+    assert s["up_proj"]["weight_bytes"] == 5120 * 32768 * 2
+    assert s["lm_head"]["weight_bytes"] == 131072 * 5120 * 2
+    assert not rl.load_model("mistral-small-3.1").tie_word_embeddings
+
+
+def test_gemma2_27b_decode_step():
+    """Gemma 2 27B, 5000 cached: 23 sliding layers read their 4096 window, 23 global ones
+    5001 positions (16 KV heads x 2 x 128 x 2 B); q is 32 x 128 = 4096 wide from h 4608."""
+    r = decode_rows("gemma-2-27b", 5000)
+    assert r["sliding/attention"]["kv_read_bytes"] == 16 * 4096 * 256 * 2
+    assert r["global/attention"]["kv_read_bytes"] == 16 * 5001 * 256 * 2
+    assert (r["sliding/attention"]["count"], r["global/attention"]["count"]) == (23, 23)
+    assert r["global/q_proj"]["weight_bytes"] == 4608 * 4096 * 2
+    assert r["sliding/up_proj"]["weight_bytes"] == 4608 * 36864 * 2
+
+
 def test_the_reader_names_what_it_read():
     assert rl.load_model("gpt-oss-20b").notes[-1] == "layers: 12 sliding, 12 global"
+    assert rl.load_model("gpt-oss-20b").notes[2].startswith("quantization_config (mxfp4): routed experts as stored")
     assert "kimi_k2: read as deepseek_v3 (the architecture its config names)" in rl.load_model("kimi-k2").notes
     gemma = rl.load_model("gemma-3-4b").notes
     assert gemma[0] == "gemma3: the text decoder (text_config, gemma3_text); the vision tower is left out"

@@ -78,7 +78,7 @@ DRAW_MODELS = ("llama-2-7b", "llama-3-8b", "llama-2-13b", "opt-6.7b", "gpt-j-6b"
 DRAW_KINDS = ("opt-6.7b", "gpt-j-6b", "falcon-7b")  # ReLU, tanh-GELU, GELU; LayerNorm with bias
 # dense catalog models added after the committed draws (issue 58) that would otherwise join
 # the pool: with them every recorded seed would draw another set, so they wait for a new pool
-DRAW_LATER = ("qwen3-8b", "phi-4", "pythia-6.9b")
+DRAW_LATER = ("qwen3-8b", "phi-4", "pythia-6.9b", "granite-3.3-8b")
 DRAW_MAX_WEIGHT_BYTES = 2**29
 DRAW_MODEL_COUNT, DRAW_DECODES = 2, 2
 DRAW_PREFILL_BATCH, DRAW_PREFILL_LENGTH = (1, 4), (64, 1024)

@@ -41,7 +41,7 @@ class Deployment:
     def of(cls, model: ModelConfig, device: DeviceSpec, settings: Settings, ceilings: Ceilings, *rest) -> Deployment:
         """The deployment of ``settings``: their plan on ``device`` and ``ceilings`` with the
         links and execution they ask for (``rest``: the notes, intervals and peaks fields)."""
-        plan = make_plan(settings, device, model.head_dim)
+        plan = make_plan(settings, device, model.head_dim, model.expert_format)
         return cls(model, device, settings, plan, with_links(ceilings, device, settings), *rest)
 
     @property
@@ -51,14 +51,16 @@ class Deployment:
 
     def with_model(self, model: ModelConfig) -> Deployment:
         """The same device, settings and ceilings for another model (a draft model)."""
-        return replace(self, model=model, plan=make_plan(self.settings, self.device, model.head_dim))
+        return replace(
+            self, model=model, plan=make_plan(self.settings, self.device, model.head_dim, model.expert_format)
+        )
 
     def with_settings(self, settings: Settings) -> Deployment:
         """The same model, device and profile under other settings."""
         return replace(
             self,
             settings=settings,
-            plan=make_plan(settings, self.device, self.model.head_dim),
+            plan=make_plan(settings, self.device, self.model.head_dim, self.model.expert_format),
             ceilings=with_links(self.ceilings, self.device, settings),
         )
 

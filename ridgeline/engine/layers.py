@@ -52,6 +52,10 @@ class Plan:
     transformers_eager: bool = False
     half_to_float: bool = False  # that softmax reads fp16 itself (a GPU): no cast-up kernel
     fusion: frozenset = frozenset()  # kernels a serving engine fuses (fusion.FUSIONS); empty: PyTorch's
+    # routed experts stored apart from the other linear layers (a checkpoint's MXFP4 experts):
+    # their weights' format and the type their products run in; None / "": as every linear
+    expert_quant: Quant | None = None
+    expert_dtype: str = ""
 
     @property
     def head_bytes(self) -> float:
@@ -65,6 +69,16 @@ class Plan:
     @cached_property  # each linear op asks: made once per plan
     def quant(self) -> Quant:
         return Quant(self.wb, self.scale_bytes, self.group_size, self.dequant)
+
+    @property
+    def routed_quant(self) -> Quant:
+        """How the routed experts' weights are stored."""
+        return self.expert_quant or self.quant
+
+    @property
+    def routed_dtype(self) -> str:
+        """The compute type of the routed experts' products."""
+        return self.expert_dtype or self.matrix_dtype
 
     @cached_property
     def unquantised(self) -> Quant:
@@ -417,10 +431,10 @@ def moe_mlp(c: ModelConfig, s: Shard, tokens, p: Plan, source: str) -> list[Op]:
                     routed,
                     n_in,
                     n_out,
-                    q=p.quant,
+                    q=p.routed_quant,
                     ab=p.ab,
                     count=count,
-                    dtype=p.matrix_dtype,
+                    dtype=p.routed_dtype,
                     inputs=op.inputs,
                     experts=hit,
                 )

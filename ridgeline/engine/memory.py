@@ -97,12 +97,19 @@ def weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
 
 
 def layer_weight_bytes(c: ModelConfig, p: Plan, active: bool = False) -> float:
-    """The weights of a uniform model's layers on one device (``weight_bytes``' layers)."""
+    """The weights of a uniform model's layers on one device (``weight_bytes``' layers); the
+    routed experts in their own format where the plan keeps one (``Plan.expert_quant``)."""
     s = shard(c, p)
     parts = _parameters(c, s)
-    linear = _linear_total(parts, active)
-    channels = _linear_total(linear_groups(c, s, attention_outputs, mlp_outputs), active)
-    return quantised_bytes(linear, channels, p.quant) + (parts["norms"] + parts.get("router", 0)) * p.head_bytes
+    outputs = linear_groups(c, s, attention_outputs, mlp_outputs)
+    kept = (parts["norms"] + parts.get("router", 0)) * p.head_bytes
+    if p.expert_quant is None or not c.is_moe:
+        return quantised_bytes(_linear_total(parts, active), _linear_total(outputs, active), p.quant) + kept
+    routed = "active_experts" if active else "experts"
+    rest = {k: v for k, v in parts.items() if k not in ("experts", "active_experts")}
+    rest_outputs = {k: v for k, v in outputs.items() if k not in ("experts", "active_experts")}
+    experts = quantised_bytes(parts[routed], outputs[routed], p.expert_quant)
+    return quantised_bytes(_linear_total(rest, active), _linear_total(rest_outputs, active), p.quant) + experts + kept
 
 
 ONE_BYTE = Plan(1, 1, 1, "fp16", "fp16")  # one byte per weight: weight_bytes counts parameters

@@ -65,7 +65,9 @@ class LayerGroup:
 # model types whose attention normalises each head of q and k (modeling_qwen3.py: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
 POST_NORM_TYPES = ("gemma2", "gemma3_text")
-UNTIED_TYPES = ("llama4_text",)  # Llama4TextConfig's default: a separate lm_head
+# a separate lm_head where the config leaves tie_word_embeddings out: the default of
+# Llama4TextConfig and MistralConfig (tie_word_embeddings=False); PretrainedConfig's is True
+UNTIED_TYPES = ("llama4_text", "mistral")
 WHOLE_QK_NORM_TYPES = (
     "olmo2",
 )  # q_norm and k_norm over the whole projection (modeling_olmo2.py)  # a norm after attention and after the MLP too
@@ -145,6 +147,9 @@ class ModelConfig:
     post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2/3, OLMo 2)
     attention_sinks: bool = False  # a learned logit per head in the softmax's sum (gpt-oss)
     logit_softcap: float = 0.0  # logits = cap * tanh(logits / cap) (Gemma 2); 0: none
+    # the routed experts' stored format where the checkpoint keeps them narrower than the
+    # rest ("mxfp4": gpt-oss); "" = the settings' weight type, as every linear layer
+    expert_format: str = ""
     notes: tuple[str, ...] = ()  # keys beyond the uniform layer that this config was read with
     defaults: tuple[str, ...] = field(default=(), compare=False)  # what the config left to the architecture
 
@@ -377,7 +382,12 @@ def _notes(raw: Mapping[str, Any], groups: tuple[LayerGroup, ...], where: str) -
             raise InvalidConfigError(where, f"'{key}' ({what}) is not modelled")
     notes = [f"{key}: {what}" for key, what in READ_KEYS.items() if raw.get(key) not in (None, False, 1, [])]
     quant = raw.get("quantization_config")
-    if isinstance(quant, Mapping):  # the checkpoint's format; what is priced is --dtype / --w-bits
+    if _expert_format(raw):
+        notes.append(
+            "quantization_config (mxfp4): routed experts as stored, MXFP4 (4.25 bits a weight; "
+            "settings of 4 bits or fewer win), the rest at the settings' types"
+        )
+    elif isinstance(quant, Mapping):  # the checkpoint's format; what is priced is --dtype / --w-bits
         method = quant.get("quant_method", "?")
         notes.append(f"quantization_config ({method}): weights priced at the settings' types, not the checkpoint's")
     if raw.get("model_type") == "gpt_oss":
@@ -460,9 +470,23 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         qk_norm_whole=model_type in WHOLE_QK_NORM_TYPES,
         attention_sinks=model_type == "gpt_oss",
         logit_softcap=float(raw.get("final_logit_softcapping") or 0.0),
+        expert_format=_expert_format(raw),
         notes=wrapped + _notes(raw, groups, where),
         defaults=_mlp_note(raw, model_type, hidden),
     )
+
+
+def _expert_format(raw: Mapping[str, Any]) -> str:
+    """The routed experts' stored format: "mxfp4" where a MoE checkpoint keeps them in MXFP4
+    and attention and the router as they were (``modules_to_not_convert``: gpt-oss's
+    config); "" otherwise (a format over attention too stays priced at the settings')."""
+    quant = raw.get("quantization_config")
+    if not isinstance(quant, Mapping) or quant.get("quant_method") != "mxfp4":
+        return ""
+    if not _first(raw, "num_local_experts", "num_experts", "n_routed_experts"):
+        return ""
+    kept = " ".join(str(m) for m in quant.get("modules_to_not_convert") or ())
+    return "mxfp4" if "self_attn" in kept and "router" in kept else ""
 
 
 def _uniform_window(raw: Mapping[str, Any]) -> int | None:

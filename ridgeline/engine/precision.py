@@ -12,6 +12,7 @@ import math
 
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan
+from ridgeline.engine.ops import Quant
 from ridgeline.engine.units import DTYPE_BITS, FLOAT_DTYPES, dtype_bytes
 from ridgeline.engine.workload import Settings, fusion_kinds
 from ridgeline.errors import InvalidSettingError, UnsupportedDtypeError
@@ -83,6 +84,24 @@ def _scale_bytes(w: str, zero_points: str = "fp16") -> float:
     return 0.0
 
 
+# OCP Microscaling (MX) v1.0: a block of 32 FP4 (E2M1) values shares one 8-bit E8M0 scale,
+# 4 + 8/32 = 4.25 bits a weight; gpt-oss's checkpoint stores its experts so (its config's
+# quantization_config, quant_method "mxfp4": *_blocks of packed fp4, *_scales of uint8)
+MX_BLOCK = 32
+MX_SCALE_BYTES = 1.0
+
+
+def expert_plan(expert_format: str, w: str, a: str, device: DeviceSpec) -> tuple[Quant | None, str]:
+    """The routed experts' weight format and compute type where the checkpoint stores them
+    as ``expert_format`` ("mxfp4") and the settings' weight type is wider than it; else
+    (None, ""): the experts are priced as every linear layer. MXFP4 weights run as fp4
+    weights do: in the operands' common type (``matrix_dtype``), converted up in the kernel."""
+    if expert_format != "mxfp4" or DTYPE_BITS[w] <= DTYPE_BITS["fp4"]:
+        return None, ""
+    compute = matrix_dtype("fp4", a, device)
+    return Quant(dtype_bytes("fp4"), MX_SCALE_BYTES, MX_BLOCK, dequant=DTYPE_BITS["fp4"] < DTYPE_BITS[compute]), compute
+
+
 def unquantised_dtype(a: str) -> str:
     """The type of what stays unquantised whatever --dtype/--w-bits/--a-bits say: embeddings,
     norms, the MoE router and lm_head are kept in the activation's float type, or fp16 when
@@ -119,11 +138,13 @@ def check_domain(tp: int, device: DeviceSpec) -> None:
         )
 
 
-def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Plan:
+def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128, expert_format: str = "") -> Plan:
     """The per-analysis context of the layer builder: byte widths, compute types,
-    quantisation terms, the attention kernel and the parallel layout."""
+    quantisation terms, the attention kernel and the parallel layout; the routed experts in
+    the checkpoint's own format where ``expert_format`` names one (``expert_plan``)."""
     check_domain(settings.tp, device)
     w, a = settings.w_dtype, settings.a_dtype
+    expert_quant, expert_dtype = expert_plan(expert_format, w, a, device)
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
     kept = unquantised_dtype(a)
@@ -152,6 +173,8 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128) -> Pl
         transformers_eager=attention == "eager",
         half_to_float=attention == "eager" and device.kind == "gpu" and a == "fp16",
         fusion=fusion_kinds(settings.fusion),
+        expert_quant=expert_quant,
+        expert_dtype=expert_dtype,
     )
 
 

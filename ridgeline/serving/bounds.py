@@ -370,8 +370,12 @@ def _variant_bounds(model, space: Space, load: Load, slo: Slo, device, tp: int, 
         for w, kv in variants
     ]
     try:
-        plans = [make_plan(s, device, model.head_dim) for s in settings]
-        smalls = [make_plan(s, device, draft.model.head_dim) for s in settings] if draft else plans
+        plans = [make_plan(s, device, model.head_dim, model.expert_format) for s in settings]
+        smalls = (
+            [make_plan(s, device, draft.model.head_dim, draft.model.expert_format) for s in settings]
+            if draft
+            else plans
+        )
         groups: list[list[int]] = []  # variants priced in one evaluation: plans alike but in their types
         for i in range(len(plans)):
             alike = (g for g in groups if all(stacked([x[g[0]], x[i]]) is not None for x in (plans, smalls)))
