@@ -97,12 +97,15 @@ def analyze(
 
 
 @takes_keywords(*HOW)
-def sweep(
-    model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, **how: Any
-) -> pd.DataFrame:
+def sweep(model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, bands=True, **how):
     """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
-    ``model``, ``hardware`` and ``how`` as for :func:`analyze`."""
-    return sweep_deployment(as_deployment(model, hardware, **how), batch, seq_len, generate)
+    ``model``, ``hardware`` and ``how`` as for :func:`analyze`. With ``bands`` (the
+    default), each point's 80 % interval as ``<figure>_lo80`` / ``<figure>_hi80`` columns where
+    residuals support one (the CLI's ``sweep`` prints the same), and what they rest on, or why
+    there are none, in ``frame.attrs["intervals"]``."""
+    d = as_deployment(model, hardware, **how)
+    frame = sweep_deployment(d, batch, seq_len, generate)
+    return with_bands(d, frame, generate) if bands else frame
 
 
 @takes_keywords(*HOW)

@@ -68,7 +68,7 @@ ENTRY_POINTS = {
     "sweep": (
         lambda d: rl.sweep("llama-2-7b", "a6000", batch=[1, 2], kv_dtpye="int8"),
         "unknown keyword 'kv_dtpye' for sweep: did you mean 'kv_dtype'? "
-        f"Valid names: model, hardware, batch, seq_len, generate, {RESOLVE}",
+        f"Valid names: model, hardware, batch, seq_len, generate, bands, {RESOLVE}",
     ),
     "compare": (
         lambda d: rl.compare("llama-2-7b", ["a6000"], profle="x.yaml"),

@@ -551,3 +551,23 @@ def test_sweep_compare_and_frontier_say_their_basis_and_intervals_as_analyze_doe
     assert "89.1–116" in compare
     rows = json.loads(CliRunner().invoke(app, ["sweep", "llama-2-7b", "-H", "h100-sxm", "-f", "json"]).stdout)["rows"]
     assert rows[0]["prefill_s"] < rows[0]["prefill_s_lo80"] < rows[0]["prefill_s_hi80"]  # spec: a bound below
+
+
+def test_the_apis_sweep_carries_the_intervals_the_clis_prints():
+    """Issue 59 item 7 for the API: ``ridgeline.sweep`` returns each point's 80 % interval
+    columns, the same numbers ``ridgeline sweep -f json`` prints, and says what they rest
+    on; ``bands=False`` leaves them out. TTFT's at batch 8 is analyze's (89.1–116 ms,
+    the test above)."""
+    frame = rl.sweep("llama-2-7b", "h100-sxm", batch=[1, 8], seq_len=[512], generate=128)
+    args = ["sweep", "llama-2-7b", "-H", "h100-sxm", "--batch", "1,8", "--generate", "128", "-f", "json"]
+    rows = json.loads(CliRunner().invoke(app, args).stdout)["rows"]
+    for key in ("ttft_s", "tpot_s", "tokens_per_s"):
+        for end in ("lo80", "hi80"):
+            assert frame[f"{key}_{end}"].tolist() == pytest.approx([r[f"{key}_{end}"] for r in rows], rel=1e-12)
+    assert (frame["ttft_s_lo80"].iloc[1] * 1e3, frame["ttft_s_hi80"].iloc[1] * 1e3) == pytest.approx(
+        (89.1, 116), abs=0.5
+    )
+    assert frame.attrs["intervals"]["basis"].startswith("spec residuals from 2 gpu devices")
+    plain = rl.sweep("llama-2-7b", "h100-sxm", batch=[1, 8], seq_len=[512], generate=128, bands=False)
+    assert not [c for c in plain.columns if c.endswith("80")] and "intervals" not in plain.attrs
+    assert plain["ttft_s"].tolist() == frame["ttft_s"].tolist()
