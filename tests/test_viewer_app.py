@@ -362,6 +362,9 @@ def test_create_app_registers_every_page():
                 walk(child)
 
     walk(app.layout())
+    assert not [p for p in state.PAGES if json.dumps(ids.page(p)) in found]  # a page mounts when shown
+    assert json.dumps(ids.PAGE) in found and json.dumps(ids.SIDEBAR) in found
+    walk(app.validation_layout)  # what Dash checks the callbacks against: every page
     for page in state.PAGES:
         assert json.dumps(ids.page(page)) in found
     for c in state.controls():  # every URL setting has exactly its control in the page

@@ -13,7 +13,7 @@ pytest.importorskip("dash")
 
 from dash import no_update  # noqa: E402
 
-from viewer import callbacks, data, figures, serving, state  # noqa: E402
+from viewer import callbacks, data, figures, ids, serving, state  # noqa: E402
 from viewer.state import parse_query  # noqa: E402
 
 
@@ -85,3 +85,33 @@ def test_validation_hover_names_each_case():
     rows = frame[frame["predicted_spec_s"] > 0]
     assert [tuple(c) for c in spec.customdata[:3]] == list(zip(rows["case"][:3], rows["kind"][:3]))
     assert "%{customdata[0]}" in spec.hovertemplate
+
+
+def test_only_the_shown_page_is_built_its_controls_holding_the_url_s_values():
+    box = callbacks.show_page("/sweep", "?sweep_x=seq_len&sweep_dtypes=int8,int4")
+    text = str(box)
+    assert box.id == ids.page("sweep") and ids.SWEEP_GRAPH in text and ids.ROOFLINE not in text
+    shown = {}
+
+    def walk(node):
+        if isinstance(getattr(node, "id", None), dict):
+            shown[node.id["key"]] = node.value
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, (list, tuple)) else [children]:
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+
+    walk(box)
+    assert shown == {"sweep_x": "seq_len", "sweep_dtypes": ["int8", "int4"]}
+
+
+def test_a_page_s_controls_mounting_sets_the_search_again_and_a_change_rewrites_it():
+    """Mounted controls hold the URL's values: the search comes back as it is (which runs the
+    page's callbacks), even one holding a value not understood (its message stays)."""
+    search = "?sweep_x=seq_len&sweep_dtypes=int8,bogus"
+    keys, mounted = ["sweep_x", "sweep_dtypes"], ["seq_len", ["int8"]]
+    trigger = ids.state("sweep_x")
+    out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, mounted, None)
+    assert out[1] == search and out[2:] == (no_update,) * 4
+    out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, ["batch", ["int8"]], None)
+    assert parse_query(out[1])["sweep_x"] == "batch" and parse_query(out[1])["sweep_dtypes"] == ("int8",)

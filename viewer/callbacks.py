@@ -17,7 +17,7 @@ from dash.exceptions import PreventUpdate
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import profile_path, recorded_ceilings
-from viewer import data, figures, ids
+from viewer import data, figures, ids, layout
 from viewer.state import (
     NOT_FOUND,
     PAGES,
@@ -34,10 +34,11 @@ from viewer.state import (
 ERROR_PREFIX = "error: "
 
 
-def page_styles(pathname: str | None) -> list[dict[str, str]]:
-    """Each page's container style, then the "no such page" box's."""
-    page = page_from_path(pathname)
-    return [{"display": "block" if p == page else "none"} for p in (*PAGES, NOT_FOUND)]
+def show_page(pathname: str | None, search: str | None):
+    """The components of the page the path names (or "no such page"), its controls holding
+    the URL's values: only the shown page is in the browser's page, so a load mounts its
+    graphs and no other page's."""
+    return layout.page_content(pathname, parse_query(search))
 
 
 def sync_state(
@@ -61,6 +62,11 @@ def sync_state(
         return keep, no_update, path if page_from_path(pathname) != tab else no_update, no_update, no_update, no_update
     if isinstance(trigger, Mapping) and trigger.get("type") == ids.STATE:
         state = parse_query(search)
+        if not any_changed(values, [component_value(control(k), state[k]) for k in keys]):
+            # a page's controls mounted, holding the URL's values: the search, set again as it
+            # is, runs the page's callbacks (Dash drops their first call when this one could
+            # change the search and does not)
+            return keep, search, no_update, no_update, no_update, no_update
         state.update({k: coerce(control(k), v) for k, v in zip(keys, values)})
         query = to_query(state)
         return keep, query if query != search else no_update, no_update, no_update, no_update, no_update
@@ -82,6 +88,10 @@ def changed(new: Sequence[Any], old: Sequence[Any]) -> list:
     """``new`` with ``no_update`` where it equals ``old``: the browser re-renders only the
     controls whose value changes (a page load's controls mostly hold their value already)."""
     return [no_update if n == o else n for n, o in zip(new, old)]
+
+
+def any_changed(new: Sequence[Any], old: Sequence[Any]) -> bool:
+    return any(n is not no_update for n in changed(new, old))
 
 
 def upload_options(uploads: Mapping | None) -> tuple:
@@ -370,9 +380,7 @@ def register(app) -> None:
         trigger = ctx.triggered_id if ctx.triggered else None
         return sync_state(trigger, pathname, search, tab, keys, values, uploads)
 
-    app.callback(
-        [*(Output(ids.page(p), "style") for p in PAGES), Output(ids.NOT_FOUND, "style")], Input(ids.URL, "pathname")
-    )(page_styles)
+    app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search"))(show_page)
     app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
     app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 
