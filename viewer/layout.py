@@ -287,6 +287,14 @@ def priced_devices() -> list[str]:
     return list(price_list()["usd_per_gpu_hour"])
 
 
+def plan_options(state: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The Plan form's menus: the priced devices, and the types the chosen ones compute."""
+    from viewer.plan import plan_types
+
+    w_dtypes, kv_dtypes = plan_types(state["plan_devices"])
+    return {"plan_devices": priced_devices(), "plan_w_dtypes": w_dtypes, "plan_kv_dtypes": kv_dtypes}
+
+
 def serving_page(state: Mapping[str, Any]) -> html.Div:
     return html.Div(
         [
@@ -303,10 +311,11 @@ def serving_page(state: Mapping[str, Any]) -> html.Div:
             html.H3("Plan: the cheapest deployments that serve this load within its SLO"),
             html.Div(
                 "ridgeline plan over a small space: the sidebar's model, prompt and generated tokens, the "
-                "form's max batch and token budget, KV fp16, datasheet rooflines; cost from the shipped price list.",
+                "form's max batch and token budget, the form's types (fp8 and fp4 where a device has the rate), "
+                "datasheet rooflines; cost from the shipped price list.",
                 className="page-title",
             ),
-            html.Div(section_controls("plan", {"plan_devices": priced_devices()}, state), className="page-controls"),
+            html.Div(section_controls("plan", plan_options(state), state), className="page-controls"),
             error_line(ids.PLAN_ERROR),
             html.Div(id=ids.PLAN_SUMMARY),
             graph(ids.PLAN_GRAPH),
