@@ -115,3 +115,26 @@ def test_a_page_s_controls_mounting_sets_the_search_again_and_a_change_rewrites_
     assert out[1] == search and out[2:] == (no_update,) * 4
     out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, ["batch", ["int8"]], None)
     assert parse_query(out[1])["sweep_x"] == "batch" and parse_query(out[1])["sweep_dtypes"] == ("int8",)
+
+
+def test_figures_built_as_one_spec_send_what_plotly_s_checked_figure_sends(monkeypatch):
+    """``figures.figure_of`` skips plotly's check of each value: the JSON the browser gets is
+    the same as the checked figure's, for every figure built that way."""
+    import plotly.graph_objects as go
+    from plotly.utils import PlotlyJSONEncoder
+
+    specs = []
+    real = figures.figure_of
+    monkeypatch.setattr(figures, "figure_of", lambda spec: specs.append(spec) or real(spec))
+    view = parse_query("?model=llama-2-7b&device=h200&profile=cuda-nvidia-h200&batch=8&sweep_x=seq_len")
+    d = data.deployment_for(view)
+    a = data.analysis_for(view, d)
+    figures.roofline_figure(a, d.ceilings, highlight=("decode", "o_proj"))
+    figures.time_breakdown_figure(a)
+    figures.memory_figure(a)
+    figures.sweep_figure(data.sweep_frame(view))  # bands, an out-of-memory line
+    figures.sweep_figure(data.sweep_frame(parse_query("?model=llama-3-70b&device=a6000")))  # nothing fits
+    assert len(specs) == 5
+    for spec in specs:
+        sent = json.dumps(real(spec), cls=PlotlyJSONEncoder, sort_keys=True)
+        assert sent == json.dumps(go.Figure(spec), cls=PlotlyJSONEncoder, sort_keys=True)

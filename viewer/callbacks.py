@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
@@ -240,11 +242,19 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
 
 def profile_figure(key: str | None = None):
     """A measured profile's roofline (``key``'s, else the first) over the datasheet of the
-    device it was measured on (the one it records), if there is a profile."""
+    device it was measured on (the one it records), if there is a profile; drawn once per
+    version of the profile's file (``measured_figure``)."""
     profiles = data.list_profiles()
     if not profiles:
         return None
-    device, raw, measured = recorded_ceilings(profile_path(key if key in profiles else profiles[0]))
+    return measured_figure(data.file_stamps([profile_path(key if key in profiles else profiles[0])]))
+
+
+@lru_cache(maxsize=8)
+def measured_figure(stamps: tuple[tuple[str, int, int], ...]):
+    """``profile_figure``'s work for the profile file ``stamps`` names (``data.file_stamps``):
+    the YAML is read again only when the file changes. Shared: callers must not change it."""
+    device, raw, measured = recorded_ceilings(Path(stamps[0][0]))
     # only the peaks the profile measured (the engine fills the others from the datasheet)
     peaks = {
         k: v for k, v in measured.matrix_peak.items() if k in (raw.get("matrix_peak_tops") or {})
