@@ -134,7 +134,8 @@ def test_figures_built_as_one_spec_send_what_plotly_s_checked_figure_sends(monke
     figures.memory_figure(a)
     figures.sweep_figure(data.sweep_frame(view))  # bands, an out-of-memory line
     figures.sweep_figure(data.sweep_frame(parse_query("?model=llama-3-70b&device=a6000")))  # nothing fits
-    assert len(specs) == 5
+    figures.compare_figure(data.compare_frame(parse_query("?devices=a6000,h100-sxm,tpu-v5e")))  # one fails
+    assert len(specs) == 6
     for spec in specs:
         sent = json.dumps(real(spec), cls=PlotlyJSONEncoder, sort_keys=True)
         assert sent == json.dumps(go.Figure(spec), cls=PlotlyJSONEncoder, sort_keys=True)

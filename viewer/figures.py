@@ -865,46 +865,67 @@ COMPARE_COLUMNS = (
 )
 
 
-def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
-    """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
-    device's capacity as a marker); devices that failed are left out."""
-    ok = frame[frame["error"].fillna("") == ""]
+@lru_cache(maxsize=1)
+def compare_grid() -> str:
+    """The Compare figure's subplots (one per column of ``COMPARE_COLUMNS``, titled), as
+    JSON: made once, copied per figure."""
     fig = make_subplots(
         rows=1,
         cols=len(COMPARE_COLUMNS),
         subplot_titles=[label.replace(" (", "<br>(") for _, label, _ in COMPARE_COLUMNS],
         horizontal_spacing=0.07,
     )
-    small_subplot_titles(fig)
+    return json.dumps(small_subplot_titles(fig).layout.to_plotly_json())
+
+
+def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
+    """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
+    device's capacity as a marker); devices that failed are left out. One spec."""
+    ok = frame[frame["error"].fillna("") == ""]
     colors = [SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(len(ok))]
-    for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1):
-        fig.add_trace(
-            go.Bar(
-                x=ok["device"],
-                y=ok[key].astype(float) * scale,
-                marker_color=colors,
-                name=label,
-                meta=f"compare:{key}",
-                showlegend=False,
-                hovertemplate="%{x}: %{y:,.4r}<extra></extra>",
-            ),
-            row=1,
-            col=col,
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=ok["device"],
-            y=ok["capacity_bytes"].astype(float) / GIB,
-            mode="markers",
-            name="capacity",
-            meta="compare:capacity",
-            marker={"symbol": "line-ew-open", "size": 30, "color": "#d62728", "line": {"width": 3, "color": "#d62728"}},
-            hovertemplate="%{x} capacity: %{y:.0f} GiB<extra></extra>",
-        ),
-        row=1,
-        col=len(COMPARE_COLUMNS),
+    traces = [
+        {
+            "type": "bar",
+            "x": ok["device"].to_numpy(),
+            "y": (ok[key].astype(float) * scale).to_numpy(),
+            "marker": {"color": colors},
+            "name": label,
+            "meta": f"compare:{key}",
+            "showlegend": False,
+            "hovertemplate": "%{x}: %{y:,.4r}<extra></extra>",
+            "xaxis": f"x{col if col > 1 else ''}",
+            "yaxis": f"y{col if col > 1 else ''}",
+        }
+        for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1)
+    ]
+    last = len(COMPARE_COLUMNS)
+    traces.append(
+        {
+            "type": "scatter",
+            "x": ok["device"].to_numpy(),
+            "y": (ok["capacity_bytes"].astype(float) / GIB).to_numpy(),
+            "mode": "markers",
+            "name": "capacity",
+            "meta": "compare:capacity",
+            "marker": {
+                "symbol": "line-ew-open",
+                "size": 30,
+                "color": "#d62728",
+                "line": {"width": 3, "color": "#d62728"},
+            },
+            "hovertemplate": "%{x} capacity: %{y:.0f} GiB<extra></extra>",
+            "xaxis": f"x{last}",
+            "yaxis": f"y{last}",
+        }
     )
-    return base_layout(fig, "Compare devices: same model, workload and settings", height, top=100)
+    subplots = json.loads(compare_grid())
+    layout = {**subplots, **base_layout_props("Compare devices: same model, workload and settings", height, top=100)}
+    grid = layout.pop("xaxis"), layout.pop("yaxis")
+    for col in range(1, last + 1):
+        ref = "" if col == 1 else str(col)
+        layout[f"xaxis{ref}"] = {**subplots[f"xaxis{ref}"], **grid[0]}
+        layout[f"yaxis{ref}"] = {**subplots[f"yaxis{ref}"], **grid[1]}
+    return figure_of({"data": traces, "layout": layout})
 
 
 # --- layer graph ----------------------------------------------------------------------
