@@ -139,3 +139,19 @@ def test_figures_built_as_one_spec_send_what_plotly_s_checked_figure_sends(monke
     for spec in specs:
         sent = json.dumps(real(spec), cls=PlotlyJSONEncoder, sort_keys=True)
         assert sent == json.dumps(go.Figure(spec), cls=PlotlyJSONEncoder, sort_keys=True)
+
+
+def test_validation_figures_are_drawn_once_per_version_of_the_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "VALIDATION_DIR", tmp_path)
+    monkeypatch.setattr(callbacks, "profile_figure", lambda key=None: None)
+    path = tmp_path / "kernels.json"
+    row = {"case": "a", "kind": "linear", "measured_s": 2e-3, "predicted_spec_s": 1e-3}
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row]}))
+    first = callbacks.update_validation("/validation", "?batch=2")
+    again = callbacks.update_validation("/validation", "?batch=3")  # another view, the same files
+    assert again[1] is first[1] and again[2] is first[2]
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row, {**row, "case": "b"}]}))
+    os.utime(path, ns=(1, 1))
+    changed = callbacks.update_validation("/validation", "?batch=2")
+    spec = next(t for t in changed[1].data if t.meta == "pred:spec")
+    assert changed[1] is not first[1] and len(spec.x) == 2

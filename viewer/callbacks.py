@@ -300,13 +300,22 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
     )
     return (
         message,
-        figures.validation_scatter(frame),
-        figures.validation_error_figure(frame),
+        *validation_figures(runs, data.validation_stamps()),
         roofs or no_update,
         shown,
         shown,
         shown if roofs else hidden,
     )
+
+
+@lru_cache(maxsize=16)
+def validation_figures(runs: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple:
+    """(scatter, errors) of the results measured on ``runs`` (or all) in the files ``stamps``
+    names (``data.validation_stamps``): drawn once per version of the files. Shared: callers
+    must not change them."""
+    everything = data.read_validation(stamps)[0].copy()
+    frame = everything if runs == "all" else everything[everything["device"] == runs]
+    return figures.validation_scatter(frame), figures.validation_error_figure(frame)
 
 
 def waterfall_choices(pathname: str | None, search: str | None, current: str | None = None) -> tuple:

@@ -393,10 +393,14 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     """Every row of every ``*.json`` in ``folder`` (default: ``validation_folders()``) with
     a measured time, and the files that could not be read (with why). Missing columns become
     NaN; rows keep their file. Read once per set of files (``read_validation``)."""
-    folders = validation_folders() if folder is None else (folder,)
-    paths = [p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))]
-    frame, problems = read_validation(file_stamps(paths))
+    frame, problems = read_validation(validation_stamps(folder))
     return frame.copy(), list(problems)
+
+
+def validation_stamps(folder: Path | None = None) -> tuple[tuple[str, int, int], ...]:
+    """``file_stamps`` of every ``*.json`` in ``folder`` (default: ``validation_folders()``)."""
+    folders = validation_folders() if folder is None else (folder,)
+    return file_stamps([p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))])
 
 
 def file_stamps(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:
