@@ -40,7 +40,9 @@ def test_view_memo_computes_a_view_once():
         calls.append(view["batch"])
         return [view["batch"] * 2]
 
+    assert compute.peek({"batch": 3}) is None  # nothing computed yet, and peeking computes nothing
     assert compute({"batch": 3}) == [6] and compute({"batch": 3}, {}) == [6]
+    assert compute.peek({"batch": 3}) == [6] and calls == [3]
     assert compute({"batch": 4}) == [8] and calls == [3, 4]
     # what JSON cannot hold is computed every time, not cached under a wrong key
     assert np.isnan(compute({"batch": float("nan")})[0]) and len(calls) == 3
@@ -155,3 +157,30 @@ def test_validation_figures_are_drawn_once_per_version_of_the_files(tmp_path, mo
     changed = callbacks.update_validation("/validation", "?batch=2")
     spec = next(t for t in changed[1].data if t.meta == "pred:spec")
     assert changed[1] is not first[1] and len(spec.x) == 2
+
+
+def test_a_view_asked_for_again_while_it_is_computed_is_computed_once():
+    """The Serving page's bands callback and a reload of the page ask for the same view at
+    once: the second request waits for the first's result."""
+    import threading
+
+    started, release, calls, results = threading.Event(), threading.Event(), [], []
+
+    @data.view_memo()
+    def compute(view, uploads=None):
+        calls.append(view["batch"])
+        started.set()
+        release.wait(10)
+        return [view["batch"]]
+
+    first = threading.Thread(target=lambda: results.append(compute({"batch": 1})))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: results.append(compute({"batch": 1})))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting for the first
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert calls == [1] and len(results) == 2 and results[0] is results[1]

@@ -71,6 +71,7 @@ def page_callbacks() -> dict[str, Callable[[str], Any]]:
             callbacks.waterfall_choices("/validation", q),
         ),
         "serving": lambda q: serving.update_serving("/serving", q, None),
+        "serving-bands": lambda q: serving.update_serving_bands(None, "/serving", q, None),
         "plan": lambda q: plan.update_plan("/serving", q, None),
     }
 
@@ -85,7 +86,7 @@ def time_callbacks(repeats: int = 5) -> dict[str, list[float]]:
 
     times: dict[str, list[float]] = {}
     for name, run in page_callbacks().items():
-        query = PAGES["serving" if name == "plan" else name][0]
+        query = PAGES["serving" if name in ("plan", "serving-bands") else name][0]
         times[name] = []
         for i in range(repeats):
             start = time.perf_counter()

@@ -203,6 +203,8 @@ BAND = "80"  # the central interval the charts shade
 def interval_caption(intervals: dict | None) -> str:
     """What a chart's bands rest on, or why it has none."""
     intervals = intervals or {"none": "none computed for this chart"}
+    if intervals.get("pending"):  # the Serving page's, while its bands' runs go on
+        return str(intervals["none"])
     if "none" in intervals:
         why = str(intervals["none"])
         return why if why.startswith("no measured interval") else f"no measured interval: {why}"
