@@ -392,6 +392,16 @@ def test_the_callback_benchmark_times_every_call():
     assert len(times) == 3 and all(t > 0 for t in times)
 
 
+def test_the_callback_benchmark_covers_every_page():
+    """``python -m viewer.bench --callbacks`` times each page's callbacks (the Serving page's
+    bands and its Plan apart); each line gives the median, least and most."""
+    from viewer.bench import callback_report, page_callbacks
+
+    assert set(state.PAGES) <= set(page_callbacks()) and {"serving-bands", "plan"} <= set(page_callbacks())
+    report = callback_report({"sweep": [0.03, 0.01, 0.02]})
+    assert report == "sweep       median 20 ms (min 10, max 30, 3 views)"
+
+
 def test_write_html_is_one_self_contained_file(tmp_path):
     from viewer.export import write_html
 
