@@ -362,6 +362,9 @@ def test_create_app_registers_every_page():
                 walk(child)
 
     walk(app.layout())
+    assert not [p for p in state.PAGES if json.dumps(ids.page(p)) in found]  # a page mounts when shown
+    assert json.dumps(ids.PAGE) in found and json.dumps(ids.SIDEBAR) in found
+    walk(app.validation_layout)  # what Dash checks the callbacks against: every page
     for page in state.PAGES:
         assert json.dumps(ids.page(page)) in found
     for c in state.controls():  # every URL setting has exactly its control in the page
@@ -387,6 +390,16 @@ def test_the_callback_benchmark_times_every_call():
 
     times = time_analyze_callback(repeats=3)
     assert len(times) == 3 and all(t > 0 for t in times)
+
+
+def test_the_callback_benchmark_covers_every_page():
+    """``python -m viewer.bench --callbacks`` times each page's callbacks (the Serving page's
+    bands and its Plan apart); each line gives the median, least and most."""
+    from viewer.bench import callback_report, page_callbacks
+
+    assert set(state.PAGES) <= set(page_callbacks()) and {"serving-bands", "plan"} <= set(page_callbacks())
+    report = callback_report({"sweep": [0.03, 0.01, 0.02]})
+    assert report == "sweep       median 20 ms (min 10, max 30, 3 views)"
 
 
 def test_write_html_is_one_self_contained_file(tmp_path):

@@ -58,7 +58,7 @@ def test_every_number_and_list_has_a_range():
     for c in state.controls():
         if c.kind in ("int", "float"):
             assert c.minimum is not None and c.maximum is not None and c.minimum <= c.default <= c.maximum, c.key
-        if c.kind == "multi" and c.key not in ("sweep_dtypes", "plan_w_dtypes"):
+        if c.kind == "multi" and c.key not in ("sweep_dtypes", "plan_w_dtypes", "plan_kv_dtypes"):
             assert c.maximum, c.key
 
 
@@ -220,5 +220,11 @@ def test_the_budget_bounds_the_simulated_work(counted):
     query = "?model=llama-3.2-1b&seq_len=256&generate=32&serving_rates=2,8&serving_requests=60"
     error, *_ = call(serving.update_serving, "serving", query)
     assert error == ""
-    runs = 2 * (1 + len(LEVELS))  # the spec roofline has pooled residuals: intervals
+    assert counted["request_steps"] == serving.request_steps(state.parse_query(query), 2) == 2 * 60 * 33
+    # then the bands: the spec roofline has pooled residuals, so intervals: each rate run
+    # again and once more per interval level (what the budget counts)
+    counted["request_steps"] = 0
+    with backstop():
+        serving.update_serving_bands(None, "/serving", query, None)
+    runs = 2 * (1 + len(LEVELS))
     assert counted["request_steps"] == serving.request_steps(state.parse_query(query), runs) == runs * 60 * 33

@@ -75,3 +75,61 @@ def test_past_the_budget_nothing_is_simulated(monkeypatch):
 def test_other_pages_do_not_plan():
     with pytest.raises(PreventUpdate):
         plan.update_plan("/analyze", QUERY, None)
+
+
+# --- issue 58: the form offers the CLI's types, fp8 and fp4 where a device has the rate -------
+
+
+def test_the_form_offers_fp8_and_fp4_only_with_a_device_that_has_the_rate():
+    from ridgeline.io.resolve import catalog_device
+    from ridgeline.serving.bounds import KV_DTYPES, W_DTYPES
+
+    assert plan.plan_types(["a100-80gb"]) == (["fp16", "int8", "int4"], ["fp16", "int8"])  # no fp8 rate
+    assert plan.plan_types(["a100-80gb", "h100-sxm"]) == (["fp16", "int8", "int4", "fp8"], ["fp16", "int8", "fp8"])
+    assert plan.plan_types(["b200"]) == (list(W_DTYPES), list(KV_DTYPES))  # fp8 and fp4 rates: all the CLI's
+    for name in ("a100-80gb", "h100-sxm", "h200", "b200"):  # as each datasheet states its rates
+        rates = catalog_device(name).matrix_peak
+        w_dtypes, kv_dtypes = plan.plan_types([name])
+        assert ("fp8" in w_dtypes) == ("fp8" in kv_dtypes) == ("fp8" in rates)
+        assert ("fp4" in w_dtypes) == ("fp4" in rates) and "fp4" not in kv_dtypes
+    # the menus follow the devices menu; an emptied one offers the default devices' types
+    assert plan.plan_type_options(["h200"]) == plan.plan_types(["h200"])
+    assert plan.plan_type_options([]) == plan.plan_types(["a100-80gb", "h100-sxm"])
+
+
+def test_the_serving_page_is_built_with_its_devices_types():
+    from viewer.callbacks import show_page
+    from viewer.layout import plan_options
+
+    view = parse_query("?plan_devices=a100-80gb&plan_w_dtypes=fp16,int4")
+    assert plan_options(view)["plan_w_dtypes"] == ["fp16", "int8", "int4"]
+    text = str(show_page("/serving", "?plan_devices=h100-sxm&plan_kv_dtypes=fp16,fp8"))
+    assert "'fp8'" in text and "plan_kv_dtypes" in text
+
+
+def test_fp8_is_searched_as_the_cli_searches_it():
+    """fp8 weights and KV chosen with an A100 and an H100: the H100's fp8 deployments are
+    searched, none on the A100 (no fp8 rate), the same frame as ``ridgeline.api.plan``'s."""
+    from ridgeline.api import plan as api_plan
+    from ridgeline.serving.bounds import Load, Slo
+
+    query = QUERY + "&plan_counts=1&plan_w_dtypes=fp16,fp8&plan_kv_dtypes=fp16,fp8"
+    view = parse_query(query)
+    assert view["plan_w_dtypes"] == ("fp16", "fp8") and view["plan_kv_dtypes"] == ("fp16", "fp8")
+    result = plan.run_plan(view)
+    frame = result.frame
+    assert set(frame.loc[frame["device"] == "a100-80gb", "w_dtype"]) == {"fp16"}
+    assert set(frame.loc[frame["device"] == "a100-80gb", "kv_dtype"]) == {"fp16"}
+    h100 = frame[frame["device"] == "h100-sxm"]
+    assert set(zip(h100["w_dtype"], h100["kv_dtype"])) == {(w, kv) for w in ("fp16", "fp8") for kv in ("fp16", "fp8")}
+    cli = api_plan(
+        "llama-3.2-1b",
+        ["a100-80gb", "h100-sxm"],
+        Load(rate=4.0, prompt=256, output=32, requests=60),
+        Slo(ttft_s=0.5, tpot_s=0.05),
+        executor="local",
+        workers=1,
+        **plan.plan_space(view),
+    )
+    assert cli.frame.equals(frame) and cli.chosen == result.chosen
+    assert plan.update_plan("/serving", query, None)[0] == ""

@@ -13,7 +13,7 @@ pytest.importorskip("dash")
 from dash.exceptions import PreventUpdate
 
 import ridgeline as rl
-from viewer import callbacks, data, figures, layout, state
+from viewer import callbacks, data, figures, ids, layout, state
 
 PAGE_PX = 800 - 278 - 36  # an 800 px window less the sidebar (250 + padding) and the main's padding
 
@@ -91,10 +91,9 @@ def test_no_exponent_on_the_cards_of_a_very_long_run():
 
 
 def test_a_path_that_is_no_page_says_so_and_lists_the_pages():
-    styles = callbacks.page_styles("/nonexistent")
-    assert styles[-1] == {"display": "block"} and all(s == {"display": "none"} for s in styles[:-1])
-    assert callbacks.page_styles("/")[0] == {"display": "block"}
-    box = layout.not_found()
+    box = callbacks.show_page("/nonexistent", "")
+    assert box.id == ids.NOT_FOUND
+    assert callbacks.show_page("/", "").id == ids.page("analyze")
     text = str(box)
     assert "No such page" in text and all(state.PAGE_TITLES[p] in text for p in state.PAGES)
     with pytest.raises(PreventUpdate):

@@ -78,6 +78,7 @@ def test_bad_input_draws_the_defaults_under_its_error(search, why, monkeypatch):
 
     monkeypatch.setattr(serving, "simulate_serving", counted)
     serving.serving_runs.cache_clear()  # views simulated before (the defaults) would not count
+    serving.runs_alone.cache_clear()
     error, line, latency, kv = serving.update_serving("/serving", search + "&model=llama-3.2-1b&generate=16", None)
     assert error.startswith("error: " + why) and error.endswith("; the form's defaults are drawn")
     if why.startswith("this view"):
@@ -98,3 +99,26 @@ def test_the_default_view_is_within_the_budget():
     from viewer.state import defaults
 
     assert serving.request_steps(defaults(), 5) == 5 * 300 * (1 + 128) == 193_500
+
+
+def test_the_numbers_show_before_the_bands_runs_and_are_the_same():
+    """A view not simulated before: the page draws its runs first (the bands' caption says
+    they are being computed), then the bands callback draws the latency figure with them;
+    revisited, the page draws the bands at once and the bands callback has nothing to do."""
+    query = QUERY.replace("serving_requests=60", "serving_requests=61")
+    view = parse_query(query)
+    assert serving.serving_runs.peek(view) is None and serving.runs_alone.peek(view) is None
+    error, line, latency, kv = serving.update_serving("/serving", query, None)
+    assert error == "" and not [t for t in latency.data if str(t.meta).startswith("band:")]
+    (caption,) = [a.text for a in latency.layout.annotations if a.name == "interval-caption"]
+    assert caption == "bands: being computed (four more runs per rate)"
+    assert serving.serving_runs.peek(view) is None  # no band run yet
+    banded = serving.update_serving_bands(line, "/serving", query, None)
+    full = serving.serving_runs.peek(view)
+    assert banded.to_dict() == serving.latency_figure(full).to_dict()
+    assert [t for t in banded.data if str(t.meta).startswith("band:")]
+    assert serving.summary_line(full) == line  # the same runs: seeded
+    revisit = serving.update_serving("/serving", query, None)
+    assert revisit[2].to_dict() == banded.to_dict() and revisit[1] == line
+    with pytest.raises(PreventUpdate):
+        serving.update_serving_bands(line, "/serving", query, None)

@@ -13,7 +13,7 @@ pytest.importorskip("dash")
 
 from dash import no_update  # noqa: E402
 
-from viewer import callbacks, data, figures, serving, state  # noqa: E402
+from viewer import callbacks, data, figures, ids, serving, state  # noqa: E402
 from viewer.state import parse_query  # noqa: E402
 
 
@@ -40,7 +40,9 @@ def test_view_memo_computes_a_view_once():
         calls.append(view["batch"])
         return [view["batch"] * 2]
 
+    assert compute.peek({"batch": 3}) is None  # nothing computed yet, and peeking computes nothing
     assert compute({"batch": 3}) == [6] and compute({"batch": 3}, {}) == [6]
+    assert compute.peek({"batch": 3}) == [6] and calls == [3]
     assert compute({"batch": 4}) == [8] and calls == [3, 4]
     # what JSON cannot hold is computed every time, not cached under a wrong key
     assert np.isnan(compute({"batch": float("nan")})[0]) and len(calls) == 3
@@ -85,3 +87,100 @@ def test_validation_hover_names_each_case():
     rows = frame[frame["predicted_spec_s"] > 0]
     assert [tuple(c) for c in spec.customdata[:3]] == list(zip(rows["case"][:3], rows["kind"][:3]))
     assert "%{customdata[0]}" in spec.hovertemplate
+
+
+def test_only_the_shown_page_is_built_its_controls_holding_the_url_s_values():
+    box = callbacks.show_page("/sweep", "?sweep_x=seq_len&sweep_dtypes=int8,int4")
+    text = str(box)
+    assert box.id == ids.page("sweep") and ids.SWEEP_GRAPH in text and ids.ROOFLINE not in text
+    shown = {}
+
+    def walk(node):
+        if isinstance(getattr(node, "id", None), dict):
+            shown[node.id["key"]] = node.value
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, (list, tuple)) else [children]:
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+
+    walk(box)
+    assert shown == {"sweep_x": "seq_len", "sweep_dtypes": ["int8", "int4"]}
+
+
+def test_a_page_s_controls_mounting_sets_the_search_again_and_a_change_rewrites_it():
+    """Mounted controls hold the URL's values: the search comes back as it is (which runs the
+    page's callbacks), even one holding a value not understood (its message stays)."""
+    search = "?sweep_x=seq_len&sweep_dtypes=int8,bogus"
+    keys, mounted = ["sweep_x", "sweep_dtypes"], ["seq_len", ["int8"]]
+    trigger = ids.state("sweep_x")
+    out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, mounted, None)
+    assert out[1] == search and out[2:] == (no_update,) * 4
+    out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, ["batch", ["int8"]], None)
+    assert parse_query(out[1])["sweep_x"] == "batch" and parse_query(out[1])["sweep_dtypes"] == ("int8",)
+
+
+def test_figures_built_as_one_spec_send_what_plotly_s_checked_figure_sends(monkeypatch):
+    """``figures.figure_of`` skips plotly's check of each value: the JSON the browser gets is
+    the same as the checked figure's, for every figure built that way."""
+    import plotly.graph_objects as go
+    from plotly.utils import PlotlyJSONEncoder
+
+    specs = []
+    real = figures.figure_of
+    monkeypatch.setattr(figures, "figure_of", lambda spec: specs.append(spec) or real(spec))
+    view = parse_query("?model=llama-2-7b&device=h200&profile=cuda-nvidia-h200&batch=8&sweep_x=seq_len")
+    d = data.deployment_for(view)
+    a = data.analysis_for(view, d)
+    figures.roofline_figure(a, d.ceilings, highlight=("decode", "o_proj"))
+    figures.time_breakdown_figure(a)
+    figures.memory_figure(a)
+    figures.sweep_figure(data.sweep_frame(view))  # bands, an out-of-memory line
+    figures.sweep_figure(data.sweep_frame(parse_query("?model=llama-3-70b&device=a6000")))  # nothing fits
+    figures.compare_figure(data.compare_frame(parse_query("?devices=a6000,h100-sxm,tpu-v5e")))  # one fails
+    assert len(specs) == 6
+    for spec in specs:
+        sent = json.dumps(real(spec), cls=PlotlyJSONEncoder, sort_keys=True)
+        assert sent == json.dumps(go.Figure(spec), cls=PlotlyJSONEncoder, sort_keys=True)
+
+
+def test_validation_figures_are_drawn_once_per_version_of_the_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "VALIDATION_DIR", tmp_path)
+    monkeypatch.setattr(callbacks, "profile_figure", lambda key=None: None)
+    path = tmp_path / "kernels.json"
+    row = {"case": "a", "kind": "linear", "measured_s": 2e-3, "predicted_spec_s": 1e-3}
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row]}))
+    first = callbacks.update_validation("/validation", "?batch=2")
+    again = callbacks.update_validation("/validation", "?batch=3")  # another view, the same files
+    assert again[1] is first[1] and again[2] is first[2]
+    path.write_text(json.dumps({"meta": {"device_key": "cuda-y"}, "rows": [row, {**row, "case": "b"}]}))
+    os.utime(path, ns=(1, 1))
+    changed = callbacks.update_validation("/validation", "?batch=2")
+    spec = next(t for t in changed[1].data if t.meta == "pred:spec")
+    assert changed[1] is not first[1] and len(spec.x) == 2
+
+
+def test_a_view_asked_for_again_while_it_is_computed_is_computed_once():
+    """The Serving page's bands callback and a reload of the page ask for the same view at
+    once: the second request waits for the first's result."""
+    import threading
+
+    started, release, calls, results = threading.Event(), threading.Event(), [], []
+
+    @data.view_memo()
+    def compute(view, uploads=None):
+        calls.append(view["batch"])
+        started.set()
+        release.wait(10)
+        return [view["batch"]]
+
+    first = threading.Thread(target=lambda: results.append(compute({"batch": 1})))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: results.append(compute({"batch": 1})))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting for the first
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert calls == [1] and len(results) == 2 and results[0] is results[1]

@@ -3,6 +3,7 @@ and the JSON Dash sends to the browser), and every page in headless Chromium (fr
 its URL until its numbers show).
 
     python -m viewer.bench [--repeats 20]          # the Analyze callback, in-process
+    python -m viewer.bench --callbacks [--repeats 5]  # every page's callbacks, in-process
     python -m viewer.bench --pages [--repeats 5]   # each page in headless Chromium
 """
 
@@ -12,6 +13,8 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from viewer import ids
 
@@ -53,6 +56,54 @@ def time_analyze_callback(repeats: int = 20, serialize: bool = True) -> list[flo
     return times
 
 
+def page_callbacks() -> dict[str, Callable[[str], Any]]:
+    """Each page's server work for one view (its screenshot's query): name -> a function of
+    the query running that page's callbacks as a page load does."""
+    from viewer import callbacks, plan, serving
+
+    return {
+        "analyze": lambda q: callbacks.update_analyze("/analyze", q, None),
+        "layer": lambda q: callbacks.update_layer("/layer", q, None, None),
+        "sweep": lambda q: callbacks.update_sweep("/sweep", q, None),
+        "compare": lambda q: callbacks.update_compare("/compare", q, None),
+        "validation": lambda q: (
+            callbacks.update_validation("/validation", q),
+            callbacks.waterfall_choices("/validation", q),
+        ),
+        "serving": lambda q: serving.update_serving("/serving", q, None),
+        "serving-bands": lambda q: serving.update_serving_bands(None, "/serving", q, None),
+        "plan": lambda q: plan.update_plan("/serving", q, None),
+    }
+
+
+def time_callbacks(repeats: int = 5) -> dict[str, list[float]]:
+    """Seconds per page load's callbacks (``page_callbacks``) with their JSON encoding, each
+    call a view not computed before (the screenshot's query with another batch, which the
+    pages' memos key on), so every call does the page's whole work."""
+    from plotly.utils import PlotlyJSONEncoder
+
+    from viewer.screenshots import PAGES
+
+    times: dict[str, list[float]] = {}
+    for name, run in page_callbacks().items():
+        query = PAGES["serving" if name in ("plan", "serving-bands") else name][0]
+        times[name] = []
+        for i in range(repeats):
+            start = time.perf_counter()
+            json.dumps(run(f"{query}&batch={100 + i}"), cls=PlotlyJSONEncoder)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def callback_report(times: dict[str, list[float]]) -> str:
+    """One line per page: the median (min, max) of its callbacks' time."""
+    return "\n".join(
+        f"{name:<11} median {statistics.median(ts) * 1e3:.0f} ms "
+        f"(min {min(ts) * 1e3:.0f}, max {max(ts) * 1e3:.0f}, {len(ts)} views)"
+        for name, ts in times.items()
+    )
+
+
 def time_page(driver, url: str, page: str, timeout: float = 60.0) -> float:
     """Seconds from asking ``driver`` for ``url`` until ``page``'s numbers show (``SHOWN``)."""
     texts, graphs = SHOWN[page]
@@ -89,7 +140,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--pages", action="store_true", help="time each page in headless Chromium")
+    parser.add_argument("--callbacks", action="store_true", help="time every page's callbacks in-process")
     args = parser.parse_args()
+    if args.callbacks:
+        print(callback_report(time_callbacks(args.repeats)))
+        return
     if args.pages:
         from viewer.screenshots import chrome, serve_in_thread
 

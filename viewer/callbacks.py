@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, no_update
@@ -17,7 +19,7 @@ from dash.exceptions import PreventUpdate
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import profile_path, recorded_ceilings
-from viewer import data, figures, ids
+from viewer import data, figures, ids, layout
 from viewer.state import (
     NOT_FOUND,
     PAGES,
@@ -34,10 +36,11 @@ from viewer.state import (
 ERROR_PREFIX = "error: "
 
 
-def page_styles(pathname: str | None) -> list[dict[str, str]]:
-    """Each page's container style, then the "no such page" box's."""
-    page = page_from_path(pathname)
-    return [{"display": "block" if p == page else "none"} for p in (*PAGES, NOT_FOUND)]
+def show_page(pathname: str | None, search: str | None):
+    """The components of the page the path names (or "no such page"), its controls holding
+    the URL's values: only the shown page is in the browser's page, so a load mounts its
+    graphs and no other page's."""
+    return layout.page_content(pathname, parse_query(search))
 
 
 def sync_state(
@@ -61,6 +64,11 @@ def sync_state(
         return keep, no_update, path if page_from_path(pathname) != tab else no_update, no_update, no_update, no_update
     if isinstance(trigger, Mapping) and trigger.get("type") == ids.STATE:
         state = parse_query(search)
+        if not any_changed(values, [component_value(control(k), state[k]) for k in keys]):
+            # a page's controls mounted, holding the URL's values: the search, set again as it
+            # is, runs the page's callbacks (Dash drops their first call when this one could
+            # change the search and does not)
+            return keep, search, no_update, no_update, no_update, no_update
         state.update({k: coerce(control(k), v) for k, v in zip(keys, values)})
         query = to_query(state)
         return keep, query if query != search else no_update, no_update, no_update, no_update, no_update
@@ -82,6 +90,10 @@ def changed(new: Sequence[Any], old: Sequence[Any]) -> list:
     """``new`` with ``no_update`` where it equals ``old``: the browser re-renders only the
     controls whose value changes (a page load's controls mostly hold their value already)."""
     return [no_update if n == o else n for n, o in zip(new, old)]
+
+
+def any_changed(new: Sequence[Any], old: Sequence[Any]) -> bool:
+    return any(n is not no_update for n in changed(new, old))
 
 
 def upload_options(uploads: Mapping | None) -> tuple:
@@ -230,11 +242,19 @@ def update_compare(pathname: str | None, search: str | None, uploads: Mapping | 
 
 def profile_figure(key: str | None = None):
     """A measured profile's roofline (``key``'s, else the first) over the datasheet of the
-    device it was measured on (the one it records), if there is a profile."""
+    device it was measured on (the one it records), if there is a profile; drawn once per
+    version of the profile's file (``measured_figure``)."""
     profiles = data.list_profiles()
     if not profiles:
         return None
-    device, raw, measured = recorded_ceilings(profile_path(key if key in profiles else profiles[0]))
+    return measured_figure(data.file_stamps([profile_path(key if key in profiles else profiles[0])]))
+
+
+@lru_cache(maxsize=8)
+def measured_figure(stamps: tuple[tuple[str, int, int], ...]):
+    """``profile_figure``'s work for the profile file ``stamps`` names (``data.file_stamps``):
+    the YAML is read again only when the file changes. Shared: callers must not change it."""
+    device, raw, measured = recorded_ceilings(Path(stamps[0][0]))
     # only the peaks the profile measured (the engine fills the others from the datasheet)
     peaks = {
         k: v for k, v in measured.matrix_peak.items() if k in (raw.get("matrix_peak_tops") or {})
@@ -280,13 +300,22 @@ def update_validation(pathname: str | None, search: str | None = None) -> tuple:
     )
     return (
         message,
-        figures.validation_scatter(frame),
-        figures.validation_error_figure(frame),
+        *validation_figures(runs, data.validation_stamps()),
         roofs or no_update,
         shown,
         shown,
         shown if roofs else hidden,
     )
+
+
+@lru_cache(maxsize=16)
+def validation_figures(runs: str, stamps: tuple[tuple[str, int, int], ...]) -> tuple:
+    """(scatter, errors) of the results measured on ``runs`` (or all) in the files ``stamps``
+    names (``data.validation_stamps``): drawn once per version of the files. Shared: callers
+    must not change them."""
+    everything = data.read_validation(stamps)[0].copy()
+    frame = everything if runs == "all" else everything[everything["device"] == runs]
+    return figures.validation_scatter(frame), figures.validation_error_figure(frame)
 
 
 def waterfall_choices(pathname: str | None, search: str | None, current: str | None = None) -> tuple:
@@ -370,9 +399,7 @@ def register(app) -> None:
         trigger = ctx.triggered_id if ctx.triggered else None
         return sync_state(trigger, pathname, search, tab, keys, values, uploads)
 
-    app.callback(
-        [*(Output(ids.page(p), "style") for p in PAGES), Output(ids.NOT_FOUND, "style")], Input(ids.URL, "pathname")
-    )(page_styles)
+    app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search"))(show_page)
     app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
     app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 

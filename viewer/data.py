@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -68,23 +70,53 @@ def check_count(what: str, count: int, most: int, command: str) -> None:
 def view_memo(maxsize: int = 16) -> Callable:
     """A memo for a pure ``fn(state, uploads)``, keyed on both as JSON: a page reloaded,
     revisited or shared computes once. Results are shared: callers must not change them.
-    Errors are not kept; uploads JSON cannot hold (a YAML date) are computed every time."""
+    Errors are not kept; uploads JSON cannot hold (a YAML date) are computed every time.
+    A view asked for while another request computes it waits for that result (a page whose
+    callbacks share a view, or reloaded meanwhile, computes it once).
+    ``peek(state, uploads)``: the kept result, or None, computing nothing."""
 
     def wrap(fn: Callable) -> Callable:
-        @lru_cache(maxsize=maxsize)
-        def by_key(key: str) -> Any:
-            state, uploads = json.loads(key)
-            return fn(state, uploads)
+        kept: OrderedDict[str, Any] = OrderedDict()  # the most recently used last
+        lock = threading.Lock()  # the server answers requests in threads
+        running: dict[str, threading.Event] = {}  # views being computed, set when done
+
+        def key_of(state: Mapping[str, Any], uploads: Mapping[str, Any] | None) -> str | None:
+            try:
+                return json.dumps([dict(state), dict(uploads or {})], sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):
+                return None
 
         @functools.wraps(fn)
         def call(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> Any:
-            try:
-                key = json.dumps([dict(state), dict(uploads or {})], sort_keys=True, allow_nan=False)
-            except (TypeError, ValueError):
+            key = key_of(state, uploads)
+            if key is None:
                 return fn(state, uploads)
-            return by_key(key)
+            with lock:
+                if key in kept:
+                    kept.move_to_end(key)
+                    return kept[key]
+                done = running.get(key)
+                if done is None:
+                    running[key] = threading.Event()
+            if done is not None:  # another request computes this view: wait for its result
+                done.wait()
+                return call(state, uploads)
+            try:
+                value = fn(*json.loads(key))  # outside the lock: other views go on meanwhile
+                with lock:
+                    kept[key] = value
+                    while len(kept) > maxsize:
+                        kept.popitem(last=False)
+            finally:
+                with lock:
+                    running.pop(key).set()
+            return value
 
-        call.cache_clear = by_key.cache_clear  # type: ignore[attr-defined]
+        def peek(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> Any:
+            return kept.get(key_of(state, uploads) or "")
+
+        call.cache_clear = kept.clear  # type: ignore[attr-defined]
+        call.peek = peek  # type: ignore[attr-defined]
         return call
 
     return wrap
@@ -393,10 +425,14 @@ def load_validation(folder: Path | None = None) -> tuple[pd.DataFrame, list[str]
     """Every row of every ``*.json`` in ``folder`` (default: ``validation_folders()``) with
     a measured time, and the files that could not be read (with why). Missing columns become
     NaN; rows keep their file. Read once per set of files (``read_validation``)."""
-    folders = validation_folders() if folder is None else (folder,)
-    paths = [p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))]
-    frame, problems = read_validation(file_stamps(paths))
+    frame, problems = read_validation(validation_stamps(folder))
     return frame.copy(), list(problems)
+
+
+def validation_stamps(folder: Path | None = None) -> tuple[tuple[str, int, int], ...]:
+    """``file_stamps`` of every ``*.json`` in ``folder`` (default: ``validation_folders()``)."""
+    folders = validation_folders() if folder is None else (folder,)
+    return file_stamps([p for f in folders if f.is_dir() for p in sorted(f.glob("*.json"))])
 
 
 def file_stamps(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:

@@ -3,8 +3,10 @@ figure or dash-cytoscape elements. No Dash, no files: tested without a browser."
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -160,13 +162,13 @@ def base_layout_props(title: str, height: int = 420, top: int = 75) -> dict:
 
 
 def base_layout(fig: go.Figure, title: str, height: int = 420, top: int = 75) -> go.Figure:
-    """``base_layout_props`` on ``fig``, its grid on every axis."""
+    """``base_layout_props`` on ``fig``, its grid on every axis, in one update (three, the
+    layout's then each kind of axis', took three times as long)."""
     props = base_layout_props(title, height, top)
     axis = props.pop("xaxis")
     del props["yaxis"]
-    fig.update_layout(**props)
-    fig.update_xaxes(**axis)
-    return fig.update_yaxes(**axis)
+    axes = [a.plotly_name for a in (*fig.select_xaxes(), *fig.select_yaxes())]
+    return fig.update_layout(**props, **dict.fromkeys(axes, axis))
 
 
 def vline_props(x: float, line: dict, name: str | None = None, row: int = 1) -> dict:
@@ -182,13 +184,15 @@ def vline_props(x: float, line: dict, name: str | None = None, row: int = 1) -> 
         "y1": 1,
         "yref": f"y{axis} domain",
         "line": line,
-        "name": name,
+        **({"name": name} if name else {}),
     }
 
 
-def vline(fig: go.Figure, x: float, line: dict, name: str | None = None, row: int = 1) -> go.Figure:
-    """``vline_props`` added to ``fig``."""
-    return fig.add_shape(vline_props(x, line, name, row))
+def figure_of(spec: dict) -> go.Figure:
+    """A figure from a spec built here, without plotly's check of every value on the way in
+    (two thirds of the time of building it): the specs are this module's own, and a test
+    holds that each sends the browser the JSON the checked figure does."""
+    return go.Figure(spec, _validate=False)
 
 
 # --- intervals (bands) ------------------------------------------------------------------
@@ -199,6 +203,8 @@ BAND = "80"  # the central interval the charts shade
 def interval_caption(intervals: dict | None) -> str:
     """What a chart's bands rest on, or why it has none."""
     intervals = intervals or {"none": "none computed for this chart"}
+    if intervals.get("pending"):  # the Serving page's, while its bands' runs go on
+        return str(intervals["none"])
     if "none" in intervals:
         why = str(intervals["none"])
         return why if why.startswith("no measured interval") else f"no measured interval: {why}"
@@ -251,24 +257,30 @@ def faded(color: str, alpha: float = 0.2) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def band_trace(x, lo, hi, color: str, meta: str, **where: Any) -> go.Scatter:
+def band_props(x, lo, hi, color: str, meta: str, **where: Any) -> dict:
     """A shaded band between ``lo`` and ``hi`` along ``x``: one closed outline, along ``lo``
     and back along ``hi``, filled inside itself (``fill='toself'``), so only its own points
     shape it (a 'tonexty' fill follows whatever trace plotly takes for the previous one);
-    no legend entry, no hover. ``band_ends`` reads the ends back."""
+    no legend entry, no hover; as a trace spec. ``band_ends`` reads the ends back."""
     x, lo, hi = list(x), list(lo), list(hi)
-    return go.Scatter(
-        x=[*x, *x[::-1]],
-        y=[*lo, *hi[::-1]],
-        mode="lines",
-        fill="toself",
-        fillcolor=faded(color),
-        line={"width": 0, "color": color},
-        meta=meta,
-        showlegend=False,
-        hoverinfo="skip",
+    return {
+        "type": "scatter",
+        "x": [*x, *x[::-1]],
+        "y": [*lo, *hi[::-1]],
+        "mode": "lines",
+        "fill": "toself",
+        "fillcolor": faded(color),
+        "line": {"width": 0, "color": color},
+        "meta": meta,
+        "showlegend": False,
+        "hoverinfo": "skip",
         **where,
-    )
+    }
+
+
+def band_trace(x, lo, hi, color: str, meta: str, **where: Any) -> go.Scatter:
+    """``band_props`` as a plotly trace."""
+    return go.Scatter(band_props(x, lo, hi, color, meta, **where))
 
 
 def band_ends(trace: go.Scatter) -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +444,7 @@ def roofline_figure(
             height + bottom - layout["margin"]["b"], entries * LEGEND_ROW_PX + layout["margin"]["t"] + bottom
         )
         layout["margin"] = {**layout["margin"], "b": bottom}
-    return go.Figure({"data": traces, "layout": layout})
+    return figure_of({"data": traces, "layout": layout})
 
 
 def op_traces(points: pd.DataFrame) -> list[dict]:
@@ -615,7 +627,7 @@ def time_breakdown_figure(analysis: Analysis, height: int = 360) -> go.Figure:
     ]
     layout.update(barmode="stack", height=height + bottom - layout["margin"]["b"])
     layout["margin"] = {**layout["margin"], "b": bottom}
-    return go.Figure({"data": traces, "layout": layout})
+    return figure_of({"data": traces, "layout": layout})
 
 
 SIDE_BY_SIDE = {1: {"xaxis": "x", "yaxis": "y"}, 2: {"xaxis": "x2", "yaxis": "y2"}}  # subplot -> its axes
@@ -685,7 +697,7 @@ def memory_figure(analysis: Analysis, height: int = 260) -> go.Figure:
         {**note, "x": capacity, "y": 1, "text": f"capacity {bytes_text(mem['capacity_bytes'])}"},
         {**note, "x": usable, "y": 0, "xanchor": "right", "text": f"usable {bytes_text(mem['usable_bytes'])}"},
     ]
-    return go.Figure({"data": traces, "layout": layout})
+    return figure_of({"data": traces, "layout": layout})
 
 
 # --- sweep ----------------------------------------------------------------------------
@@ -717,88 +729,132 @@ def oom_label(w: str, boundary: float, axis: str) -> str:
     return f"{w}: nothing fits" if boundary < 1 else f"{w}: out of memory above {what} {boundary:.0f}"
 
 
+@lru_cache(maxsize=4)
+def column_grid(rows: int) -> str:
+    """The layout of ``rows`` subplots in one column sharing their x axis (make_subplots'
+    axes and domains), as JSON: made once, copied per figure."""
+    return json.dumps(
+        make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.04).layout.to_plotly_json()
+    )
+
+
+def log_tick_props(values: Sequence[float]) -> dict:
+    """``label_log_axis``'s tick values and texts for the positive finite ``values``, as an
+    axis spec ({} when there are none)."""
+    shown = np.asarray(values, dtype=float)
+    shown = shown[np.isfinite(shown) & (shown > 0)]
+    if not shown.size:
+        return {}
+    ticks = log_ticks(shown.min(), shown.max())
+    return {"tickvals": ticks, "ticktext": [number(t, 3) for t in ticks]}
+
+
+def sweep_series(w: str, group: pd.DataFrame, color: str, axis: str) -> tuple[list[dict], list[dict]]:
+    """One weight type's traces (per subplot row: its band, its line; then the legend entry
+    of its out-of-memory line) and shapes (the dotted out-of-memory line in each row)."""
+    traces, shapes = [], []
+    boundary = oom_boundary(group)
+    fits = group["fits"].to_numpy(bool)
+    for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
+        where = {"xaxis": "x" if row == 1 else f"x{row}", "yaxis": "y" if row == 1 else f"y{row}"}
+        if f"{col}_lo{BAND}" in group:
+            ends = (group[f"{col}_{end}{BAND}"] * scale for end in ("lo", "hi"))
+            traces.append(band_props(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w, **where))
+        traces.append(
+            {
+                "type": "scatter",
+                "x": group["x"].to_numpy(),
+                "y": (group[col] * scale).to_numpy(),
+                "mode": "lines+markers",
+                "name": f"weights {w}",
+                "legendgroup": w,
+                "showlegend": row == 1,
+                "meta": f"sweep:{w}:{col}",
+                "line": {"color": color},
+                "marker": {"symbol": np.where(fits, "circle", "x-open"), "size": 8, "color": color},
+                "customdata": np.where(fits, "fits", "out of memory"),
+                "hovertemplate": f"{w}: %{{y:,.4r}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>",
+                **where,
+            }
+        )
+        if boundary is not None:
+            line = {"color": color, "dash": "dot", "width": 2}
+            shapes.append(vline_props(max(boundary, float(group["x"].iloc[0])), line, row=row))
+    if boundary is not None:
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [None],
+                "y": [None],
+                "mode": "lines",
+                "legendgroup": w,
+                "name": oom_label(w, boundary, axis),
+                "meta": f"oom:{w}",
+                "line": {"color": color, "dash": "dot", "width": 2},
+                "xaxis": "x",
+                "yaxis": "y",
+            }
+        )
+    return traces, shapes
+
+
 def sweep_figure(frame: pd.DataFrame, height: int = 820) -> go.Figure:
     """TTFT, TPOT, throughput and peak memory against batch or prompt length, one line per
     weight type; points that do not fit are hollow crosses and a dotted line (named in the
-    legend, so labels never collide) marks the largest size that fits."""
+    legend, so labels never collide) marks the largest size that fits. Built as one spec
+    that plotly checks once (adding traces and shapes one by one took four times as long)."""
     axis = frame.attrs.get("axis", "batch")
-    fig = make_subplots(rows=len(SWEEP_ROWS), cols=1, shared_xaxes=True, vertical_spacing=0.04)
+    traces, shapes = [], []
     for i, (w, group) in enumerate(frame.groupby("w_dtype", sort=False)):
-        color = SERIES_COLORS[i % len(SERIES_COLORS)]
-        boundary = oom_boundary(group)
-        for row, (col, _label, scale) in enumerate(SWEEP_ROWS, start=1):
-            if f"{col}_lo{BAND}" in group:
-                ends = (group[f"{col}_{end}{BAND}"] * scale for end in ("lo", "hi"))
-                fig.add_trace(band_trace(group["x"], *ends, color, f"band:{w}:{col}", legendgroup=w), row=row, col=1)
-            fits = group["fits"].to_numpy(bool)
-            symbols = np.where(fits, "circle", "x-open")
-            fig.add_trace(
-                go.Scatter(
-                    x=group["x"],
-                    y=group[col] * scale,
-                    mode="lines+markers",
-                    name=f"weights {w}",
-                    legendgroup=w,
-                    showlegend=row == 1,
-                    meta=f"sweep:{w}:{col}",
-                    line={"color": color},
-                    marker={"symbol": symbols, "size": 8, "color": color},
-                    customdata=np.where(fits, "fits", "out of memory"),
-                    hovertemplate=f"{w}: %{{y:,.4r}} at {axis}=%{{x}} (%{{customdata}})<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
-            if boundary is not None:
-                vline(
-                    fig, max(boundary, float(group["x"].iloc[0])), {"color": color, "dash": "dot", "width": 2}, row=row
-                )
-        if boundary is not None:
-            fig.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="lines",
-                    legendgroup=w,
-                    name=oom_label(w, boundary, axis),
-                    meta=f"oom:{w}",
-                    line={"color": color, "dash": "dot", "width": 2},
-                ),
-                row=1,
-                col=1,
-            )
+        more_traces, more_shapes = sweep_series(w, group, SERIES_COLORS[i % len(SERIES_COLORS)], axis)
+        traces += more_traces
+        shapes += more_shapes
     capacity = float(frame["capacity_bytes"].iloc[0]) / GIB if len(frame) else 0
     last = len(SWEEP_ROWS)
-    fig.add_shape(
-        type="line",
-        x0=0,
-        x1=1,
-        xref=f"x{last} domain",
-        y0=capacity,
-        y1=capacity,
-        yref=f"y{last}",
-        line={"color": "#d62728", "dash": "dash"},
+    shapes.append(
+        {
+            "type": "line",
+            "x0": 0,
+            "x1": 1,
+            "xref": f"x{last} domain",
+            "y0": capacity,
+            "y1": capacity,
+            "yref": f"y{last}",
+            "line": {"color": "#d62728", "dash": "dash"},
+        }
     )
-    # annotations on a log axis take log10 of the value (shapes take the value itself)
-    fig.add_annotation(
-        x=1,
-        xref=f"x{last} domain",
-        y=np.log10(capacity),
-        yref=f"y{last}",
-        text=f"capacity {capacity:.0f} GiB",
-        showarrow=False,
-        xanchor="right",
-        yanchor="bottom",
-        font={"color": "#d62728"},
-    )
-    for row, (_, label, _) in enumerate(SWEEP_ROWS, start=1):
-        fig.update_yaxes(title=label, type="log", row=row, col=1)
-        yaxis = "y" if row == 1 else f"y{row}"
-        label_log_axis(fig, "y", [y for t in fig.data if t.yaxis == yaxis and t.y is not None for y in t.y], row=row)
-    fig.update_xaxes(type="log", dtick=np.log10(2), tickformat="d")
-    fig.update_xaxes(title=AXIS_TITLES.get(axis, axis), row=len(SWEEP_ROWS), col=1)
     title = f"Sweep: {frame.attrs.get('model', '')} on {frame.attrs.get('device', '')}"
-    return add_caption(base_layout(fig, title, height), frame.attrs.get("intervals"))
+    subplots = json.loads(column_grid(last))
+    layout = {**subplots, **base_layout_props(title, height)}
+    grid = layout.pop("xaxis"), layout.pop("yaxis")  # every axis gets the base's grid
+    x_log = {"type": "log", "dtick": np.log10(2), "tickformat": "d"}
+    for row, (_, label, _) in enumerate(SWEEP_ROWS, start=1):
+        ref = "" if row == 1 else str(row)
+        shown = [v for t in traces if t["yaxis"] == f"y{ref}" for v in t["y"]]
+        layout[f"xaxis{ref}"] = {**subplots[f"xaxis{ref}"], **x_log, **grid[0]}
+        y_log = {"title": {"text": label}, "type": "log", **log_tick_props(shown)}
+        layout[f"yaxis{ref}"] = {**subplots[f"yaxis{ref}"], **y_log, **grid[1]}
+    layout[f"xaxis{last}"]["title"] = {"text": AXIS_TITLES.get(axis, axis)}
+    note, bottom = caption_props(frame.attrs.get("intervals"))
+    # annotations on a log axis take log10 of the value (shapes take the value itself)
+    layout["annotations"] = [
+        {
+            "x": 1,
+            "xref": f"x{last} domain",
+            "y": np.log10(capacity),
+            "yref": f"y{last}",
+            "text": f"capacity {capacity:.0f} GiB",
+            "showarrow": False,
+            "xanchor": "right",
+            "yanchor": "bottom",
+            "font": {"color": "#d62728"},
+        },
+        note,
+    ]
+    layout["shapes"] = shapes
+    layout["height"] = height + bottom - layout["margin"]["b"]
+    layout["margin"] = {**layout["margin"], "b": bottom}
+    return figure_of({"data": traces, "layout": layout})
 
 
 # --- compare --------------------------------------------------------------------------
@@ -811,46 +867,67 @@ COMPARE_COLUMNS = (
 )
 
 
-def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
-    """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
-    device's capacity as a marker); devices that failed are left out."""
-    ok = frame[frame["error"].fillna("") == ""]
+@lru_cache(maxsize=1)
+def compare_grid() -> str:
+    """The Compare figure's subplots (one per column of ``COMPARE_COLUMNS``, titled), as
+    JSON: made once, copied per figure."""
     fig = make_subplots(
         rows=1,
         cols=len(COMPARE_COLUMNS),
         subplot_titles=[label.replace(" (", "<br>(") for _, label, _ in COMPARE_COLUMNS],
         horizontal_spacing=0.07,
     )
-    small_subplot_titles(fig)
+    return json.dumps(small_subplot_titles(fig).layout.to_plotly_json())
+
+
+def compare_figure(frame: pd.DataFrame, height: int = 380) -> go.Figure:
+    """One bar per device for each of TTFT, TPOT, throughput and peak memory (with each
+    device's capacity as a marker); devices that failed are left out. One spec."""
+    ok = frame[frame["error"].fillna("") == ""]
     colors = [SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(len(ok))]
-    for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1):
-        fig.add_trace(
-            go.Bar(
-                x=ok["device"],
-                y=ok[key].astype(float) * scale,
-                marker_color=colors,
-                name=label,
-                meta=f"compare:{key}",
-                showlegend=False,
-                hovertemplate="%{x}: %{y:,.4r}<extra></extra>",
-            ),
-            row=1,
-            col=col,
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=ok["device"],
-            y=ok["capacity_bytes"].astype(float) / GIB,
-            mode="markers",
-            name="capacity",
-            meta="compare:capacity",
-            marker={"symbol": "line-ew-open", "size": 30, "color": "#d62728", "line": {"width": 3, "color": "#d62728"}},
-            hovertemplate="%{x} capacity: %{y:.0f} GiB<extra></extra>",
-        ),
-        row=1,
-        col=len(COMPARE_COLUMNS),
+    traces = [
+        {
+            "type": "bar",
+            "x": ok["device"].to_numpy(),
+            "y": (ok[key].astype(float) * scale).to_numpy(),
+            "marker": {"color": colors},
+            "name": label,
+            "meta": f"compare:{key}",
+            "showlegend": False,
+            "hovertemplate": "%{x}: %{y:,.4r}<extra></extra>",
+            "xaxis": f"x{col if col > 1 else ''}",
+            "yaxis": f"y{col if col > 1 else ''}",
+        }
+        for col, (key, label, scale) in enumerate(COMPARE_COLUMNS, start=1)
+    ]
+    last = len(COMPARE_COLUMNS)
+    traces.append(
+        {
+            "type": "scatter",
+            "x": ok["device"].to_numpy(),
+            "y": (ok["capacity_bytes"].astype(float) / GIB).to_numpy(),
+            "mode": "markers",
+            "name": "capacity",
+            "meta": "compare:capacity",
+            "marker": {
+                "symbol": "line-ew-open",
+                "size": 30,
+                "color": "#d62728",
+                "line": {"width": 3, "color": "#d62728"},
+            },
+            "hovertemplate": "%{x} capacity: %{y:.0f} GiB<extra></extra>",
+            "xaxis": f"x{last}",
+            "yaxis": f"y{last}",
+        }
     )
-    return base_layout(fig, "Compare devices: same model, workload and settings", height, top=100)
+    subplots = json.loads(compare_grid())
+    layout = {**subplots, **base_layout_props("Compare devices: same model, workload and settings", height, top=100)}
+    grid = layout.pop("xaxis"), layout.pop("yaxis")
+    for col in range(1, last + 1):
+        ref = "" if col == 1 else str(col)
+        layout[f"xaxis{ref}"] = {**subplots[f"xaxis{ref}"], **grid[0]}
+        layout[f"yaxis{ref}"] = {**subplots[f"yaxis{ref}"], **grid[1]}
+    return figure_of({"data": traces, "layout": layout})
 
 
 # --- layer graph ----------------------------------------------------------------------

@@ -24,11 +24,13 @@ MODEL_UPLOAD = "model-upload"
 DEVICE_UPLOAD = "device-upload"
 UPLOAD_ERROR = "upload-error"
 
-# pages: one container each, shown or hidden by the pathname
+# pages: the shown one's components, built when the pathname changes, in one container
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
+PAGE = "page"  # the container
 
 
 def page(name: str) -> str:
+    """The shown page's own box (inside ``PAGE``)."""
     return f"page-{name}"
 
 

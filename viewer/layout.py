@@ -1,7 +1,12 @@
 """The page structure: a sidebar of workload and deployment controls (generated from the
-control table in ``viewer.state``), page tabs, and one container per page."""
+control table in ``viewer.state``), page tabs, and one container holding the shown page's
+components only (``page_content``, built when the URL's path changes: the browser mounts
+no hidden page's graphs)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import dash_cytoscape as cyto
 from dash import dash_table, dcc, html
@@ -10,7 +15,7 @@ from dash.dash_table.Format import Format, Scheme
 from ridgeline.io.resolve import list_devices, list_models
 from viewer import ids
 from viewer.figures import CARD_TITLES, IO_NODE_PX, LABEL_OFFSET_PX, TABLE_COLUMNS, bound_caption
-from viewer.state import PAGE_TITLES, PAGES, Control, component_value, controls
+from viewer.state import NOT_FOUND, PAGE_TITLES, PAGES, Control, component_value, controls, defaults, page_from_path
 
 FORMATS = {
     "si": Format(precision=3, scheme=Scheme.decimal_si_prefix),
@@ -63,9 +68,10 @@ CYTO_STYLE = [
 ]
 
 
-def control_component(c: Control, options: list | None = None):
-    """The Dash component for one control; its id is ``ids.state(c.key)``."""
-    value = component_value(c, c.default)
+def control_component(c: Control, options: list | None = None, value: Any = None):
+    """The Dash component for one control holding ``value`` (its default when None); its
+    id is ``ids.state(c.key)``."""
+    value = component_value(c, c.default if value is None else value)
     cid = ids.state(c.key)
     if c.kind in ("choice", "multi"):
         opts = list(options if options is not None else c.options)
@@ -89,17 +95,18 @@ def control_component(c: Control, options: list | None = None):
     return dcc.Input(id=cid, type="text", value=value, debounce=True)
 
 
-def labelled(c: Control, options: list | None = None) -> html.Div:
+def labelled(c: Control, options: list | None = None, value: Any = None) -> html.Div:
     return html.Div(
-        [html.Label(c.label, title=c.help, htmlFor=str(c.key)), control_component(c, options)],
+        [html.Label(c.label, title=c.help, htmlFor=str(c.key)), control_component(c, options, value)],
         className="control",
         title=c.help,
     )
 
 
-def section_controls(section: str, options: dict | None = None) -> list:
-    options = options or {}
-    return [labelled(c, options.get(c.key)) for c in controls() if c.section == section]
+def section_controls(section: str, options: dict | None = None, state: Mapping[str, Any] | None = None) -> list:
+    """The controls of ``section``, holding ``state``'s values (the defaults' without)."""
+    options, state = options or {}, state or {}
+    return [labelled(c, options.get(c.key), state.get(c.key)) for c in controls() if c.section == section]
 
 
 def upload(cid: str, text: str, accept: str) -> dcc.Upload:
@@ -135,16 +142,16 @@ def graph(cid: str, height: int | None = None) -> dcc.Graph:
     return dcc.Graph(id=cid, config={"displaylogo": False}, style=style)
 
 
-def page_top(title: str, section: str, error_id: str) -> list:
+def page_top(title: str, section: str, error_id: str, state: Mapping[str, Any]) -> list:
     """What every page starts with: its one-line title, its section's controls, its error line."""
     return [
         html.Div(title, className="page-title"),
-        html.Div(section_controls(section), className="page-controls"),
+        html.Div(section_controls(section, state=state), className="page-controls"),
         error_line(error_id),
     ]
 
 
-def analyze_page() -> html.Div:
+def analyze_page(state: Mapping[str, Any]) -> html.Div:
     cards = [
         html.Div(
             [html.Div(title, className="card-title"), html.Div("-", id=ids.card(key), className="card-value")],
@@ -183,7 +190,7 @@ def analyze_page() -> html.Div:
     )
 
 
-def layer_page() -> html.Div:
+def layer_page(state: Mapping[str, Any]) -> html.Div:
     return html.Div(
         [
             *page_top(
@@ -191,6 +198,7 @@ def layer_page() -> html.Div:
                 "size = time. Click an op for its numbers and its point on the roofline.",
                 "layer",
                 ids.LAYER_ERROR,
+                state,
             ),
             html.Div(
                 [
@@ -218,7 +226,7 @@ def layer_page() -> html.Div:
     )
 
 
-def sweep_page() -> html.Div:
+def sweep_page(state: Mapping[str, Any]) -> html.Div:
     return html.Div(
         [
             *page_top(
@@ -226,17 +234,19 @@ def sweep_page() -> html.Div:
                 "dotted lines: out of memory.",
                 "sweep",
                 ids.SWEEP_ERROR,
+                state,
             ),
             graph(ids.SWEEP_GRAPH),
         ]
     )
 
 
-def compare_page() -> html.Div:
+def compare_page(state: Mapping[str, Any]) -> html.Div:
+    devices = {"devices": list_devices() + ["host"]}
     return html.Div(
         [
             html.Div("The workload and settings of the sidebar on several devices.", className="page-title"),
-            html.Div(section_controls("compare", {"devices": list_devices() + ["host"]}), className="page-controls"),
+            html.Div(section_controls("compare", devices, state), className="page-controls"),
             error_line(ids.COMPARE_ERROR),
             graph(ids.COMPARE_GRAPH),
             dash_table.DataTable(
@@ -249,13 +259,14 @@ def compare_page() -> html.Div:
     )
 
 
-def validation_page() -> html.Div:
+def validation_page(state: Mapping[str, Any]) -> html.Div:
     from viewer.data import validation_devices
 
+    runs = {"runs": validation_devices()}
     return html.Div(
         [
             html.Div(id=ids.VALIDATION_MESSAGE, className="page-title"),
-            html.Div(section_controls("validation", {"runs": validation_devices()}), className="page-controls"),
+            html.Div(section_controls("validation", runs, state), className="page-controls"),
             html.Div(graph(ids.VALIDATION_SCATTER), id=f"{ids.VALIDATION_SCATTER}-box"),
             html.Div(graph(ids.VALIDATION_ERRORS), id=f"{ids.VALIDATION_ERRORS}-box"),
             html.Div(graph(ids.VALIDATION_ROOFS), id=f"{ids.VALIDATION_ROOFS}-box"),
@@ -276,7 +287,15 @@ def priced_devices() -> list[str]:
     return list(price_list()["usd_per_gpu_hour"])
 
 
-def serving_page() -> html.Div:
+def plan_options(state: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The Plan form's menus: the priced devices, and the types the chosen ones compute."""
+    from viewer.plan import plan_types
+
+    w_dtypes, kv_dtypes = plan_types(state["plan_devices"])
+    return {"plan_devices": priced_devices(), "plan_w_dtypes": w_dtypes, "plan_kv_dtypes": kv_dtypes}
+
+
+def serving_page(state: Mapping[str, Any]) -> html.Div:
     return html.Div(
         [
             *page_top(
@@ -284,6 +303,7 @@ def serving_page() -> html.Div:
                 "of the sidebar's model, device, settings, prompt and generated tokens.",
                 "serving",
                 ids.SERVING_ERROR,
+                state,
             ),
             html.Div(id=ids.SERVING_SUMMARY),
             graph(ids.SERVING_LATENCY),
@@ -291,10 +311,11 @@ def serving_page() -> html.Div:
             html.H3("Plan: the cheapest deployments that serve this load within its SLO"),
             html.Div(
                 "ridgeline plan over a small space: the sidebar's model, prompt and generated tokens, the "
-                "form's max batch and token budget, KV fp16, datasheet rooflines; cost from the shipped price list.",
+                "form's max batch and token budget, the form's types (fp8 and fp4 where a device has the rate), "
+                "datasheet rooflines; cost from the shipped price list.",
                 className="page-title",
             ),
-            html.Div(section_controls("plan", {"plan_devices": priced_devices()}), className="page-controls"),
+            html.Div(section_controls("plan", plan_options(state), state), className="page-controls"),
             error_line(ids.PLAN_ERROR),
             html.Div(id=ids.PLAN_SUMMARY),
             graph(ids.PLAN_GRAPH),
@@ -313,15 +334,25 @@ PAGE_BUILDERS = {
 
 
 def not_found() -> html.Div:
-    """What a path that is no page shows (hidden otherwise): the pages, linked."""
+    """What a path that is no page shows: the pages, linked."""
     links = [dcc.Link(PAGE_TITLES[p], href="/" if p == "analyze" else f"/{p}") for p in PAGES]
     listed = [item for link in links for item in (link, ", ")][:-1]
-    return html.Div(
-        [html.H2("No such page"), html.P(["The pages: ", *listed, "."])],
-        id=ids.NOT_FOUND,
-        className="page",
-        style={"display": "none"},
-    )
+    return html.Div([html.H2("No such page"), html.P(["The pages: ", *listed, "."])], id=ids.NOT_FOUND)
+
+
+def page_content(pathname: str | None, state: Mapping[str, Any] | None = None) -> html.Div:
+    """The components of the page ``pathname`` names (``not_found`` for no page), its controls
+    holding ``state``'s values (the URL's: ``viewer.state.parse_query``)."""
+    page = page_from_path(pathname)
+    if page == NOT_FOUND:
+        return not_found()
+    return html.Div(PAGE_BUILDERS[page](state or defaults()), id=ids.page(page))
+
+
+def every_page() -> html.Div:
+    """The shell with every page in it: what Dash checks the callbacks' ids against
+    (``app.validation_layout``), since only the shown page is in the page at a time."""
+    return html.Div([build_layout(), not_found(), *(page_content(f"/{p}") for p in PAGES)])
 
 
 def build_layout() -> html.Div:
@@ -347,16 +378,7 @@ def build_layout() -> html.Div:
                     html.Main(
                         [
                             error_line(ids.URL_ERROR),
-                            not_found(),
-                            *[
-                                html.Div(
-                                    PAGE_BUILDERS[p](),
-                                    id=ids.page(p),
-                                    className="page",
-                                    style={"display": "block" if p == "analyze" else "none"},
-                                )
-                                for p in PAGES
-                            ],
+                            html.Div(id=ids.PAGE, className="page"),
                         ],
                         className="main",
                     ),

@@ -10,7 +10,7 @@ is simulated; ``ridgeline plan`` searches the full space.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -20,21 +20,36 @@ from dash.exceptions import PreventUpdate
 
 from ridgeline.api import plan
 from ridgeline.errors import RidgelineError
-from ridgeline.serving.bounds import Load, Slo, Space
+from ridgeline.serving.bounds import KV_DTYPES, W_DTYPES, Load, Slo, Space, computes
 from viewer import ids
 from viewer.data import hide_paths, view_memo
 from viewer.figures import SERIES_COLORS, base_layout
 from viewer.serving import MOST_REQUEST_STEPS, section_defaults
-from viewer.state import page_from_path, parse_query, plain
+from viewer.state import coerce, control, page_from_path, parse_query, plain
+
+
+def plan_types(devices: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The weight and KV types the form offers for ``devices``: ``ridgeline plan``'s, fp8 and
+    fp4 only where one of them has that matrix rate (``computes``: the rule the search applies
+    to each device, so a type chosen is searched on the devices that have it)."""
+    from viewer.data import catalog_device
+
+    specs = [catalog_device(name) for name in devices]
+    return tuple([t for t in types if any(computes(t, d) for d in specs)] for types in (W_DTYPES, KV_DTYPES))
+
+
+def plan_type_options(devices: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The callback: the devices menu's value (empty: the default's) -> the types' options."""
+    return plan_types(coerce(control("plan_devices"), devices))
 
 
 def plan_space(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The dimensions searched (``Space``'s): the chosen counts and weight types, KV fp16,
-    the Serving form's max batch and token budget."""
+    """The dimensions searched (``Space``'s): the chosen counts, weight and KV types, the
+    Serving form's max batch and token budget."""
     return {
         "counts": tuple(sorted(int(c) for c in state["plan_counts"])),
         "w_dtypes": tuple(state["plan_w_dtypes"]),
-        "kv_dtypes": ("fp16",),
+        "kv_dtypes": tuple(state["plan_kv_dtypes"]),
         "max_batches": (int(state["serving_max_batch"]),),
         "token_budgets": (int(state["serving_budget"]),),
     }
@@ -126,6 +141,12 @@ def register(app) -> None:
         Input(ids.URL, "search"),
         State(ids.UPLOADS, "data"),
     )(update_plan)
+    app.callback(  # the page is built with its devices' types (layout.serving_page): changes only
+        Output(ids.state("plan_w_dtypes"), "options"),
+        Output(ids.state("plan_kv_dtypes"), "options"),
+        Input(ids.state("plan_devices"), "value"),
+        prevent_initial_call=True,
+    )(plan_type_options)
 
 
 def plan_figure(result, height: int = 420) -> go.Figure:

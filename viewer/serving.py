@@ -12,7 +12,7 @@ on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -47,10 +47,14 @@ def rates_of(text: str) -> list[float]:
     return rates
 
 
-@view_memo()
-def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
-    """One simulation per rate, with its intervals: [(rate, SimResult, intervals)], once
-    per view (``view_memo``: the runs are seeded, so a view's are always the same)."""
+# the intervals of a run whose bands come later (``first_runs``): the caption says so
+PENDING = {"none": "bands: being computed (four more runs per rate)", "pending": True}
+
+
+def simulate_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None, bands: bool) -> list:
+    """One simulation per rate, with its intervals where ``bands`` (else ``PENDING`` where
+    they take more runs): [(rate, SimResult, intervals)]. The work budget counts the bands'
+    runs either way."""
     from viewer.data import deployment_for
 
     rates = rates_of(state["serving_rates"])
@@ -64,8 +68,29 @@ def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = N
         "prompt": state["seq_len"],
         "output_tokens": max(state["generate"], 1),
     }
-    runs = [simulate_serving(d, sched, rate=rate, **load) for rate in rates]
-    return [(rate, run["result"], run["intervals"]) for rate, run in zip(rates, runs)]
+    later = not bands and d.intervals is not None
+    runs = [simulate_serving(d, sched, rate=rate, intervals=not later, **load) for rate in rates]
+    return [(rate, run["result"], PENDING if later else run["intervals"]) for rate, run in zip(rates, runs)]
+
+
+@view_memo()
+def serving_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
+    """One simulation per rate, with its intervals: [(rate, SimResult, intervals)], once
+    per view (``view_memo``: the runs are seeded, so a view's are always the same)."""
+    return simulate_runs(state, uploads, bands=True)
+
+
+@view_memo()
+def runs_alone(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
+    """The view's runs with ``PENDING`` intervals where those take more runs, once per view."""
+    return simulate_runs(state, uploads, bands=False)
+
+
+def first_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> list:
+    """What the page draws first: the view's runs with their intervals where they are kept
+    already, else ``runs_alone`` (``update_serving_bands`` draws the bands next). The same
+    results either way: the runs are seeded."""
+    return serving_runs.peek(state, uploads) or runs_alone(state, uploads)
 
 
 def request_steps(state: Mapping[str, Any], rates: int) -> int:
@@ -174,25 +199,39 @@ def default_runs() -> list:
     return serving_runs(defaults())
 
 
-def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None) -> tuple[list, str]:
-    """(runs, error line). Bad input draws what the docs promise instead, with its error:
-    the form's defaults on the sidebar's deployment, else the default view."""
+def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None, runs_of: Callable = serving_runs) -> tuple:
+    """(runs, error line): ``runs_of`` the view. Bad input draws what the docs promise
+    instead, with its error: the form's defaults on the sidebar's deployment, else the
+    default view."""
     try:
-        return serving_runs(state, uploads), ""
+        return runs_of(state, uploads), ""
     except RidgelineError as err:
         error = f"error: {hide_paths(str(err))}"
     try:
-        return serving_runs(section_defaults(state, "serving"), uploads), f"{error}; the form's defaults are drawn"
+        return runs_of(section_defaults(state, "serving"), uploads), f"{error}; the form's defaults are drawn"
     except RidgelineError:
         return default_runs(), f"{error}; the default view is drawn"
 
 
 def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
-    """(error, summary line, latency figure, KV figure)."""
+    """(error, summary line, latency figure, KV figure) of the view's ``first_runs``: its
+    numbers show before its bands' runs (``update_serving_bands``)."""
     if page_from_path(pathname) != "serving":
         raise PreventUpdate
-    runs, error = runs_or_defaults(parse_query(search), uploads)
+    runs, error = runs_or_defaults(parse_query(search), uploads, first_runs)
     return error, summary_line(runs), latency_figure(runs), kv_figure(runs)
+
+
+def update_serving_bands(_shown: Any, pathname: str | None, search: str | None, uploads: Mapping | None):
+    """The latency figure with its bands, once the page shows the view's first runs (its
+    summary line changed); nothing where those held their intervals already."""
+    if page_from_path(pathname) != "serving":
+        raise PreventUpdate
+    state = parse_query(search)
+    shown, _ = runs_or_defaults(state, uploads, first_runs)
+    if not any(bands is PENDING for *_, bands in shown):
+        raise PreventUpdate
+    return latency_figure(runs_or_defaults(state, uploads)[0])
 
 
 def register(app) -> None:
@@ -207,3 +246,11 @@ def register(app) -> None:
         Input(ids.URL, "search"),
         State(ids.UPLOADS, "data"),
     )(update_serving)
+    app.callback(
+        Output(ids.SERVING_LATENCY, "figure", allow_duplicate=True),
+        Input(ids.SERVING_SUMMARY, "children"),
+        State(ids.URL, "pathname"),
+        State(ids.URL, "search"),
+        State(ids.UPLOADS, "data"),
+        prevent_initial_call=True,
+    )(update_serving_bands)

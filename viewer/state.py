@@ -22,6 +22,8 @@ from ridgeline.engine.workload import Settings
 from ridgeline.io.engines import engine_names
 from ridgeline.io.prices import price_list
 from ridgeline.io.resolve import list_devices, list_models
+from ridgeline.serving.bounds import KV_DTYPES as PLAN_KV_DTYPES
+from ridgeline.serving.bounds import W_DTYPES as PLAN_W_DTYPES
 
 DTYPES = tuple(d for d in DTYPE_BITS if d != "tf32")
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
@@ -182,7 +184,24 @@ PAGE_CONTROLS = (
         help="devices with a price in the shipped price list",
     ),
     Control("plan_counts", "devices per deployment", "multi", ("1", "2"), ("1", "2", "4", "8"), "plan", maximum=4),
-    Control("plan_w_dtypes", "weight types", "multi", ("fp16", "int8", "int4"), ("fp16", "int8", "int4"), "plan"),
+    Control(
+        "plan_w_dtypes",
+        "weight types",
+        "multi",
+        ("fp16", "int8", "int4"),
+        PLAN_W_DTYPES,
+        "plan",
+        help="fp8 and fp4 (weights and activations) where a device to price has the matrix rate",
+    ),
+    Control(
+        "plan_kv_dtypes",
+        "KV cache types",
+        "multi",
+        ("fp16",),
+        PLAN_KV_DTYPES,
+        "plan",
+        help="fp8 where a device to price has the matrix rate",
+    ),
     Control("plan_rate", "request rate (/s)", "float", 4.0, section="plan", minimum=0.01, maximum=1000),
     Control("plan_requests", "requests", "int", 200, section="plan", minimum=2, maximum=10_000),
     Control("plan_ttft", "TTFT SLO (s)", "float", 0.5, section="plan", minimum=0.001, maximum=600),
