@@ -241,7 +241,7 @@ def sweep_frame(
     frames, intervals = [], {}
     for w in w_dtypes:
         variant = d.with_settings(dataclasses.replace(d.settings, w_dtype=w))
-        frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"])
+        frame = rl.sweep(variant, batch=batch, seq_len=seq_len, generate=state["generate"], bands=False)
         if state["generate"] <= 0:
             frame["ttft_s"] = frame["prefill_s"]
             frame["tpot_s"] = frame["decode_step_s"]
@@ -282,9 +282,8 @@ def largest_fitting(d: Deployment, axis: str, state: Mapping[str, Any], frame: p
     lo, hi = int(xs[np.argmax(~fits) - 1]), int(xs[np.argmax(~fits)])  # fits, does not
     while hi - lo > 1:
         probe = np.unique(np.linspace(lo, hi, BISECTION_POINTS + 2).astype(int)[1:-1])
-        ok = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe, generate=state["generate"])["fits"].to_numpy(
-            bool
-        )
+        grid = rl.sweep(d, batch=np.array([state["batch"]]), seq_len=probe, generate=state["generate"], bands=False)
+        ok = grid["fits"].to_numpy(bool)
         lo, hi = (int(probe[ok][-1]) if ok.any() else lo), int(probe[~ok][0]) if (~ok).any() else hi
     return lo
 
