@@ -5,36 +5,41 @@ A *place* changes its meaning when it hands the value on in a form it did not re
 representation (the text '4' -> the number 4 -> 'int4' -> 0.5 bytes a weight in the Plan) or
 the same value under another name (the key ``w_bits`` -> the field ``w_dtype``). The count of
 an option is the number of such places; ``--w-bits`` had 4 (parse_values, dtype_for_bits,
-setting_lists, Deployment.of).
+setting_lists, Deployment.of), now 2 (setting_lists reads the word into w_dtype; the Plan).
 
-Measured, not declared: each command runs in-process twice, with two valid values of one
-option (A and B, the rest alike), under ``sys.setprofile``. Every call of a project function
-(ridgeline/, kernels/, viewer/) is recorded with the scalar leaves of its arguments and of its
-return value (str, int, float, bool, Path; through dicts, lists, tuples, dataclasses and a click
-context's params, 4 levels deep), each named by the key, field or keyword that holds it; a bare
-return value and a bare argument of a call have no name. Then:
+Measured, not declared: each command runs in-process without the option (its default; the
+one run all its options are compared with) and with it, under ``sys.setprofile``. Every call
+of a project function (ridgeline/, kernels/, viewer/) is recorded with the scalar leaves of its
+arguments and of its return value (str, int, float, bool, Path, a numpy number; through dicts,
+lists, tuples, dataclasses and a click context's params, 4 levels deep; a numpy array is data
+computed with the options, not a form of one), each named by the key, field or keyword that
+holds it; a bare return value and a bare argument of a call have no name. A call's twin in the
+other run is the next call of the same function by its caller's twin. Then:
 
-- A leaf *carries* the option where it differs between the two runs (the n-th call of a
-  function, the same path). Prose (a string with a space) is a message about the value, not a
-  form of it.
+- A leaf *carries* the option where it differs from its twin's at the same path (or the call
+  has no twin). Prose (a string with a space) is a message about the value, not a form of it.
 - A call *receives* the carrying leaves of its arguments and of what its callees return; it
   *hands on* the carrying leaves of its return value and of the arguments it passes to its
   callees. It is a place when it hands on a value it did not receive (a conversion), or a
-  named value under a name it did not receive that value by (a rename). A function counts
-  once per option, however often it runs.
-- click's conversion of the word into the option's declared type (an int, a float) is a place
-  when the value the command gets differs from the word.
-- Where it ends: a call into ridgeline/engine/ or ridgeline/serving/ from outside them is one
-  step (what runs inside is not followed). One that returns an input record of the engine
-  (Settings, Workload, Plan, Deployment: what the resolver builds at the edge) is followed on
-  like any call; any other one that receives the option is the engine taking it, and the trace
-  ends there. It ends, too, at a call that opens a file the option names (the file is an input
-  of its own: read once per command, tests/test_architecture.py) and at a call into kernels/
-  or viewer/ (a measuring or serving command's own function, which would run the device or a
+  named value under a name it did not receive (a rename); a call that receives none hands on
+  data or its object's state, not the option. A function counts once per option.
+- click's conversion of the word into the option's declared type (an int, a float, a path) is
+  a place ('click') when the value differs from the word.
+- Where it ends: a call into ridgeline/engine/ or ridgeline/serving/ is one step (what runs
+  inside is not followed). One that returns an input record of the engine (Settings, Workload,
+  Plan, Deployment: what the resolver builds at the edge) is followed on like any call; any
+  other that takes the option (by name: not in a ``**keywords`` that catches all) is the engine
+  taking it, and the trace ends there; so does a call into ridgeline/report/ (the output takes
+  it). It ends, too, at a call that opens a file the option names (the file is an input of its
+  own: read once per command, tests/test_architecture.py) and at a call into kernels/ or
+  viewer/ (a measuring or serving command's own function, which would run the device or a
   server). Only calls that returned before the end are judged.
 
-Run: python tests/benchmarks/option_meaning.py [COMMAND ...]   (all commands by default)
-     OPTION_LIST=1 also prints each place. The counts depend only on the code.
+Run: python tests/benchmarks/option_meaning.py [COMMAND ...]   (all commands by default; a few
+minutes) OPTION_LIST=1 also prints each place, OPTION_WHY=1 what each received and handed on.
+The counts depend only on the code. Limits: a value kept in an object's state (not a record)
+is not followed; the options of a measuring command (kernels/) or of the dashboard are
+followed to their own function only; --executor ray, --address and --refresh are not run.
 """
 
 from __future__ import annotations
@@ -130,7 +135,6 @@ def frame_arguments(frame) -> dict:
 @dataclasses.dataclass
 class Call:
     function: str  # file relative to the root, and qualified name
-    key: tuple  # (function, the how-many-th call of it)
     parent: int | None  # index of the calling recorded call
     start: int  # sequence number of the call
     arguments: dict
@@ -156,7 +160,6 @@ def run(argv: list[str], other: list[Call] | None = None) -> tuple[list[Call], i
     app = load_all()
     calls: list[Call] = []
     stack: list[tuple[object, int]] = []  # (frame, index of its Call)
-    seen: Counter = Counter()
     clock = [0]
     inside = [None]  # the frame of the engine step or device call being skipped
     children: dict[int | None, list[int]] = {}
@@ -198,9 +201,8 @@ def run(argv: list[str], other: list[Call] | None = None) -> tuple[list[Call], i
             if filename.startswith(ENGINE) and name.split(".")[-1] in ("__post_init__", "__new__", "__init__"):
                 return  # a record checking its own fields
             function = f"{Path(filename).relative_to(ROOT)}:{name}"
-            seen[function] += 1
             parent = stack[-1][1] if stack else None
-            call = Call(function, (function, seen[function]), parent, clock[0], frame_arguments(frame))
+            call = Call(function, parent, clock[0], frame_arguments(frame))
             if filename.startswith(ENGINE):
                 call.kind, inside[0] = "engine", frame
             elif filename.startswith(REPORT):
@@ -396,7 +398,8 @@ def files() -> dict[str, tuple[str, str]]:
     return pairs
 
 
-# option -> (A, B, other words it needs); a flag's A is absent and its B given
+# option -> (A, B, other words it needs): B is measured against the command without the option
+# (A where the command needs it: an argument, a required option); a flag is measured given
 SAMPLES: dict[str, tuple] = {
     "model": ("llama-2-7b", "llama-3-8b", []),
     "hardware": ("a6000", "h100-sxm", []),
@@ -508,15 +511,14 @@ DEVICE_BASE = {"predictions compare": ["{html}", "--predictions", "{output}"]}
 @functools.cache
 def commands() -> dict[str, object]:
     """Every command of the app (group subcommands as 'group name'), by name."""
-    import click
     import typer
 
-    from ridgeline.cli import load_all
+    from ridgeline.cli.app import listed
 
     group = typer.main.get_command(load_all())
-    ctx = click.Context(group)
+    ctx = group.context_class(group)
     out = {}
-    for name in group.list_commands(ctx):
+    for name in listed():
         command = group.get_command(ctx, name)
         subs = command.commands.items() if hasattr(command, "commands") else [(None, command)]
         out |= {f"{name} {sub}" if sub else name: c for sub, c in subs}
@@ -594,8 +596,9 @@ def options_of(command: str) -> list:
     return commands()[command].params
 
 
-def table(names: list[str] | None = None) -> list[tuple[str, str, list[str], str]]:
-    """(command, option, places, why not traced) for every option of ``names`` (all commands)."""
+def table(names: list[str] | None = None, only: tuple[str, ...] = ()) -> list[tuple[str, str, list[str], str]]:
+    """(command, option, places, why not traced) for every option of ``names`` (all commands),
+    or for those named ``only``."""
     paths = files()
     rows = []
     for command, click_command in commands().items():
@@ -606,6 +609,8 @@ def table(names: list[str] | None = None) -> list[tuple[str, str, list[str], str
                 with contextlib.suppress(SystemExit):
                     load_all()([*command.split(), *BASE[command]], standalone_mode=False)
         for param in click_command.params:
+            if only and param.name not in only:
+                continue
             found, why = measure(command, param, paths)
             rows.append((command, param.name, found, why))
     return rows
