@@ -34,6 +34,13 @@ MAX_LIST_VALUES = 100_000  # values one list option may expand to
 def parse_values(text: str, cast=int) -> list:
     """'1,2,4..256' -> 1 2 4 8 ... 256 (geometric when the last two values given double or
     multiply evenly, else arithmetic); '16,8,4' -> the values as given."""
+    return [cast(word) for word in list_words(text, cast)]
+
+
+def list_words(text: str, cast=int) -> list[str]:
+    """The words of a list, each one value as text, checked to read as ``cast``: '16,8,4' ->
+    '16' '8' '4'; a range '1,2,4..256' -> '1' '2' '4' '8' ... '256' (``parse_values``). Each
+    word is then read once, where its option is (``setting_lists``)."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     try:
         if parts and ".." in parts[-1]:
@@ -53,7 +60,7 @@ def parse_values(text: str, cast=int) -> list:
             while True:
                 nxt = values[-1] * (b // a) if geometric else values[-1] + (b - a)
                 if nxt > stop:
-                    return values
+                    return [str(v) for v in values]
                 if len(values) >= MAX_LIST_VALUES:
                     raise InvalidOptionError(
                         f"the range '{text}' gives more than {MAX_LIST_VALUES:,} values; use a coarser step"
@@ -61,23 +68,20 @@ def parse_values(text: str, cast=int) -> list:
                 values.append(nxt)
         if not parts:
             raise ValueError
-        return [cast(p) for p in parts]
+        for p in parts:
+            cast(p)
+        return parts
     except (ValueError, ZeroDivisionError):
         raise InvalidOptionError(f"cannot read the list '{text}': write values like 1,2,4..256") from None
 
 
-def dtype_for_bits(bits: int, what: str) -> str:
-    """--w-bits/--a-bits/--kv-bits: 16 means fp16, lower widths are integers."""
-    if bits == 16:
-        return "fp16"
-    if bits in (8, 4, 2, 1):
-        return f"int{bits}"
-    raise InvalidWorkloadError(f"--{what}-bits must be 16, 8, 4, 2 or 1, got {bits}")
+BIT_TYPES = {16: "fp16", 8: "int8", 4: "int4", 2: "int2", 1: "int1"}  # --*-bits: 16 is fp16, lower widths integers
 
 
 def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str, list]:
     """A command's parameters -> {Settings field: [values]} for each deployment option given
-    (one value each unless lists are allowed)."""
+    (one value each unless lists are allowed): each word read here, once, into the field's
+    value ('4' of --w-bits into w_dtype 'int4'), which Settings then carries to the engine."""
     out: dict[str, list] = {}
     for name in DEPLOYMENT:
         text, field, option = params.get(name), SETTING_FIELDS.get(name, name), f"--{name.replace('_', '-')}"
@@ -86,9 +90,13 @@ def setting_lists(params: dict[str, Any], allow_lists: bool = True) -> dict[str,
         if field in out:
             raise InvalidOptionError(f"give {option} or its *-dtype/*-bits twin, not both")
         cast = int if name in INTEGERS or name.endswith("_bits") else NUMBERS.get(name, str)
-        values = parse_values(text, cast) if cast is not str else [v.strip() for v in str(text).split(",")]
+        words = list_words(text, cast) if cast is not str else [v.strip() for v in str(text).split(",")]
+        values = [cast(word) for word in words]
         if name.endswith("_bits"):
-            values = [dtype_for_bits(v, name.split("_")[0]) for v in values]
+            wrong = [v for v in values if v not in BIT_TYPES]
+            if wrong:
+                raise InvalidWorkloadError(f"--{name.split('_')[0]}-bits must be 16, 8, 4, 2 or 1, got {wrong[0]}")
+            values = [BIT_TYPES[v] for v in values]
         if len(values) > 1 and not allow_lists:
             raise InvalidOptionError(f"{option} takes one value here; use 'ridgeline sweep' for lists")
         out[field] = values
