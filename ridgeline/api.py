@@ -97,7 +97,9 @@ def analyze(
 
 
 @takes_keywords(*HOW)
-def sweep(model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, bands=True, **how):
+def sweep(
+    model: Deployment | str | ModelConfig, hardware=None, batch=1, seq_len=512, generate=0, bands=True, **how
+) -> pd.DataFrame:
     """Every (batch, seq_len) point of a grid in one array evaluation; a row per point.
     ``model``, ``hardware`` and ``how`` as for :func:`analyze`. With ``bands`` (the
     default), each point's 80 % interval as ``<figure>_lo80`` / ``<figure>_hi80`` columns where
