@@ -476,7 +476,7 @@ def read_validation(stamps: tuple[tuple[str, int, int], ...]) -> tuple[pd.DataFr
     return out[out["measured_s"] > 0].reset_index(drop=True), tuple(problems)
 
 
-WATERFALLS_FILE = REPORTS_DIR / "waterfalls.json"  # python -m kernels.results.generate writes it
+WATERFALLS_FILE = REPORTS_DIR / "results" / "waterfalls.json"  # python -m kernels.results.generate writes it
 
 
 def user_waterfalls(folder: Path) -> list[dict]:
@@ -509,7 +509,7 @@ def read_user_waterfalls(stamps: tuple[tuple[str, int, int], ...]) -> tuple[dict
 
 
 def load_waterfalls(path: Path | None = None) -> list[dict]:
-    """Every committed check's waterfall (``reports/waterfalls.json``), then the user's own
+    """Every committed check's waterfall (``reports/results/waterfalls.json``), then the user's own
     runs'. A missing or unreadable generated file gives none."""
     path = path or WATERFALLS_FILE
     return [*read_committed_waterfalls(file_stamps([path])), *user_waterfalls(user_data_dir() / "validation")]

@@ -1,7 +1,7 @@
 """The waterfall of every committed end-to-end and serving check (``kernels.e2e.waterfall``),
 predicted and simulated again with today's engine and the committed profiles; measures
 nothing and writes nothing. ``kernels.results.generate`` writes them to
-``reports/waterfalls.json`` (the dashboard's Validation page reads it) and RESULTS.md.
+``reports/results/waterfalls.json`` (the dashboard's Validation page reads it) and RESULTS.md.
 
 The e2e checks: ``reports/validation/e2e-*.json`` and the e2e files inside the GPU runs'
 archives (``gpu-runs/<run>/<part>/results.tar.gz``); the serving checks:
@@ -22,7 +22,7 @@ from ridgeline.io.catalog import REPORTS_DIR
 from ridgeline.io.resolve import recorded_profile
 
 SNAPSHOTS = REPORTS_DIR / "validation"
-WATERFALLS = REPORTS_DIR / "waterfalls.json"
+WATERFALLS = REPORTS_DIR / "results" / "waterfalls.json"
 
 
 def committed_profile(meta: dict[str, Any]) -> Path | None:

@@ -8,7 +8,7 @@ nothing), each with the provenance its snapshot records, and the particular figu
 manuals cite. Manuals link here instead of quoting numbers. No file is over 50 KB
 (:mod:`kernels.results.pages` cuts a longer section into parts).
 
-    python -m kernels.results.generate            # rewrite reports/RESULTS.md, reports/results/ and reports/waterfalls.json
+    python -m kernels.results.generate            # rewrite reports/RESULTS.md, reports/results/ (waterfalls.json too)
     python -m kernels.results.generate --check    # exit 1 when a committed file is stale (CI)
 """
 
@@ -884,7 +884,7 @@ def waterfall_section(entries: Sequence[dict[str, Any]]) -> Section | None:
             "`kernels.results.attribution` (measures nothing): each committed end-to-end row predicted "
             "again, each serving run simulated again, one effect at a time; spec + the parts = measured. "
             "Serving: means over the requests. `-`: a part the record cannot separate or the run does "
-            "not have (its note in `reports/waterfalls.json`). How to read it: "
+            "not have (its note in `reports/results/waterfalls.json`). How to read it: "
             "[docs/measurement.md](../../docs/measurement.md)."
         ),
         "",
@@ -963,7 +963,7 @@ def rounded(value: Any) -> Any:
 
 
 def waterfalls_text(entries: Sequence[dict[str, Any]]) -> str:
-    """reports/waterfalls.json: what the dashboard's Validation page draws."""
+    """reports/results/waterfalls.json: what the dashboard's Validation page draws."""
     doc = {
         "generated_by": "python -m kernels.results.generate",
         "parts": list(PARTS),
