@@ -11,12 +11,12 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 def create_app() -> Dash:
     from viewer import callbacks, plan, serving
-    from viewer.layout import build_layout, every_page
+    from viewer.layout import every_page
 
     app = Dash(
         __name__, title="ridgeline", assets_folder=str(ASSETS), suppress_callback_exceptions=False, update_title=None
     )
-    app.layout = build_layout
+    app.layout = callbacks.first_layout
     app.validation_layout = every_page()
     callbacks.register(app)
     serving.register(app)
