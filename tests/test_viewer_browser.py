@@ -118,22 +118,6 @@ def test_changing_model_batch_and_quantisation_updates_the_numbers(page):
     assert time.monotonic() - start < 60
 
 
-def test_going_back_to_the_view_the_page_loaded_with_draws_it_again(page):
-    """The load's page comes drawn with the layout (callbacks.first_layout); after a change,
-    the loaded view again (typed, or the browser's back) shows its own numbers."""
-    page.get(page.base + "/analyze?model=llama-2-7b&device=a6000&batch=1&seq_len=512&generate=128")
-    wait_for_cards(page, engine_cards("llama-2-7b", 1))
-    type_number(page, "batch", 16)
-    wait_for_cards(page, engine_cards("llama-2-7b", 16))
-    type_number(page, "batch", 1)
-    wait_for_cards(page, engine_cards("llama-2-7b", 1))
-    type_number(page, "batch", 16)
-    wait_for_cards(page, engine_cards("llama-2-7b", 16))
-    page.back()
-    wait_for_cards(page, engine_cards("llama-2-7b", 1))
-    assert severe_logs(page) == []
-
-
 def test_every_page_draws_without_console_errors(page):
     page.get_log("browser")  # drop what came before
     for name, ready in (

@@ -107,35 +107,16 @@ def test_only_the_shown_page_is_built_its_controls_holding_the_url_s_values():
     assert shown == {"sweep_x": "seq_len", "sweep_dtypes": ["int8", "int4"]}
 
 
-def test_a_page_s_controls_mounting_change_nothing_and_a_change_rewrites_the_search():
-    """Mounted controls hold the URL's values: nothing changes (the page came drawn:
-    callbacks.show_page), even for a search holding a value not understood (its message stays)."""
+def test_a_page_s_controls_mounting_sets_the_search_again_and_a_change_rewrites_it():
+    """Mounted controls hold the URL's values: the search comes back as it is (which runs the
+    page's callbacks), even one holding a value not understood (its message stays)."""
     search = "?sweep_x=seq_len&sweep_dtypes=int8,bogus"
     keys, mounted = ["sweep_x", "sweep_dtypes"], ["seq_len", ["int8"]]
     trigger = ids.state("sweep_x")
     out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, mounted, None)
-    assert out[0] == [no_update] * 2 and out[1:] == (no_update,) * 5
+    assert out[1] == search and out[2:] == (no_update,) * 4
     out = callbacks.sync_state(trigger, "/sweep", search, "sweep", keys, ["batch", ["int8"]], None)
     assert parse_query(out[1])["sweep_x"] == "batch" and parse_query(out[1])["sweep_dtypes"] == ("int8",)
-
-
-def test_a_load_s_page_comes_drawn_with_the_layout_and_its_callbacks_skip_that_view():
-    """The layout holds the page the browser's URL names, drawn as its callbacks draw it; the
-    URL written out in full (same view) runs none of them again, the next change does."""
-    from viewer.app import create_app
-
-    app = create_app()
-    query = "?model=llama-2-7b&device=a6000&batch=8&seq_len=1024&generate=256"
-    with app.server.test_request_context("/_dash-layout", headers={"Referer": f"http://x/analyze{query}"}):
-        shell = callbacks.first_layout()
-    outs = callbacks.update_analyze("/analyze", query, None)
-    assert shell[ids.ROOFLINE].figure == outs[7] and shell[ids.OP_TABLE].data == outs[10]
-    assert shell[ids.TABS].value == "analyze" and shell[ids.DRAWN].data == state.view_of("/analyze", query)
-    full = state.to_query(parse_query(query))
-    assert callbacks.shown_page("/analyze", full, None, shell[ids.DRAWN].data) == (no_update, None)
-    assert callbacks.shown_page("/sweep", full, None, shell[ids.DRAWN].data)[0].id == ids.page("sweep")
-    with app.server.test_request_context("/_dash-layout"):
-        assert callbacks.first_layout()[ids.PAGE].children is None  # no referrer: the callback builds it
 
 
 def test_figures_built_as_one_spec_send_what_plotly_s_checked_figure_sends(monkeypatch):

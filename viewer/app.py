@@ -14,7 +14,7 @@ PLOTLY_JS = "/_dash-component-suites/plotly/package_data/plotly.min.js"
 
 def create_app() -> Dash:
     from viewer import callbacks, plan, serving
-    from viewer.layout import every_page
+    from viewer.layout import build_layout, every_page
 
     app = Dash(
         __name__,
@@ -24,7 +24,7 @@ def create_app() -> Dash:
         update_title=None,
         external_scripts=[{"src": PLOTLY_JS, "defer": "defer"}],
     )
-    app.layout = callbacks.first_layout
+    app.layout = build_layout
     app.validation_layout = every_page()
     callbacks.register(app)
     serving.register(app)

@@ -12,16 +12,14 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from dash import ALL, Input, Output, State, ctx, no_update
 from dash.exceptions import PreventUpdate
-from flask import has_request_context, request
 
 from ridgeline.engine.roofline import spec_ceilings
 from ridgeline.errors import RidgelineError
 from ridgeline.io.resolve import profile_path, recorded_ceilings
-from viewer import data, figures, ids, layout, plan, serving
+from viewer import data, figures, ids, layout
 from viewer.state import (
     NOT_FOUND,
     PAGES,
@@ -33,121 +31,16 @@ from viewer.state import (
     parse_query,
     query_problems,
     to_query,
-    view_of,
 )
 
 ERROR_PREFIX = "error: "
 
 
-def show_page(pathname: str | None, search: str | None, uploads: Mapping | None = None):
+def show_page(pathname: str | None, search: str | None):
     """The components of the page the path names (or "no such page"), its controls holding
-    the URL's values and its numbers and figures filled in (``page_views``): a load mounts
-    the shown page only, drawn, in one round trip; its callbacks run on a change of view."""
-    box = layout.page_content(pathname, parse_query(search))
-    for view, outputs in page_views().get(page_from_path(pathname), ()):
-        for (cid, prop), value in zip(outputs, view(pathname, search, uploads)):
-            if value is not no_update:
-                setattr(box[cid], prop, value)
-    return box
-
-
-def first_layout():
-    """The layout a browser loads: the shell, and the page its URL names (the ``Referer`` of
-    its request for the layout) drawn in it (``show_page``), so a load's numbers come with
-    the layout; the page is left to ``shown_page`` where the server cannot draw it (no
-    referrer, or the URL names an upload, which only the browser session holds)."""
-    shell = layout.build_layout()
-    url = urlsplit(request.referrer or "") if has_request_context() else None
-    search = f"?{url.query}" if url and url.query else ""
-    state = parse_query(search)
-    if not url or not url.path or any(str(state[k]).startswith(UPLOAD_PREFIX) for k in ("model", "device")):
-        return shell
-    shell[ids.PAGE].children = show_page(url.path, search)
-    shell[ids.DRAWN].data = view_of(url.path, search)
-    if page_from_path(url.path) in PAGES:
-        shell[ids.TABS].value = page_from_path(url.path)
-    return shell
-
-
-def shown_page(pathname: str | None, search: str | None, uploads: Mapping | None, drawn: str | None) -> tuple:
-    """(page, drawn): ``show_page``, but nothing where the layout came with this URL's page
-    drawn (``first_layout``); after that, every change of path builds the page."""
-    if drawn and drawn == view_of(pathname, search):
-        return no_update, None
-    return show_page(pathname, search, uploads), None
-
-
-def unless_drawn(handler):
-    """``handler`` as a page's callback: nothing where the page the layout came with shows
-    the URL's view already (``first_layout``; a load's URL written out in full changes the
-    search, not the view)."""
-
-    def run(*args):
-        *args, drawn = args
-        if drawn and ctx.triggered_id == ids.URL and drawn == view_of(args[0], args[1]):
-            raise PreventUpdate
-        return handler(*args)
-
-    return run
-
-
-def forget_drawn(_search: str | None) -> None:
-    """The page the layout came with (``first_layout``) is the URL's view until the search
-    first changes: the page's callbacks then read it (``unless_drawn``), and later no more."""
-    return None
-
-
-def page_views() -> dict[str, list[tuple[Any, tuple[tuple[str, str], ...]]]]:
-    """page -> what its callbacks put in it as a load's view: (function of the pathname,
-    search and uploads, the (id, property) each of its values goes to)."""
-    return {
-        "analyze": [(update_analyze, ANALYZE_OUTPUTS)],
-        "layer": [(lambda p, s, u: update_layer(p, s, None, u), LAYER_OUTPUTS)],
-        "sweep": [(update_sweep, SWEEP_OUTPUTS)],
-        "compare": [(update_compare, COMPARE_OUTPUTS)],
-        "validation": [
-            (lambda p, s, u: update_validation(p, s), VALIDATION_OUTPUTS),
-            (lambda p, s, u: waterfall_choices(p, s), WATERFALL_OUTPUTS),
-        ],
-        "serving": [(serving.update_serving, serving.OUTPUTS), (plan.update_plan, plan.OUTPUTS)],
-    }
-
-
-ANALYZE_OUTPUTS = (
-    (ids.ANALYZE_ERROR, "children"),
-    (ids.ANALYZE_TITLE, "children"),
-    *((ids.card(k), "children") for k in ("ttft", "tpot", "throughput", "peak", "fits")),
-    (ids.ROOFLINE, "figure"),
-    (ids.TIME_BREAKDOWN, "figure"),
-    (ids.MEMORY, "figure"),
-    (ids.OP_TABLE, "data"),
-)
-LAYER_OUTPUTS = (
-    (ids.LAYER_ERROR, "children"),
-    (ids.LAYER_GRAPH, "elements"),
-    (ids.LAYER_DETAILS, "children"),
-    (ids.LAYER_ROOFLINE, "figure"),
-)
-SWEEP_OUTPUTS = ((ids.SWEEP_ERROR, "children"), (ids.SWEEP_GRAPH, "figure"))
-COMPARE_OUTPUTS = ((ids.COMPARE_ERROR, "children"), (ids.COMPARE_GRAPH, "figure"), (ids.COMPARE_TABLE, "data"))
-VALIDATION_OUTPUTS = (
-    (ids.VALIDATION_MESSAGE, "children"),
-    (ids.VALIDATION_SCATTER, "figure"),
-    (ids.VALIDATION_ERRORS, "figure"),
-    (ids.VALIDATION_ROOFS, "figure"),
-    (f"{ids.VALIDATION_SCATTER}-box", "style"),
-    (f"{ids.VALIDATION_ERRORS}-box", "style"),
-    (f"{ids.VALIDATION_ROOFS}-box", "style"),
-)
-WATERFALL_OUTPUTS = (
-    (ids.VALIDATION_WATERFALL_RUN, "options"),
-    (ids.VALIDATION_WATERFALL_RUN, "value"),
-    (f"{ids.VALIDATION_WATERFALL}-box", "style"),
-)
-
-
-def outputs(pairs: Sequence[tuple[str, str]]) -> list[Output]:
-    return [Output(cid, prop) for cid, prop in pairs]
+    the URL's values: only the shown page is in the browser's page, so a load mounts its
+    graphs and no other page's."""
+    return layout.page_content(pathname, parse_query(search))
 
 
 def sync_state(
@@ -172,8 +65,10 @@ def sync_state(
     if isinstance(trigger, Mapping) and trigger.get("type") == ids.STATE:
         state = parse_query(search)
         if not any_changed(values, [component_value(control(k), state[k]) for k in keys]):
-            # a page's controls mounted, holding the URL's values (show_page drew the page)
-            return keep, no_update, no_update, no_update, no_update, no_update
+            # a page's controls mounted, holding the URL's values: the search, set again as it
+            # is, runs the page's callbacks (Dash drops their first call when this one could
+            # change the search and does not)
+            return keep, search, no_update, no_update, no_update, no_update
         state.update({k: coerce(control(k), v) for k, v in zip(keys, values)})
         query = to_query(state)
         return keep, query if query != search else no_update, no_update, no_update, no_update, no_update
@@ -504,34 +399,56 @@ def register(app) -> None:
         trigger = ctx.triggered_id if ctx.triggered else None
         return sync_state(trigger, pathname, search, tab, keys, values, uploads)
 
-    app.callback(
-        Output(ids.PAGE, "children"),
-        Output(ids.DRAWN, "data"),
-        Input(ids.URL, "pathname"),
-        State(ids.URL, "search"),
-        store,
-        State(ids.DRAWN, "data"),
-    )(shown_page)
-    app.callback(  # the first change of search on a page consumes what the layout came with
-        Output(ids.DRAWN, "data", allow_duplicate=True), Input(ids.URL, "search"), prevent_initial_call=True
-    )(forget_drawn)
+    app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), State(ids.URL, "search"))(show_page)
     app.callback(Output(ids.SIDEBAR, "style"), Input(ids.URL, "pathname"))(sidebar_style)
     app.callback(Output(ids.URL_ERROR, "children"), Input(ids.URL, "search"), store)(url_message)
 
-    # a page's callbacks: a change of view (a load's is drawn with the page: show_page)
     url = [Input(ids.URL, "pathname"), Input(ids.URL, "search")]
-    drawn, once = State(ids.DRAWN, "data"), {"prevent_initial_call": True}
-    for handler, outs, inputs in (
-        (update_analyze, ANALYZE_OUTPUTS, [*url, store]),
-        (update_layer, LAYER_OUTPUTS, [*url, Input(ids.LAYER_GRAPH, "tapNodeData"), store]),
-        (update_sweep, SWEEP_OUTPUTS, [*url, store]),
-        (update_compare, COMPARE_OUTPUTS, [*url, store]),
-        (update_validation, VALIDATION_OUTPUTS, url),
-        (waterfall_choices, WATERFALL_OUTPUTS, [*url, State(ids.VALIDATION_WATERFALL_RUN, "value")]),
-        (serving.update_serving, serving.OUTPUTS, [*url, store]),
-        (plan.update_plan, plan.OUTPUTS, [*url, store]),
-    ):
-        app.callback(*outputs(outs), *inputs, drawn, **once)(unless_drawn(handler))
+    app.callback(
+        Output(ids.ANALYZE_ERROR, "children"),
+        Output(ids.ANALYZE_TITLE, "children"),
+        *[Output(ids.card(k), "children") for k in ("ttft", "tpot", "throughput", "peak", "fits")],
+        Output(ids.ROOFLINE, "figure"),
+        Output(ids.TIME_BREAKDOWN, "figure"),
+        Output(ids.MEMORY, "figure"),
+        Output(ids.OP_TABLE, "data"),
+        *url,
+        store,
+    )(update_analyze)
+    app.callback(
+        Output(ids.LAYER_ERROR, "children"),
+        Output(ids.LAYER_GRAPH, "elements"),
+        Output(ids.LAYER_DETAILS, "children"),
+        Output(ids.LAYER_ROOFLINE, "figure"),
+        *url,
+        Input(ids.LAYER_GRAPH, "tapNodeData"),
+        store,
+    )(update_layer)
+    app.callback(Output(ids.SWEEP_ERROR, "children"), Output(ids.SWEEP_GRAPH, "figure"), *url, store)(update_sweep)
+    app.callback(
+        Output(ids.COMPARE_ERROR, "children"),
+        Output(ids.COMPARE_GRAPH, "figure"),
+        Output(ids.COMPARE_TABLE, "data"),
+        *url,
+        store,
+    )(update_compare)
+    app.callback(
+        Output(ids.VALIDATION_MESSAGE, "children"),
+        Output(ids.VALIDATION_SCATTER, "figure"),
+        Output(ids.VALIDATION_ERRORS, "figure"),
+        Output(ids.VALIDATION_ROOFS, "figure"),
+        Output(f"{ids.VALIDATION_SCATTER}-box", "style"),
+        Output(f"{ids.VALIDATION_ERRORS}-box", "style"),
+        Output(f"{ids.VALIDATION_ROOFS}-box", "style"),
+        *url,
+    )(update_validation)
+    app.callback(
+        Output(ids.VALIDATION_WATERFALL_RUN, "options"),
+        Output(ids.VALIDATION_WATERFALL_RUN, "value"),
+        Output(f"{ids.VALIDATION_WATERFALL}-box", "style"),
+        *url,
+        State(ids.VALIDATION_WATERFALL_RUN, "value"),
+    )(waterfall_choices)
     app.callback(Output(ids.VALIDATION_WATERFALL, "figure"), Input(ids.VALIDATION_WATERFALL_RUN, "value"))(
         update_waterfall
     )

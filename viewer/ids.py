@@ -27,7 +27,6 @@ UPLOAD_ERROR = "upload-error"
 # pages: the shown one's components, built when the pathname changes, in one container
 PAGES = ("analyze", "layer", "sweep", "compare", "validation", "serving")
 PAGE = "page"  # the container
-DRAWN = "page-drawn"  # dcc.Store: the URL whose page the layout came with, drawn (callbacks.first_layout)
 
 
 def page(name: str) -> str:

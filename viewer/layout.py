@@ -360,7 +360,6 @@ def build_layout() -> html.Div:
         [
             dcc.Location(id=ids.URL, refresh=False),
             dcc.Store(id=ids.UPLOADS, storage_type="session", data={"models": {}, "devices": {}}),
-            dcc.Store(id=ids.DRAWN),
             html.Header(
                 [
                     html.H1("ridgeline"),

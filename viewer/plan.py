@@ -110,9 +110,6 @@ def summary_line(result) -> str:
     return f"{line} Chosen: {label(result.frame.loc[result.chosen])}."
 
 
-OUTPUTS = ((ids.PLAN_ERROR, "children"), (ids.PLAN_SUMMARY, "children"), (ids.PLAN_GRAPH, "figure"))
-
-
 def update_plan(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
     """(error, summary line, Pareto figure)."""
     if page_from_path(pathname) != "serving":
@@ -134,8 +131,16 @@ def update_plan(pathname: str | None, search: str | None, uploads: Mapping | Non
 
 
 def register(app) -> None:
-    from dash import Input, Output
+    from dash import Input, Output, State
 
+    app.callback(
+        Output(ids.PLAN_ERROR, "children"),
+        Output(ids.PLAN_SUMMARY, "children"),
+        Output(ids.PLAN_GRAPH, "figure"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        State(ids.UPLOADS, "data"),
+    )(update_plan)
     app.callback(  # the page is built with its devices' types (layout.serving_page): changes only
         Output(ids.state("plan_w_dtypes"), "options"),
         Output(ids.state("plan_kv_dtypes"), "options"),

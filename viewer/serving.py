@@ -213,14 +213,6 @@ def runs_or_defaults(state: Mapping[str, Any], uploads: Mapping | None, runs_of:
         return default_runs(), f"{error}; the default view is drawn"
 
 
-OUTPUTS = (
-    (ids.SERVING_ERROR, "children"),
-    (ids.SERVING_SUMMARY, "children"),
-    (ids.SERVING_LATENCY, "figure"),
-    (ids.SERVING_KV, "figure"),
-)
-
-
 def update_serving(pathname: str | None, search: str | None, uploads: Mapping | None) -> tuple:
     """(error, summary line, latency figure, KV figure) of the view's ``first_runs``: its
     numbers show before its bands' runs (``update_serving_bands``)."""
@@ -246,10 +238,19 @@ def register(app) -> None:
     from dash import Input, Output, State
 
     app.callback(
+        Output(ids.SERVING_ERROR, "children"),
+        Output(ids.SERVING_SUMMARY, "children"),
+        Output(ids.SERVING_LATENCY, "figure"),
+        Output(ids.SERVING_KV, "figure"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+        State(ids.UPLOADS, "data"),
+    )(update_serving)
+    app.callback(
         Output(ids.SERVING_LATENCY, "figure", allow_duplicate=True),
         Input(ids.SERVING_SUMMARY, "children"),
         State(ids.URL, "pathname"),
         State(ids.URL, "search"),
         State(ids.UPLOADS, "data"),
-        prevent_initial_call="initial_duplicate",  # also once the page mounts, drawn
+        prevent_initial_call=True,
     )(update_serving_bands)

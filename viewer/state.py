@@ -392,11 +392,6 @@ def page_from_path(pathname: str | None) -> str:
     return name if name in PAGES else "analyze" if name == "" else NOT_FOUND
 
 
-def view_of(pathname: str | None, search: str | None) -> str:
-    """The page and the state a URL shows, one string: equal for URLs showing the same view."""
-    return f"{page_from_path(pathname)}{to_query(parse_query(search))}"
-
-
 def settings_of(state: Mapping[str, Any]) -> Settings:
     """The engine's ``Settings`` from a state dict (raises InvalidWorkloadError if bad)."""
     names = [f.name for f in dataclasses.fields(Settings) if f.init]
