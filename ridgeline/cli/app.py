@@ -9,7 +9,6 @@ import importlib
 import sys
 from difflib import get_close_matches
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any
 
 import typer
@@ -40,7 +39,7 @@ class OneLineErrors(TyperGroup):
         return list(listed())
 
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
-        if cmd_name not in self.commands and cmd_name in listed():
+        if cmd_name not in self.commands and (cmd_name in COMMANDS or cmd_name in listed()):
             load(cmd_name)
             self.commands.update(typer.main.get_command(app).commands)
         return self.commands.get(cmd_name)
@@ -127,6 +126,8 @@ def plugins() -> list[Any]:
     ``ridgeline.commands`` (kernels' measurements, the viewer's dashboard: pyproject.toml), in
     the order of their names: each lists its ``COMMANDS`` (name: short help), and the entry
     point's function adds them."""
+    from importlib.metadata import entry_points  # read only when a plugin's command is named
+
     return sorted(entry_points(group="ridgeline.commands"), key=lambda plugin: plugin.name)
 
 
