@@ -24,8 +24,10 @@ from ridgeline.errors import (
     InvalidSettingError,
     InvalidWorkloadError,
     RidgelineError,
+    in_percent,
     keyword_names,
     takes_keywords,
+    yes_or_no,
 )
 from ridgeline.io.engines import load_engine
 from ridgeline.io.files import check_writable
@@ -107,7 +109,7 @@ def sweep(
     there are none, in ``frame.attrs["intervals"]``."""
     d = as_deployment(model, hardware, **how)
     frame = sweep_deployment(d, batch, seq_len, generate)
-    return with_bands(d, frame, generate) if bands else frame
+    return with_bands(d, frame, generate) if yes_or_no("bands", bands) else frame
 
 
 @takes_keywords(*HOW)
@@ -315,12 +317,6 @@ def serving_scheduler(
     return engine_scheduler(d, load_engine(d.settings.engine), given, context, lengths)
 
 
-def check_percentile(percentile: float) -> None:
-    """The percentile the SLOs apply to, in (0, 100]."""
-    if not 0 < percentile <= 100:
-        raise InvalidOptionError(f"--percentile must be in (0, 100], got {percentile}")
-
-
 # fmt: off
 def simulate_options(
     d: Deployment,
@@ -362,7 +358,7 @@ def simulate_options(
     or the fleet they describe (:func:`simulate_serving`, :func:`fleet_server`); ``pool(device)``
     resolves a disaggregated pool's device on ``d``'s settings. The options it does not take
     are ``options_scheduler``'s."""
-    check_percentile(percentile)
+    in_percent("--percentile", percentile, InvalidOptionError)  # the percentile the SLOs apply to
     slos = {"ttft_slo": ttft_slo, "tpot_slo": tpot_slo}
     if scenario is not None:
         clash = [f"--{k.replace('_', '-')}" for k, v in {"trace": trace, "search": search, **slos}.items() if v]
@@ -431,9 +427,9 @@ def plan(
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
     if len(set(devices)) != len(devices):
         raise InvalidWorkloadError(f"a device is named twice in {', '.join(devices)}")
-    if rate_search is not None and not 0 < rate_search <= 100:  # also refuses NaN
-        raise InvalidWorkloadError(f"the rate search's percentile must be in (0, 100], got {rate_search!r}")
-    if transfer and profile is None:
+    if rate_search is not None:
+        in_percent("the rate search's percentile", rate_search)
+    if yes_or_no("transfer", transfer) and profile is None:
         raise InvalidWorkloadError("--transfer applies a --profile to another GPU of its architecture: give --profile")
     if "drafts" in dimensions:
         dimensions["drafts"] = _drafts(dimensions["drafts"])

@@ -7,6 +7,7 @@ import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
+from numbers import Real
 from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -146,6 +147,21 @@ class InvalidSettingError(InvalidWorkloadError):
     def __init__(self, setting: str, problem: str):
         self.setting = setting
         super().__init__(problem)
+
+
+def in_percent(what: str, value: Any, error: type[RidgelineError] = InvalidWorkloadError) -> float:
+    """``value`` as a percentile in (0, 100]; NaN, a bool or text is refused naming ``what``."""
+    if isinstance(value, Real) and not isinstance(value, bool) and 0 < value <= 100:
+        return float(value)
+    raise error(f"{what} must be in (0, 100], got {value!r}")
+
+
+def yes_or_no(name: str, value: Any) -> bool:
+    """``value`` of the yes/no keyword ``name``: True or False (a numpy bool too); anything
+    else is refused, never read as its truth."""
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "bool":
+        return bool(value)
+    raise InvalidSettingError(name, f"{name} must be True or False, got {value!r}")
 
 
 class ProfileMismatchError(RidgelineError):

@@ -140,3 +140,41 @@ def test_valid_keywords_still_work(small):
     assert a.plan.wb == 0.5
     assert rl.max_batch(small, seq_len=128) == rl.max_batch("llama-3.2-1b", hardware="a6000", seq_len=128)
     assert rl.Settings(tp=2) == dataclasses.replace(rl.Settings(), tp=2)
+
+
+# a yes/no keyword given something else (issue 59: 'bands="x"' counted as true): one line naming it
+YES_OR_NO = {
+    "sweep bands": lambda: rl.sweep("llama-2-7b", "a6000", bands="x"),
+    "analyze transfer": lambda: rl.analyze("llama-2-7b", "a6000", transfer="x"),
+    "frontier transfer": lambda: rl.frontier("llama-2-7b", "a6000", transfer=1),
+    "compare transfer": lambda: rl.compare("llama-2-7b", ["a6000"], transfer="no"),
+    "plan transfer": lambda: api.plan(
+        "llama-3.2-1b", ["a6000"], Load(1.0, 128, 16, 8), Slo(ttft_s=1.0, tpot_s=0.1), transfer="yes"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", YES_OR_NO)
+def test_a_yes_or_no_keyword_takes_only_true_or_false(name):
+    keyword = name.split()[1]
+    with pytest.raises(rl.RidgelineError, match=rf"^{keyword} must be True or False, got '?(x|1|no|yes)'?$"):
+        YES_OR_NO[name]()
+
+
+def test_numpy_booleans_count_as_yes_or_no():
+    import numpy as np
+
+    frame = rl.sweep("llama-2-7b", "a6000", bands=np.bool_(False))
+    assert not any(c.endswith("_lo80") for c in frame.columns)
+
+
+@pytest.mark.parametrize("given", ["x", ("only one",), 3])
+def test_intervals_must_be_a_table_and_its_reason(given):
+    with pytest.raises(rl.RidgelineError, match=r"^intervals must be a pair \(table or None, why\), got "):
+        rl.analyze("llama-2-7b", "a6000", intervals=given)
+
+
+@pytest.mark.parametrize("given", ["99", True, float("nan"), 0])
+def test_the_rate_search_percentile_is_a_number_in_0_to_100(given):
+    with pytest.raises(rl.RidgelineError, match=r"^the rate search's percentile must be in \(0, 100\], got "):
+        api.plan("llama-3.2-1b", ["a6000"], Load(1.0, 128, 16, 8), Slo(ttft_s=1.0, tpot_s=0.1), rate_search=given)

@@ -7,7 +7,6 @@ import typer
 
 from ridgeline import report
 from ridgeline.api import (
-    check_percentile,
     default_attention,
     options_scheduler,
     plan_from_text,
@@ -16,6 +15,7 @@ from ridgeline.api import (
 )
 from ridgeline.cli.app import app
 from ridgeline.cli.command import command, deployment, echo_err, pick, values
+from ridgeline.errors import InvalidOptionError, in_percent
 
 SIMULATE = "model config hardware rate requests prompt output_tokens trace time_scale trace_window trace_log_type prefix max_batch token_budget chunked_prefill prefix_hit prefix_cache kv_blocks admit_margin step_overhead request_overhead host_overlap batch_attention seed ttft_slo tpot_slo percentile search timeline scenario instances duration dtype profile transfer fmt output deployment replicas route prefill_replicas decode_replicas prefill_hardware decode_hardware kv_link draft draft_tokens acceptance"
 
@@ -25,7 +25,9 @@ def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
-    check_percentile(v["percentile"])  # before the deployment is resolved (and its notes printed)
+    in_percent(
+        "--percentile", v["percentile"], InvalidOptionError
+    )  # before the deployment is resolved (and its notes printed)
     given = options_scheduler(**v)
     # no --attention: the engine's, or for pytorch the policy's (vLLM V1 runs flash); the output says which
     plain = (v.get("engine") or "pytorch") == "pytorch"

@@ -24,11 +24,13 @@ from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_links
 from ridgeline.engine.workload import SETTING_NAMES, Settings, make_settings
 from ridgeline.errors import (
     InvalidOptionError,
+    InvalidSettingError,
     ProfileMismatchError,
     RidgelineError,
     UnknownDeviceError,
     UnknownModelError,
     takes_keywords,
+    yes_or_no,
 )
 from ridgeline.io import host
 from ridgeline.io.catalog import REPORTS_DIR
@@ -159,10 +161,12 @@ def target(
     device = hardware if isinstance(hardware, DeviceSpec) else load_device(str(hardware))
     if ceilings is not None and profile is not None:
         raise RidgelineError("give ceilings or a profile, not both")
+    if intervals is not None and not (isinstance(intervals, tuple) and len(intervals) == 2):
+        raise InvalidSettingError("intervals", f"intervals must be a pair (table or None, why), got {intervals!r}")
     raw, where = read_profile(profile)
     notes: tuple[str, ...] = ()
     if ceilings is None:
-        ceilings, notes = resolve_ceilings(device, raw, transfer=transfer, where=where)
+        ceilings, notes = resolve_ceilings(device, raw, transfer=yes_or_no("transfer", transfer), where=where)
     table, why = intervals if intervals is not None else (intervals_for(ceilings, device, raw, where))
     return Target(config, device, ceilings, config.defaults + notes, table, why)
 
@@ -216,7 +220,7 @@ def resolve_each(
     profile applies where it was measured (or is transferred, when asked); the other
     devices keep their datasheet roofs, and each deployment's ``mode`` says which."""
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
-    raw, where = read_profile(profile)
+    raw, transfer = read_profile(profile)[0], yes_or_no("transfer", transfer)
     out = []
     for name in devices:
         device = name if isinstance(name, DeviceSpec) else load_device(str(name))
