@@ -17,7 +17,7 @@ MODELS = rl.list_models()
 
 
 def test_catalog_sizes():
-    assert len(DEVICES) >= 36
+    assert len(DEVICES) >= 39
     for name in (
         "a6000",
         "a100-40gb",
@@ -51,6 +51,9 @@ def test_catalog_sizes():
         "gaudi3",
         "h20",
         "l20",
+        "apple-m4-max",
+        "apple-m3-ultra",
+        "dgx-spark",
     ):
         assert name in DEVICES  # issue 58's
 
@@ -63,6 +66,28 @@ def test_blackwell_states_fp4_dense_and_nvl72_is_one_72_gpu_domain():
     assert [gb200.matrix_peak[d] / 1e12 for d in ("fp4", "fp8", "bf16")] == [10000, 5000, 2500]
     assert gb300.matrix_peak["fp4"] / 1e12 == 15000
     assert (gb200.interconnect_domain, gb300.interconnect_domain, h100.interconnect_domain) == (72, 72, 8)
+
+
+def test_desktops_state_their_vendors_figures_and_dgx_spark_halves_its_sparse_fp4():
+    """DGX Spark (GB10): NVIDIA's "1 PFLOP - theoretical FP4 TOPS using the sparsity feature"
+    -> 500 dense; 128 GB LPDDR5X at 273 GB/s (256 bits x 8,533 MT/s); ~31 TFLOPS fp32 (Hot
+    Chips 2025); 6,144 CUDA cores / 128 = 48 SMs; ConnectX-7 at 200 Gb/s = 25 GB/s a direction
+    (NVIDIA's DGX Spark page and user guide, hardware overview). Apple's newsrooms: M4 Max up to
+    128GB at 546GB/s, 40 GPU cores; M3 Ultra up to 512GB at 819GB/s (Mac Studio), 80 GPU cores.
+    Apple publishes no TFLOPS: cores x 128 ALUs x 2 x clock (1.678 GHz for M4 Max, the M3
+    Max's 1.398 GHz for M3 Ultra; hmc-tech's listings), fp16 at the fp32 rate, no fp8 or fp4."""
+    spark, m4, m3 = (rl.load_device(n) for n in ("dgx-spark", "apple-m4-max", "apple-m3-ultra"))
+    assert spark.matrix_peak["fp4"] / 1e12 == 1000 / 2
+    assert spark.memory_capacity == 128 * 2**30 and spark.memory_bandwidth == 273e9
+    assert spark.matrix_peak["fp32"] == spark.vector_peak["fp32"] == 31e12 and spark.compute_units == 6144 // 128
+    assert spark.interconnect_bandwidth == 200e9 / 8 and "ConnectX-7" in spark.interconnect
+    assert "UNCERTAIN" in spark.notes and "fp6" in spark.notes  # derived fp8/bf16 said so; fp6 left out
+    assert (m4.memory_capacity, m4.memory_bandwidth, m4.compute_units) == (128 * 2**30, 546e9, 40)
+    assert (m3.memory_capacity, m3.memory_bandwidth, m3.compute_units) == (512 * 2**30, 819e9, 80)
+    for device, cores, ghz in ((m4, 40, 1.678), (m3, 80, 1.398)):
+        assert device.matrix_peak["fp32"] == pytest.approx(cores * 128 * 2 * ghz * 1e9, rel=0.005)
+        assert device.matrix_peak["fp16"] == device.matrix_peak["fp32"] and "UNCERTAIN" in device.notes
+        assert not {"fp8", "fp4", "int8"} & set(device.matrix_peak) and device.interconnect is None
 
 
 def test_tensor_parallelism_stays_within_the_interconnect_domain():

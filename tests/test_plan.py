@@ -72,8 +72,8 @@ def test_every_searched_type_is_one_the_device_computes():
                 assert make_plan(settings, device).matrix_dtype == w and kv in ("fp16", "fp8")
                 fp4 |= {name} if w == "fp4" else set()
         assert {w for w, _ in pairs} & set(MATRIX_TYPES) == set(MATRIX_TYPES) & set(device.matrix_peak), name
-    assert {"b200", "b300", "gb200", "gb300", "rtx-pro-6000", "rtx-5090", "mi355x"} <= fp4
-    assert not fp4 & {"h100-sxm", "h200", "a100-80gb", "mi300x"}
+    assert {"b200", "b300", "gb200", "gb300", "rtx-pro-6000", "rtx-5090", "mi355x", "dgx-spark"} <= fp4
+    assert not fp4 & {"h100-sxm", "h200", "a100-80gb", "mi300x", "apple-m4-max"}
 
 
 def test_an_a100_search_considers_no_fp8_or_fp4():

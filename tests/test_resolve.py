@@ -199,6 +199,7 @@ def test_a_profile_that_names_no_device_is_refused(tmp_path):
         ("NVIDIA GeForce RTX 4090", "rtx-4090"),
         ("Tesla V100-SXM2-16GB", "v100"),
         ("Tesla T4", "t4"),
+        ("NVIDIA GB10", "dgx-spark"),
         ("Some Future GPU", None),
     ],
 )
