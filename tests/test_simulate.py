@@ -397,9 +397,10 @@ def _reference_decode_time(self, n: int, cached: float) -> float:
 )
 def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hit, seed, model):
     """The hot path (a decode-only step after one that admitted nobody skips the checks,
-    and ``decode_time`` adds Python floats) gives every timeline and request time to the
-    bit of the path that looks at every request each step (preemptions, prefix hits and
-    a sliding window included)."""
+    ``decode_time`` adds Python floats, and runs of decode-only steps are computed at once:
+    ``ServerState.decode_run``) gives every timeline and request time to the bit of the
+    path that looks at every request each step (preemptions, prefix hits and a sliding
+    window included)."""
     import ridgeline.serving.simulator as S
 
     rng = np.random.default_rng(seed)
@@ -415,6 +416,7 @@ def test_the_steady_decode_path_changes_no_result(monkeypatch, batch, blocks, hi
 
     with monkeypatch.context() as m:
         m.setattr(S._Server, "schedule", every_request)
+        m.setattr(S._Server, "runs_at_once", False)
         m.setattr(S.StepCost, "decode_time", _reference_decode_time)
         slow = simulate(model, DEVICE, arrivals, sched)
     for key in fast.timeline:

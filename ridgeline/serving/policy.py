@@ -41,6 +41,10 @@ class Policy(ABC):
     # whether it preempts running requests (then recomputes them): TensorRT-LLM's
     # GUARANTEED_NO_EVICT never does
     evicts: ClassVar[bool] = True
+    # whether a step in which every running request decodes and nobody waits is
+    # ``VllmV1.running``'s pure path alone (no admission, no other work), so that runs of
+    # them may be computed at once (``simulator.run_decodes``)
+    steady_runs: ClassVar[bool] = False
 
     @abstractmethod
     def schedule(self, server: ServerState, now: float) -> np.ndarray:

@@ -28,7 +28,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.errors import InvalidWorkloadError
 from ridgeline.serving.arrivals import Arrivals
 from ridgeline.serving.scheduler import Scheduler
-from ridgeline.serving.simulator import SimResult, _Server, new_line, result_of, run_step
+from ridgeline.serving.simulator import SimResult, _Server, new_line, result_of, run_decodes, run_step
 from ridgeline.serving.speculative import Speculation, maker, with_spec_summary
 
 ROUTES = ("round-robin", "least-outstanding", "prefix-affinity")
@@ -81,7 +81,9 @@ class Replica:
     def advance(self, t: float) -> None:
         """Run every step that starts before ``t``."""
         while self.now < t and self.busy():
-            self.now, done = run_step(self.server, self.now, self.line)
+            self.now, ran, done = run_decodes(self.server, self.now, t, self.line)
+            if not ran:
+                self.now, done = run_step(self.server, self.now, self.line)
             self.finished += done
             self.last_end, self.last_done = self.now, done
 

@@ -8,6 +8,7 @@ applies it. The simulator keeps it inside ``simulate`` and never returns it.
 from __future__ import annotations
 
 from collections import deque
+from typing import ClassVar
 
 import numpy as np
 
@@ -16,9 +17,16 @@ from ridgeline.serving.prefix_cache import PrefixCache, cacheable_units, chain_k
 from ridgeline.serving.scheduler import Scheduler
 from ridgeline.serving.step_cost import StepCost, gather_step_time, masked_step_time, step_time
 
+# pure decode steps computed at once (decode_run): at most, and at least (fewer run one by one)
+MOST_AT_ONCE, FEWEST_AT_ONCE = 4096, 3
+
 
 class ServerState:
     """The mutable state of one run (what a policy reads and changes)."""
+
+    # whether runs of pure decode steps may be computed at once (decode_run); a server that
+    # prices or applies a step otherwise (speculative decodes) says no
+    runs_at_once: ClassVar[bool] = True
 
     def __init__(self, arrivals: Arrivals, scheduler: Scheduler, cost: StepCost, blocks: int, block: int):
         self.s, self.cost, self.blocks, self.block = scheduler, cost, blocks, block
@@ -142,7 +150,7 @@ class ServerState:
         """Admitted requests (id, emitted, cached, chunk) join the running batch after
         ``chunk``'s requests; returns the step's chunk, theirs appended."""
         self.pure = False
-        ids, gens, hits, chunks = (np.array(v, dtype=np.int64) for v in zip(*new))
+        ids, gens, hits, chunks = np.array(new, dtype=np.int64).T
         self.run = [
             np.concatenate(pair) for pair in zip(self.run, (ids, self.prompt[ids], self.output[ids], gens, hits))
         ]
@@ -152,6 +160,15 @@ class ServerState:
     def cost_of(self, chunk: np.ndarray) -> float:
         forward, host = self.forward_of(chunk), self.s.host_s(int(np.count_nonzero(chunk)))
         return max(forward, host) if self.s.host_overlap else forward + host
+
+    def decode_costs(self, n: int, cached: np.ndarray) -> np.ndarray:
+        """``cost_of`` of pure steps of ``n`` decodes whose cached lengths sum to each of ``cached``."""
+        forward, host = self.decode_forwards(n, cached), self.s.host_s(n)
+        return np.maximum(forward, host) if self.s.host_overlap else forward + host
+
+    def decode_forwards(self, n: int, cached: np.ndarray) -> np.ndarray:
+        """``one_pass`` of pure steps (``decode_time`` at each of ``cached``)."""
+        return self.cost.decode_times(n, cached)
 
     def forward_of(self, chunk: np.ndarray) -> float:
         """The step's forward; with pipeline stages, its micro-batches in flight
@@ -199,8 +216,9 @@ class ServerState:
         if self.cost.window and self.cost.spans is None:
             cached = np.minimum(cached, self.cost.window - 1)
         other = np.flatnonzero((chunk > 0) & ~decode)
-        fresh = [int(chunk[i]) for i in other if done[i] == 0]
-        chunks = [(int(chunk[i]), int(done[i])) for i in other if done[i] > 0]
+        sizes, lengths = chunk[other].tolist(), done[other].tolist()
+        fresh = [c for c, d in zip(sizes, lengths) if d == 0]
+        chunks = [(c, d) for c, d in zip(sizes, lengths) if d > 0]
         summed = float(cached.sum()) if self.cost.spans is None else self.cost.capped(cached)
         return step_time(self.cost, fresh, chunks, int(decode.sum()), summed)
 
@@ -230,3 +248,50 @@ class ServerState:
             self.run = [a[keep] for a in (rid, prompt, out, gen, done)]
         else:
             self.run = [rid, prompt, out, gen, done]
+
+    def decodes_next(self) -> bool:
+        """Whether the next step is a pure decode step priced by ``decode_time`` (the
+        policy's pure path: every running request decodes one token after its first, or
+        the last step only decoded and admitted nobody), nobody waits, and no prefix cache,
+        sliding window, pipeline or other attention path changes a step's price."""
+        c = self.cost
+        rid, prompt, _out, gen, done = self.run
+        if not (self.runs_at_once and not self.waiting and self.cache is None and len(rid) > 0):
+            return False
+        if self.s.batch_attention != "varlen" or c.factor > 1 or c.spans is not None or c.window:
+            return False
+        return self.steady or (
+            len(rid) <= self.s.token_budget and self.pending(prompt, gen, done).max() == 1 and gen.min() > 0
+        )
+
+    def decode_run(self, now: float, until: float, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Up to ``most`` pure decode steps from ``now`` at once (:meth:`decodes_next`), each
+        as the policy's pure path and :meth:`advance` run it: those that start before
+        ``until`` and find their KV blocks, up to the first that finishes a request (the
+        last of them, applied by ``advance``). Returns their starts (and the last one's
+        end), seconds and KV blocks used; none when fewer than ``FEWEST_AT_ONCE`` could run."""
+        rid, prompt, out, gen, done = self.run
+        n, left = len(rid), int((out - gen).min())  # step left - 1 finishes a request
+        k = min(most, left)
+        if k < FEWEST_AT_ONCE:
+            return np.array([now]), np.zeros(0), np.zeros(0, dtype=np.int64)
+        # step j's new blocks: the requests whose done + j cached tokens fill whole blocks
+        per_residue = np.bincount(done % self.block, minlength=self.block)
+        used = self.used + np.cumsum(per_residue[-np.arange(k) % self.block])
+        total = int(done.sum())
+        cached = np.arange(total, total + n * k, n).astype(float)  # each step's sum of cached lengths
+        seconds = self.decode_costs(n, cached)
+        starts = np.cumsum(np.concatenate([[now], seconds]))  # in order, as step after step adds
+        # the first step that starts too late or finds no blocks (both never decrease)
+        if starts[k - 1] >= until:
+            k = int(np.searchsorted(starts[:k], until))
+        if k and used[k - 1] > self.blocks:
+            k = int(np.searchsorted(used[:k], self.blocks, "right"))
+        if k:
+            last = k == left  # the last step finishes requests: advance applies it
+            self.used, self.tokens, self.pure, self.steady = int(used[k - 1]), n, True, True
+            self.computed += n * (k - last)
+            self.run = [rid, prompt, out, gen + (k - last), done + (k - last)]
+            if last:
+                self.advance(self.ones[:n], float(starts[k]))
+        return starts[: k + 1], seconds[:k], used[:k]

@@ -26,7 +26,9 @@ name fails with the list of known ones.
 Each step costs what the engine says for its mix of sequences (:mod:`ridgeline.serving.step_cost`,
 and :mod:`ridgeline.serving.transformers_sdpa` for transformers' attention path), read from
 tables built with a few vectorised engine calls before the first step, so one step is a
-handful of numpy operations.
+handful of numpy operations; a run of steps in which every request decodes and nobody
+waits, up to the next arrival or finish, is computed at once (:func:`run_decodes`), to the
+bit what step after step gives.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from ridgeline.serving import policies  # noqa: F401  (each policy registers its
 from ridgeline.serving.arrivals import Arrivals, check_requests
 from ridgeline.serving.policy import Policy, attention_note, policy
 from ridgeline.serving.scheduler import Scheduler
-from ridgeline.serving.server import ServerState
+from ridgeline.serving.server import FEWEST_AT_ONCE, MOST_AT_ONCE, ServerState
 from ridgeline.serving.step_cost import StepCost, build_step_cost
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,6 +135,9 @@ class _Server(ServerState):
         tokens = int(chunk.sum())
         decodes = int(np.count_nonzero((chunk == 1) & (self.run[4] > 0)))
         return seconds * (decode + (prefill - decode) * (tokens - decodes) / max(tokens, 1))
+
+    def decode_forwards(self, n: int, cached: np.ndarray) -> np.ndarray:
+        return super().decode_forwards(n, cached) * self.step_scale[1]  # as forward_of scales a pure step
 
     def schedule(self, now: float) -> np.ndarray:
         """The step starting at ``now``, as the policy chooses it (:meth:`Policy.schedule`)."""
@@ -225,6 +230,30 @@ def run_step(server: _Server, now: float, line: dict[str, list]) -> tuple[float,
     return now + dt, before - len(server.run[0])
 
 
+def run_decodes(server: _Server, now: float, until: float, line: dict[str, list]) -> tuple[float, int, int]:
+    """The pure decode steps of ``server`` from ``now`` that start before ``until`` (nobody
+    arrives in them), computed at once where the policy and the server allow
+    (``ServerState.decode_run``: the same numbers as step after step) and recorded in
+    ``line``; returns when they end, how many ran (0: run the next step alone) and how
+    many requests they finished."""
+    if not (server.policy.steady_runs and server.decodes_next()):
+        return now, 0, 0
+    last = line["step_s"][-1]  # a step takes at least as long as the last: its requests cache more
+    most = MOST_AT_ONCE if until - now >= MOST_AT_ONCE * last else int((until - now) / last) + 1
+    if most < FEWEST_AT_ONCE:
+        return now, 0, 0
+    n = len(server.run[0])
+    starts, seconds, used = server.decode_run(now, until, most)
+    k = len(seconds)
+    line["start_s"] += starts[:-1].tolist()
+    line["step_s"] += seconds.tolist()
+    line["kv_blocks"] += used.tolist()
+    line["running"] += [n] * k
+    line["waiting"] += [0] * k
+    line["tokens"] += [n] * k
+    return float(starts[-1]), k, n - len(server.run[0])
+
+
 def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> None:
     """What the prefix cache needs of prompts with block ids: units of whole KV blocks, full attention."""
     if arrivals.hash_block % block:
@@ -254,11 +283,13 @@ def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
         while nxt < n and arrival[nxt] <= now:
             server.waiting.append(nxt)
             nxt += 1
-        now, done = run_step(server, now, line)
+        now, ran, done = run_decodes(server, now, float(arrival[nxt]) if nxt < n else np.inf, line)
+        if not ran:
+            (now, done), ran = run_step(server, now, line), 1
         finished += done
-        steps += 1
-        if progress is not None and steps % 2000 == 0:
+        if progress is not None and (steps + ran) // 2000 > steps // 2000:
             progress(finished, n)
+        steps += ran
     if progress is not None:
         progress(finished, n)
     return line

@@ -67,6 +67,8 @@ class Speculation:
 class Speculating:
     """Mixin over a server class: decodes verify k + 1 tokens (see the module docstring)."""
 
+    runs_at_once = False  # each decode step draws its acceptances
+
     def arm(self, spec: Speculation, draft_cost: StepCost, rng: np.random.Generator) -> None:
         self.spec, self.draft_cost, self.rng = spec, draft_cost, rng
         # verifying sequence-steps; emitted tokens; those of full verifies (k + 1 tokens

@@ -77,6 +77,15 @@ class StepCost:
             total += count * (max(ca + cb * cached, ma + mb * cached) + over)
         return self.factor * total
 
+    def decode_times(self, n: int, cached: np.ndarray) -> np.ndarray:
+        """``decode_time`` at each of the sums ``cached`` (float), elementwise: the same
+        operations in the same order, so each is ``decode_time(n, c)`` to the bit."""
+        base, terms = self._decode_rows[n]
+        total = np.full(len(cached), base)
+        for count, ca, cb, ma, mb, over in terms:
+            total += count * (np.maximum(ca + cb * cached, ma + mb * cached) + over)
+        return self.factor * total
+
     @cached_property
     def _decode_rows(self) -> list[tuple[float, list[tuple[float, ...]]]]:
         """Per decode count n, ``decode_time``'s terms as Python floats (same arithmetic,

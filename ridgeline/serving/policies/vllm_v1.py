@@ -25,6 +25,7 @@ from ridgeline.serving.server import ServerState
 class VllmV1(Policy):
     # whether waiting requests may join a step that preempted (vLLM V1: no)
     admit_after_preemption: ClassVar[bool] = False
+    steady_runs: ClassVar[bool] = True
 
     def schedule(self, server: ServerState, now: float) -> np.ndarray:
         """Chunks for the running requests (preempting when blocks run out), then admissions
