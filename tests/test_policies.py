@@ -22,7 +22,10 @@ MODEL, DEVICE = "llama-3.2-1b", "a6000"
 
 
 class OneSecondSteps(_Server):
-    """A run whose every step takes 1 s; ``steps`` records each step's tokens per request."""
+    """A run whose every step takes 1 s; ``steps`` records each step's tokens per request
+    (so every step is priced here, one by one: no run of decodes is computed at once)."""
+
+    runs_at_once = False
 
     def cost_of(self, chunk: np.ndarray) -> float:
         self.steps.append(dict(zip(self.run[0].tolist(), chunk.tolist())))
