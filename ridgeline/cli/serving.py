@@ -25,9 +25,8 @@ def simulate(ctx: typer.Context) -> None:
     """Serve requests with continuous batching: latency percentiles, throughput, KV use;
     replicas behind a router, disaggregated pools, speculative decodes (docs/fleet.md)."""
     v = values(ctx)
-    in_percent(
-        "--percentile", v["percentile"], InvalidOptionError
-    )  # before the deployment is resolved (and its notes printed)
+    # the percentile is checked before the deployment is resolved (and its notes printed)
+    in_percent("--percentile", v["percentile"], InvalidOptionError)
     given = options_scheduler(**v)
     # no --attention: the engine's, or for pytorch the policy's (vLLM V1 runs flash); the output says which
     plain = (v.get("engine") or "pytorch") == "pytorch"

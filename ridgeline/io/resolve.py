@@ -220,7 +220,8 @@ def resolve_each(
     profile applies where it was measured (or is transferred, when asked); the other
     devices keep their datasheet roofs, and each deployment's ``mode`` says which."""
     config = model if isinstance(model, ModelConfig) else load_model(str(model))
-    raw, transfer = read_profile(profile)[0], yes_or_no("transfer", transfer)
+    transfer = yes_or_no("transfer", transfer)
+    raw, _ = read_profile(profile)
     out = []
     for name in devices:
         device = name if isinstance(name, DeviceSpec) else load_device(str(name))
