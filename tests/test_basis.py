@@ -494,3 +494,19 @@ def test_a_matrix_type_without_a_measured_peak_is_named(tmp_path):
         and n.endswith("priced at fp32's measured peak x the datasheet's bf16/fp32 ratio")
         for n in out["basis"]["notes"]
     )
+
+
+def test_a_rate_no_vendor_publishes_is_said_where_an_answer_rests_on_it():
+    """dgx-spark's fp16 and fp8 rates are derived from NVIDIA's one published figure (fp4),
+    the Apple GPUs' from cores x ALUs x clock: an answer priced on them says so; one on a
+    published rate (h100-sxm fp16, dgx-spark's fp4 weights still compute in fp16) does not
+    claim it, and the note names the types the analysis runs."""
+    derived = "dgx-spark's fp16 rate is derived, not published (its hardware file's notes say how)"
+    assert derived in analyze("llama-3.2-1b", "dgx-spark").extra["basis"]["notes"]
+    fp8 = analyze("llama-3.2-1b", "dgx-spark", dtype="fp8").extra["basis"]["notes"]
+    assert [n for n in fp8 if "derived" in n] == [
+        "dgx-spark's fp16, fp8 rates are derived, not published (its hardware file's notes say how)"
+    ]  # fp8 matrix products; the rest of the pass (softmax, norms) in fp16
+    assert not any("derived" in n for n in analyze("llama-3.2-1b", "h100-sxm").extra["basis"]["notes"])
+    m4 = CliRunner().invoke(app, ["analyze", "llama-3.2-1b", "--hardware", "apple-m4-max"])
+    assert "note: apple-m4-max's fp16 rate is derived, not published" in m4.output

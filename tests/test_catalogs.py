@@ -170,6 +170,9 @@ def test_device_schema_errors():
         device_from_dict({**base, "memory_bandwidth_gb_s": -1})
     with pytest.raises(rl.RidgelineError, match="unknown data types"):
         device_from_dict({**base, "matrix_peak_tops": {"fp12": 1}})
+    with pytest.raises(rl.RidgelineError, match="'derived_rates' names fp8, not in 'matrix_peak_tops'"):
+        device_from_dict({**base, "derived_rates": ["fp16", "fp8"]})
+    assert device_from_dict({**base, "derived_rates": ["fp16"]}).derived_rates == ("fp16",)
 
 
 def test_cpu_peak_estimate():

@@ -196,6 +196,21 @@ def stand_in_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) ->
     return notes
 
 
+def derived_notes(ops: Sequence[Op], ceilings: Ceilings, device: DeviceSpec) -> list[str]:
+    """The matrix types priced on a datasheet rate no vendor publishes (``derived_rates``)."""
+    if ceilings.mode == "calibrated":
+        return []
+    derived = sorted({op.dtype for op in ops} & set(device.derived_rates))
+    return (
+        [
+            f"{device.name}'s {', '.join(derived)} rate{'s are' if len(derived) > 1 else ' is'} derived, "
+            f"not published (its hardware file's notes say how)"
+        ]
+        if derived
+        else []
+    )
+
+
 def one_kernel_notes(ops: Sequence[Op], ceilings: Ceilings) -> list[str]:
     """Which class priced the engine's one-kernel ops (``fusion``, "pointwise"), where a
     profile did: the kernel itself was not measured."""
@@ -294,6 +309,7 @@ def basis(
         "notes": [
             *execution_notes(ceilings, device, requested),
             *stand_in_notes(ops, ceilings, device),
+            *derived_notes(ops, ceilings, device),
             *one_kernel_notes(ops, ceilings),
             *_unmeasured_notes(missing, ceilings),
             *collective_notes(ops, ceilings),

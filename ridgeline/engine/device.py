@@ -41,6 +41,7 @@ class DeviceSpec:
     runtime_reserve: float = 0.0  # bytes the runtime holds (CUDA context, workspaces)
     sources: tuple[str, ...] = ()
     notes: str = ""
+    derived_rates: tuple[str, ...] = ()  # matrix types whose rate no vendor publishes (notes say how it was derived)
     extra: Mapping[str, Any] = field(default_factory=dict)
     architecture: str = ""  # chip family: a profile transfers only within one
     driver_names: tuple[str, ...] = ()  # substrings of the name the driver reports

@@ -71,6 +71,10 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
     sources = raw["sources"]
     if not isinstance(sources, list) or not sources:
         raise InvalidSpecError(where, "'sources' must be a non-empty list of URLs")
+    derived = tuple(str(d) for d in raw.get("derived_rates") or ())
+    if set(derived) - set(matrix):
+        unknown = ", ".join(sorted(set(derived) - set(matrix)))
+        raise InvalidSpecError(where, f"'derived_rates' names {unknown}, not in 'matrix_peak_tops'")
     latency = _number(raw, "interconnect_latency_us", where, required=False)
     link_bw = _number(raw, "interconnect_bandwidth_gb_s", where, required=False)
     per_link = _number(raw, "interconnect_link_gb_s", where, required=False)
@@ -121,6 +125,7 @@ def device_from_dict(raw: Mapping[str, Any], where: str = "device") -> DeviceSpe
         runtime_reserve=reserve * GIB,
         sources=tuple(str(s) for s in sources),
         notes=str(raw.get("notes") or ""),
+        derived_rates=derived,
         architecture=str(raw.get("architecture") or ""),
         driver_names=tuple(str(n) for n in raw.get("driver_names") or ()),
     )
@@ -149,6 +154,8 @@ def device_to_dict(device: DeviceSpec) -> dict[str, Any]:
         "sources": list(device.sources),
         "architecture": device.architecture,
     }
+    if device.derived_rates:
+        out["derived_rates"] = list(device.derived_rates)
     if device.interconnect_bandwidth:
         out["interconnect_bandwidth_gb_s"] = device.interconnect_bandwidth / GIGA
     if device.interconnect_latency:
