@@ -15,6 +15,7 @@ from ridgeline.engine.memory import (
     total_parameters,
     weight_bytes,
 )
+from ridgeline.errors import InvalidConfigError
 
 FP16 = Plan(2, 2, 2, "fp16", "fp16", attention="flash")
 
@@ -149,6 +150,7 @@ KV_PER_TOKEN = {
     "qwen3-32b": 2 * 64 * 8 * 128 * 2,  # 262,144
     "gemma-2-9b": 2 * 42 * 8 * 256 * 2,  # 344,064
     "gemma-3-4b": 2 * 34 * 4 * 256 * 2,  # 139,264
+    "gemma-3-27b": 2 * 62 * 16 * 128 * 2,  # 507,904
     "llama-4-scout": 2 * 48 * 8 * 128 * 2,  # 196,608
     "llama-4-maverick": 2 * 48 * 8 * 128 * 2,  # 196,608
     "kimi-k2": 61 * (512 + 64) * 2,  # 70,272
@@ -173,10 +175,12 @@ def test_kv_bytes_per_token(name):
 def test_the_cache_a_sliding_or_chunked_layer_keeps():
     """A layer keeps K and V of 2 x g x d x 2 B a token: 8192 B (Gemma 2 9B), 4096 B (Gemma 3
     4B, Llama 4). Gemma 2 at 8192 tokens: 21 global layers keep 8192, 21 sliding ones 4096.
-    Gemma 3 4B at 32768: 5 global x 32768 + 29 sliding x 1024. Maverick at 16384: 36 chunked
+    Gemma 3 4B at 32768: 5 global x 32768 + 29 sliding x 1024; 27B (8192 B a token): 10
+    global (every 6th of 62) x 32768 + 52 sliding x 1024. Maverick at 16384: 36 chunked
     layers x 8192 + 12 global x 16384."""
     assert kv_cache_bytes(rl.load_model("gemma-2-9b"), 1, 8192, FP16) == 8192 * 21 * (8192 + 4096)
     assert kv_cache_bytes(rl.load_model("gemma-3-4b"), 1, 32768, FP16) == 4096 * (5 * 32768 + 29 * 1024)
+    assert kv_cache_bytes(rl.load_model("gemma-3-27b"), 1, 32768, FP16) == 8192 * (10 * 32768 + 52 * 1024)
     assert kv_cache_bytes(rl.load_model("llama-4-maverick"), 1, 16384, FP16) == 4096 * (36 * 8192 + 12 * 16384)
 
 
@@ -350,6 +354,54 @@ def test_gemma2_27b_decode_step():
     assert (r["sliding/attention"]["count"], r["global/attention"]["count"]) == (23, 23)
     assert r["global/q_proj"]["weight_bytes"] == 4608 * 4096 * 2
     assert r["sliding/up_proj"]["weight_bytes"] == 4608 * 36864 * 2
+
+
+def test_gemma_3_27b_from_its_own_file_and_its_class_defaults():
+    """google/gemma-3-27b-it's config.json leaves vocab_size, sliding_window_pattern and
+    max_position_embeddings to Gemma3TextConfig (262208, 6, 131072), and the answer names
+    each. Published: keras-hub's Gemma 3 presets (keras-team/keras-hub@00d9f10,
+    gemma3_presets.py) count the text-only 27B at 27,009,002,240 and 4B at 3,880,099,328
+    with a 262,144-row table; here 262,208 rows, 64 more: + 64 x 5376 and + 64 x 2560. By
+    hand, 27B: a layer 2 x 5376 x 4096 (q, o) + 2 x 5376 x 2048 (k, v) + 3 x 5376 x 21504 +
+    4 x 5376 (four norms) + 2 x 128 (q/k norms) = 412,898,560; x 62 + 5376 =
+    25,599,716,096, + 262208 x 5376 (tied) = 27,009,346,304. 4B: 2 x 2560 x 2048 + 2 x 2560
+    x 1024 + 3 x 2560 x 10240 + 4 x 2560 + 2 x 256 = 94,382,592; x 34 + 2560 + 262208 x
+    2560 = 3,880,263,168."""
+    m = rl.load_model("gemma-3-27b")
+    assert total_parameters(m) == 27_009_346_304 == 27_009_002_240 + 64 * 5376
+    assert total_parameters(rl.load_model("gemma-3-4b")) == 3_880_263_168 == 3_880_099_328 + 64 * 2560
+    assert (m.vocab_size, m.max_position_embeddings) == (262208, 131072)
+    assert [(g.label, g.count) for g in m.layer_groups] == [("sliding", 52), ("global", 10)]
+    assert m.defaults == (
+        "no vocab_size in the config: Gemma3TextConfig's default, 262208",
+        "no sliding_window_pattern in the config: Gemma3TextConfig's default, 6",
+        "no max_position_embeddings in the config: Gemma3TextConfig's default, 131072",
+    )
+    assert rl.load_model("gemma-3-4b").defaults == ()  # its copy states every key
+
+
+def test_only_the_family_whose_files_omit_a_key_takes_its_class_default(tmp_path):
+    """A Gemma 3 text config with its layer_types takes no pattern; a Llama config without
+    vocab_size is refused (LlamaConfig's own files state it)."""
+    text = {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "num_hidden_layers": 2,
+        "sliding_window": 16,
+        "layer_types": ["sliding_attention", "full_attention"],
+    }
+    m = rl.ModelConfig.from_hf_config(text)
+    assert m.defaults == ("no vocab_size in the config: Gemma3TextConfig's default, 262208",) + (
+        "no max_position_embeddings in the config: Gemma3TextConfig's default, 131072",
+    )
+    assert [(g.label, g.count) for g in m.layer_groups] == [("sliding", 1), ("global", 1)]
+    llama = {**text, "model_type": "llama", "layer_types": None, "sliding_window": None}
+    with pytest.raises(InvalidConfigError, match="missing 'vocab_size'"):
+        rl.ModelConfig.from_hf_config(llama)
 
 
 def test_the_reader_names_what_it_read():

@@ -236,6 +236,28 @@ MLP_WIDTH_KEYS = {"llama4": ("intermediate_size_mlp", *MLP_WIDTH), "llama4_text"
 MLP_4X_TYPES = ("falcon", "RefinedWebModel", "RefinedWeb", "gptj")
 
 
+# keys a family's own config.json leaves to its transformers class, with the class's default:
+# Gemma 3's omit these (google/gemma-3-27b-it); Gemma3TextConfig in configuration_gemma3.py,
+# huggingface/transformers@008f5c8c29be84d4721dc6d1e0fcd72300580be4
+CLASS_DEFAULTS = {
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        {"vocab_size": 262_208, "sliding_window_pattern": 6, "max_position_embeddings": 131_072},
+    ),
+}
+
+
+def _class_defaults(raw: Mapping[str, Any], model_type: str) -> tuple[Mapping[str, Any], tuple[str, ...]]:
+    """``raw`` with the keys its architecture's class fills in where the config leaves them
+    out (``CLASS_DEFAULTS``; a ``layer_types`` list names every layer, so no pattern), and a
+    note naming each."""
+    cls, defaults = CLASS_DEFAULTS.get(model_type, ("", {}))
+    given = ("sliding_window_pattern",) if raw.get("layer_types") is not None else ()
+    filled = {k: v for k, v in defaults.items() if raw.get(k) is None and k not in given}
+    notes = tuple(f"no {key} in the config: {cls}'s default, {value}" for key, value in filled.items())
+    return {**raw, **filled}, notes
+
+
 def _mlp_note(raw: Mapping[str, Any], model_type: str, hidden: int) -> tuple[str, ...]:
     if _first(raw, "intermediate_size_mlp", *MLP_WIDTH) is not None:
         return ()
@@ -410,6 +432,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         nearest = (difflib.get_close_matches(str(model_type), ARCHITECTURES, 1, 0.0) or [""])[0]
         missing = next((keys[0] for keys in REQUIRED if _first(raw, *keys) is None), "")
         raise UnsupportedArchitectureError(model_type, ARCHITECTURES, nearest, missing)
+    raw, filled = _class_defaults(raw, model_type)
     gated, norm, parallel = ARCHITECTURES[model_type]
     hidden = _positive(raw, where, "hidden_size", "n_embd", "d_model")
     heads = _positive(raw, where, "num_attention_heads", "n_head", "num_heads")
@@ -472,7 +495,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         logit_softcap=float(raw.get("final_logit_softcapping") or 0.0),
         expert_format=_expert_format(raw),
         notes=wrapped + _notes(raw, groups, where),
-        defaults=_mlp_note(raw, model_type, hidden),
+        defaults=filled + _mlp_note(raw, model_type, hidden),
     )
 
 
