@@ -49,7 +49,7 @@ from ridgeline.serving.disagg import KvLink, Pool, simulate_disaggregated
 from ridgeline.serving.fanout import RunMany
 from ridgeline.serving.router import simulate_replicas
 from ridgeline.serving.scheduler import Scheduler
-from ridgeline.serving.simulator import SimResult, goodput, max_rate, simulate_deployment
+from ridgeline.serving.simulator import SimResult, deployment_runs, goodput, max_rate
 from ridgeline.serving.speculative import Speculation, simulate_speculative
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,8 +117,9 @@ class Task:
     percentile: float | None = None
 
 
-def serve(task: Task, arrivals: Arrivals) -> SimResult:
-    """Serve ``arrivals`` on the task's deployment: one server, replicas, or two pools."""
+def server_of(task: Task) -> Callable[[Arrivals], SimResult]:
+    """What serves arrivals on the task's deployment: one server (its runs sharing one table
+    of step costs), replicas, or two pools."""
     d = Server(task.device, task.roofs).deployment(task.model, task.settings)
     spec = None
     if task.draft is not None:
@@ -127,20 +128,20 @@ def serve(task: Task, arrivals: Arrivals) -> SimResult:
     s, how = task.scheduler, {"route": ROUTE, "seed": task.load.seed, "speculation": spec}
     if task.pools is not None and task.decode is not None:
         pools = Pool(d, task.pools[0], s), Pool(task.decode.deployment(task.model, task.settings), task.pools[1], s)
-        return simulate_disaggregated(*pools, arrivals, link=KvLink(), **how)
+        return lambda arrivals: simulate_disaggregated(*pools, arrivals, link=KvLink(), **how)
     if task.replicas > 1:
-        return simulate_replicas(d, arrivals, s, replicas=task.replicas, **how)
+        return lambda arrivals: simulate_replicas(d, arrivals, s, replicas=task.replicas, **how)
     if spec is not None:
-        return simulate_speculative(d, arrivals, spec, s)
-    return simulate_deployment(d, arrivals, s)
+        return lambda arrivals: simulate_speculative(d, arrivals, spec, s)
+    return deployment_runs(d, s)
 
 
 def run_task(task: Task) -> dict[str, Any]:
     """Simulate one deployment (on its roofs); the figures the search ranks by."""
-    load = task.load
+    load, serve = task.load, server_of(task)
 
     def at(rate: float) -> SimResult:
-        return serve(task, poisson(rate, load.requests, load.prompt, load.output, load.seed))
+        return serve(poisson(rate, load.requests, load.prompt, load.output, load.seed))
 
     result = at(load.rate)
     good = goodput(result, task.slo.ttft_s, task.slo.tpot_s)

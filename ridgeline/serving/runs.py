@@ -115,15 +115,17 @@ def serve_arrivals(
         made = poisson(at, requests, prompt, output_tokens, seed)
         return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
 
+    runs = simulator.deployment_runs(d, scheduler)
+
     def serve(requests: Arrivals, tick=None):
         if fleet is not None:
             return fleet(requests, progress=tick)
-        return simulator.simulate_deployment(d, requests, scheduler, progress=tick)
+        return runs(requests, progress=tick)
 
     def run(at: float, scale: tuple[float, float] = (1.0, 1.0)):
         if fleet is not None:
             return serve(arrivals(at))
-        return simulator.simulate_deployment(d, arrivals(at), scheduler, step_scale=scale)
+        return runs(arrivals(at), step_scale=scale)
 
     found = None
     start = base.rate if base is not None else rate
@@ -140,8 +142,7 @@ def serve_arrivals(
     if intervals and fleet is not None:
         out["intervals"] = {"none": "not computed for replicas, pools or speculative steps (one server only)"}
     elif intervals:
-        cost = simulator.step_cost_of(d, scheduler)  # one table for the four runs
-        again = lambda scale: simulator.simulate_deployment(d, first, scheduler, step_scale=scale, cost=cost)  # noqa: E731
+        again = lambda scale: runs(first, step_scale=scale)  # noqa: E731
         out["intervals"] = serving_intervals(d, first, scheduler, result, again)
         if found is not None:
             found["max_rate_prob90"] = sure_rate(

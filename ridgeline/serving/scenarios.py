@@ -36,7 +36,7 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.errors import InvalidSettingError, InvalidWorkloadError, RidgelineError, _did_you_mean
 from ridgeline.serving.arrivals import Arrivals, check_requests, poisson
 from ridgeline.serving.scheduler import Scheduler
-from ridgeline.serving.simulator import SimResult, simulate_deployment
+from ridgeline.serving.simulator import SimResult, deployment_runs
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,12 @@ def simulate_scenario(
         summary = scenario_summary(sc, result, result.summary["output_tokens_per_s"], instances, None)
         return {"result": result, "goodput": None, "search": None, "mlperf": summary}
     kept: dict[float, SimResult] = {}
+    runs = deployment_runs(d, scheduler)
 
     def passes(at: float) -> bool:
         n = max(requests, math.ceil(at * span))  # LoadGen runs at least min_duration
         prompt, output = dataset_lengths(lengths, n, seed)
-        kept[at] = simulate_deployment(d, server_arrivals(at, prompt, output, seed), scheduler)
+        kept[at] = runs(server_arrivals(at, prompt, output, seed))
         return meets(kept[at].requests, sc)
 
     found = highest_rate(passes, start=rate / instances)
@@ -223,10 +224,10 @@ def simulate_scenario(
 def offline_run(d: Deployment, scheduler, lengths, requests: int, seed: int, span: float, most_runs: int = 4):
     """Offline: ``requests`` samples at once, more until they take ``span`` seconds (as
     LoadGen sizes its one query from the expected rate to last min_duration)."""
-    n = requests
+    n, runs = requests, deployment_runs(d, scheduler)
     for _ in range(most_runs):
         prompt, output = dataset_lengths(lengths, n, seed)
-        result = simulate_deployment(d, offline_arrivals(prompt, output), scheduler)
+        result = runs(offline_arrivals(prompt, output))
         took = result.summary["duration_s"]
         if took >= span:
             break

@@ -33,6 +33,7 @@ bit what step after step gives.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -270,6 +271,14 @@ def check_prefix_cache(config: ModelConfig, arrivals: Arrivals, block: int) -> N
 def step_cost_of(d: Deployment, s: Scheduler) -> StepCost:
     """The engine's step times for ``d`` under ``s``, tabulated (runs of one deployment share them)."""
     return build_step_cost(d.model, d.plan, d.ceilings, s.token_budget, s.max_batch, s.batch_attention)
+
+
+def deployment_runs(d: Deployment, s: Scheduler) -> Callable[..., SimResult]:
+    """:func:`simulate_deployment` of ``d`` under ``s`` for any arrivals (and its keywords),
+    every run sharing one table of step costs, built at the first run: a rate search's runs,
+    an interval's four."""
+    table = functools.cache(lambda: step_cost_of(d, s))
+    return lambda arrivals, **keys: simulate_deployment(d, arrivals, s, cost=table(), **keys)
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
