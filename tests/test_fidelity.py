@@ -256,6 +256,30 @@ def test_sliding_window_eager_prefill_is_full_then_masked():
     assert dec["qk_matmul"]["flops"] == 2 * 32 * 4096 * 128
 
 
+def test_sdpa_prefill_past_the_window_computes_every_pair_under_its_mask():
+    """Gemma 3 4B (8 heads x 256, 4 KV heads, window 1024), transformers' sdpa path (auto):
+    a prompt of 4096 reaches the window, so transformers passes a boolean mask and SDPA
+    computes all 4096^2 pairs: 2 x 8 x 4096^2 x (256 + 256) = 137,438,953,472 operations a
+    sliding layer (an exact window would be 1024 x 1025 / 2 + 3072 x 1024 = 3,670,528 pairs a
+    head, 30.1G), reading the 4096^2-byte mask; the global layers keep is_causal (4096 x 4097
+    / 2 pairs). A prompt of 1000 stays under the window: no mask, 1000 x 1001 / 2 pairs.
+    Flash attention takes the window itself and skips the rest, as before. Measured on a
+    2-core EPYC (tests/benchmarks/window_mask.py, one thread, fp32): a 2048 prompt under a
+    512 window's mask took 1.74x its is_causal time, priced 1.60x (S^2 against the CPU
+    kernel's 512-key causal blocks); an exact window would have priced 0.35x."""
+    a = rows(rl.analyze("gemma-3-4b", "h100-sxm", seq_len=4096), "prefill")
+    assert a["sliding/sdpa_gqa"]["flops"] == 2 * 8 * 4096 * 4096 * 512 == 137_438_953_472
+    assert a["global/sdpa_gqa"]["flops"] == 2 * 8 * (4096 * 4097 // 2) * 512
+    # q (4096 x 8 x 256 x 2 B) and the mask; K/V (4 heads x 512 x 2 B a position) once per
+    # 128-row query tile: 4096^2 / 128 positions
+    assert a["sliding/sdpa_gqa"]["act_read_bytes"] == 4096 * 8 * 256 * 2 + 4096 * 4096
+    assert a["sliding/sdpa_gqa"]["kv_read_bytes"] == 4 * (4096 * 4096 // 128) * 512 * 2
+    unmasked = rows(rl.analyze("gemma-3-4b", "h100-sxm", seq_len=4096, attention="flash"), "prefill")
+    assert unmasked["sliding/attention"]["flops"] == 2 * 8 * (1024 * 1025 // 2 + 3072 * 1024) * 512
+    short = rows(rl.analyze("gemma-3-4b", "h100-sxm", seq_len=1000), "prefill")
+    assert short["sliding/sdpa_gqa"]["flops"] == 2 * 8 * (1000 * 1001 // 2) * 512
+
+
 def test_eager_gqa_copies_kv_per_query_head():
     """Llama-3-8B (32 query heads, 8 KV heads, d 128), decode with 1024 cached: eager's
     repeat_kv reads each cached K and V head once, 1025 x 8 x 128 x 2 = 2,099,200 bytes, and

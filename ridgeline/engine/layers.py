@@ -258,11 +258,26 @@ def fp32_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
     return [soft, down] if fused else [up, soft, down]
 
 
+def window_masked(c: ModelConfig, a: AttentionCall, p: Plan) -> Number:
+    """Where an SDPA prompt call over a sliding window takes a boolean mask: transformers
+    builds one for a sliding layer once its keys reach the window (``sdpa_mask`` skips it
+    only while kv_length < the window: masking_utils.py, ``_ignore_causal_mask_sdpa``,
+    huggingface/transformers@00c4411), and SDPA with a mask computes every (query, key)
+    pair and reads the mask. A window then changes the mask, not the work, as in eager."""
+    if not (a.prefill and c.sliding_window and p.attention in ("sdpa-gqa", "sdpa-repeat")):
+        return False
+    return np.asarray(a.kv_len) >= c.sliding_window
+
+
 def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     """Flash attention (and its decode variants): tiles on chip, K/V read once per query
-    tile; the causal mask and a sliding window skip whole tiles, in flops and bytes alike."""
+    tile; the causal mask and a sliding window skip whole tiles, in flops and bytes alike
+    (not under an SDPA call's window mask: :func:`window_masked`)."""
     pairs = attended_pairs(c, a.q_len, a.kv_len, causal=a.prefill, key_block=p.key_block)
     keys = kv_length(c, a.kv_len)
+    masked = window_masked(c, a, p)
+    if np.any(masked):
+        pairs, keys = np.where(masked, a.q_len * a.kv_len, pairs), np.where(masked, a.kv_len, keys)
     positions = np.maximum(pairs / p.tile_rows, keys) if a.prefill else keys
     ops = [
         O.flash_attention(
@@ -284,6 +299,9 @@ def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     ]
     if p.attention == "sdpa-repeat":
         return [O.repeat_kv_attention(ops[0], keys if not a.prefill else a.kv_len, positions, p.kvb)]
+    if np.any(masked):  # the window's mask [b, 1, q, kv], a byte a pair (sdpa-repeat reads its own)
+        mask = np.where(masked, a.batch * a.q_len * a.kv_len, 0)
+        ops[0] = O.replaced(ops[0], act_read_bytes=ops[0].act_read_bytes + mask)
     if p.attention == "sdpa-gqa" and a.kv_heads < a.heads and not a.latent:
         return [O.replaced(ops[0], name="sdpa_gqa")]  # a kernel of its own: no fold of the group
     if p.attention == "paged" and not a.prefill:  # the block table: 4 bytes per block
