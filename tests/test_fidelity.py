@@ -23,6 +23,7 @@ from ridgeline.engine.workload import Settings
 from ridgeline.errors import InvalidConfigError, InvalidWorkloadError
 from ridgeline.io.host import _physical_cores
 from ridgeline.io.resolve import load_device, resolve
+from ridgeline.report.analysis import attention_label
 
 runner = CliRunner()
 
@@ -278,6 +279,36 @@ def test_sdpa_prefill_past_the_window_computes_every_pair_under_its_mask():
     assert unmasked["sliding/attention"]["flops"] == 2 * 8 * (1024 * 1025 // 2 + 3072 * 1024) * 512
     short = rows(rl.analyze("gemma-3-4b", "h100-sxm", seq_len=1000), "prefill")
     assert short["sliding/sdpa_gqa"]["flops"] == 2 * 8 * (1000 * 1001 // 2) * 512
+
+
+def test_gpt_oss_auto_attention_is_its_own_eager_path_with_the_sinks():
+    """transformers runs gpt-oss without SDPA (GptOssPreTrainedModel: _supports_sdpa = False),
+    so auto prices its eager_attention_forward. gpt-oss-20b (64 heads, d 64), fp16, a prompt of
+    1000: E = 64 x 1000^2 = 64,000,000 scores a layer, W = 64 x 1000 x 1001 = 64,064,000
+    with the sink column, R = 64,000 rows. cat reads the scores and the 64 sinks (2 E + 128 B)
+    and writes W (2 W B); the rows' max reads 2 W B and writes 2 R B; the shift reads 2 W + 2 R
+    and writes 2 W; softmax in fp16 reads and writes 2 W B (5 ops an element), with no fp32
+    casts. Other models keep transformers' sdpa path."""
+    a = rl.analyze("gpt-oss-20b", "h100-sxm", seq_len=1000)
+    pre = rows(a, "prefill")
+    assert a.plan.attention == "eager"
+    assert (pre["sliding/attn_sinks"]["act_read_bytes"], pre["sliding/attn_sinks"]["act_write_bytes"]) == (
+        2 * 64_000_000 + 128,
+        2 * 64_064_000,
+    )
+    assert (pre["sliding/attn_max"]["act_read_bytes"], pre["sliding/attn_max"]["act_write_bytes"]) == (
+        2 * 64_064_000,
+        2 * 64_000,
+    )
+    assert pre["sliding/attn_shift"]["act_read_bytes"] == 2 * 64_064_000 + 2 * 64_000
+    assert pre["sliding/softmax"]["act_read_bytes"] == pre["sliding/softmax"]["act_write_bytes"] == 2 * 64_064_000
+    assert pre["sliding/softmax"]["flops"] == 5 * 64_064_000
+    assert not [name for name in pre if "cast" in name]
+    assert attention_label("auto", a.plan.attention) == (
+        "eager attention (auto: transformers' eager path; the model's class runs no SDPA)"
+    )
+    assert rl.analyze("llama-3-8b", "h100-sxm").plan.attention == "sdpa-gqa"
+    assert rl.analyze("gpt-oss-20b", "h100-sxm", attention="flash").plan.attention == "flash"
 
 
 def test_eager_gqa_copies_kv_per_query_head():

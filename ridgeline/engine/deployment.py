@@ -18,6 +18,12 @@ from ridgeline.engine.roofline import Ceilings, with_links
 from ridgeline.engine.workload import Settings
 
 
+def model_plan(settings: Settings, device: DeviceSpec, model: ModelConfig) -> Plan:
+    """``settings``' plan on ``device`` for ``model``: its head size, its experts' stored
+    format, and whether its transformers class runs SDPA (what ``auto`` attention stands for)."""
+    return make_plan(settings, device, model.head_dim, model.expert_format, model.transformers_sdpa)
+
+
 @dataclass(frozen=True)
 class Deployment:
     """What is deployed where: the model, the device, the settings, the plan they make
@@ -41,7 +47,7 @@ class Deployment:
     def of(cls, model: ModelConfig, device: DeviceSpec, settings: Settings, ceilings: Ceilings, *rest) -> Deployment:
         """The deployment of ``settings``: their plan on ``device`` and ``ceilings`` with the
         links and execution they ask for (``rest``: the notes, intervals and peaks fields)."""
-        plan = make_plan(settings, device, model.head_dim, model.expert_format)
+        plan = model_plan(settings, device, model)
         return cls(model, device, settings, plan, with_links(ceilings, device, settings), *rest)
 
     @property
@@ -51,16 +57,14 @@ class Deployment:
 
     def with_model(self, model: ModelConfig) -> Deployment:
         """The same device, settings and ceilings for another model (a draft model)."""
-        return replace(
-            self, model=model, plan=make_plan(self.settings, self.device, model.head_dim, model.expert_format)
-        )
+        return replace(self, model=model, plan=model_plan(self.settings, self.device, model))
 
     def with_settings(self, settings: Settings) -> Deployment:
         """The same model, device and profile under other settings."""
         return replace(
             self,
             settings=settings,
-            plan=make_plan(settings, self.device, self.model.head_dim, self.model.expert_format),
+            plan=model_plan(settings, self.device, self.model),
             ceilings=with_links(self.ceilings, self.device, settings),
         )
 

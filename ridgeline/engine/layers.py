@@ -189,7 +189,7 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     """
     kv = a.kv_len if a.prefill else kv_length(c, a.kv_len)
     if p.transformers_eager:
-        return transformers_eager(a, kv, p)
+        return transformers_eager(a, kv, p, sinks=c.attention_sinks)
     kw = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype)
     return [
         O.qk_matmul(a.batch, a.heads, a.kv_heads, a.q_len, kv, a.qk_dim, inputs=(a.q_from,), **kw),
@@ -201,7 +201,7 @@ def eager_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
 FP32 = 4.0  # bytes of the fp32 the eager softmax computes in
 
 
-def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
+def transformers_eager(a: AttentionCall, kv: Number, p: Plan, sinks: bool = False) -> list[Op]:
     """transformers' ``eager_attention_forward`` (models/llama/modeling_llama.py), kernel by
     kernel: ``repeat_kv`` copies grouped K and V out to every query head (none when g = h:
     it returns its input), ``matmul(q, k^T) * scaling`` (two kernels), ``+ attention_mask``
@@ -216,6 +216,7 @@ def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
     masked scores stay referenced (``attn_weights``) until the softmax line returns, so they,
     the cast-up copy and the fp32 result are live at once, 10 B per element in bf16, beside
     both K/V copies (``key_states`` lives until the function returns).
+    With ``sinks`` (gpt-oss), :func:`sink_softmax` replaces the fp32 softmax.
     Left out: the mask's construction (once per forward) and the output's transpose copy."""
     copy = not a.latent and a.kv_heads < a.heads
     g = a.heads if copy else a.kv_heads
@@ -232,7 +233,7 @@ def transformers_eager(a: AttentionCall, kv: Number, p: Plan) -> list[Op]:
     ops.append(O.score_pass("attn_scale", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, inputs=("qk_matmul",), **el))
     mask = dict(mask_bytes=p.ab, inputs=("attn_scale",))
     ops.append(O.score_pass("attn_mask", *shape, in_bytes=p.ab, out_bytes=p.ab, flops=1, **mask, **el))
-    ops += fp32_softmax(shape, a.count, p)
+    ops += sink_softmax(shape, a.count, p) if sinks else fp32_softmax(shape, a.count, p)
     sv = O.sv_matmul(a.batch, a.heads, g, a.q_len, kv, a.v_dim, **mm)
     held = ("repeat_v", "repeat_k") if copy else ()  # key_states lives until the function returns
     return ops + [O.replaced(sv, inputs=(ops[-1].name, *held))]
@@ -267,6 +268,30 @@ def window_masked(c: ModelConfig, a: AttentionCall, p: Plan) -> Number:
     if not (a.prefill and c.sliding_window and p.attention in ("sdpa-gqa", "sdpa-repeat")):
         return False
     return np.asarray(a.kv_len) >= c.sliding_window
+
+
+def sink_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
+    """gpt-oss's ``eager_attention_forward`` after the mask (models/gpt_oss/modeling_gpt_oss.py,
+    huggingface/transformers@00d4b3d): each head's sink logit joined as one more column
+    (``torch.cat``: a new [b, h, q, kv + 1] tensor), the rows' max, the max subtracted (a new
+    tensor), ``softmax(dtype=`` the scores' own type ``)`` (no casts), then the sink column
+    dropped (a view the second matmul reads through). Per score element in bf16: cat 2+2,
+    max 2, subtract 2+2, softmax 2+2. The masked scores (``attn_weights``) stay referenced
+    until the softmax returns, beside the joined and the shifted copies."""
+    batch, heads, q_len, kv = shape
+    wide, rows = (batch, heads, q_len, kv + 1), batch * heads * q_len
+    el = dict(count=count, dtype=p.vector_dtype)
+    join = O.score_pass("attn_sinks", *wide, in_bytes=p.ab, out_bytes=p.ab, flops=0, inputs=("attn_mask",), **el)
+    join = O.replaced(join, act_read_bytes=rows * kv * p.ab + heads * p.ab)  # the scores and the sinks
+    peak = O.score_pass(
+        "attn_max", *wide, in_bytes=p.ab, out_bytes=0, flops=1, inputs=("attn_sinks", "attn_mask"), **el
+    )
+    peak = O.replaced(peak, act_write_bytes=rows * p.ab)
+    held = ("attn_sinks", "attn_max", "attn_mask")
+    shift = O.score_pass("attn_shift", *wide, in_bytes=p.ab, out_bytes=p.ab, flops=1, inputs=held, **el)
+    shift = O.replaced(shift, act_read_bytes=shift.act_read_bytes + rows * p.ab)  # the max, broadcast
+    soft = O.softmax(*wide, ab=p.ab, inputs=("attn_shift", "attn_mask"), **el)
+    return [join, peak, shift, soft]
 
 
 def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:

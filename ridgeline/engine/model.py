@@ -158,6 +158,13 @@ class ModelConfig:
         return self.num_experts > 0
 
     @property
+    def transformers_sdpa(self) -> bool:
+        """Whether transformers runs this model's attention through SDPA by default: not
+        gpt-oss, whose sinks SDPA cannot add (GptOssPreTrainedModel has ``_supports_sdpa =
+        False``, models/gpt_oss/modeling_gpt_oss.py, huggingface/transformers@00d4b3d)."""
+        return not self.attention_sinks
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 

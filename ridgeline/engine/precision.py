@@ -138,17 +138,20 @@ def check_domain(tp: int, device: DeviceSpec) -> None:
         )
 
 
-def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128, expert_format: str = "") -> Plan:
+def make_plan(
+    settings: Settings, device: DeviceSpec, head_dim: int = 128, expert_format: str = "", sdpa: bool = True
+) -> Plan:
     """The per-analysis context of the layer builder: byte widths, compute types,
     quantisation terms, the attention kernel and the parallel layout; the routed experts in
-    the checkpoint's own format where ``expert_format`` names one (``expert_plan``)."""
+    the checkpoint's own format where ``expert_format`` names one (``expert_plan``); ``sdpa``:
+    the model's transformers class runs SDPA (``ModelConfig.transformers_sdpa``)."""
     check_domain(settings.tp, device)
     w, a = settings.w_dtype, settings.a_dtype
     expert_quant, expert_dtype = expert_plan(expert_format, w, a, device)
     compute = matrix_dtype(w, a, device)
     ab = dtype_bytes(a)
     kept = unquantised_dtype(a)
-    attention = resolve_attention(settings.attention)
+    attention = resolve_attention(settings.attention, sdpa)
     return Plan(
         wb=dtype_bytes(w),
         ab=ab,
@@ -178,12 +181,15 @@ def make_plan(settings: Settings, device: DeviceSpec, head_dim: int = 128, exper
     )
 
 
-def resolve_attention(attention: str) -> str:
+def resolve_attention(attention: str, sdpa: bool = True) -> str:
     """The attention setting ``auto`` stands for: the path transformers' default attention
     (``attn_implementation="sdpa"``, ``sdpa_attention_forward``) takes for a batch without
     padding, on every device. ``use_gqa_in_sdpa`` sees no mask (and head_dim <= 256), so
     grouped K/V go to SDPA with ``enable_gqa=True``: ``sdpa-gqa``. The H100 run of 2026-11-26
     recorded this path at every prompt (``reports/validation/gpu-runs/cuda-nvidia-h100-80gb-
     hbm3-2026-11-26/run2-hf``); on CUDA, SDPA's cuDNN and flash backends take grouped K/V
-    without copies. Others are kept."""
-    return "sdpa-gqa" if attention == "auto" else attention
+    without copies. A model whose class runs no SDPA (``sdpa`` false) takes transformers'
+    eager path instead. Others are kept."""
+    if attention != "auto":
+        return attention
+    return "sdpa-gqa" if sdpa else "eager"

@@ -97,8 +97,8 @@ class Settings:
     group_size: int = setting(0, "quantisation group size along k (0: one scale per output channel)")
     attention: str = setting(
         "auto",
-        "attention kernel: auto (sdpa-gqa: transformers' sdpa path), eager, sdpa-repeat, sdpa-gqa, flash,"
-        " flash-decoding or paged: docs/model.md, Attention settings",
+        "attention kernel: auto (transformers' own path: sdpa-gqa; gpt-oss eager), eager, sdpa-repeat,"
+        " sdpa-gqa, flash, flash-decoding or paged: docs/model.md, Attention settings",
     )
     kv_block: int = setting(16, "tokens per KV block (paged attention)")
     tp: int = setting(1, "tensor-parallel devices")

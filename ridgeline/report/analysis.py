@@ -336,6 +336,8 @@ def attention_label(setting: str, resolved: str) -> str:
     """'sdpa-gqa attention (auto: ...)': the attention priced, and why where ``auto`` chose it."""
     if setting != "auto":
         return f"{resolved} attention"
+    if resolved == "eager":
+        return "eager attention (auto: transformers' eager path; the model's class runs no SDPA)"
     return f"{resolved} attention (auto: transformers' sdpa path)"
 
 

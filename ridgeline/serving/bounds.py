@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ridgeline.engine.analyze import memory_totals, stage_totals
+from ridgeline.engine.deployment import model_plan
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
-from ridgeline.engine.precision import make_plan
 from ridgeline.engine.roofline import Ceilings, spec_ceilings, with_links
 from ridgeline.engine.workload import Settings, Workload, check_slos
 from ridgeline.errors import InvalidWorkloadError, RidgelineError
@@ -370,12 +370,8 @@ def _variant_bounds(model, space: Space, load: Load, slo: Slo, device, tp: int, 
         for w, kv in variants
     ]
     try:
-        plans = [make_plan(s, device, model.head_dim, model.expert_format) for s in settings]
-        smalls = (
-            [make_plan(s, device, draft.model.head_dim, draft.model.expert_format) for s in settings]
-            if draft
-            else plans
-        )
+        plans = [model_plan(s, device, model) for s in settings]
+        smalls = [model_plan(s, device, draft.model) for s in settings] if draft else plans
         groups: list[list[int]] = []  # variants priced in one evaluation: plans alike but in their types
         for i in range(len(plans)):
             alike = (g for g in groups if all(stacked([x[g[0]], x[i]]) is not None for x in (plans, smalls)))
