@@ -356,7 +356,7 @@ def test_gemma2_27b_decode_step():
     assert r["sliding/up_proj"]["weight_bytes"] == 4608 * 36864 * 2
 
 
-def test_gemma_3_27b_from_its_own_file_and_its_class_defaults():
+def test_gemma_3_from_its_own_files_and_their_class_defaults():
     """google/gemma-3-27b-it's config.json leaves vocab_size, sliding_window_pattern and
     max_position_embeddings to Gemma3TextConfig (262208, 6, 131072), and the answer names
     each. Published: keras-hub's Gemma 3 presets (keras-team/keras-hub@00d9f10,
@@ -373,11 +373,14 @@ def test_gemma_3_27b_from_its_own_file_and_its_class_defaults():
     assert (m.vocab_size, m.max_position_embeddings) == (262208, 131072)
     assert [(g.label, g.count) for g in m.layer_groups] == [("sliding", 52), ("global", 10)]
     assert m.defaults == (
-        "no vocab_size in the config: Gemma3TextConfig's default, 262208",
-        "no sliding_window_pattern in the config: Gemma3TextConfig's default, 6",
-        "no max_position_embeddings in the config: Gemma3TextConfig's default, 131072",
+        "the config leaves these to Gemma3TextConfig's defaults: "
+        "vocab_size 262208, sliding_window_pattern 6, max_position_embeddings 131072",
     )
-    assert rl.load_model("gemma-3-4b").defaults == ()  # its copy states every key
+    # the 4B's file states no heads either: Gemma3TextConfig's 8, 4 and 256 are the 4B's
+    assert rl.load_model("gemma-3-4b").defaults == (
+        "the config leaves these to Gemma3TextConfig's defaults: vocab_size 262208, num_attention_heads 8, "
+        "num_key_value_heads 4, head_dim 256, sliding_window_pattern 6, max_position_embeddings 131072",
+    )
 
 
 def test_only_the_family_whose_files_omit_a_key_takes_its_class_default(tmp_path):
@@ -395,8 +398,8 @@ def test_only_the_family_whose_files_omit_a_key_takes_its_class_default(tmp_path
         "layer_types": ["sliding_attention", "full_attention"],
     }
     m = rl.ModelConfig.from_hf_config(text)
-    assert m.defaults == ("no vocab_size in the config: Gemma3TextConfig's default, 262208",) + (
-        "no max_position_embeddings in the config: Gemma3TextConfig's default, 131072",
+    assert m.defaults == (
+        "the config leaves these to Gemma3TextConfig's defaults: vocab_size 262208, max_position_embeddings 131072",
     )
     assert [(g.label, g.count) for g in m.layer_groups] == [("sliding", 1), ("global", 1)]
     llama = {**text, "model_type": "llama", "layer_types": None, "sliding_window": None}

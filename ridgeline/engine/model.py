@@ -244,25 +244,32 @@ MLP_4X_TYPES = ("falcon", "RefinedWebModel", "RefinedWeb", "gptj")
 
 
 # keys a family's own config.json leaves to its transformers class, with the class's default:
-# Gemma 3's omit these (google/gemma-3-27b-it); Gemma3TextConfig in configuration_gemma3.py,
-# huggingface/transformers@008f5c8c29be84d4721dc6d1e0fcd72300580be4
+# Gemma 3's omit these (gemma-3-4b-it states no heads: its 8, 4 and 256 are the defaults);
+# Gemma3TextConfig in configuration_gemma3.py, huggingface/transformers@008f5c8c29be84d4721dc6d1e0fcd72300580be4
 CLASS_DEFAULTS = {
     "gemma3_text": (
         "Gemma3TextConfig",
-        {"vocab_size": 262_208, "sliding_window_pattern": 6, "max_position_embeddings": 131_072},
+        {
+            "vocab_size": 262_208,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "sliding_window_pattern": 6,
+            "max_position_embeddings": 131_072,
+        },
     ),
 }
 
 
 def _class_defaults(raw: Mapping[str, Any], model_type: str) -> tuple[Mapping[str, Any], tuple[str, ...]]:
     """``raw`` with the keys its architecture's class fills in where the config leaves them
-    out (``CLASS_DEFAULTS``; a ``layer_types`` list names every layer, so no pattern), and a
+    out (``CLASS_DEFAULTS``; a ``layer_types`` list names every layer, so no pattern), and one
     note naming each."""
     cls, defaults = CLASS_DEFAULTS.get(model_type, ("", {}))
     given = ("sliding_window_pattern",) if raw.get("layer_types") is not None else ()
     filled = {k: v for k, v in defaults.items() if raw.get(k) is None and k not in given}
-    notes = tuple(f"no {key} in the config: {cls}'s default, {value}" for key, value in filled.items())
-    return {**raw, **filled}, notes
+    named = ", ".join(f"{key} {value}" for key, value in filled.items())
+    return {**raw, **filled}, (f"the config leaves these to {cls}'s defaults: {named}",) if filled else ()
 
 
 def _mlp_note(raw: Mapping[str, Any], model_type: str, hidden: int) -> tuple[str, ...]:
