@@ -283,15 +283,15 @@ def sink_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
     el = dict(count=count, dtype=p.vector_dtype)
     join = O.score_pass("attn_sinks", *wide, in_bytes=p.ab, out_bytes=p.ab, flops=0, inputs=("attn_mask",), **el)
     join = O.replaced(join, act_read_bytes=rows * kv * p.ab + heads * p.ab)  # the scores and the sinks
-    peak = O.score_pass(
+    row_max = O.score_pass(
         "attn_max", *wide, in_bytes=p.ab, out_bytes=0, flops=1, inputs=("attn_sinks", "attn_mask"), **el
     )
-    peak = O.replaced(peak, act_write_bytes=rows * p.ab)
+    row_max = O.replaced(row_max, act_write_bytes=rows * p.ab)
     held = ("attn_sinks", "attn_max", "attn_mask")
     shift = O.score_pass("attn_shift", *wide, in_bytes=p.ab, out_bytes=p.ab, flops=1, inputs=held, **el)
     shift = O.replaced(shift, act_read_bytes=shift.act_read_bytes + rows * p.ab)  # the max, broadcast
     soft = O.softmax(*wide, ab=p.ab, inputs=("attn_shift", "attn_mask"), **el)
-    return [join, peak, shift, soft]
+    return [join, row_max, shift, soft]
 
 
 def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
