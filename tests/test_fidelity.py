@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.api import max_batch, speculative
 from ridgeline.cli import app
-from ridgeline.engine.layers import stage_ops
+from ridgeline.engine.layers import forward_masks, stage_ops
 from ridgeline.engine.memory import kv_capacity_bytes, usable_bytes, weight_bytes
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.precision import make_plan
@@ -117,7 +117,8 @@ def test_speculation_is_priced_on_plain_decodings_basis():
     + 1,235,814,400) = 15.95 GB. Activations, the larger peak, the draft's prefill: 16 x 32
     heads x 512^2 scores at 8 B each (fp16 masked scores, fp32 probabilities, fp16 copy) =
     1,073,741,824, + K/V copies 2 x 16 x 32 x 512 x 64 x 2 B = 67,108,864, + the layer input
-    16 x 512 x 2048 x 2 B = 33,554,432: 1.17 GB. Total 58.22 GB = 54.2 GiB, against 0.9 x 48
+    16 x 512 x 2048 x 2 B = 33,554,432, + the fp16 causal mask transformers holds across the
+    layers, 16 x 512 x 512 x 2 B = 8,388,608: 1.18 GB. Total 58.23 GB = 54.2 GiB, against 0.9 x 48
     GiB - 0.75 GiB = 42.45 GiB usable: short by 11.8 GiB (it said 19.7 GiB, fits, with the
     cache at P + k + 1; 11.2 GiB short before item 3 priced eager attention's passes).
 
@@ -151,7 +152,7 @@ def test_speculation_is_priced_on_plain_decodings_basis():
     spec, gen, mem = data["speculative"], data["generation"], data["speculative"]["memory"]
     assert mem["kv_cache_bytes"] == (524_288 + 32_768) * 4611 * 16 == 41_097_363_456
     assert mem["weights_bytes"] == 2 * (6_738_415_616 + 1_235_814_400)
-    assert mem["activations_peak_bytes"] == 1_073_741_824 + 67_108_864 + 33_554_432
+    assert mem["activations_peak_bytes"] == 1_073_741_824 + 67_108_864 + 33_554_432 + 8_388_608
     assert mem["peak_bytes"] / 2**30 == pytest.approx(54.2, abs=0.05)
     assert mem["usable_bytes"] / 2**30 == pytest.approx(42.45, abs=0.005)
     assert not mem["fits"] and mem["shortfall_bytes"] / 2**30 == pytest.approx(11.8, abs=0.05)
@@ -279,6 +280,34 @@ def test_sdpa_prefill_past_the_window_computes_every_pair_under_its_mask():
     assert unmasked["sliding/attention"]["flops"] == 2 * 8 * (1024 * 1025 // 2 + 3072 * 1024) * 512
     short = rows(rl.analyze("gemma-3-4b", "h100-sxm", seq_len=1000), "prefill")
     assert short["sliding/sdpa_gqa"]["flops"] == 2 * 8 * (1000 * 1001 // 2) * 512
+
+
+def test_the_masks_transformers_builds_once_a_forward_count_in_the_activation_peak():
+    """transformers builds one [b, 1, q, kv] mask per kind of layer once per forward and holds
+    it until the last layer returns (masking_utils.py, huggingface/transformers@00c4411).
+    Gemma 3 4B (sliding 1024 and global layers), batch 4, prompt 2048, bf16 on an H100:
+    - sdpa (auto): the global layers' mask is skipped (is_causal: nothing cached); the sliding
+      one is built once 2048 keys pass the 1024 window, booleans over the whole batch (the
+      all-ones padding mask joins): 4 x 2048 x 2048 x 1 B = 16,777,216;
+    - eager: both kinds, converted to bf16: 2 x 4 x 2048^2 x 2 B = 67,108,864;
+    - flash: none. A prompt of 1000 stays under the window: sdpa none, eager 2 x 4 x 1000^2 x 2.
+    A verify pass of k + 1 = 5 over 600 cached (llama-3-8b, sdpa, batch 16) is neither one new
+    token nor a fresh prompt, so its causal mask is built: 16 x 5 x 605 x 1 B = 48,400."""
+    gemma, h100 = resolve("gemma-3-4b", "h100-sxm").model, load_device("h100-sxm")
+    plans = {a: make_plan(Settings(attention=a), h100) for a in ("sdpa-gqa", "eager", "flash")}
+    assert forward_masks(gemma, 4, 2048, 0, plans["sdpa-gqa"]) == 4 * 2048 * 2048 == 16_777_216
+    assert forward_masks(gemma, 4, 2048, 0, plans["eager"]) == 2 * 4 * 2048**2 * 2 == 67_108_864
+    assert forward_masks(gemma, 4, 2048, 0, plans["flash"]) == 0
+    assert forward_masks(gemma, 4, 1000, 0, plans["sdpa-gqa"]) == 0
+    assert forward_masks(gemma, 1, 32768, 0, plans["sdpa-gqa"]) == 32768**2 == 2**30  # docs/families.md
+    assert forward_masks(gemma, 4, 1000, 0, plans["eager"]) == 2 * 4 * 1000**2 * 2
+    llama = resolve("llama-3-8b", "h100-sxm").model
+    assert forward_masks(llama, 16, 5, 600, plans["sdpa-gqa"]) == 16 * 5 * 605 == 48_400
+    assert forward_masks(llama, 16, 1, 600, plans["sdpa-gqa"]) == 0  # one new token: is_causal
+    # the SDPA and flash kernels hold the same tensors, so the peaks differ by the mask alone
+    peak = {a: rl.analyze("gemma-3-4b", "h100-sxm", batch=4, seq_len=2048, attention=a) for a in ("auto", "flash")}
+    held = {a: peak[a].memory["activations_peak_bytes"] for a in peak}
+    assert held["auto"] - held["flash"] == 16_777_216
 
 
 def test_gpt_oss_auto_attention_is_its_own_eager_path_with_the_sinks():

@@ -16,7 +16,15 @@ from ridgeline.engine.deployment import Deployment
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.grid import describe, outside_range, outside_spans
 from ridgeline.engine.intervals import analysis_intervals, memory_risk
-from ridgeline.engine.layers import Plan, bubble_fraction, head_ops, pipeline_factors, pipeline_round, stage_ops
+from ridgeline.engine.layers import (
+    Plan,
+    bubble_fraction,
+    forward_masks,
+    head_ops,
+    pipeline_factors,
+    pipeline_round,
+    stage_ops,
+)
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
@@ -301,7 +309,7 @@ def memory_totals(
     x_bytes = micro * prompt * model.hidden_size * p.ab
     if prefill_ops is None:
         prefill_ops = stage_ops(model, "prefill", batch, prompt, p)
-    activations = pass_activation_peak(model, prefill_ops, x_bytes, p)
+    activations = pass_activation_peak(model, prefill_ops, x_bytes, p, forward_masks(model, micro, prompt, 0, p))
     weights = M.weight_bytes(model, p)
     kv = M.kv_cache_bytes(model, batch, kv_len, p)
     peak = weights + kv + activations
@@ -321,13 +329,14 @@ def memory_totals(
     }
 
 
-def pass_activation_peak(model: ModelConfig, ops: Sequence[Op], x_bytes, p: Plan):
+def pass_activation_peak(model: ModelConfig, ops: Sequence[Op], x_bytes, p: Plan, masks=0):
     """The liveness peak of one pass's activations: a layer's (its input ``x_bytes`` alive
-    from the start) or the head's (final norm and the logits), whichever is larger."""
+    from the start, beside the ``masks`` held across the layers: :func:`forward_masks`) or
+    the head's (final norm and the logits, after the masks are freed), whichever is larger."""
     head_names = {op.name for op in head_ops(model, 1, 1, p)}
     layer = [op for op in ops if op.name not in head_names]
     head = [op for op in ops if op.name in ("final_norm", "lm_head")]
-    return np.maximum(M.activation_peak(layer, x_bytes), M.activation_peak(head, x_bytes))
+    return np.maximum(M.activation_peak(layer, x_bytes) + masks, M.activation_peak(head, x_bytes))
 
 
 def verify_activation_peak(model: ModelConfig, batch, cached, q_len: int, p: Plan):
@@ -335,7 +344,8 @@ def verify_activation_peak(model: ModelConfig, batch, cached, q_len: int, p: Pla
     sequence over ``cached`` ones, its logits batch x (k + 1) x vocabulary wide (issue 57
     item 1: priced for memory as for time)."""
     ops = stage_ops(model, "decode", batch, cached, p, q_len)
-    return pass_activation_peak(model, ops, batch * q_len * model.hidden_size * p.ab, p)
+    masks = forward_masks(model, batch, q_len, cached, p)
+    return pass_activation_peak(model, ops, batch * q_len * model.hidden_size * p.ab, p, masks)
 
 
 def largest_batch(model: ModelConfig, device: DeviceSpec, p: Plan, seq_len: int, generate: int) -> int:

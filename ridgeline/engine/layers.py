@@ -217,7 +217,8 @@ def transformers_eager(a: AttentionCall, kv: Number, p: Plan, sinks: bool = Fals
     the cast-up copy and the fp32 result are live at once, 10 B per element in bf16, beside
     both K/V copies (``key_states`` lives until the function returns).
     With ``sinks`` (gpt-oss), :func:`sink_softmax` replaces the fp32 softmax.
-    Left out: the mask's construction (once per forward) and the output's transpose copy."""
+    The mask, built once per forward, is held beside every layer (:func:`forward_masks`).
+    Left out: the output's transpose copy."""
     copy = not a.latent and a.kv_heads < a.heads
     g = a.heads if copy else a.kv_heads
     mm = dict(ab=p.ab, kvb=p.kvb, count=a.count, dtype=p.matrix_dtype, copied=copy)
@@ -268,6 +269,27 @@ def window_masked(c: ModelConfig, a: AttentionCall, p: Plan) -> Number:
     if not (a.prefill and c.sliding_window and p.attention in ("sdpa-gqa", "sdpa-repeat")):
         return False
     return np.asarray(a.kv_len) >= c.sliding_window
+
+
+def forward_masks(c: ModelConfig, batch: Number, q_len: Number, cached: Number, p: Plan) -> Number:
+    """Bytes of the attention masks transformers builds once per forward and holds until its
+    last layer returns: one per kind of layer the model has (``create_causal_mask`` and its
+    sliding and chunked siblings in the model's ``forward``; masking_utils.py,
+    huggingface/transformers@00c4411), each [b, 1, q, kv] with kv = the layer's cached
+    positions (a window of W keeps W - 1) + q. ``eager``: always built, converted to the
+    activation type by ``torch.where`` (``eager_mask``): b x q x kv x the activation's bytes.
+    SDPA: none while ``_ignore_causal_mask_sdpa`` holds (one new token or nothing cached, and
+    kv under the window), else booleans, 1 B each, over the whole batch (``generate``'s
+    all-ones 2D mask joins through ``and_masks``). Flash and the serving engines build none."""
+    if not (p.transformers_eager or p.attention in ("sdpa-gqa", "sdpa-repeat")):
+        return 0 * (batch * q_len * cached)
+    kinds = {group_of(c, g).sliding_window for g in c.layer_groups} if c.layer_groups else {c.sliding_window}
+    size, total = (p.ab if p.transformers_eager else 1), 0
+    for w in kinds:
+        kv = np.asarray((np.minimum(cached, w - 1) if w else cached) + q_len)
+        skip = not p.transformers_eager and ((np.asarray(q_len) == 1) | (kv == q_len)) & (kv < (w or np.inf))
+        total = total + np.where(skip, 0, batch * q_len * kv * size)
+    return total
 
 
 def sink_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
