@@ -262,11 +262,12 @@ def test_gemma3_decode_step():
 
 
 def test_llama4_decode_step():
-    """Llama 4 Maverick, 10000 cached: chunked layers priced at their chunk of 8192 (the
-    most a query sees), NoPE layers global with no rotary; dense layers 16384 wide, MoE
+    """Llama 4 Maverick, 10000 cached, under flash: a chunked layer reads the positions of its
+    own chunk of 8192, (10001 - 1) mod 8192 + 1 = 1809 (vLLM's chunked local attention), NoPE
+    layers global with no rotary; dense layers 16384 wide, MoE
     layers one routed expert and one shared, each 8192 wide."""
     r = decode_rows("llama-4-maverick", 10000)
-    assert r["chunked-dense/attention"]["kv_read_bytes"] == 8 * 8192 * 256 * 2
+    assert r["chunked-dense/attention"]["kv_read_bytes"] == 8 * 1809 * 256 * 2
     assert r["global-nope-moe/attention"]["kv_read_bytes"] == 8 * 10001 * 256 * 2
     assert "global-nope-moe/rope" not in r and "chunked-moe/rope" in r
     assert r["chunked-dense/up_proj"]["weight_bytes"] == 5120 * 16384 * 2

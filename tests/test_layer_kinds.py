@@ -4,6 +4,7 @@ group by group, and models whose layers are alike priced as before."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,6 +81,41 @@ def test_decode_sum_splits_at_each_window_and_matches_the_loop():
     assert float(closed) == pytest.approx(loop, rel=1e-12)
 
 
+CHUNKED = ["chunked_attention", "full_attention"] * 16  # 16 chunked, 16 global
+
+
+def test_chunked_layers_attend_within_their_chunk_under_the_engines_kernels():
+    """vLLM's ChunkedLocalAttention runs each chunk as a batch of its own (vllm@0213df59), so
+    under flash and paged a chunked layer computes, per head, a prompt of 300 in chunks of 128
+    as 2 x 128 x 129 / 2 + 44 x 45 / 2 = 17,502 pairs (a window of 128 would be 128 x 129 / 2
+    + 172 x 128 = 30,272), and a decode step at 1000 cached (the 1001st position, the 105th of
+    its chunk: 1000 mod 128 + 1) reads 105 positions: 8 KV heads x 105 x 256 x 2 B. Under
+    SDPA (transformers' mask over a cache of the last 128) it reads 128, and the prompt
+    computes every pair past the chunk, as before."""
+    m = mixed(layer_types=CHUNKED, attention_chunk_size=128)
+    pre = {op.name: op for op in stage_ops(m, "prefill", 1, 300, FP16)}
+    assert pre["chunked/attention"].flops == 2 * 32 * 17_502 * 256
+    assert pre["global/attention"].flops == 2 * 32 * (300 * 301 // 2) * 256
+    dec = {op.name: op for op in stage_ops(m, "decode", 1, 1000, FP16)}
+    assert dec["chunked/attention"].kv_read_bytes == 8 * 105 * 256 * 2
+    paged = replace(FP16, attention="paged")
+    assert {op.name: op for op in stage_ops(m, "decode", 1, 1000, paged)}[
+        "chunked/attention"
+    ].flops == 2 * 32 * 105 * 256
+    sdpa = {op.name: op for op in stage_ops(m, "decode", 1, 1000, replace(FP16, attention="sdpa-gqa"))}
+    assert sdpa["chunked/sdpa_gqa"].kv_read_bytes == 8 * 128 * 256 * 2
+
+
+def test_chunked_decode_sum_splits_at_every_chunk_and_matches_the_loop():
+    """Cached 50 .. 400 cross the chunks' starts at 128, 256 and 384: the closed form splits
+    at each (the keys start over) and equals the step-by-step sum."""
+    m = mixed(layer_types=CHUNKED, attention_chunk_size=128)
+    roofs = spec_ceilings(rl.load_device("h100-sxm"))
+    step = lambda s: stage_totals(stage_ops(m, "decode", 4, s, FP16), roofs, FP16, "decode")[0]["time_s"]  # noqa: E731
+    closed = decode_total(m, 4, np.asarray(50), np.asarray(400), FP16, roofs)
+    assert float(closed) == pytest.approx(sum(step(s) for s in range(50, 401)), rel=1e-12)
+
+
 def test_moe_every_other_layer_and_nope():
     """Llama 4's pattern on a MoE model: MoE on odd layers (interleave step 2), chunked
     attention on layers with rotary, global NoPE on every fourth."""
@@ -121,6 +157,23 @@ def test_the_simulator_prices_each_kind_of_layer():
     assert cost.kv_kept(1000) == 0.5 * 128 + 0.5 * 1000
     result = simulate(d, None, poisson(4.0, 8, 1000, 20))
     assert result.summary["requests"] == 8
+
+
+def test_the_simulator_prices_chunked_layers_within_their_chunk():
+    """Llama 4 Scout under flash in the simulator: 4 decodes at 9000 cached are the engine's
+    decode pass, the chunked layers reading 9000 mod 8192 + 1 = 809 positions (a window of
+    the chunk would read 8192, as at 8191 cached, the last of the first chunk)."""
+    d = resolve("llama-4-scout", "h100-sxm", attention="flash")
+    cost = build_step_cost(d.model, d.plan, d.ceilings, 256, 16)
+    engine = lambda length: stage_totals(  # noqa: E731
+        stage_ops(d.model, "decode", 4, length, d.plan), d.ceilings, d.plan, "decode"
+    )[0]["time_s"]
+    for cached in (9000, 8191):
+        step = step_time(cost, [], [], 4, cost.capped(np.full(4, cached)))
+        assert step == pytest.approx(engine(cached), rel=1e-12)
+    assert engine(9000) < engine(8191)
+    chunked = {op.name: op for op in stage_ops(d.model, "decode", 4, 9000, d.plan)}["chunked/attention"]
+    assert chunked.kv_read_bytes == 4 * 8 * 809 * 256 * 2
 
 
 def test_the_masked_and_gathered_steps_refuse_mixed_spans():

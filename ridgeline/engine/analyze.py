@@ -19,13 +19,14 @@ from ridgeline.engine.intervals import analysis_intervals, memory_risk
 from ridgeline.engine.layers import (
     Plan,
     bubble_fraction,
+    engine_chunk,
     forward_masks,
     head_ops,
     pipeline_factors,
     pipeline_round,
     stage_ops,
 )
-from ridgeline.engine.model import ModelConfig
+from ridgeline.engine.model import ModelConfig, group_of
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
     Ceilings,
@@ -222,12 +223,15 @@ def decode_time_sum(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilin
     return np.where(hi >= lo, steps, 0.0)
 
 
-def decode_ranges(model: ModelConfig, lo, hi, q_len=1) -> list[tuple]:
+def decode_ranges(model: ModelConfig, lo, hi, p: Plan, q_len=1) -> list[tuple]:
     """Ranges of cached length on which every op is affine: each sliding window (or chunk)
-    splits at the step whose KV length (cached + q_len) reaches it."""
+    splits at the step whose KV length (cached + q_len) reaches it; a chunk the kernels
+    attend within (``engine_chunk``) at every multiple of it, where its keys start over."""
+    chunks = {g.chunk for g in model.layer_groups if engine_chunk(group_of(model, g), p)}
+    last = int(np.max(hi)) + q_len
+    edges = set(model.windows) | {k * c for c in chunks for k in range(1, -(-last // c) + 1)}
     ranges, start = [], lo
-    for window in model.windows:
-        edge = window - q_len
+    for edge in sorted(e - q_len for e in edges):
         ranges.append((start, np.minimum(hi, edge)))
         start = np.maximum(lo, edge + 1)
     return [*ranges, (start, hi)]
@@ -236,7 +240,7 @@ def decode_ranges(model: ModelConfig, lo, hi, q_len=1) -> list[tuple]:
 def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
     """Sum of decode-step times over cached lengths lo..hi, ``q_len`` new tokens per
     sequence each; ``at_lo`` reuses the table of the first step when the caller has it."""
-    ranges = decode_ranges(model, lo, hi, q_len)
+    ranges = decode_ranges(model, lo, hi, p, q_len)
     if queued(ceilings):
         return sum(queued_decode_sum(model, batch, a, b, p, ceilings, q_len) for a, b in ranges)
     return sum(

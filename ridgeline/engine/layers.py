@@ -131,6 +131,33 @@ def kv_length(c: ModelConfig, kv_len: Number) -> Number:
     return np.minimum(kv_len, c.sliding_window) if c.sliding_window else kv_len
 
 
+# the kernels that attend within each chunk of a chunked layer (vLLM's ChunkedLocalAttention
+# splits every sequence into one virtual batch a chunk: make_local_attention_virtual_batches,
+# vllm/attention/layers/chunked_local_attention.py, vllm-project/vllm@0213df59)
+CHUNKED_KERNELS = ("flash", "flash-decoding", "paged")
+
+
+def engine_chunk(c: ModelConfig, p: Plan) -> int:
+    """The chunk C a layer's kernel attends within (0: none, or a window of C under
+    transformers' mask, whose cache keeps the last C positions)."""
+    return (c.attention_chunk or 0) if p.attention in CHUNKED_KERNELS else 0
+
+
+def chunk_keys(q_len: Number, kv_len: Number, chunk: int) -> Number:
+    """Keys each new query sees in its chunk when the last of ``q_len`` new positions is the
+    ``kv_len``-th: (kv_len - 1) mod C + 1 while the new ones share one chunk, else at most C."""
+    own = (np.asarray(kv_len) - 1) % chunk + 1
+    return np.where(np.asarray(q_len) <= own, own, np.minimum(kv_len, chunk))
+
+
+def chunked_pairs(q_len: Number, chunk: int, key_block: int = 0) -> Number:
+    """(query, key) pairs of a causal prompt of S tokens in chunks of C, each chunk causal
+    over itself alone: floor(S / C) C(C+1)/2 + r(r+1)/2, r = S mod C (in whole key blocks
+    as :func:`causal_pairs` counts them)."""
+    whole = np.asarray(q_len) // chunk
+    return whole * causal_pairs(chunk, key_block) + causal_pairs(q_len - whole * chunk, key_block)
+
+
 def attended_pairs(c: ModelConfig, q_len: Number, kv_len: Number, causal: bool, key_block: int = 0) -> Number:
     """(query, key) pairs per head after masking. Causal prefill over S tokens attends
     S(S+1)/2 pairs; a window W caps each query at W keys: W(W+1)/2 + (S-W)W when S > W.
@@ -319,9 +346,14 @@ def sink_softmax(shape: tuple, count: int, p: Plan) -> list[Op]:
 def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     """Flash attention (and its decode variants): tiles on chip, K/V read once per query
     tile; the causal mask and a sliding window skip whole tiles, in flops and bytes alike
-    (not under an SDPA call's window mask: :func:`window_masked`)."""
+    (not under an SDPA call's window mask: :func:`window_masked`); a chunked layer under the
+    engines' kernels attends within its chunk (:func:`engine_chunk`)."""
     pairs = attended_pairs(c, a.q_len, a.kv_len, causal=a.prefill, key_block=p.key_block)
     keys = kv_length(c, a.kv_len)
+    if chunk := engine_chunk(c, p):
+        own = chunk_keys(a.q_len, a.kv_len, chunk)
+        pairs = chunked_pairs(a.q_len, chunk, p.key_block) if a.prefill else a.q_len * own
+        keys = keys if a.prefill else own
     masked = window_masked(c, a, p)
     if np.any(masked):
         pairs, keys = np.where(masked, a.q_len * a.kv_len, pairs), np.where(masked, a.kv_len, keys)

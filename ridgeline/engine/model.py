@@ -75,7 +75,7 @@ WHOLE_QK_NORM_TYPES = (
 READ_KEYS = {
     "layer_types": "per-layer attention",
     "sliding_window_pattern": "every n-th layer global, the rest sliding",
-    "attention_chunk_size": "chunked attention, priced as a window of the chunk (its upper bound)",
+    "attention_chunk_size": "chunked attention: within each chunk under flash and paged; a window of the chunk under eager and SDPA",
     "no_rope_layers": "layers without rotary (NoPE)",
     "interleave_moe_layer_step": "MoE on every k-th layer, dense between",
     "decoder_sparse_step": "MoE on every k-th layer, dense between",
@@ -129,6 +129,7 @@ class ModelConfig:
     rotary: bool = True  # rotary position embedding applied to q and k
     max_position_embeddings: int = 0
     sliding_window: int | None = None  # attention sees at most this many past tokens
+    attention_chunk: int | None = None  # chunked: a query sees its own chunk (sliding_window holds it too)
     # mixture of experts (0 experts: dense)
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -196,12 +197,14 @@ class ModelConfig:
 
 def group_of(c: ModelConfig, g: LayerGroup) -> ModelConfig:
     """The uniform model of one group's layers: its count, attention and MLP. A chunk of C
-    is priced as a window of C, its upper bound (a query sees 1..C keys of its chunk)."""
+    is a window of C to the cache and to transformers' masked paths (a query may see up to
+    C keys) and exact to the engines' kernels (``layers.engine_chunk``)."""
     moe = dict(first_dense_layers=0) if g.moe else dict(num_experts=0, num_experts_per_tok=0, first_dense_layers=0)
     return replace(
         c,
         num_layers=g.count,
         sliding_window=g.window or g.chunk,
+        attention_chunk=g.chunk,
         rotary=c.rotary and g.rotary,
         layer_groups=(),
         **moe,

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ridgeline.engine.layers import Plan, layer_parts, pipeline_factors, stage_ops
+from ridgeline.engine.layers import Plan, engine_chunk, layer_parts, pipeline_factors, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token
 from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import base_name
@@ -58,11 +58,18 @@ class StepCost:
     # kind's share of a token's KV bytes with its span; None / () when every layer is alike
     spans: np.ndarray | None = None  # [K]
     kv_spans: tuple[tuple[float, float], ...] = ()
+    chunks: np.ndarray | None = None  # [K] the chunk an op's kernel attends within (0: none)
 
     def capped(self, cached: np.ndarray) -> np.ndarray:
         """[K] each attention op's sum of the cached lengths, each capped at its span less
-        the new token (``spans``)."""
-        return np.minimum(np.asarray(cached, dtype=float)[None, :], self.spans[:, None] - 1).sum(axis=1)
+        the new token (``spans``), or, for a kernel that attends within chunks of C, what
+        precedes the new token in its own chunk: cached mod C."""
+        cached = np.asarray(cached, dtype=float)[None, :]
+        kept = np.minimum(cached, self.spans[:, None] - 1)
+        if self.chunks is not None:
+            chunk = self.chunks[:, None]
+            kept = np.where(chunk > 0, cached % np.maximum(chunk, 1), kept)
+        return kept.sum(axis=1)
 
     def kv_kept(self, tokens):
         """Positions a sequence of ``tokens`` keeps, in whole-model tokens: each kind of
@@ -122,15 +129,18 @@ def check_served(config: ModelConfig, batch_attention: str) -> None:
         )
 
 
-def layer_spans(config: ModelConfig, p: Plan, names: list[str]) -> tuple[np.ndarray, tuple]:
-    """Each attention op's span (by its kind's label) and each kind's (share of a token's
-    KV bytes, span), for a model whose layers attend over different spans."""
+def layer_spans(config: ModelConfig, p: Plan, names: list[str]) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Each attention op's span and the chunk its kernel attends within (by its kind's
+    label: ``engine_chunk``), and each kind's (share of a token's KV bytes, span), for a
+    model whose layers attend over different spans."""
     span = lambda part: float(part.sliding_window or np.inf)  # noqa: E731
     parts = {label: (part, plan) for label, part, plan in layer_parts(config, p)}
     total = kv_bytes_per_token(config, p)
-    per_op = np.array([span(parts[n.rpartition("/")[0]][0]) for n in names])
+    kinds = [parts[n.rpartition("/")[0]] for n in names]
+    per_op = np.array([span(part) for part, _ in kinds])
+    chunks = np.array([float(engine_chunk(part, plan)) for part, plan in kinds])
     kv = tuple((kv_bytes_per_token(part, plan) / total, span(part)) for part, plan in parts.values())
-    return per_op, kv
+    return per_op, chunks, kv
 
 
 def _first(ops, table: dict, name: str) -> float:
@@ -202,7 +212,7 @@ def build_step_cost(
         ]
     )
     time_factor, _ = pipeline_factors(p, "decode")  # one micro-batch (simulate refuses more): pp either way
-    spans, kv_spans = layer_spans(config, p, names) if mixed_spans(config) else (None, ())
+    spans, chunks, kv_spans = layer_spans(config, p, names) if mixed_spans(config) else (None, None, ())
     return StepCost(
         token_s=token_s,
         fresh_only_s=fresh_only,
@@ -220,6 +230,7 @@ def build_step_cost(
         gather=build_gather_cost(config, p, roofs, max_tokens) if batch_attention == "gather" else None,
         spans=spans,
         kv_spans=kv_spans,
+        chunks=chunks if chunks is not None and chunks.any() else None,
     )
 
 
