@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import ridgeline as rl
 from ridgeline.api import simulate
 from ridgeline.cli import app
-from ridgeline.engine.analyze import decode_total, stage_totals
+from ridgeline.engine.analyze import decode_total, mean_in_chunk, stage_totals, steady_decode_ops
 from ridgeline.engine.layers import Plan, stage_ops
 from ridgeline.engine.memory import kv_bytes_per_token, kv_cache_bytes, weight_bytes
 from ridgeline.engine.model import ModelConfig
@@ -174,6 +174,22 @@ def test_the_simulator_prices_chunked_layers_within_their_chunk():
     assert engine(9000) < engine(8191)
     chunked = {op.name: op for op in stage_ops(d.model, "decode", 4, 9000, d.plan)}["chunked/attention"]
     assert chunked.kv_read_bytes == 4 * 8 * 809 * 256 * 2
+
+
+def test_a_steady_decode_prices_a_chunk_at_its_mean_place():
+    """Requests spread evenly over cached lengths 8000 .. 8383 sit at 8000 .. 8191 of their
+    first chunk of 8192 and at 0 .. 191 of the next: c mod 8192 averages (8095.5 + 95.5) / 2
+    = 4095.5. plan's steady-state step (its throughput and TPOT bounds) prices Llama 4
+    Scout's chunked layers there, 4096.5 keys, and its global ones at the mean cached length,
+    8191.5 (8192.5 keys); 8 KV heads x (K + V) 256 x 2 B a key, 4 requests."""
+    assert mean_in_chunk(8000, 8383, 8192) == 4095.5
+    assert mean_in_chunk(100, 16098, 8192) == pytest.approx(np.mean(np.arange(100, 16099) % 8192), rel=1e-12)
+    d = resolve("llama-4-scout", "h100-sxm", attention="flash")
+    ops = {op.name: op for op in steady_decode_ops(d.model, 4, 8000, 8383, d.plan)}
+    assert ops["chunked/attention"].kv_read_bytes == 4 * 8 * 4096.5 * 256 * 2
+    assert ops["global-nope/attention"].kv_read_bytes == 4 * 8 * 8192.5 * 256 * 2
+    plain = {op.name: op for op in steady_decode_ops(rl.load_model("llama-3-8b"), 4, 8000, 8383, FP16)}
+    assert plain["attention"].kv_read_bytes == 4 * 8 * 8192.5 * 256 * 2  # no chunk: the mean
 
 
 def test_the_masked_and_gathered_steps_refuse_mixed_spans():

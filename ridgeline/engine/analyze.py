@@ -237,6 +237,30 @@ def decode_ranges(model: ModelConfig, lo, hi, p: Plan, q_len=1) -> list[tuple]:
     return [*ranges, (start, hi)]
 
 
+def mean_in_chunk(lo, hi, chunk: int):
+    """Mean of c mod C over the cached lengths c = lo..hi: what precedes a new token in its
+    chunk, on average over the steps (a chunk's keys start over at every multiple of C)."""
+
+    def below(n):  # the sum of c mod C over c = 0..n-1
+        whole, r = n // chunk, n % chunk
+        return whole * chunk * (chunk - 1) / 2 + r * (r - 1) / 2
+
+    return (below(hi + 1) - below(lo)) / (hi - lo + 1)
+
+
+def steady_decode_ops(model: ModelConfig, batch, lo: int, hi: int, p: Plan) -> list[Op]:
+    """The ops of a decode step over requests spread evenly over cached lengths lo..hi (the
+    steady state): every op's work is affine in its attended length, so each kind of layer
+    is priced at its mean: the mean cached length, or, for a chunk the kernels attend within
+    (``engine_chunk``), the mean of c mod C."""
+    ops = stage_ops(model, "decode", batch, (lo + hi) / 2, p)
+    chunks = {g.label: g.chunk for g in model.layer_groups if engine_chunk(group_of(model, g), p)}
+    for chunk in set(chunks.values()):
+        within = {op.name: op for op in stage_ops(model, "decode", batch, mean_in_chunk(lo, hi, chunk), p)}
+        ops = [within[op.name] if chunks.get(op.name.partition("/")[0]) == chunk else op for op in ops]
+    return ops
+
+
 def decode_total(model: ModelConfig, batch, lo, hi, p: Plan, ceilings: Ceilings, at_lo: dict | None = None, q_len=1):
     """Sum of decode-step times over cached lengths lo..hi, ``q_len`` new tokens per
     sequence each; ``at_lo`` reuses the table of the first step when the caller has it."""

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ridgeline.engine.analyze import memory_totals, stage_totals
+from ridgeline.engine.analyze import memory_totals, stage_totals, steady_decode_ops
 from ridgeline.engine.deployment import model_plan
 from ridgeline.engine.device import DeviceSpec
 from ridgeline.engine.layers import Plan, pipeline_factors, stage_ops
@@ -322,8 +322,8 @@ def bound_plans(
     at_slo = np.ceil(demand * slo.tpot_s) if slo.tpot_s is not None and decodes else np.inf
     little = np.minimum(cap, at_slo)
     grid = np.unique(np.maximum(np.concatenate([cap.ravel(), little.ravel()]), 1))
-    mean_cached = load.prompt + max(load.output - 2, 0) / 2  # a decode's cached length, on average
-    steps, table = stage_totals(stage_ops(model, "decode", grid[None, :], mean_cached, p), roofs, p, "decode")
+    last = load.prompt + max(load.output - 2, 0)  # a decode's cached lengths: prompt .. last
+    steps, table = stage_totals(steady_decode_ops(model, grid[None, :], load.prompt, last, p), roofs, p, "decode")
     factor, _ = pipeline_factors(p, "decode")
     work = factor * _columns(np.sum(table["count"] * table["compute_s"], axis=0), (v, grid.size))  # [V, G]
     rate = gain * grid[None, :] / _columns(steps["time_s"], (v, grid.size))  # [V, G] decode tokens/s
