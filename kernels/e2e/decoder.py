@@ -168,9 +168,11 @@ class Layer(nn.Module):
         self.up_proj, self.down_proj = linear(h, i), linear(i, h)
         self.act = activation(c.hidden_act)
 
-    def attention(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int, cos: Tensor, sin: Tensor) -> Tensor:
-        """x: [B, S, h] at positions pos..pos+S-1; caches: [B, Hkv, max_len, D]."""
+    def attention(self, held: list[Tensor], k_cache: Tensor, v_cache: Tensor, pos: int, cos, sin) -> Tensor:
+        """The normed input [B, S, h] in ``held`` (taken out unless the MLP reads it too) at
+        positions pos..pos+S-1; caches: [B, Hkv, max_len, D]."""
         c = self.c
+        x = held.pop() if self.mlp_norm is not None else held[0]
         B, S, _ = x.shape
         with op("q_proj"):
             q = self.q_proj(x).view(B, S, c.num_heads, c.head_dim).transpose(1, 2)  # [B, H, S, D]
@@ -178,6 +180,7 @@ class Layer(nn.Module):
             k = self.k_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)  # [B, Hkv, S, D]
         with op("v_proj"):
             v = self.v_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)
+        del x
         if c.rotary:
             with op("rope"):
                 q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -208,28 +211,41 @@ class Layer(nn.Module):
             )
         return out.reshape(B, c.num_heads, S, c.head_dim).transpose(1, 2)  # [B, S, H, D]
 
-    def mlp(self, x: Tensor) -> Tensor:
+    def mlp(self, held: list[Tensor]) -> Tensor:
+        """The MLP over the one tensor in ``held`` (taken out, so that it dies after its last
+        reader); the activation multiplies into its own output, as one fused op leaves it."""
+        x = held.pop()
         gate = None
         if self.gate_proj is not None:
             with op("gate_proj"):
                 gate = self.gate_proj(x)
         with op("up_proj"):
             up = self.up_proj(x)
+        del x
         with op("mlp_act"):
-            hidden = self.act(gate) * up if gate is not None else self.act(up)
+            hidden = self.act(up if gate is None else gate)
+            if gate is not None:
+                del gate
+                hidden.mul_(up)
+            del up
         with op("down_proj"):
             return self.down_proj(hidden)
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, pos: int, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, held: list[Tensor], k_cache: Tensor, v_cache: Tensor, pos: int, cos: Tensor, sin: Tensor):
+        """One layer over the input in ``held``, taken out so that no frame keeps a tensor past
+        its last reader: the liveness the engine's memory model counts (an input, a normed
+        copy or a partial sum held by a caller's name would add its size to the peak)."""
+        x = held.pop()
         with op("attn_norm"):
-            normed = self.attn_norm(x)
-        attended = self.attention(normed, k_cache, v_cache, pos, cos, sin)
+            held.append(self.attn_norm(x))
+        attended = self.attention(held, k_cache, v_cache, pos, cos, sin)
         with op("attn_add"):
             x = x + attended
-        if self.mlp_norm is not None:
+        del attended
+        if self.mlp_norm is not None:  # else the MLP reads the normed input still in ``held``
             with op("mlp_norm"):
-                normed = self.mlp_norm(x)
-        out = self.mlp(normed)
+                held.append(self.mlp_norm(x))
+        out = self.mlp(held)
         with op("mlp_add"):
             return x + out
 
@@ -305,8 +321,11 @@ class Decoder(nn.Module):
         cos, sin = self.cos[pos : pos + S], self.sin[pos : pos + S]
         with op("embed"):
             x = self.embed(tokens)
+        held = []
         for i, layer in enumerate(self.layers):
-            x = layer(x, self.k_cache[i, :B], self.v_cache[i, :B], pos, cos, sin)
+            held.append(x)
+            del x
+            x = layer(held, self.k_cache[i, :B], self.v_cache[i, :B], pos, cos, sin)
         x = x if all_logits else x[:, -1]
         with op("final_norm"):
             x = self.final_norm(x)
