@@ -91,4 +91,4 @@ def test_frontier_says_when_no_batch_meets_the_targets():
     result = CliRunner().invoke(app, ["frontier", "llama-2-7b", "--tpot-slo", "0.00001", "--format", "json"])
     assert result.exit_code == 0
     notes = json.loads(result.stdout)["notes"]
-    assert notes[-2:] == ["largest batch that fits: 43", "no batch meets the targets"]
+    assert notes[-2:] == ["largest batch that fits: 42", "no batch meets the targets"]

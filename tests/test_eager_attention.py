@@ -99,14 +99,16 @@ def test_the_peak_holds_the_fp32_softmax():
     While the fp32 softmax runs, the masked bf16 scores (still ``attn_weights`` in Python),
     the fp32 copy and the fp32 result are live: 10 B a score, 1,342,177,280 B, beside the K/V
     copies (2 x 32 x 2048 x 128 x 2 = 33,554,432), the layer input (2048 x 4096 x 2 =
+    16,777,216), the normed input and the rotated query the attention's frame holds (2 x
     16,777,216) and the bf16 causal mask transformers holds for the pass (2048^2 x 2 =
-    8,388,608): 1,400,897,536 B (1.40 GB), against 553,648,128 (0.55 GB) for the grouped
-    kernels' two bf16 score tensors and the input. The issue's 0.8 GB counted the bf16 scores and one fp32
-    tensor (6 B a score); the kernel-by-kernel check below measures 10."""
+    8,388,608): 1,434,451,968 B (1.43 GB), against 553,648,128 (0.55 GB) for the grouped
+    kernels' two bf16 score tensors and the input. The issue's 0.8 GB counted the bf16 scores
+    and one fp32 tensor (6 B a score); the kernel-by-kernel check below measures 10."""
     a = rl.analyze("llama-3-8b", "h100-sxm", dtype="bf16", batch=1, seq_len=2048, attention="eager")
-    held = 1_342_177_280 + 33_554_432 + 16_777_216 + 8_388_608
-    assert a.memory["activations_peak_bytes"] == held == 1_400_897_536
-    assert a.memory["activations_peak_bytes"] - 553_648_128 == 134_217_728 * 6 + 33_554_432 + 8_388_608
+    held = 1_342_177_280 + 33_554_432 + 3 * 16_777_216 + 8_388_608
+    assert a.memory["activations_peak_bytes"] == held == 1_434_451_968
+    extra = 33_554_432 + 2 * 16_777_216 + 8_388_608  # copies, frames, mask
+    assert a.memory["activations_peak_bytes"] - 553_648_128 == 134_217_728 * 6 + extra
 
 
 def test_mha_has_no_copy():

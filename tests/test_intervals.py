@@ -355,7 +355,8 @@ def test_the_committed_gpu_peaks_reproduce_issue_55():
     """Issue 55 reproduced: today's engine predicts every committed GPU e2e row's peak memory
     under the torch.cuda.max_memory_allocated it measured (106 rows of 6 runs, the ridgeline
     decoder's and transformers'), by -2.44 % at the median and -23.6 % at worst (qwen2-0.5b,
-    batch 16, prompt 4608, graph); 73 within 5 %. A regression guard on the reproduction: a
+    batch 16, prompt 4608, graph); 76 within 5 % (73 before the engine held what
+    transformers' frames hold: its 8 rows moved closer). A regression guard on the reproduction: a
     fix of the activation peak moves these figures, and says so here."""
     from kernels.validate.intervals import peak_rows
 
@@ -363,7 +364,7 @@ def test_the_committed_gpu_peaks_reproduce_issue_55():
     errors = np.array([r["error"] for r in rows])
     assert len(rows) == 106 and (errors < 0).all()
     assert np.median(errors) == pytest.approx(-0.02438, abs=5e-5)
-    assert (np.abs(errors) <= 0.05).sum() == 73
+    assert (np.abs(errors) <= 0.05).sum() == 76
     worst = rows[int(np.argmin(errors))]
     assert (worst["model"], worst["batch"], worst["prompt"], worst["execution"]) == ("qwen2-0.5b", 16, 4608, "graph")
     assert worst["error"] == pytest.approx(-0.2359, abs=5e-5)
@@ -427,7 +428,7 @@ def test_each_profile_intervals_and_coverage_replay_from_committed_files(key):
 
 def test_the_memory_line_says_at_risk_between_the_prediction_and_the_largest_measured_peak():
     out = CliRunner().invoke(
-        app, ["analyze", "llama-3-8b", "-H", "h200", "--batch", "220", "--seq-len", "2048", "--generate", "512"]
+        app, ["analyze", "llama-3-8b", "-H", "h200", "--batch", "208", "--seq-len", "2048", "--generate", "512"]
     )  # 0.98 of the usable memory (auto attention is fused SDPA: no score matrix in the peak)
     assert out.exit_code == 0, out.output
     assert "at risk: fits as predicted, but at the largest measured peak ratio" in out.output.splitlines()[-1]

@@ -1,5 +1,6 @@
 """Memory as it is allocated: a prefill's CPU allocator peak, from torch.profiler's
-allocation events, against the engine's activation peak."""
+allocation events, against the engine's activation peak, for the e2e decoder and for
+transformers' own models (the path ``auto`` prices)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ torch = pytest.importorskip("torch")
 from kernels.e2e.decoder import Decoder  # noqa: E402
 from kernels.e2e.e2e import truncate  # noqa: E402
 from ridgeline.engine.analyze import memory_totals  # noqa: E402
+from ridgeline.engine.memory import kv_cache_bytes  # noqa: E402
 from ridgeline.engine.workload import Workload  # noqa: E402
 from ridgeline.io.resolve import resolve  # noqa: E402
 
@@ -70,3 +72,36 @@ def test_the_h200_peaks_missed_by_what_the_old_decoder_held():
     gap = {b: rows[b]["measured_peak_bytes"] - rows[b]["predicted_peak_bytes"] for b in (16, 64)}
     assert (gap[64] - gap[16]) / 48 == pytest.approx(1024 * (18_944 + 3 * 3_584) * 2, rel=1e-3)
     assert [round(100 * rows[b]["error_peak"], 1) for b in (16, 64)] == [-5.5, -12.8]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, dtype, width",
+    [("qwen2-0.5b", "fp32", (896, 4864)), ("llama-2-7b", "bf16", (4096, 11008)), ("qwen3-8b", "bf16", (4096, 12288))],
+)
+def test_transformers_holds_what_the_engine_counts_under_sdpa(name, dtype, width):
+    """transformers' own model (one layer of the catalog config, random weights, its sdpa
+    path): the allocator peak of a prefill of 2 x 128 is the engine's activation peak plus
+    what the engine counts elsewhere: the layer's KV cache (written during the pass) and the
+    rotary tables and position ids the model builds once per forward (cos and sin, 128 x
+    head_dim each, in the activation type; 128 int64 ids). The peak is in the MLP: gate, up
+    and their product beside three hidden-width tensors the frames hold (the layer's input,
+    the residual sum, the MLP's normed input)."""
+    transformers = pytest.importorskip("transformers")
+    raw = {k: v for k, v in json.loads((ROOT / f"models/catalog/{name}.json").read_text()).items() if k[0] != "_"}
+    config = transformers.AutoConfig.for_model(**{**raw, "num_hidden_layers": 1})
+    torch.manual_seed(0)
+    kind = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=kind, attn_implementation="sdpa").eval()
+    d = resolve(name, "h100-sxm", dtype=dtype)
+    assert d.plan.attention == "sdpa-gqa"
+    one, batch, prompt, ab = truncate(d.model, 1), 2, 128, {"fp32": 4, "bf16": 2}[dtype]
+    ids = torch.randint(0, config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        model(ids, logits_to_keep=1)
+        peak = allocator_peak(lambda: model(ids, logits_to_keep=1))
+    predicted = memory_totals(one, d.device, Workload(batch, prompt, 1), d.plan)["activations_peak_bytes"]
+    counted_apart = kv_cache_bytes(one, batch, prompt, d.plan) + 2 * prompt * one.head_dim * ab + prompt * 8
+    assert peak == predicted + counted_apart
+    hidden, intermediate = width
+    assert predicted == batch * prompt * (3 * intermediate + 3 * hidden) * ab

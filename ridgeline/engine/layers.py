@@ -626,7 +626,33 @@ def uniform_layer_ops(
     if c.post_norms:  # Gemma 2/3: one norm of the MLP's whole output (its branches summed)
         branch = (post_norm(ops, "post_mlp_norm", branch[0], c, tokens, p, L),)
     ops.append(O.residual_add("mlp_add", tokens, h, inputs=("attn_add", *branch), **vec))
-    return ops
+    return frames_held(ops, c, p, mlp[-1].name)
+
+
+# the attention settings that run transformers' own modelling code (docs/model.md)
+TRANSFORMERS_ATTENTION = ("eager", "sdpa-gqa", "sdpa-repeat")
+
+
+def frames_held(ops: list[Op], c: ModelConfig, p: Plan, mlp_last: str) -> list[Op]:
+    """What transformers' Python frames keep past a tensor's last reader (modeling_llama.py,
+    ``LlamaModel.forward``, ``LlamaDecoderLayer.forward``, ``LlamaAttention.forward``,
+    huggingface/transformers@00c4411): the model's loop holds a layer's input until the layer
+    returns (``x`` to ``mlp_add``); the attention's frame, its normed input and the rotated
+    query (``query_states``) until ``o_proj`` returns; the layer's, the MLP's normed input
+    until the MLP returns. Measured: a prefill's CPU allocator peak under transformers
+    (tests/test_memory_measured.py). Engines, and layers whose attention and MLP read one
+    input in parallel, are walked by readers alone."""
+    if p.attention not in TRANSFORMERS_ATTENTION or c.parallel_attn or c.mlp_norm_in_parallel:
+        return ops
+    names = ["x", *(op.name for op in ops)]
+    query = "rope" if "rope" in names else "q_proj"
+    holds = {"mlp_add": ("x",), "o_proj": ("attn_norm", query), mlp_last: ("mlp_norm",)}
+    return [
+        O.replaced(op, inputs=(*op.inputs, *(h for h in holds[op.name] if h in names and h not in op.inputs)))
+        if op.name in holds
+        else op
+        for op in ops
+    ]
 
 
 def post_norm(ops: list[Op], name: str, source: str, c: ModelConfig, tokens, p: Plan, count: int) -> str:
