@@ -76,25 +76,32 @@ def test_the_h200_peaks_missed_by_what_the_old_decoder_held():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name, dtype, width",
-    [("qwen2-0.5b", "fp32", (896, 4864)), ("llama-2-7b", "bf16", (4096, 11008)), ("qwen3-8b", "bf16", (4096, 12288))],
+    "name, dtype, path, width",
+    [
+        ("qwen2-0.5b", "fp32", "sdpa", (896, 4864, 14)),
+        ("llama-2-7b", "bf16", "sdpa", (4096, 11008, 32)),
+        ("qwen3-8b", "bf16", "sdpa", (4096, 12288, 32)),
+        ("qwen2-0.5b", "fp32", "eager", (896, 4864, 14)),
+        ("llama-2-7b", "bf16", "eager", (4096, 11008, 32)),
+    ],
 )
-def test_transformers_holds_what_the_engine_counts_under_sdpa(name, dtype, width):
-    """transformers' own model (one layer of the catalog config, random weights, its sdpa
-    path): the allocator peak of a prefill of 2 x 128 is the engine's activation peak plus
-    what the engine counts elsewhere: the layer's KV cache (written during the pass) and the
-    rotary tables and position ids the model builds once per forward (cos and sin, 128 x
+def test_transformers_holds_what_the_engine_counts(name, dtype, path, width):
+    """transformers' own model (one layer of the catalog config, random weights, its sdpa or
+    eager path): the allocator peak of a prefill of 2 x 128 is the engine's activation peak
+    plus what the engine counts elsewhere: the layer's KV cache (written during the pass) and
+    the rotary tables and position ids the model builds once per forward (cos and sin, 128 x
     head_dim each, in the activation type; 128 int64 ids). The peak is in the MLP: gate, up
     and their product beside three hidden-width tensors the frames hold (the layer's input,
-    the residual sum, the MLP's normed input)."""
+    the residual sum, the MLP's normed input); under eager also the attention's
+    probabilities, which the layer keeps, and the mask the model keeps (2 x 128 x 128)."""
     transformers = pytest.importorskip("transformers")
     raw = {k: v for k, v in json.loads((ROOT / f"models/catalog/{name}.json").read_text()).items() if k[0] != "_"}
     config = transformers.AutoConfig.for_model(**{**raw, "num_hidden_layers": 1})
     torch.manual_seed(0)
     kind = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=kind, attn_implementation="sdpa").eval()
-    d = resolve(name, "h100-sxm", dtype=dtype)
-    assert d.plan.attention == "sdpa-gqa"
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=kind, attn_implementation=path).eval()
+    d = resolve(name, "h100-sxm", dtype=dtype, attention="auto" if path == "sdpa" else "eager")
+    assert d.plan.attention == {"sdpa": "sdpa-gqa", "eager": "eager"}[path]
     one, batch, prompt, ab = truncate(d.model, 1), 2, 128, {"fp32": 4, "bf16": 2}[dtype]
     ids = torch.randint(0, config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
@@ -103,5 +110,6 @@ def test_transformers_holds_what_the_engine_counts_under_sdpa(name, dtype, width
     predicted = memory_totals(one, d.device, Workload(batch, prompt, 1), d.plan)["activations_peak_bytes"]
     counted_apart = kv_cache_bytes(one, batch, prompt, d.plan) + 2 * prompt * one.head_dim * ab + prompt * 8
     assert peak == predicted + counted_apart
-    hidden, intermediate = width
-    assert predicted == batch * prompt * (3 * intermediate + 3 * hidden) * ab
+    hidden, intermediate, heads = width
+    eager = (batch * heads * prompt**2 + batch * prompt**2) * ab if path == "eager" else 0
+    assert predicted == batch * prompt * (3 * intermediate + 3 * hidden) * ab + eager

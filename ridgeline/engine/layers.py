@@ -639,14 +639,17 @@ def frames_held(ops: list[Op], c: ModelConfig, p: Plan, mlp_last: str) -> list[O
     huggingface/transformers@00c4411): the model's loop holds a layer's input until the layer
     returns (``x`` to ``mlp_add``); the attention's frame, its normed input and the rotated
     query (``query_states``) until ``o_proj`` returns; the layer's, the MLP's normed input
-    until the MLP returns. Measured: a prefill's CPU allocator peak under transformers
+    until the MLP returns and, under eager, the attention's probabilities (returned beside its
+    output, bound to ``_``) until the layer returns. Measured: a prefill's CPU allocator peak under transformers
     (tests/test_memory_measured.py). Engines, and layers whose attention and MLP read one
     input in parallel, are walked by readers alone."""
     if p.attention not in TRANSFORMERS_ATTENTION or c.parallel_attn or c.mlp_norm_in_parallel:
         return ops
     names = ["x", *(op.name for op in ops)]
     query = "rope" if "rope" in names else "q_proj"
-    holds = {"mlp_add": ("x",), "o_proj": ("attn_norm", query), mlp_last: ("mlp_norm",)}
+    # eager returns its probabilities, which the layer keeps (``hidden_states, _ = self_attn``)
+    kept = [op.inputs[0] for op in ops if op.name == "sv_matmul"] if p.transformers_eager else []
+    holds = {"mlp_add": ("x", *kept), "o_proj": ("attn_norm", query), mlp_last: ("mlp_norm",)}
     return [
         O.replaced(op, inputs=(*op.inputs, *(h for h in holds[op.name] if h in names and h not in op.inputs)))
         if op.name in holds
