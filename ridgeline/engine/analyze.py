@@ -19,14 +19,14 @@ from ridgeline.engine.intervals import analysis_intervals, memory_risk
 from ridgeline.engine.layers import (
     Plan,
     bubble_fraction,
-    engine_chunk,
+    engine_chunks,
     forward_masks,
     head_ops,
     pipeline_factors,
     pipeline_round,
     stage_ops,
 )
-from ridgeline.engine.model import ModelConfig, group_of
+from ridgeline.engine.model import ModelConfig
 from ridgeline.engine.ops import BYTE_FIELDS, Op
 from ridgeline.engine.roofline import (
     Ceilings,
@@ -227,7 +227,7 @@ def decode_ranges(model: ModelConfig, lo, hi, p: Plan, q_len=1) -> list[tuple]:
     """Ranges of cached length on which every op is affine: each sliding window (or chunk)
     splits at the step whose KV length (cached + q_len) reaches it; a chunk the kernels
     attend within (``engine_chunk``) at every multiple of it, where its keys start over."""
-    chunks = {g.chunk for g in model.layer_groups if engine_chunk(group_of(model, g), p)}
+    chunks = set(engine_chunks(model, p).values())
     last = int(np.max(hi)) + q_len
     edges = set(model.windows) | {k * c for c in chunks for k in range(1, -(-last // c) + 1)}
     ranges, start = [], lo
@@ -254,7 +254,7 @@ def steady_decode_ops(model: ModelConfig, batch, lo: int, hi: int, p: Plan) -> l
     is priced at its mean: the mean cached length, or, for a chunk the kernels attend within
     (``engine_chunk``), the mean of c mod C."""
     ops = stage_ops(model, "decode", batch, (lo + hi) / 2, p)
-    chunks = {g.label: g.chunk for g in model.layer_groups if engine_chunk(group_of(model, g), p)}
+    chunks = engine_chunks(model, p)
     for chunk in set(chunks.values()):
         within = {op.name: op for op in stage_ops(model, "decode", batch, mean_in_chunk(lo, hi, chunk), p)}
         ops = [within[op.name] if chunks.get(op.name.partition("/")[0]) == chunk else op for op in ops]

@@ -143,6 +143,11 @@ def engine_chunk(c: ModelConfig, p: Plan) -> int:
     return (c.attention_chunk or 0) if p.attention in CHUNKED_KERNELS else 0
 
 
+def engine_chunks(c: ModelConfig, p: Plan) -> dict[str, int]:
+    """Each kind of layer's chunk that the plan's kernels attend within, by its label."""
+    return {g.label: g.chunk for g in c.layer_groups if engine_chunk(group_of(c, g), p)}
+
+
 def chunk_keys(q_len: Number, kv_len: Number, chunk: int) -> Number:
     """Keys each new query sees in its chunk when the last of ``q_len`` new positions is the
     ``kv_len``-th: (kv_len - 1) mod C + 1 while the new ones share one chunk, else at most C."""
@@ -298,6 +303,10 @@ def window_masked(c: ModelConfig, a: AttentionCall, p: Plan) -> Number:
     return np.asarray(a.kv_len) >= c.sliding_window
 
 
+# the attention settings that run transformers' own modelling code (docs/model.md)
+TRANSFORMERS_ATTENTION = ("eager", "sdpa-gqa", "sdpa-repeat")
+
+
 def forward_masks(c: ModelConfig, batch: Number, q_len: Number, cached: Number, p: Plan) -> Number:
     """Bytes of the attention masks transformers builds once per forward and holds until its
     last layer returns: one per kind of layer the model has (``create_causal_mask`` and its
@@ -308,7 +317,7 @@ def forward_masks(c: ModelConfig, batch: Number, q_len: Number, cached: Number, 
     SDPA: none while ``_ignore_causal_mask_sdpa`` holds (one new token or nothing cached, and
     kv under the window), else booleans, 1 B each, over the whole batch (``generate``'s
     all-ones 2D mask joins through ``and_masks``). Flash and the serving engines build none."""
-    if not (p.transformers_eager or p.attention in ("sdpa-gqa", "sdpa-repeat")):
+    if p.attention not in TRANSFORMERS_ATTENTION:
         return 0 * (batch * q_len * cached)
     kinds = {group_of(c, g).sliding_window for g in c.layer_groups} if c.layer_groups else {c.sliding_window}
     size, total = (p.ab if p.transformers_eager else 1), 0
@@ -353,7 +362,8 @@ def fused_attention(c: ModelConfig, a: AttentionCall, p: Plan) -> list[Op]:
     if chunk := engine_chunk(c, p):
         own = chunk_keys(a.q_len, a.kv_len, chunk)
         pairs = chunked_pairs(a.q_len, chunk, p.key_block) if a.prefill else a.q_len * own
-        keys = keys if a.prefill else own
+        if not a.prefill:
+            keys = own
     masked = window_masked(c, a, p)
     if np.any(masked):
         pairs, keys = np.where(masked, a.q_len * a.kv_len, pairs), np.where(masked, a.kv_len, keys)
@@ -629,20 +639,16 @@ def uniform_layer_ops(
     return frames_held(ops, c, p, mlp[-1].name)
 
 
-# the attention settings that run transformers' own modelling code (docs/model.md)
-TRANSFORMERS_ATTENTION = ("eager", "sdpa-gqa", "sdpa-repeat")
-
-
 def frames_held(ops: list[Op], c: ModelConfig, p: Plan, mlp_last: str) -> list[Op]:
     """What transformers' Python frames keep past a tensor's last reader (modeling_llama.py,
     ``LlamaModel.forward``, ``LlamaDecoderLayer.forward``, ``LlamaAttention.forward``,
     huggingface/transformers@00c4411): the model's loop holds a layer's input until the layer
     returns (``x`` to ``mlp_add``); the attention's frame, its normed input and the rotated
     query (``query_states``) until ``o_proj`` returns; the layer's, the MLP's normed input
-    until the MLP returns and, under eager, the attention's probabilities (returned beside its
-    output, bound to ``_``) until the layer returns. Measured: a prefill's CPU allocator peak under transformers
-    (tests/test_memory_measured.py). Engines, and layers whose attention and MLP read one
-    input in parallel, are walked by readers alone."""
+    until the MLP returns and, under eager, the attention's probabilities (returned beside
+    its output, bound to ``_``) until the layer returns. Measured: a prefill's CPU allocator
+    peak under transformers (tests/test_memory_measured.py). Engines, and layers whose
+    attention and MLP read one input in parallel, are walked by readers alone."""
     if p.attention not in TRANSFORMERS_ATTENTION or c.parallel_attn or c.mlp_norm_in_parallel:
         return ops
     names = ["x", *(op.name for op in ops)]
