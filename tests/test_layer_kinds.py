@@ -137,6 +137,11 @@ def test_unmodelled_keys_and_bad_layer_types_are_refused():
         mixed(num_kv_shared_layers=10)
     with pytest.raises(InvalidConfigError, match="'layer_types' must list 32 of"):
         mixed(layer_types=["linear_attention"] * 32)
+    # a span is null (none) or a length: a negative window or chunk is refused, not dropped
+    for key in ("sliding_window", "attention_chunk_size"):
+        with pytest.raises(InvalidConfigError, match=f"'{key}' must be a positive integer, got -8"):
+            mixed(**{key: -8})
+    assert mixed(sliding_window=None).sliding_window is None
 
 
 def test_the_simulator_prices_each_kind_of_layer():

@@ -453,6 +453,9 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     gated, norm, parallel = ARCHITECTURES[model_type]
     hidden = _positive(raw, where, "hidden_size", "n_embd", "d_model")
     heads = _positive(raw, where, "num_attention_heads", "n_head", "num_heads")
+    for span in ("sliding_window", "attention_chunk_size"):  # null: none; else a length
+        if raw.get(span) is not None:
+            _positive(raw, where, span)
     if model_type.startswith(("falcon", "Refined")) and not raw.get("new_decoder_architecture"):
         kv_default = 1 if raw.get("multi_query", True) else heads
         parallel = bool(raw.get("parallel_attn", True))
