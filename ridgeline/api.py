@@ -51,6 +51,7 @@ from ridgeline.serving.engines import options_scheduler as options_scheduler  # 
 from ridgeline.serving.plan import PlanResult, plan_search
 from ridgeline.serving.policy import default_attention
 from ridgeline.serving.runs import fleet_pools, fleet_server, serve_arrivals
+from ridgeline.serving.simulator import deployment_runs as deployment_runs  # simulate_serving's runs=
 from ridgeline.serving.workload_text import (
     names,
     number,

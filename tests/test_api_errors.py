@@ -98,7 +98,7 @@ ENTRY_POINTS = {
         lambda d: api.simulate_serving(d, Scheduler(), trace_windw="0,10"),
         "unknown keyword 'trace_windw' for simulate_serving: did you mean 'trace_window'? Valid names: d, "
         "scheduler, trace, trace_window, trace_log_type, prefix, time_scale, rate, requests, prompt, "
-        "output_tokens, seed, search, ttft_slo, tpot_slo, percentile, progress, fleet, intervals",
+        "output_tokens, seed, search, ttft_slo, tpot_slo, percentile, progress, fleet, intervals, runs",
     ),
     "plan": (
         lambda d: api.plan("llama-3-8b", ["h100-sxm"], Load(20, 512, 256, 100), Slo(0.5, 0.05), max_batch=(64,)),

@@ -130,9 +130,10 @@ QUERY = to_query({**parse_query(""), "model": MODEL, "device": DEVICE, "seq_len"
 
 
 def swap_serving_deployment(monkeypatch, deployment) -> None:
-    """``serving_runs`` on ``deployment`` whatever the view, with a memo of its own for the
-    test (the page's keeps a view's runs, and must not keep these)."""
+    """``serving_runs`` on ``deployment`` whatever the view, with memos of its own for the
+    test (the page's keep a view's server and runs, and must not keep these)."""
     monkeypatch.setattr(data, "deployment_for", lambda state, uploads=None: deployment)
+    monkeypatch.setattr(serving, "view_server", data.view_memo()(serving.view_server.__wrapped__))
     monkeypatch.setattr(serving, "serving_runs", data.view_memo()(serving.serving_runs.__wrapped__))
 
 

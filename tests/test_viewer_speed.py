@@ -53,6 +53,51 @@ def test_serving_runs_are_the_same_objects_for_the_same_view():
     assert serving.serving_runs(view) is serving.serving_runs(dict(view))
 
 
+def test_a_serving_view_builds_its_step_costs_once_and_serves_a_rate_once(monkeypatch):
+    """Every run of a view (each rate's, its bands', a view that only changes them) shares
+    one table of step costs: the table is a function of the server, not of the arrivals.
+    The bands' runs get each rate's first run back rather than serve its requests again."""
+    from ridgeline.serving import simulator
+
+    built = []
+    real = simulator.step_cost_of
+    monkeypatch.setattr(simulator, "step_cost_of", lambda d, s: built.append(s) or real(d, s))
+    query = "?model=llama-3.2-1b&seq_len=96&generate=8&serving_requests=20&serving_max_batch=40"
+    view = parse_query(f"{query}&serving_rates=2,5")
+    first = serving.first_runs(view)  # the rates' runs, their bands pending
+    banded = serving.serving_runs(view)  # again, with each rate's four interval runs
+    assert all(a is b for (_, a, _), (_, b, _) in zip(first, banded))
+    assert [b is serving.PENDING for *_, b in first] == [True, True] and "ttft_s" in banded[0][2]
+    serving.serving_runs(parse_query(f"{query}&serving_rates=3&serving_requests=30"))
+    assert len(built) == 1 and built[0].max_batch == 40
+    serving.serving_runs(parse_query(f"{query.replace('=40', '=41')}&serving_rates=3"))  # another server
+    assert len(built) == 2 and built[1].max_batch == 41
+
+
+def test_serving_and_plan_figures_send_what_plotly_s_checked_figure_sends():
+    """The Serving page's charts and the Plan's are built as specs (``figures.figure_of``):
+    the JSON the browser gets is the checked figure's, bands, subplot titles and caption
+    included."""
+    import plotly.graph_objects as go
+    from plotly.utils import PlotlyJSONEncoder
+
+    from viewer import plan
+
+    view = parse_query("?model=llama-3.2-1b&seq_len=96&generate=8&serving_requests=20&serving_rates=2,6")
+    figs = [plan.plan_figure(plan.run_plan(view))]
+    for runs in (serving.first_runs(view), serving.serving_runs(view)):
+        figs += [serving.latency_figure(runs), serving.kv_figure(runs)]
+    for fig in figs:
+        sent = json.dumps(fig, cls=PlotlyJSONEncoder, sort_keys=True)
+        assert sent == json.dumps(go.Figure(fig.to_dict()), cls=PlotlyJSONEncoder, sort_keys=True)
+    assert [t.meta for t in figs[0].data][-2:] == ["pareto", "chosen"]
+    fig = serving.latency_figure(runs)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:3] == ["TTFT", "TPOT", "latency"] and titles[3].startswith("bands: 80 % intervals from")
+    assert [t.xaxis for t in fig.data if t.name == "p50"] == ["x", "x2", "x3"]
+    assert len([t for t in fig.data if (t.meta or "").startswith("band:")]) == 9
+
+
 def test_kv_line_keeps_its_peak_in_at_most_kv_points():
     steps = np.arange(3000, dtype=float)
     occupancy = 50 + 40 * np.sin(steps / 200)

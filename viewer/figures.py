@@ -115,18 +115,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return ticks
 
 
-def label_log_axis(fig: go.Figure, axis: str, values: Sequence[float], row: int = 1, col: int = 1) -> go.Figure:
-    """A log axis' ticks (``log_ticks``) over the positive finite ``values`` it shows, in
-    plain numbers ('0.02', not '20m')."""
-    shown = np.asarray(values, dtype=float)
-    shown = shown[np.isfinite(shown) & (shown > 0)]
-    if not shown.size:
-        return fig
-    ticks = log_ticks(shown.min(), shown.max())
-    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    return update(tickvals=ticks, ticktext=[number(t, 3) for t in ticks], row=row, col=col)
-
-
 def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, KIND_COLORS["other"])
 
@@ -242,15 +230,6 @@ def caption_props(intervals: dict | None, chars: int = CAPTION_CHARS) -> tuple[d
     return note, CAPTION_TOP_PX + CAPTION_LINE_PX * len(lines) + 8
 
 
-def add_caption(fig: go.Figure, intervals: dict | None, chars: int = CAPTION_CHARS) -> go.Figure:
-    """``caption_props`` on ``fig``: the caption added, the figure grown by what the bottom
-    margin grows (the plot keeps its height)."""
-    note, margin = caption_props(intervals, chars)
-    fig.add_annotation(**note)
-    fig.update_layout(margin={"b": margin}, height=(fig.layout.height or 420) + margin - (fig.layout.margin.b or 0))
-    return fig
-
-
 def faded(color: str, alpha: float = 0.2) -> str:
     """'#1f77b4' -> 'rgba(31,119,180,0.2)': a band's fill in its line's colour."""
     r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
@@ -278,13 +257,8 @@ def band_props(x, lo, hi, color: str, meta: str, **where: Any) -> dict:
     }
 
 
-def band_trace(x, lo, hi, color: str, meta: str, **where: Any) -> go.Scatter:
-    """``band_props`` as a plotly trace."""
-    return go.Scatter(band_props(x, lo, hi, color, meta, **where))
-
-
 def band_ends(trace: go.Scatter) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) along the band's x, from its outline (``band_trace``)."""
+    """(lo, hi) along the band's x, from its outline (``band_props``)."""
     y = np.asarray(trace.y, dtype=float)
     n = len(y) // 2
     return y[:n], y[n:][::-1]
@@ -739,8 +713,8 @@ def column_grid(rows: int) -> str:
 
 
 def log_tick_props(values: Sequence[float]) -> dict:
-    """``label_log_axis``'s tick values and texts for the positive finite ``values``, as an
-    axis spec ({} when there are none)."""
+    """A log axis' ticks (``log_ticks``) over the positive finite ``values`` it shows, in plain
+    numbers ('0.02', not '20m'), as an axis spec ({} when there are none)."""
     shown = np.asarray(values, dtype=float)
     shown = shown[np.isfinite(shown) & (shown > 0)]
     if not shown.size:

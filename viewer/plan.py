@@ -23,7 +23,7 @@ from ridgeline.errors import RidgelineError
 from ridgeline.serving.bounds import KV_DTYPES, W_DTYPES, Load, Slo, Space, computes
 from viewer import ids
 from viewer.data import hide_paths, view_memo
-from viewer.figures import SERIES_COLORS, base_layout
+from viewer.figures import SERIES_COLORS, base_layout_props, figure_of
 from viewer.serving import MOST_REQUEST_STEPS, section_defaults
 from viewer.state import coerce, control, page_from_path, parse_query, plain
 
@@ -151,55 +151,50 @@ def register(app) -> None:
 
 def plan_figure(result, height: int = 420) -> go.Figure:
     """Every simulated deployment (cost per million output tokens, goodput), the Pareto front
-    as a line through its points, and the chosen deployment as a star."""
+    as a line through its points, and the chosen deployment as a star; built as one spec
+    (``figure_of``), as the other charts are."""
     frame = result.frame
     done = frame[frame["reason"] == ""]
-    fig = go.Figure()
+    traces = []
     for i, (device, group) in enumerate(done.groupby("device", sort=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=group["usd_per_million_tokens"],
-                y=group["goodput_rps"],
-                mode="markers",
-                name=device,
-                meta=f"simulated:{device}",
-                marker={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "size": 9, "opacity": 0.7},
-                hovertext=[label(r) for _, r in group.iterrows()],
-                hoverinfo="text",
-            )
-        )
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        marker = {"color": color, "size": 9, "opacity": 0.7}
+        traces.append(points(group, name=device, meta=f"simulated:{device}", mode="markers", marker=marker))
     front = frame.loc[result.pareto]
-    fig.add_trace(
-        go.Scatter(
-            x=front["usd_per_million_tokens"],
-            y=front["goodput_rps"],
-            mode="lines+markers",
+    traces.append(
+        points(
+            front,
             name="Pareto set",
             meta="pareto",
+            mode="lines+markers",
             line={"color": "#444", "shape": "hv", "dash": "dot"},
             marker={"symbol": "circle-open", "size": 14, "color": "#444", "line": {"width": 2}},
-            hovertext=[label(r) for _, r in front.iterrows()],
-            hoverinfo="text",
         )
     )
     if result.chosen is not None:
-        row = frame.loc[result.chosen]
-        fig.add_trace(
-            go.Scatter(
-                x=[row["usd_per_million_tokens"]],
-                y=[row["goodput_rps"]],
-                mode="markers",
-                name="chosen",
-                meta="chosen",
-                marker={"symbol": "star", "size": 20, "color": "#ffbf00", "line": {"width": 1, "color": "#444"}},
-                hovertext=[label(row)],
-                hoverinfo="text",
-            )
-        )
+        star = {"symbol": "star", "size": 20, "color": "#ffbf00", "line": {"width": 1, "color": "#444"}}
+        traces.append(points(frame.loc[[result.chosen]], name="chosen", meta="chosen", mode="markers", marker=star))
     # the axes span the points (not 0 to the largest): a few deployments fill the chart
-    fig.update_xaxes(title="USD per million output tokens", range=padded_range(done["usd_per_million_tokens"]))
-    fig.update_yaxes(title="goodput (requests/s meeting the SLO)", range=padded_range(done["goodput_rps"]))
-    return base_layout(fig, "Plan: cost against goodput (the Pareto set: nothing cheaper serves more)", height)
+    layout = base_layout_props("Plan: cost against goodput (the Pareto set: nothing cheaper serves more)", height)
+    for axis, column, title in (
+        ("xaxis", "usd_per_million_tokens", "USD per million output tokens"),
+        ("yaxis", "goodput_rps", "goodput (requests/s meeting the SLO)"),
+    ):
+        span = padded_range(done[column])
+        layout[axis] = {**layout[axis], "title": {"text": title}, **({"range": span} if span else {})}
+    return figure_of({"data": traces, "layout": layout})
+
+
+def points(rows: pd.DataFrame, **trace) -> dict:
+    """A scatter trace of deployments ``rows`` (cost, goodput), each hover naming it (``label``)."""
+    return {
+        "type": "scatter",
+        "x": rows["usd_per_million_tokens"].to_numpy(),
+        "y": rows["goodput_rps"].to_numpy(),
+        **trace,
+        "hovertext": [label(r) for r in rows.to_dict("records")],
+        "hoverinfo": "text",
+    }
 
 
 def padded_range(values: pd.Series, share: float = 0.12) -> list[float] | None:
@@ -213,7 +208,7 @@ def padded_range(values: pd.Series, share: float = 0.12) -> list[float] | None:
     return [max(lo - pad, 0.0) if lo >= 0 else lo - pad, hi + pad]
 
 
-def label(row: pd.Series) -> str:
+def label(row: Mapping[str, Any]) -> str:
     """One deployment in words, as ``ridgeline plan`` names the chosen one."""
     return (
         f"{row['gpus']} x {row['device']} (tp {row['tp']}, pp {row['pp']}), weights {row['w_dtype']}, "

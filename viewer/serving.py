@@ -11,6 +11,7 @@ on the other pages: ``serving_runs`` computes, the ``*_figure`` functions draw, 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -21,13 +22,22 @@ import plotly.graph_objects as go
 from dash.exceptions import PreventUpdate
 from plotly.subplots import make_subplots
 
-from ridgeline.api import serving_scheduler, simulate_serving
+from ridgeline.api import deployment_runs, serving_scheduler, simulate_serving
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.intervals import LEVELS
 from ridgeline.serving.simulator import PERCENTILES
 from viewer import ids
 from viewer.data import hide_paths, view_memo
-from viewer.figures import BAND, SERIES_COLORS, add_caption, band_trace, base_layout, label_log_axis, number
+from viewer.figures import (
+    BAND,
+    SERIES_COLORS,
+    band_props,
+    base_layout_props,
+    caption_props,
+    figure_of,
+    log_tick_props,
+    number,
+)
 from viewer.state import controls, defaults, page_from_path, parse_query
 
 MOST_RATES = 12
@@ -55,22 +65,54 @@ def simulate_runs(state: Mapping[str, Any], uploads: Mapping[str, Any] | None, b
     """One simulation per rate, with its intervals where ``bands`` (else ``PENDING`` where
     they take more runs): [(rate, SimResult, intervals)]. The work budget counts the bands'
     runs either way."""
-    from viewer.data import deployment_for
-
     rates = rates_of(state["serving_rates"])
     check_work(state, len(rates))
-    d = deployment_for(state, uploads)
+    arrivals = ("serving_rates", "serving_requests")  # what the server does not depend on
+    d, sched, runs = view_server({k: v for k, v in state.items() if k not in arrivals}, uploads)
     check_work(state, len(rates) * (1 + len(LEVELS) * (d.intervals is not None)))
-    # the engine's scheduler (its policy, chunking, KV rule), with the page's batch and budget
-    sched = serving_scheduler(d, {"max_batch": state["serving_max_batch"], "token_budget": state["serving_budget"]})
     load = {
         "requests": state["serving_requests"],
         "prompt": state["seq_len"],
         "output_tokens": max(state["generate"], 1),
     }
     later = not bands and d.intervals is not None
-    runs = [simulate_serving(d, sched, rate=rate, intervals=not later, **load) for rate in rates]
-    return [(rate, run["result"], PENDING if later else run["intervals"]) for rate, run in zip(rates, runs)]
+    served = [simulate_serving(d, sched, rate=rate, intervals=not later, runs=runs, **load) for rate in rates]
+    return [(rate, run["result"], PENDING if later else run["intervals"]) for rate, run in zip(rates, served)]
+
+
+@view_memo()
+def view_server(state: Mapping[str, Any], uploads: Mapping[str, Any] | None = None) -> tuple:
+    """The view's deployment, the scheduler its engine runs (its policy, chunking, KV rule)
+    with the page's batch and budget, and one runner of them: every run of the view (each
+    rate's, its bands', a view that only changes them) shares the runner's table of step
+    costs, built at its first run."""
+    from viewer.data import deployment_for
+
+    d = deployment_for(state, uploads)
+    sched = serving_scheduler(d, {"max_batch": state["serving_max_batch"], "token_budget": state["serving_budget"]})
+    return d, sched, kept_runs(deployment_runs(d, sched))
+
+
+def kept_runs(runs: Callable) -> Callable:
+    """``runs`` (``runs(arrivals, **keys)``) keeping each plain run's result (no keywords
+    but the progress callback) by its arrivals: the bands' callback serves each rate's
+    requests again before its four interval runs, and gets the page's first run back (the
+    object ``runs_alone`` keeps already). Runs are seeded and pure, so a kept result is the
+    one a new run would give. Interval runs are not kept, nor more than ``MOST_RATES`` runs
+    (the oldest go first)."""
+    kept: dict[tuple, Any] = {}
+
+    def run(arrivals, progress=None, **keys):
+        if keys or arrivals.hash_ids is not None:
+            return runs(arrivals, progress=progress, **keys)
+        key = (arrivals.time_s.tobytes(), arrivals.prompt.tobytes(), arrivals.output.tobytes())
+        if key not in kept:
+            while len(kept) >= MOST_RATES:
+                kept.pop(next(iter(kept)))
+            kept[key] = runs(arrivals, progress=progress)
+        return kept[key]
+
+    return run
 
 
 @view_memo()
@@ -109,59 +151,86 @@ def check_work(state: Mapping[str, Any], rates: int) -> None:
         )
 
 
-def latency_figure(runs: list, height: int = 480) -> go.Figure:
-    """p50/p90/p99 of TTFT, TPOT and end-to-end latency against the offered rate, each
-    with its ``BAND`` % interval shaded where the runs have intervals."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT", "TPOT", "latency"))
+LATENCY_KEYS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("latency_s", "latency"))
+
+
+@lru_cache(maxsize=1)
+def latency_grid() -> str:
+    """The layout of the latency figure's three subplots side by side, with their titles
+    (make_subplots' axes, domains and title annotations), as JSON: made once, copied per
+    figure."""
+    titles = tuple(title for _, title in LATENCY_KEYS)
+    return json.dumps(make_subplots(rows=1, cols=3, subplot_titles=titles).layout.to_plotly_json())
+
+
+def latency_traces(runs: list, key: str, where: dict) -> list[dict]:
+    """One subplot's traces: each percentile's band (where every run has intervals) and line."""
     rates = [rate for rate, *_ in runs]
     bands = [b for *_, b in runs]
-    for col, key in enumerate(("ttft_s", "tpot_s", "latency_s"), start=1):
-        for i, q in enumerate(PERCENTILES):
-            if all("none" not in b for b in bands):
-                lo, hi = zip(*(b[key][f"p{q}"][BAND] for b in bands))
-                band = band_trace(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}")
-                fig.add_trace(band, row=1, col=col)
-            ys = [r.summary[key][f"p{q}"] for _, r, _ in runs]
-            fig.add_trace(
-                go.Scatter(
-                    x=rates,
-                    y=ys,
-                    mode="lines+markers",
-                    name=f"p{q}",
-                    legendgroup=f"p{q}",
-                    showlegend=col == 1,
-                    line={"color": SERIES_COLORS[i]},
-                    hovertemplate=f"p{q} %{{y:,.4r}} s at %{{x}}/s<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-        fig.update_xaxes(title_text="requests/s", type="log", row=1, col=col)
-        fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
-        shown = [y for t in fig.data if t.yaxis == ("y" if col == 1 else f"y{col}") for y in t.y]
-        label_log_axis(fig, "y", shown, row=1, col=col)
-    base_layout(fig, "Latency percentiles against request rate", height)
-    return add_caption(fig, bands[0] if bands else None)
+    traces = []
+    for i, q in enumerate(PERCENTILES):
+        if all("none" not in b for b in bands):
+            lo, hi = zip(*(b[key][f"p{q}"][BAND] for b in bands))
+            traces.append(band_props(rates, lo, hi, SERIES_COLORS[i], f"band:{key}:p{q}", legendgroup=f"p{q}", **where))
+        traces.append(
+            {
+                "type": "scatter",
+                "x": rates,
+                "y": [r.summary[key][f"p{q}"] for _, r, _ in runs],
+                "mode": "lines+markers",
+                "name": f"p{q}",
+                "legendgroup": f"p{q}",
+                "showlegend": where["xaxis"] == "x",
+                "line": {"color": SERIES_COLORS[i]},
+                "hovertemplate": f"p{q} %{{y:,.4r}} s at %{{x}}/s<extra></extra>",
+                **where,
+            }
+        )
+    return traces
+
+
+def latency_figure(runs: list, height: int = 480) -> go.Figure:
+    """p50/p90/p99 of TTFT, TPOT and end-to-end latency against the offered rate, each
+    with its ``BAND`` % interval shaded where the runs have intervals. Built as one spec
+    (``figure_of``), as the other pages' charts are."""
+    grid = json.loads(latency_grid())
+    layout = {**grid, **base_layout_props("Latency percentiles against request rate", height)}
+    axes = layout.pop("xaxis"), layout.pop("yaxis")  # every axis gets the base's grid
+    traces = []
+    for col, (key, _) in enumerate(LATENCY_KEYS, start=1):
+        ref = "" if col == 1 else str(col)
+        more = latency_traces(runs, key, {"xaxis": f"x{ref}", "yaxis": f"y{ref}"})
+        traces += more
+        layout[f"xaxis{ref}"] = {**grid[f"xaxis{ref}"], "title": {"text": "requests/s"}, "type": "log", **axes[0]}
+        ticks = log_tick_props([y for t in more for y in t["y"]])
+        layout[f"yaxis{ref}"] = {**grid[f"yaxis{ref}"], "title": {"text": "seconds"}, "type": "log", **ticks, **axes[1]}
+    note, bottom = caption_props(runs[0][2] if runs else None)
+    layout["annotations"] = [*grid.get("annotations", ()), note]
+    layout["height"] = height + bottom - layout["margin"]["b"]
+    layout["margin"] = {**layout["margin"], "b": bottom}
+    return figure_of({"data": traces, "layout": layout})
 
 
 def kv_figure(runs: list, height: int = 360) -> go.Figure:
     """KV-cache occupancy over time, one line per rate."""
-    fig = go.Figure()
+    traces = []
     for i, (rate, r, _) in enumerate(runs):
         start_s, percent = binned_peaks(r.timeline["start_s"], 100 * r.timeline["kv_fraction"])
-        fig.add_trace(
-            go.Scatter(
-                x=start_s,
-                y=percent,
-                mode="lines",
-                name=f"{number(rate)}/s",
-                line={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
-                hovertemplate=f"{number(rate)}/s: %{{y:.1f}} % at %{{x:,.3r}} s<extra></extra>",
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": start_s,
+                "y": percent,
+                "mode": "lines",
+                "name": f"{number(rate)}/s",
+                "line": {"color": SERIES_COLORS[i % len(SERIES_COLORS)], "shape": "hv"},
+                "hovertemplate": f"{number(rate)}/s: %{{y:.1f}} % at %{{x:,.3r}} s<extra></extra>",
+            }
         )
-    fig.update_xaxes(title_text="seconds")
-    fig.update_yaxes(title_text="KV blocks used (%)", rangemode="tozero")
-    return base_layout(fig, "KV-cache occupancy over time", height)
+    layout = base_layout_props("KV-cache occupancy over time", height)
+    layout["xaxis"] = {**layout["xaxis"], "title": {"text": "seconds"}}
+    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "KV blocks used (%)"}, "rangemode": "tozero"}
+    return figure_of({"data": traces, "layout": layout})
 
 
 KV_POINTS = 400  # per line: a run has a step per few milliseconds (3,000 at 5 requests/s)

@@ -96,6 +96,7 @@ def serve_arrivals(
     progress=no_progress,
     fleet: Callable[..., simulator.SimResult] | None = None,
     intervals: bool = True,
+    runs: Callable[..., simulator.SimResult] | None = None,
 ) -> dict[str, Any]:
     """Serve ``base`` (a trace's requests, at their own rate) or Poisson arrivals (``rate``,
     ``requests``, ``prompt``, ``output_tokens``, ``seed``), their prompts sharing system
@@ -103,9 +104,11 @@ def serve_arrivals(
     rate meeting the SLOs (from ``rate``, or the trace's own) and serve at it (the SLOs
     checked by the caller: the search needs one). ``progress(total)`` yields a step
     callback. ``fleet`` (:func:`fleet_server`) serves the arrivals instead of one server of
-    ``d``. Returns the result, its goodput, the search and, with ``intervals``, the summary's
-    intervals (:mod:`ridgeline.serving.intervals`; the search adds ``max_rate_prob90``; one
-    server only: a fleet's are not computed, and say so)."""
+    ``d``. ``runs`` (:func:`~ridgeline.serving.simulator.deployment_runs` of ``d`` under
+    ``scheduler``) serves instead of a runner of this call's own: calls sharing one share its
+    table of step costs (a page's rates). Returns the result, its goodput, the search and, with
+    ``intervals``, the summary's intervals (:mod:`ridgeline.serving.intervals`; the search
+    adds ``max_rate_prob90``; one server only: a fleet's are not computed, and say so)."""
     check_requests(requests if base is None else len(base))  # before the progress bar starts
     slo_given = ttft_slo is not None or tpot_slo is not None
 
@@ -115,7 +118,7 @@ def serve_arrivals(
         made = poisson(at, requests, prompt, output_tokens, seed)
         return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
 
-    runs = simulator.deployment_runs(d, scheduler)
+    runs = runs or simulator.deployment_runs(d, scheduler)
 
     def serve(requests: Arrivals, tick=None):
         if fleet is not None:
