@@ -91,11 +91,11 @@ def reference_logits(model, tokens):
         q, k = ref_rope(q), ref_rope(k)
         a = ref_attention(q, k, v, c.sliding_window).reshape(B, S, -1)
         attn_out = a @ W[p + "o_proj.weight"].T
-        m_in = (
-            n
-            if c.parallel_attn
-            else ref_norm(x + attn_out, c.norm, W[p + "mlp_norm.weight"], W.get(p + "mlp_norm.bias"))
-        )
+        if c.parallel_attn and not c.mlp_norm_in_parallel:
+            m_in = n  # GPT-J, Falcon: the MLP reads attention's normed input
+        else:  # GPT-NeoX normalises the layer's input; the rest, attention's sum
+            m_in = x if c.mlp_norm_in_parallel else x + attn_out
+            m_in = ref_norm(m_in, c.norm, W[p + "mlp_norm.weight"], W.get(p + "mlp_norm.bias"))
         up = m_in @ W[p + "up_proj.weight"].T
         hidden = (
             ref_act(c.hidden_act, m_in @ W[p + "gate_proj.weight"].T) * up if c.gated_mlp else ref_act(c.hidden_act, up)
@@ -117,6 +117,13 @@ VARIANTS = {
         "hidden_act": "gelu_new",
         "norm": "layernorm",
         "parallel_attn": True,
+    },
+    "mha-parallel-two-norms": {  # GPT-NeoX: the MLP normalises the layer's input itself
+        "gated_mlp": False,
+        "hidden_act": "gelu",
+        "norm": "layernorm",
+        "parallel_attn": True,
+        "mlp_norm_in_parallel": True,
     },
     "gqa-geglu-tied": {"num_kv_heads": 2, "hidden_act": "gelu_new", "tie_word_embeddings": True},
     "gqa-sliding-window": {"num_kv_heads": 2, "sliding_window": 4},
@@ -166,6 +173,7 @@ def test_the_engines_footprint_matches_the_built_model():
         {},
         {"num_kv_heads": 1, "norm": "layernorm", "gated_mlp": False},
         {"tie_word_embeddings": True, "parallel_attn": True},
+        {"parallel_attn": True, "mlp_norm_in_parallel": True, "norm": "layernorm", "gated_mlp": False},
     ):
         config = replace(TINY, **overrides)
         model = Decoder(config, "fp32", max_batch=3, max_len=4)

@@ -5,6 +5,7 @@ transformers' own models (the path ``auto`` prices)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,9 @@ def allocator_peak(fn) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, dtype", [("qwen2-0.5b", "fp32"), ("llama-2-7b", "bf16")])
+@pytest.mark.parametrize(
+    "name, dtype", [("qwen2-0.5b", "fp32"), ("llama-2-7b", "bf16"), ("gpt-j-6b", "bf16"), ("pythia-6.9b", "bf16")]
+)
 def test_the_decoder_holds_what_the_engine_counts(name, dtype):
     """A prefill's allocator peak equals the engine's activation peak, byte for byte: every
     tensor dies after its last reader. qwen2-0.5b (fp32) at batch 2 x 128: the peak is in the
@@ -48,9 +51,12 @@ def test_the_decoder_holds_what_the_engine_counts(name, dtype):
     the activation's input while it multiplied, and the layer input, the attention's output
     and the normed copy through the MLP: one MLP width and three hidden widths more a token,
     60.8 MB a sequence of 1024 for qwen2-7b, the -12.8 % the H200 run of 2026-11-27 recorded
-    at batch 64 (reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-27-heldout/run3-qwen2-eager)."""
+    at batch 64 (reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-27-heldout/run3-qwen2-eager).
+    GPT-J and Pythia (attention and MLP off one normed input; Pythia's MLP normalises it
+    again): the rotary's temporaries were the peak, one hidden width a token over; the peak
+    is now the MLP's, up and its activation (2 x 4 x 4096) beside attention's sum."""
     d = resolve(name, "h100-sxm", attention="flash", dtype=dtype)
-    config, batch, prompt = truncate(d.model, 1), 2, 128
+    config, batch, prompt = replace(truncate(d.model, 1), vocab_size=1024), 2, 128  # the layer's peak
     model = Decoder(config, dtype, "cpu", max_batch=batch, max_len=prompt + 1, seed=0)
     tokens = torch.randint(0, config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
@@ -58,6 +64,8 @@ def test_the_decoder_holds_what_the_engine_counts(name, dtype):
         peak = allocator_peak(lambda: model.prefill(tokens))
     predicted = memory_totals(config, d.device, Workload(batch, prompt, 1), d.plan)["activations_peak_bytes"]
     assert peak == predicted
+    if name in ("gpt-j-6b", "pythia-6.9b"):
+        assert peak == batch * prompt * (2 * 16_384 + 4096) * 2
     if name == "qwen2-0.5b":
         assert peak == 3 * 2 * 128 * 4864 * 4 + 2 * 128 * 896 * 4 == 15_859_712
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels.bench.bench import apply_rope, rope_tables
+from kernels.bench.bench import rope_tables
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.memory import kv_bytes_per_token, weight_bytes
 from ridgeline.engine.model import ModelConfig
@@ -59,6 +59,19 @@ def check_supported(config: ModelConfig) -> None:
             "pick a dense model (e.g. llama-2-7b, qwen2-0.5b)"
         )
     activation(config.hidden_act)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``apply_rope`` (kernels.bench, whose kernel the profiles time): its kernels (negate,
+    join, two products, a sum) and arithmetic, so the same numbers, but its second product
+    and the sum written in place: at most one temporary beside the input and the output
+    (the engine's fused rope has none). Three lived at once, and where attention and the
+    MLP read one normed input (GPT-J, GPT-NeoX) the rotation was the layer's peak."""
+    half = x.shape[-1] // 2
+    out = x * cos
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    turned.mul_(sin)
+    return out.add_(turned)
 
 
 def activation(name: str):
@@ -163,7 +176,9 @@ class Layer(nn.Module):
         self.attn_norm = Norm(c.norm, h, dtype)
         self.q_proj, self.k_proj, self.v_proj = linear(h, q), linear(h, kv), linear(h, kv)
         self.o_proj = linear(q, h)
-        self.mlp_norm = None if c.parallel_attn else Norm(c.norm, h, dtype)
+        # the MLP's own norm: after attention's sum, or of the layer's input beside attention's
+        # (GPT-NeoX's use_parallel_residual, Falcon's new decoder); GPT-J's reads attention's
+        self.mlp_norm = Norm(c.norm, h, dtype) if c.mlp_norm_in_parallel or not c.parallel_attn else None
         self.gate_proj = linear(h, i) if c.gated_mlp else None
         self.up_proj, self.down_proj = linear(h, i), linear(i, h)
         self.act = activation(c.hidden_act)
@@ -183,7 +198,8 @@ class Layer(nn.Module):
         del x
         if c.rotary:
             with op("rope"):
-                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+                q = rotate(q, cos, sin)
+                k = rotate(k, cos, sin)
         with op("attention"):  # the engine's attention op writes the new K/V too
             out = self.sdpa(q, k, v, k_cache, v_cache, pos)
         with op("o_proj"):
@@ -240,14 +256,19 @@ class Layer(nn.Module):
             held.append(self.attn_norm(x))
         attended = self.attention(held, k_cache, v_cache, pos, cos, sin)
         with op("attn_add"):
-            x = x + attended
+            summed = x + attended
         del attended
         if self.mlp_norm is not None:  # else the MLP reads the normed input still in ``held``
+            source = x if self.c.mlp_norm_in_parallel else summed
+            del x
             with op("mlp_norm"):
-                held.append(self.mlp_norm(x))
+                held.append(self.mlp_norm(source))
+            del source
+        else:
+            del x
         out = self.mlp(held)
         with op("mlp_add"):
-            return x + out
+            return summed + out
 
 
 def attention_mask(pos: int, S: int, start: int, end: int, window: int | None, device) -> Tensor | None:
