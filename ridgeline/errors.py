@@ -79,9 +79,13 @@ class UnsupportedArchitectureError(RidgelineError):
     def __init__(self, model_type: str, supported: Iterable[str], nearest: str = "", missing: str = ""):
         self.model_type = model_type
         text = f"unsupported model_type '{model_type}'; supported: {', '.join(sorted(supported))}."
-        if nearest:
-            lacks = f"lacks '{missing}'" if missing else "has its fields, but not its layers"
-            text += f" Nearest: '{nearest}', whose reader this config {lacks}."
+        if missing:
+            text += f" Nearest: '{nearest}', whose reader needs '{missing}', which this config lacks."
+        elif nearest:
+            text += (
+                f" Nearest: '{nearest}': this config has every field its reader needs, but "
+                f"{model_type}'s layers may differ from {nearest}'s, so it is not priced as one."
+            )
         super().__init__(text)
 
 

@@ -4,6 +4,8 @@ and one decode step's bytes per op for one model of each family (fp16, flash att
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import ridgeline as rl
@@ -406,6 +408,61 @@ def test_only_the_family_whose_files_omit_a_key_takes_its_class_default(tmp_path
     llama = {**text, "model_type": "llama", "layer_types": None, "sliding_window": None}
     with pytest.raises(InvalidConfigError, match="missing 'vocab_size'"):
         rl.ModelConfig.from_hf_config(llama)
+
+
+# Qwen2.5-VL-7B-Instruct's config as transformers 4.49 saved it (a fine-tune's unchanged copy:
+# https://huggingface.co/GD-ML/AutoDrive-R2-7B-COT-SFT/blob/main/config.json); the keys that
+# shape the decoder, and its vision_config
+QWEN25_VL_7B = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 128000,
+    "max_window_layers": 28,
+    "model_type": "qwen2_5_vl",
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": {"mrope_section": [16, 24, 24], "rope_type": "default", "type": "default"},
+    "rope_theta": 1000000.0,
+    "sliding_window": 32768,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "vision_config": {"hidden_size": 1280, "in_chans": 3, "model_type": "qwen2_5_vl", "spatial_patch_size": 14},
+    "vocab_size": 152064,
+}
+
+
+def test_qwen_vl_reads_its_text_decoder_from_either_layout():
+    """A qwen2_5_vl config is Qwen2's decoder beside a vision tower: its keys at the top level
+    (transformers 4.49's save) or under text_config (qwen2_5_vl_text, later saves) read the
+    same. By hand: embeddings and the untied head 2 x 152,064 x 3,584 = 1,089,994,752; a layer
+    q and o 2 x 3,584^2 + k and v 2 x 3,584 x 512 + MLP 3 x 3,584 x 18,944 + two norms
+    2 x 3,584 = 233,053,184, x 28 = 6,525,489,152; + the final norm 3,584: 7,615,487,488
+    (biases left out, as for every model). KV: 2 x 28 layers x 4 heads x 128 x 2 B = 57,344 B
+    a token, every layer global (use_sliding_window false)."""
+    flat = rl.ModelConfig.from_hf_config(QWEN25_VL_7B, name="qwen2.5-vl-7b")
+    text = {k: v for k, v in QWEN25_VL_7B.items() if k not in ("vision_config", "architectures")}
+    wrapped = {
+        "model_type": "qwen2_5_vl",
+        "tie_word_embeddings": False,
+        "text_config": {**text, "model_type": "qwen2_5_vl_text"},
+        "vision_config": QWEN25_VL_7B["vision_config"],
+    }
+    nested = rl.ModelConfig.from_hf_config(wrapped, name="qwen2.5-vl-7b")
+    assert replace(flat, notes=()) == replace(nested, notes=())
+    assert (flat.model_type, flat.num_layers, flat.num_kv_heads, flat.head_dim) == ("qwen2", 28, 4, 128)
+    assert flat.sliding_window is None and not flat.tie_word_embeddings and flat.rotary
+    assert total_parameters(flat) == 7_615_487_488
+    assert kv_bytes_per_token(flat, FP16) == 57_344
+    why = "qwen2's layers; its multimodal rotary prices as rotary"
+    assert flat.notes[0] == f"qwen2_5_vl: the text decoder (its top-level keys, {why}); the vision tower is left out"
+    assert nested.notes[:2] == (
+        "qwen2_5_vl: the text decoder (text_config, qwen2_5_vl_text); the vision tower is left out",
+        f"qwen2_5_vl_text: read as qwen2 ({why})",
+    )
 
 
 def test_the_reader_names_what_it_read():

@@ -207,10 +207,16 @@ def test_the_masked_and_gathered_steps_refuse_mixed_spans():
 
 def test_an_unsupported_architecture_names_the_nearest_and_what_it_lacks():
     with pytest.raises(
-        UnsupportedArchitectureError, match="Nearest: 'qwen3_moe', whose reader this config lacks 'num_hidden_layers'"
+        UnsupportedArchitectureError,
+        match="Nearest: 'qwen3_moe', whose reader needs 'num_hidden_layers', which this config lacks",
     ):
         ModelConfig.from_hf_config({"model_type": "qwen3_next", "hidden_size": 2048, "num_attention_heads": 16})
-    with pytest.raises(UnsupportedArchitectureError, match="Nearest: 'llama', whose reader this config has its fields"):
+    with pytest.raises(
+        UnsupportedArchitectureError, match="Nearest: 'llama': this config has every field its reader needs"
+    ):
+        ModelConfig.from_hf_config({**LLAMA, "model_type": "llamba"})
+    # the list names what is read through another's reader too: wrappers and aliases
+    with pytest.raises(UnsupportedArchitectureError, match="gemma3, gemma3_text, .* kimi_k2, .* qwen2_5_vl, "):
         ModelConfig.from_hf_config({**LLAMA, "model_type": "llamba"})
 
 

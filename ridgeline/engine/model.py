@@ -43,8 +43,18 @@ ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
 
 # model types that wrap a text decoder in ``text_config`` (with a vision tower, left out)
 WRAPPERS = ("gemma3", "llama4", "mistral3")
-# model types another's code runs (Kimi K2: architectures DeepseekV3ForCausalLM)
-ALIASES = {"kimi_k2": "deepseek_v3"}
+# Qwen's vision-language configs: the Qwen2 text decoder under ``text_config`` (transformers
+# 4.5x and later) or at the top level beside ``vision_config`` (earlier saves)
+QWEN_VL = ("qwen2_vl", "qwen2_5_vl")
+# model types read as another's, and why: Kimi K2's config names DeepseekV3ForCausalLM; the
+# Qwen VL text decoders are Qwen2's layers, their multimodal rotary turning q and k as
+# rotary does (three sections of positions, one per axis: modeling_qwen2_5_vl.py)
+QWEN_VL_TEXT = "qwen2's layers; its multimodal rotary prices as rotary"
+ALIASES = {
+    "kimi_k2": ("deepseek_v3", "the architecture its config names"),
+    "qwen2_vl_text": ("qwen2", QWEN_VL_TEXT),
+    "qwen2_5_vl_text": ("qwen2", QWEN_VL_TEXT),
+}
 
 
 @dataclass(frozen=True)
@@ -404,7 +414,12 @@ def _text_decoder(raw: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any]
     """A wrapper's ``text_config`` (its own keys first), or the config itself."""
     if not isinstance(raw, Mapping):
         raise InvalidConfigError(where, "expected a JSON object at the top level")
-    if raw.get("model_type") not in WRAPPERS:
+    if raw.get("model_type") in QWEN_VL and not isinstance(raw.get("text_config"), Mapping):
+        note = (
+            f"{raw['model_type']}: the text decoder (its top-level keys, {QWEN_VL_TEXT}); the vision tower is left out"
+        )
+        return {**{k: v for k, v in raw.items() if k != "vision_config"}, "model_type": "qwen2"}, (note,)
+    if raw.get("model_type") not in (*WRAPPERS, *QWEN_VL):
         return raw, ()
     text = raw.get("text_config")
     if not isinstance(text, Mapping) or not text.get("model_type"):
@@ -440,15 +455,18 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
     raw, wrapped = _text_decoder(raw, where)
     model_type = raw.get("model_type")
     if model_type in ALIASES:
-        wrapped += (f"{model_type}: read as {ALIASES[model_type]} (the architecture its config names)",)
-        raw = {**raw, "model_type": ALIASES[model_type]}
+        alias, why = ALIASES[model_type]
+        wrapped += (f"{model_type}: read as {alias} ({why})",)
+        raw = {**raw, "model_type": alias}
         model_type = raw["model_type"]
     if not model_type:
         raise InvalidConfigError(where, "missing 'model_type'; is this a Hugging Face config.json?")
     if model_type not in ARCHITECTURES:
         nearest = (difflib.get_close_matches(str(model_type), ARCHITECTURES, 1, 0.0) or [""])[0]
         missing = next((keys[0] for keys in REQUIRED if _first(raw, *keys) is None), "")
-        raise UnsupportedArchitectureError(model_type, ARCHITECTURES, nearest, missing)
+        raise UnsupportedArchitectureError(
+            model_type, (*ARCHITECTURES, *WRAPPERS, *QWEN_VL, *ALIASES), nearest, missing
+        )
     raw, filled = _class_defaults(raw, model_type)
     gated, norm, parallel = ARCHITECTURES[model_type]
     hidden = _positive(raw, where, "hidden_size", "n_embd", "d_model")
