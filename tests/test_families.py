@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 import ridgeline as rl
-from ridgeline.engine.layers import Plan
+from ridgeline.engine.layers import Plan, layer_ops
 from ridgeline.engine.memory import (
     active_parameters,
     kv_bytes_per_token,
@@ -465,9 +465,64 @@ def test_qwen_vl_reads_its_text_decoder_from_either_layout():
     )
 
 
+# microsoft/phi-2's config.json, every key that shapes the model, as its copies carry it
+# (_name_or_path "microsoft/phi-2": https://huggingface.co/somosnlp/phi-2-LC/blob/main/config.json)
+PHI2 = {
+    "architectures": ["PhiForCausalLM"],
+    "hidden_act": "gelu_new",
+    "hidden_size": 2560,
+    "intermediate_size": 10240,
+    "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048,
+    "model_type": "phi",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "partial_rotary_factor": 0.4,
+    "qk_layernorm": False,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 51200,
+}
+
+
+def test_phi2_reads_as_attention_and_mlp_off_one_layernorm():
+    """Phi-2 (modeling_phi.py): attention and fc1 -> gelu_new -> fc2 both read input_layernorm's
+    output and are summed with the layer's input; rotary over 40 % of each 80-wide head
+    (priced over all of it, and said); its own lm_head. By hand: embeddings and head
+    2 x 51,200 x 2,560 = 262,144,000; a layer 4 x 2,560^2 + 2 x 2,560 x 10,240 + one norm
+    2,560 = 78,645,760, x 32 = 2,516,664,320; + the final norm 2,560: 2,778,810,880, biases
+    left out (872,960 more: q, k, v, dense, fc1, fc2, the norms' and lm_head's). KV:
+    2 x 32 layers x 32 heads x 80 x 2 B = 327,680 B a token. With qk_layernorm each head of q
+    and k gets its own LayerNorm."""
+    m = rl.ModelConfig.from_hf_config(PHI2, name="phi-2")
+    assert (m.parallel_attn, m.mlp_norm_in_parallel, m.norm, m.gated_mlp) == (True, False, "layernorm", False)
+    assert (m.head_dim, m.tie_word_embeddings, m.qk_norm) == (80, False, False)
+    assert total_parameters(m) == 2_778_810_880
+    assert kv_bytes_per_token(m, FP16) == 327_680
+    assert m.notes == ("partial_rotary_factor: rotary over part of each head, priced over all of it (an upper bound)",)
+    names = [op.name for op in layer_ops(m, 1, 1, 100, FP16)]
+    assert names == [
+        *("attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj", "attn_add"),
+        *("up_proj", "mlp_act", "down_proj", "mlp_add"),
+    ]
+    normed = rl.ModelConfig.from_hf_config({**PHI2, "qk_layernorm": True})
+    assert normed.qk_norm and "qk_layernorm: a LayerNorm over each head of q and k (Phi)" in normed.notes
+    assert {"q_norm", "k_norm"} <= {op.name for op in layer_ops(normed, 1, 1, 100, FP16)}
+
+
 def test_the_reader_names_what_it_read():
     assert rl.load_model("gpt-oss-20b").notes[-1] == "layers: 12 sliding, 12 global"
     assert rl.load_model("gpt-oss-20b").notes[2].startswith("quantization_config (mxfp4): routed experts as stored")
     assert "kimi_k2: read as deepseek_v3 (the architecture its config names)" in rl.load_model("kimi-k2").notes
+    # a key set to true is named (true equals 1 in Python, which a step of 1 leaves unnamed)
+    assert (
+        "use_parallel_residual: attention and MLP in parallel, each off its own norm"
+        in rl.load_model("pythia-6.9b").notes
+    )
+    assert "use_qk_norm: a norm over q and k" in rl.load_model("llama-4-scout").notes
+    # a zero, false or empty value changes nothing and is not named; a step of 1 neither
+    plain = {**PHI2, "partial_rotary_factor": 0.0, "final_logit_softcapping": 0, "qk_layernorm": False}
+    assert rl.ModelConfig.from_hf_config({**plain, "decoder_sparse_step": 1}).notes == ()
     gemma = rl.load_model("gemma-3-4b").notes
     assert gemma[0] == "gemma3: the text decoder (text_config, gemma3_text); the vision tower is left out"

@@ -39,6 +39,8 @@ ARCHITECTURES: dict[str, tuple[bool, str, bool]] = {
     "cohere": (True, "layernorm_nobias", True),
     "cohere2": (True, "layernorm_nobias", True),
     "gpt_neox": (False, "layernorm", True),
+    # Phi-2 (modeling_phi.py): attention and fc1/fc2 both off input_layernorm, summed with the input
+    "phi": (False, "layernorm", True),
 }
 
 # model types that wrap a text decoder in ``text_config`` (with a vision tower, left out)
@@ -76,8 +78,8 @@ class LayerGroup:
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
 POST_NORM_TYPES = ("gemma2", "gemma3_text")
 # a separate lm_head where the config leaves tie_word_embeddings out: the default of
-# Llama4TextConfig and MistralConfig (tie_word_embeddings=False); PretrainedConfig's is True
-UNTIED_TYPES = ("llama4_text", "mistral")
+# Llama4TextConfig, MistralConfig and PhiConfig (tie_word_embeddings=False); PretrainedConfig's is True
+UNTIED_TYPES = ("llama4_text", "mistral", "phi")
 WHOLE_QK_NORM_TYPES = (
     "olmo2",
 )  # q_norm and k_norm over the whole projection (modeling_olmo2.py)  # a norm after attention and after the MLP too
@@ -96,6 +98,7 @@ READ_KEYS = {
     "rotary_pct": "rotary over part of each head, priced over all of it (an upper bound)",
     "use_parallel_residual": "attention and MLP in parallel, each off its own norm",
     "use_qk_norm": "a norm over q and k",
+    "qk_layernorm": "a LayerNorm over each head of q and k (Phi)",
     "swiglu_limit": "gate and up clamped before the activation: not priced (2 ops an element)",
     "logit_scale": "logits scaled by a constant: not priced (one multiply a logit)",
     "logits_scaling": "logits scaled by a constant: not priced (one multiply a logit)",
@@ -429,12 +432,20 @@ def _text_decoder(raw: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any]
     return {**inner, **text}, (note,)
 
 
+def _changes_compute(value: Any) -> bool:
+    """Whether a ``READ_KEYS`` value changes what a layer computes: set, not false, zero or
+    empty, and not a step of 1 (every layer alike); ``true`` counts (in Python it equals 1)."""
+    if isinstance(value, bool):
+        return value
+    return value not in (None, 0, 1, [], "")
+
+
 def _notes(raw: Mapping[str, Any], groups: tuple[LayerGroup, ...], where: str) -> tuple[str, ...]:
     """What the reader took from keys beyond the uniform layer; an error for one it cannot model."""
     for key, what in UNMODELLED_KEYS.items():
         if raw.get(key):
             raise InvalidConfigError(where, f"'{key}' ({what}) is not modelled")
-    notes = [f"{key}: {what}" for key, what in READ_KEYS.items() if raw.get(key) not in (None, False, 1, [])]
+    notes = [f"{key}: {what}" for key, what in READ_KEYS.items() if _changes_compute(raw.get(key))]
     quant = raw.get("quantization_config")
     if _expert_format(raw):
         notes.append(
@@ -520,7 +531,7 @@ def _from_hf(raw: Mapping[str, Any], name: str | None, where: str) -> ModelConfi
         norm=norm,
         parallel_attn=parallel,
         mlp_norm_in_parallel=parallel and two_norms,
-        qk_norm=model_type in QK_NORM_TYPES or bool(raw.get("use_qk_norm")),
+        qk_norm=model_type in QK_NORM_TYPES or bool(raw.get("use_qk_norm") or raw.get("qk_layernorm")),
         rotary=model_type != "opt",
         max_position_embeddings=int(_first(raw, "max_position_embeddings", "n_positions") or 0),
         sliding_window=None if groups else _uniform_window(raw),
