@@ -53,8 +53,9 @@ def test_the_decoder_holds_what_the_engine_counts(name, dtype):
     60.8 MB a sequence of 1024 for qwen2-7b, the -12.8 % the H200 run of 2026-11-27 recorded
     at batch 64 (reports/validation/gpu-runs/cuda-nvidia-h200-2026-11-27-heldout/run3-qwen2-eager).
     GPT-J and Pythia (attention and MLP off one normed input; Pythia's MLP normalises it
-    again): the rotary's temporaries were the peak, one hidden width a token over; the peak
-    is now the MLP's, up and its activation (2 x 4 x 4096) beside attention's sum."""
+    again): the rotary held q's input while k turned, and was the peak, one hidden width a
+    token over; the peak is now the MLP's, up and its activation (2 x 4 x 4096) beside
+    attention's sum (the rotation's, with q's input dropped first, is as high, not higher)."""
     d = resolve(name, "h100-sxm", attention="flash", dtype=dtype)
     config, batch, prompt = replace(truncate(d.model, 1), vocab_size=1024), 2, 128  # the layer's peak
     model = Decoder(config, dtype, "cpu", max_batch=batch, max_len=prompt + 1, seed=0)

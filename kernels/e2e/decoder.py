@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels.bench.bench import rope_tables
+from kernels.bench.bench import apply_rope, rope_tables
 from ridgeline.engine.layers import Plan
 from ridgeline.engine.memory import kv_bytes_per_token, weight_bytes
 from ridgeline.engine.model import ModelConfig
@@ -59,19 +59,6 @@ def check_supported(config: ModelConfig) -> None:
             "pick a dense model (e.g. llama-2-7b, qwen2-0.5b)"
         )
     activation(config.hidden_act)
-
-
-def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """``apply_rope`` (kernels.bench, whose kernel the profiles time): its kernels (negate,
-    join, two products, a sum) and arithmetic, so the same numbers, but its second product
-    and the sum written in place: at most one temporary beside the input and the output
-    (the engine's fused rope has none). Three lived at once, and where attention and the
-    MLP read one normed input (GPT-J, GPT-NeoX) the rotation was the layer's peak."""
-    half = x.shape[-1] // 2
-    out = x * cos
-    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    turned.mul_(sin)
-    return out.add_(turned)
 
 
 def activation(name: str):
@@ -197,9 +184,9 @@ class Layer(nn.Module):
             v = self.v_proj(x).view(B, S, c.num_kv_heads, c.head_dim).transpose(1, 2)
         del x
         if c.rotary:
-            with op("rope"):
-                q = rotate(q, cos, sin)
-                k = rotate(k, cos, sin)
+            with op("rope"):  # q's input dies before k turns: one rotation's temporaries at a time
+                q = apply_rope(q, cos, sin)
+                k = apply_rope(k, cos, sin)
         with op("attention"):  # the engine's attention op writes the new K/V too
             out = self.sdpa(q, k, v, k_cache, v_cache, pos)
         with op("o_proj"):
