@@ -245,14 +245,12 @@ class Layer(nn.Module):
         with op("attn_add"):
             summed = x + attended
         del attended
+        source = x if self.c.mlp_norm_in_parallel else summed  # the MLP's norm reads it
+        del x
         if self.mlp_norm is not None:  # else the MLP reads the normed input still in ``held``
-            source = x if self.c.mlp_norm_in_parallel else summed
-            del x
             with op("mlp_norm"):
                 held.append(self.mlp_norm(source))
-            del source
-        else:
-            del x
+        del source
         out = self.mlp(held)
         with op("mlp_add"):
             return summed + out
