@@ -10,7 +10,7 @@ import pytest
 
 import ridgeline as rl
 from ridgeline import api
-from ridgeline.errors import UnknownKeywordError
+from ridgeline.errors import RidgelineError, UnknownKeywordError
 from ridgeline.serving.arrivals import poisson
 from ridgeline.serving.bounds import Load, Slo
 from ridgeline.serving.simulator import Scheduler
@@ -178,3 +178,17 @@ def test_intervals_must_be_a_table_and_its_reason(given):
 def test_the_rate_search_percentile_is_a_number_in_0_to_100(given):
     with pytest.raises(rl.RidgelineError, match=r"^the rate search's percentile must be in \(0, 100\], got "):
         api.plan("llama-3.2-1b", ["a6000"], Load(1.0, 128, 16, 8), Slo(ttft_s=1.0, tpot_s=0.1), rate_search=given)
+
+
+def test_simulate_serving_refuses_a_runner_of_another_deployment():
+    """``runs=`` shares one deployment's table of step costs; another's would price the wrong
+    steps, so it is refused in one line."""
+    d = rl.resolve("llama-3.2-1b", "h100-sxm")
+    other = rl.resolve("llama-3-8b", "h100-sxm")
+    sched = api.serving_scheduler(d)
+    with pytest.raises(RidgelineError, match=r"^runs must be deployment_runs\(d, scheduler\) of this call's own"):
+        api.simulate_serving(d, sched, rate=2, requests=4, runs=api.deployment_runs(other, sched))
+    shared = api.deployment_runs(d, sched)
+    first = api.simulate_serving(d, sched, rate=2, requests=4, prompt=64, output_tokens=4, runs=shared, intervals=False)
+    alone = api.simulate_serving(d, sched, rate=2, requests=4, prompt=64, output_tokens=4, intervals=False)
+    assert first["result"].summary == alone["result"].summary

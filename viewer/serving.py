@@ -112,6 +112,7 @@ def kept_runs(runs: Callable) -> Callable:
             kept[key] = runs(arrivals, progress=progress)
         return kept[key]
 
+    run.serves = runs.serves  # type: ignore[attr-defined]
     return run
 
 

@@ -118,6 +118,11 @@ def serve_arrivals(
         made = poisson(at, requests, prompt, output_tokens, seed)
         return shared_prefix(made, *shared, d.plan.kv_block) if shared else made
 
+    served = getattr(runs, "serves", (None, None))
+    if runs is not None and (served[0] is not d or served[1] is not scheduler):
+        raise InvalidSettingError(
+            "runs", "runs must be deployment_runs(d, scheduler) of this call's own d and scheduler"
+        )
     runs = runs or simulator.deployment_runs(d, scheduler)
 
     def serve(requests: Arrivals, tick=None):

@@ -276,9 +276,15 @@ def step_cost_of(d: Deployment, s: Scheduler) -> StepCost:
 def deployment_runs(d: Deployment, s: Scheduler) -> Callable[..., SimResult]:
     """:func:`simulate_deployment` of ``d`` under ``s`` for any arrivals (and its keywords),
     every run sharing one table of step costs, built at the first run: a rate search's runs,
-    an interval's four."""
+    an interval's four. ``serves`` names the pair it runs (callers check it: a runner of
+    another deployment would price the wrong steps)."""
     table = functools.cache(lambda: step_cost_of(d, s))
-    return lambda arrivals, **keys: simulate_deployment(d, arrivals, s, cost=table(), **keys)
+
+    def runs(arrivals: Arrivals, **keys) -> SimResult:
+        return simulate_deployment(d, arrivals, s, cost=table(), **keys)
+
+    runs.serves = (d, s)  # type: ignore[attr-defined]
+    return runs
 
 
 def _run(server: _Server, arrivals: Arrivals, progress) -> dict[str, list]:
